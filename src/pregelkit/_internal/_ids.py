@@ -1,0 +1,60 @@
+"""Identifiers: deterministic task ids and time-ordered checkpoint ids."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+import uuid
+
+import xxhash
+
+_lock = threading.Lock()
+_last_ts = 0
+
+
+def _fmt(h: str) -> str:
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def task_id(namespace: bytes, *parts: str) -> str:
+    """A task id that depends only on its inputs, so a resumed step recomputes it.
+
+    The checkpoint id (``namespace``) plus the task's namespace, step, name,
+    kind and path identify the task; xxh3-128 of them, in UUID form.
+    """
+    h = xxhash.xxh3_128(namespace)
+    for p in parts:
+        h.update(b"\x00")
+        h.update(p.encode())
+    return _fmt(h.hexdigest())
+
+
+def interrupt_id(namespace: str) -> str:
+    """The id of an interrupt raised in the task with this checkpoint namespace."""
+    return xxhash.xxh3_128_hexdigest(namespace.encode())
+
+
+def uuid6(clock_seq: int | None = None) -> str:
+    """A UUIDv6: time-ordered, so string order is creation order.
+
+    Checkpoint ids must sort from first to last; the timestamp is forced to
+    increase strictly within the process.
+    """
+    global _last_ts
+    with _lock:
+        ns = time.time_ns()
+        ts = ns // 100 + 0x01B21DD213814000  # 100ns intervals since 1582-10-15
+        if ts <= _last_ts:
+            ts = _last_ts + 1
+        _last_ts = ts
+    if clock_seq is None:
+        clock_seq = random.getrandbits(14)
+    node = int.from_bytes(os.urandom(6), "big")
+    time_high_and_time_mid = (ts >> 12) & 0xFFFFFFFFFFFF
+    time_low_and_version = (ts & 0x0FFF) | (6 << 12)
+    value = (time_high_and_time_mid << 80) | (time_low_and_version << 64)
+    value |= ((clock_seq & 0x3FFF) | 0x8000) << 48
+    value |= node & 0xFFFFFFFFFFFF
+    return str(uuid.UUID(int=value))

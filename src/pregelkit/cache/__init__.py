@@ -1,0 +1,1 @@
+"""Caches for task results."""

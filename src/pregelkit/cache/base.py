@@ -1,0 +1,52 @@
+"""The cache interface: task writes stored under (namespace, key) with a TTL."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Generic, TypeVar
+
+from pregelkit.checkpoint.serde.base import SerializerProtocol
+
+ValueT = TypeVar("ValueT")
+Namespace = tuple[str, ...]
+FullKey = tuple[Namespace, str]
+
+__all__ = ["BaseCache", "FullKey", "Namespace"]
+
+
+class BaseCache(ABC, Generic[ValueT]):
+    """Stores values under ``(namespace, key)``; an entry lives for its TTL in
+    seconds, or forever when the TTL is ``None``."""
+
+    serde: SerializerProtocol
+
+    def __init__(self, *, serde: SerializerProtocol | None = None) -> None:
+        if serde is None:
+            from pregelkit.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+            serde = JsonPlusSerializer()
+        self.serde = serde
+
+    @abstractmethod
+    def get(self, keys: Sequence[FullKey]) -> dict[FullKey, ValueT]:
+        """The live entries among ``keys``; missing and expired ones are left out."""
+
+    @abstractmethod
+    async def aget(self, keys: Sequence[FullKey]) -> dict[FullKey, ValueT]: ...
+
+    @abstractmethod
+    def set(self, pairs: Mapping[FullKey, tuple[ValueT, int | None]]) -> None:
+        """Store ``key -> (value, ttl seconds or None)``."""
+
+    @abstractmethod
+    async def aset(self, pairs: Mapping[FullKey, tuple[ValueT, int | None]]) -> None: ...
+
+    @abstractmethod
+    def clear(self, namespaces: Sequence[Namespace] | None = None) -> None:
+        """Drop the entries of these namespaces, or all entries."""
+
+    @abstractmethod
+    async def aclear(self, namespaces: Sequence[Namespace] | None = None) -> None: ...
+
+

@@ -1,0 +1,1 @@
+"""Checkpoints and the savers that store them."""

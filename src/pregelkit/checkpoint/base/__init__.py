@@ -1,0 +1,346 @@
+"""Checkpoints, their metadata, and the interface every saver implements.
+
+A checkpoint is the state between two supersteps: channel values and
+versions, and which versions each node has seen. Writes made by tasks of the
+step after a checkpoint are stored beside it as *pending writes*, so a
+resumed run skips the tasks that already finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
+from datetime import datetime, timezone
+from typing import Any, Generic, Literal, NamedTuple, TypedDict, TypeVar
+
+from typing_extensions import NotRequired
+
+from pregelkit._internal._constants import (
+    CONF,
+    CONFIG_KEY_CHECKPOINT_ID,
+    CONFIG_KEY_CHECKPOINT_NS,
+    CONFIG_KEY_THREAD_ID,
+)
+from pregelkit._internal._ids import uuid6
+from pregelkit.checkpoint.serde.base import SerializerProtocol
+from pregelkit.errors import ThreadBusyError
+
+__all__ = [
+    "BaseCheckpointSaver",
+    "ChannelVersions",
+    "Checkpoint",
+    "CheckpointMetadata",
+    "CheckpointTuple",
+    "EmptyChannelError",
+    "PendingWrite",
+    "RunnableConfig",
+    "copy_checkpoint",
+    "create_checkpoint_id",
+    "empty_checkpoint",
+    "get_checkpoint_id",
+    "get_checkpoint_metadata",
+]
+
+from pregelkit.errors import EmptyChannelError  # noqa: E402  (re-export, as langgraph does)
+
+V = TypeVar("V", int, float, str)
+RunnableConfig = dict[str, Any]
+ChannelVersions = dict[str, Any]
+PendingWrite = tuple[str, str, Any]
+"""(task id, channel, value)"""
+
+LATEST_VERSION = 2
+
+
+class CheckpointMetadata(TypedDict, total=False):
+    """Why and where a checkpoint was made."""
+
+    source: Literal["input", "loop", "update", "fork"]
+    """``input``: from the input of invoke/stream; ``loop``: after a superstep;
+    ``update``: from ``update_state``; ``fork``: a copy of another checkpoint."""
+    step: int
+    """-1 for the input checkpoint, 0 for the first loop checkpoint, and so on."""
+    parents: dict[str, str]
+    """Checkpoint namespace -> checkpoint id of the parent graphs."""
+    run_id: NotRequired[str]
+    writes: NotRequired[dict[str, Any]]
+
+
+class Checkpoint(TypedDict):
+    """State snapshot at a given point in time."""
+
+    v: int
+    id: str
+    """Unique and increasing: string order is creation order."""
+    ts: str
+    """ISO 8601 creation time."""
+    channel_values: dict[str, Any]
+    channel_versions: ChannelVersions
+    versions_seen: dict[str, ChannelVersions]
+    """node -> channel -> the version that node last ran on."""
+
+
+class CheckpointTuple(NamedTuple):
+    """A checkpoint with its config, metadata, parent and pending writes."""
+
+    config: RunnableConfig
+    checkpoint: Checkpoint
+    metadata: CheckpointMetadata
+    parent_config: RunnableConfig | None = None
+    pending_writes: list[PendingWrite] | None = None
+
+
+def empty_checkpoint() -> Checkpoint:
+    return Checkpoint(
+        v=LATEST_VERSION,
+        id=uuid6(clock_seq=-2),
+        ts=datetime.now(timezone.utc).isoformat(),
+        channel_values={},
+        channel_versions={},
+        versions_seen={},
+    )
+
+
+def create_checkpoint_id(step: int) -> str:
+    return uuid6(clock_seq=step)
+
+
+def copy_checkpoint(checkpoint: Checkpoint) -> Checkpoint:
+    return Checkpoint(
+        v=checkpoint["v"],
+        id=checkpoint["id"],
+        ts=checkpoint["ts"],
+        channel_values=checkpoint["channel_values"].copy(),
+        channel_versions=checkpoint["channel_versions"].copy(),
+        versions_seen={k: v.copy() for k, v in checkpoint["versions_seen"].items()},
+    )
+
+
+def get_checkpoint_id(config: RunnableConfig) -> str | None:
+    value: str | None = config.get(CONF, {}).get(CONFIG_KEY_CHECKPOINT_ID)
+    return value
+
+
+def get_checkpoint_metadata(
+    config: RunnableConfig, metadata: CheckpointMetadata
+) -> CheckpointMetadata:
+    """The metadata to store: the given metadata plus the run's own metadata keys."""
+    extra = {
+        k: v
+        for k, v in config.get("metadata", {}).items()
+        if not k.startswith("__") and isinstance(v, (str, int, float, bool))
+    }
+    return {**extra, **metadata}  # type: ignore[typeddict-item]
+
+
+def thread_coordinates(config: RunnableConfig) -> tuple[str, str, str | None]:
+    """(thread id, checkpoint namespace, checkpoint id) of a config, with a clear
+    error when the thread id is missing."""
+    conf = config.get(CONF)
+    if not conf or conf.get(CONFIG_KEY_THREAD_ID) is None:
+        raise ValueError(
+            "a checkpointer needs a thread id: pass "
+            "config={'configurable': {'thread_id': '...'}} to invoke/stream/get_state"
+        )
+    return (
+        str(conf[CONFIG_KEY_THREAD_ID]),
+        conf.get(CONFIG_KEY_CHECKPOINT_NS, ""),
+        conf.get(CONFIG_KEY_CHECKPOINT_ID),
+    )
+
+
+class BaseCheckpointSaver(Generic[V]):
+    """Stores checkpoints and pending writes, per thread and checkpoint namespace.
+
+    Implement ``get_tuple``, ``list``, ``put``, ``put_writes`` and
+    ``delete_thread``; the async twins default to running the sync method in a
+    worker thread, so a sync-only saver works with ``ainvoke`` too.
+    """
+
+    serde: SerializerProtocol
+
+    def __init__(self, *, serde: SerializerProtocol | None = None) -> None:
+        if serde is None:
+            from pregelkit.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+            serde = JsonPlusSerializer()
+        self.serde = serde
+        self._thread_locks: dict[str, threading.Lock] = {}
+        self._thread_locks_guard = threading.Lock()
+
+    @property
+    def config_specs(self) -> list[Any]:
+        return []
+
+    # reading
+    def get(self, config: RunnableConfig) -> Checkpoint | None:
+        if value := self.get_tuple(config):
+            return value.checkpoint
+        return None
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint named by ``config`` (its ``checkpoint_id``, else the latest)."""
+        raise NotImplementedError
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first, optionally of one thread/namespace, matching
+        ``filter`` on metadata, older than ``before``, at most ``limit``."""
+        raise NotImplementedError
+
+    # writing
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint. Only channels in ``new_versions`` changed since the
+        parent; ``checkpoint["channel_values"]`` holds at least those."""
+        raise NotImplementedError
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes against the checkpoint in ``config``."""
+        raise NotImplementedError
+
+    def delete_thread(self, thread_id: str) -> None:
+        raise NotImplementedError
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of one thread to another."""
+        raise NotImplementedError
+
+    def prune(
+        self, thread_ids: Sequence[str], *, strategy: Literal["keep_latest", "delete"] = "keep_latest"
+    ) -> None:
+        """Drop old checkpoints of threads: keep only each namespace's latest, or all."""
+        raise NotImplementedError
+
+    def get_next_version(self, current: V | None, channel: None = None) -> V:
+        """The version after ``current``. Versions sort; a random suffix keeps a
+        fork's new versions from colliding with the original branch's blobs."""
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(str(current).split(".")[0])
+        import random
+
+        return f"{current_v + 1:032}.{random.random():016}"  # type: ignore[return-value]
+
+    # one run per thread
+    def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:
+        """Hold ``thread_id`` for one run; a second run of it fails fast
+        (``ThreadBusyError``) or waits. This default covers one process;
+        savers shared between processes hold a lock in their store."""
+        with self._thread_locks_guard:
+            lock = self._thread_locks.setdefault(thread_id, threading.Lock())
+        return _held(lock, thread_id, wait)
+
+    def alock_thread(
+        self, thread_id: str, *, wait: bool = False
+    ) -> AbstractAsyncContextManager[None]:
+        return _async_held(self, thread_id, wait)
+
+    # async twins
+    async def aget(self, config: RunnableConfig) -> Checkpoint | None:
+        if value := await self.aget_tuple(config):
+            return value.checkpoint
+        return None
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        items = await asyncio.to_thread(
+            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        )
+        for item in items:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(
+        self, thread_ids: Sequence[str], *, strategy: Literal["keep_latest", "delete"] = "keep_latest"
+    ) -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+
+class _held(AbstractContextManager[None]):
+    __slots__ = ("lock", "thread_id", "wait")
+
+    def __init__(self, lock: threading.Lock, thread_id: str, wait: bool) -> None:
+        self.lock = lock
+        self.thread_id = thread_id
+        self.wait = wait
+
+    def __enter__(self) -> None:
+        if not self.lock.acquire(blocking=self.wait):
+            raise ThreadBusyError(self.thread_id)
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+@asynccontextmanager
+async def _async_held(saver: BaseCheckpointSaver[Any], thread_id: str, wait: bool) -> Any:
+    cm = saver.lock_thread(thread_id, wait=False)
+    while True:
+        try:
+            cm.__enter__()
+            break
+        except ThreadBusyError:
+            if not wait:
+                raise
+            await asyncio.sleep(0.01)
+    try:
+        yield
+    finally:
+        cm.__exit__(None, None, None)
+
+

@@ -1,0 +1,1 @@
+"""Serialization of checkpoints, writes and cached values."""

@@ -1,0 +1,254 @@
+"""Public types: what users pass in (Send, Command, policies) and get back
+(Interrupt, StateSnapshot, PregelTask)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, Union
+
+from pregelkit._internal._cache import default_cache_key
+from pregelkit._internal._ids import interrupt_id
+from pregelkit._internal._scope import require_scope
+
+if TYPE_CHECKING:
+    from pregelkit.checkpoint.base import CheckpointMetadata
+
+__all__ = [
+    "All",
+    "CacheKey",
+    "CachePolicy",
+    "Command",
+    "Durability",
+    "Interrupt",
+    "Overwrite",
+    "PregelExecutableTask",
+    "PregelTask",
+    "RetryPolicy",
+    "Send",
+    "StateSnapshot",
+    "StreamMode",
+    "StreamWriter",
+    "default_retry_on",
+    "interrupt",
+]
+
+All = Literal["*"]
+"""Interrupt before or after every node."""
+
+StreamMode = Literal["values", "updates", "checkpoints", "tasks", "debug", "messages", "custom"]
+"""How ``stream`` emits: full values, per-node updates, checkpoints, task events,
+both of those (debug), or what nodes write through ``get_stream_writer()``."""
+
+Durability = Literal["sync", "async", "exit"]
+"""When state is saved: before the next step starts (``sync``), in the
+background while it runs (``async``), or only when the run exits (``exit``)."""
+
+StreamWriter = Callable[[Any], None]
+"""Emits a chunk on the ``custom`` stream."""
+
+RunnableConfig = dict[str, Any]
+
+
+class Send:
+    """Run ``node`` with ``arg`` as its input in the next step (a PUSH task).
+
+    Return a list of Sends from a node, or write them to the tasks channel,
+    to fan out: each Send becomes its own task, all running in parallel.
+    """
+
+    __slots__ = ("arg", "node")
+
+    def __init__(self, node: str, arg: Any) -> None:
+        self.node = node
+        self.arg = arg
+
+    def __hash__(self) -> int:
+        return hash((self.node, repr(self.arg)))
+
+    def __repr__(self) -> str:
+        return f"Send(node={self.node!r}, arg={self.arg!r})"
+
+    def __eq__(self, value: object) -> bool:
+        return isinstance(value, Send) and self.node == value.node and self.arg == value.arg
+
+
+@dataclass(slots=True)
+class Interrupt:
+    """A pause requested by ``interrupt(value)``; ``id`` answers it in a resume map."""
+
+    value: Any
+    id: str = ""
+
+    @classmethod
+    def from_ns(cls, value: Any, ns: str) -> Interrupt:
+        return cls(value=value, id=interrupt_id(ns))
+
+
+@dataclass(slots=True)
+class Command:
+    """Steer a run: resume interrupts, update channels, go to nodes.
+
+    ``resume`` is one value (when one interrupt is pending) or a mapping from
+    interrupt id to value. ``graph=Command.PARENT`` sends it to the parent graph.
+    """
+
+    graph: str | None = None
+    update: Any | None = None
+    resume: dict[str, Any] | Any | None = None
+    goto: Send | Sequence[Send | str] | str = ()
+
+    PARENT: ClassVar[str] = "__parent__"
+
+    def _update_as_tuples(self) -> Sequence[tuple[str, Any]]:
+        if self.update is None:
+            return ()
+        if isinstance(self.update, dict):
+            return list(self.update.items())
+        if isinstance(self.update, (list, tuple)) and all(
+            isinstance(t, tuple) and len(t) == 2 and isinstance(t[0], str) for t in self.update
+        ):
+            return list(self.update)
+        raise TypeError(
+            f"Command.update must be a dict of channel to value or a list of (channel, value) "
+            f"pairs, got {type(self.update).__name__}"
+        )
+
+
+@dataclass(slots=True)
+class Overwrite:
+    """Write this value to a BinaryOperatorAggregate, bypassing its reducer."""
+
+    value: Any
+
+
+def default_retry_on(exc: Exception) -> bool:
+    """Retry what is likely transient; never retry what is a bug in the code.
+
+    Programming errors (ValueError, TypeError, LookupError, ...) fail at once;
+    connection errors and HTTP 5xx responses are retried.
+    """
+    if isinstance(exc, ConnectionError):
+        return True
+    if isinstance(
+        exc,
+        (
+            ValueError,
+            TypeError,
+            ArithmeticError,
+            ImportError,
+            LookupError,
+            NameError,
+            SyntaxError,
+            RuntimeError,
+            ReferenceError,
+            StopIteration,
+            StopAsyncIteration,
+            OSError,
+        ),
+    ):
+        return False
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if isinstance(status, int):
+        return 500 <= status < 600
+    return True
+
+
+class RetryPolicy(NamedTuple):
+    """How to retry a failing task: backoff grows by ``backoff_factor`` up to
+    ``max_interval``; ``retry_on`` picks the exceptions (a type, a sequence of
+    types, or a predicate)."""
+
+    initial_interval: float = 0.5
+    backoff_factor: float = 2.0
+    max_interval: float = 128.0
+    max_attempts: int = 3
+    jitter: bool = True
+    retry_on: (
+        type[BaseException] | Sequence[type[BaseException]] | Callable[[Exception], bool]
+    ) = default_retry_on
+
+
+KeyFuncT = TypeVar("KeyFuncT", bound=Callable[..., Union[str, bytes]])
+
+
+@dataclass
+class CachePolicy(Generic[KeyFuncT]):
+    """Cache a task's result, keyed by ``key_func`` of its input, for ``ttl`` seconds
+    (``None``: forever)."""
+
+    key_func: KeyFuncT = default_cache_key  # type: ignore[assignment]
+    ttl: int | None = None
+
+
+class CacheKey(NamedTuple):
+    """Where a task's cached writes live: namespace, hashed input, time to live."""
+
+    ns: tuple[str, ...]
+    key: str
+    ttl: int | None
+
+
+class PregelTask(NamedTuple):
+    """A task as shown in a state snapshot."""
+
+    id: str
+    name: str
+    path: tuple[str | int | tuple[Any, ...], ...]
+    error: Exception | None = None
+    interrupts: tuple[Interrupt, ...] = ()
+    state: RunnableConfig | StateSnapshot | None = None
+    result: Any | None = None
+
+
+class StateSnapshot(NamedTuple):
+    """A thread's state at one checkpoint."""
+
+    values: dict[str, Any] | Any
+    next: tuple[str, ...]
+    config: RunnableConfig
+    metadata: CheckpointMetadata | None
+    created_at: str | None
+    parent_config: RunnableConfig | None
+    tasks: tuple[PregelTask, ...]
+    interrupts: tuple[Interrupt, ...] = ()
+
+
+@dataclass(eq=False)
+class PregelExecutableTask:
+    """One unit of work in a superstep: a node run (PULL) or a pushed call (PUSH).
+
+    ``writes`` collects ``(channel, value)`` pairs while it runs; the runner
+    commits them when it finishes. Engine-private state rides in ``scope``.
+    """
+
+    name: str
+    input: Any
+    proc: Any
+    writes: deque[tuple[str, Any]]
+    config: RunnableConfig
+    triggers: Sequence[str]
+    retry_policy: Sequence[RetryPolicy]
+    cache_key: CacheKey | None
+    id: str
+    path: tuple[str | int | tuple[Any, ...], ...]
+    writers: Sequence[Any] = ()
+    subgraphs: Sequence[Any] = ()
+    scope: Any = field(default=None, repr=False)
+
+    __hash__ = object.__hash__
+
+
+def interrupt(value: Any) -> Any:
+    """Pause the run and surface ``value``; on resume, return the resume value.
+
+    The first call in a task raises ``GraphInterrupt`` (the graph stops and the
+    caller sees the interrupt). When the thread is resumed with
+    ``Command(resume=v)``, the task runs again from the top and this call
+    returns ``v``. Several calls in one task are answered in order.
+    """
+    return require_scope("interrupt()").interrupt(value)
+
+
