@@ -1,0 +1,143 @@
+"""A channel that folds every write into its value with a reducer function."""
+
+from __future__ import annotations
+
+import collections.abc
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Generic, TypeVar, get_args, get_origin
+
+from typing_extensions import NotRequired, ReadOnly, Required, Self
+
+from pregelkit._internal._typing import MISSING
+from pregelkit.channels.base import BaseChannel
+from pregelkit.errors import EmptyChannelError, InvalidUpdateError
+from pregelkit.types import Overwrite
+
+Value = TypeVar("Value")
+
+__all__ = ["BinaryOperatorAggregate"]
+
+_OVERWRITE_KEY = "__overwrite__"
+"""``{"__overwrite__": v}`` is how an ``Overwrite`` arrives when the update went
+through JSON (an API client cannot build the class)."""
+
+_WRAPPERS = (Annotated, Required, NotRequired, ReadOnly)
+
+_CONCRETE = {
+    collections.abc.Sequence: list,
+    collections.abc.MutableSequence: list,
+    collections.abc.Set: set,
+    collections.abc.MutableSet: set,
+    collections.abc.Mapping: dict,
+    collections.abc.MutableMapping: dict,
+}
+"""Abstract annotations a state schema commonly uses, mapped to the class whose
+empty instance is the natural starting value."""
+
+
+def _initial_value(typ: Any) -> Any:
+    """The reducer's starting value: ``typ()`` when that works, else ``MISSING``.
+
+    Starting from ``int() == 0`` or ``list() == []`` lets the first write go
+    through the reducer like any other, so ``operator.add`` on a list works
+    from the first step. ``Annotated[list, ...]`` and the TypedDict markers
+    are looked through; an annotation that cannot be called (``int | None``)
+    leaves the channel empty until its first write, which is then kept as is.
+    """
+    while get_origin(typ) in _WRAPPERS:
+        typ = get_args(typ)[0]
+    typ = _CONCRETE.get(get_origin(typ) or typ, typ)
+    try:
+        return typ()
+    except Exception:
+        return MISSING
+
+
+class BinaryOperatorAggregate(Generic[Value], BaseChannel[Value, Value, Value]):
+    """Combines the step's writes with ``operator(current, write)``, in task order.
+
+    This is the channel behind ``Annotated[list, operator.add]``: several
+    tasks can write in one step without conflict. An ``Overwrite(value)``
+    write replaces the value instead of being reduced, to reset an
+    accumulated list; it wins over the other writes of its step, so only one
+    per step is allowed.
+    """
+
+    __slots__ = ("operator", "value")
+
+    clears_on_step = False
+
+    def __init__(
+        self, typ: Any, operator: Callable[[Value, Value], Value], *, key: str = ""
+    ) -> None:
+        super().__init__(typ, key)
+        self.operator = operator
+        self.value: Any = _initial_value(typ)
+
+    def __eq__(self, other: object) -> bool:
+        # Two schemas that declare the same key with their own ``lambda`` get
+        # two function objects that cannot be compared; treat them as the same.
+        if not isinstance(other, BinaryOperatorAggregate):
+            return False
+        if _is_lambda(self.operator) or _is_lambda(other.operator):
+            return True
+        return bool(self.operator == other.operator)
+
+    def __hash__(self) -> int:
+        return hash(BinaryOperatorAggregate)
+
+    @property
+    def ValueType(self) -> Any:
+        return self.typ
+
+    @property
+    def UpdateType(self) -> Any:
+        return self.typ
+
+    def checkpoint(self) -> Any:
+        return self.value
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        new = type(self)(self.typ, self.operator, key=self.key)
+        if checkpoint is not MISSING:
+            new.value = checkpoint
+        return new
+
+    def update(self, values: Sequence[Value]) -> bool:
+        if not values:
+            return False
+        # Work on a local so that an error (a second Overwrite, a failing
+        # reducer) leaves the channel as it was before the step.
+        value = self.value
+        overwritten = False
+        for update in values:
+            if isinstance(update, Overwrite):
+                replacement = update.value
+            elif isinstance(update, dict) and len(update) == 1 and _OVERWRITE_KEY in update:
+                replacement = update[_OVERWRITE_KEY]
+            else:
+                if not overwritten:
+                    value = update if value is MISSING else self.operator(value, update)
+                continue
+            if overwritten:
+                raise InvalidUpdateError(
+                    f"At key {self.key!r}: Can receive only one Overwrite per step. "
+                    "Make sure a single task writes Overwrite to this key in a step."
+                )
+            overwritten = True
+            value = replacement
+        self.value = value
+        return True
+
+    def get(self) -> Value:
+        if self.value is MISSING:
+            raise EmptyChannelError()
+        value: Value = self.value
+        return value
+
+    def is_available(self) -> bool:
+        return self.value is not MISSING
+
+
+def _is_lambda(fn: object) -> bool:
+    return getattr(fn, "__name__", None) == "<lambda>"

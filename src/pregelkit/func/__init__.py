@@ -1,0 +1,225 @@
+"""The functional API: plain functions become durable workflows.
+
+``@entrypoint`` turns a function into a ``Pregel`` graph with one node; each
+call of a ``@task`` inside it becomes a PUSH task of that graph, so its
+result is saved as it finishes and a resumed run replays it instead of
+running it again.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
+
+import wrapt
+
+from pregelkit._internal._constants import CACHE_NS_WRITES, END, PREVIOUS, START
+from pregelkit._internal._scope import CURRENT
+from pregelkit.channels.ephemeral_value import EphemeralValue
+from pregelkit.channels.last_value import LastValue
+from pregelkit.checkpoint.serde.jsonplus import allow_modules
+from pregelkit.pregel._call import Call, FnSpec
+from pregelkit.pregel._read import PregelNode
+from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
+from pregelkit.pregel.main import Pregel
+from pregelkit.types import CachePolicy, RetryPolicy
+
+__all__ = ["entrypoint", "task"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+S = TypeVar("S")
+
+
+def _policies(
+    retry_policy: RetryPolicy | Sequence[RetryPolicy] | None,
+) -> tuple[RetryPolicy, ...] | None:
+    if retry_policy is None:
+        return None
+    if isinstance(retry_policy, RetryPolicy):
+        return (retry_policy,)
+    return tuple(retry_policy)
+
+
+def _refuse_generators(fn: Callable[..., Any], what: str) -> None:
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise TypeError(
+            f"{what} {getattr(fn, '__qualname__', fn)!r} is a generator; generators are not "
+            "supported: return the value instead, and stream progress with "
+            "get_stream_writer() or the 'updates' stream"
+        )
+
+
+class _TaskFunction(wrapt.FunctionWrapper):  # type: ignore[misc]
+    """A task: calling it inside a run schedules it and returns a future."""
+
+    def clear_cache(self, cache: Any) -> None:
+        """Drop this task's cached results from ``cache``."""
+        cache.clear([(CACHE_NS_WRITES, self._self_identity, self._self_task_name)])
+
+    async def aclear_cache(self, cache: Any) -> None:
+        await cache.aclear([(CACHE_NS_WRITES, self._self_identity, self._self_task_name)])
+
+
+@overload
+def task(__func_or_none__: Callable[..., T]) -> Callable[..., Any]: ...
+
+
+@overload
+def task(
+    __func_or_none__: None = None,
+    *,
+    name: str | None = None,
+    retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+    cache_policy: CachePolicy[Any] | None = None,
+) -> Callable[[Callable[..., T]], Callable[..., Any]]: ...
+
+
+def task(
+    __func_or_none__: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+    cache_policy: CachePolicy[Any] | None = None,
+) -> Any:
+    """Make a function a task: each call inside an entrypoint is run, saved,
+    retried and cached by the engine, and returns a future.
+
+    Use ``.result()`` on the future in sync code and ``await`` it in async code.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Any:
+        _refuse_generators(fn, "task")
+        spec = FnSpec(fn, skip_first=False)
+        task_name = name or getattr(fn, "__name__", "task")
+        identity = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', task_name)}"
+        policies = _policies(retry_policy)
+        if getattr(fn, "__module__", None):
+            allow_modules(fn.__module__)
+
+        def call_task(
+            wrapped: Callable[..., Any],
+            instance: Any,
+            args: tuple[Any, ...],
+            kwargs: dict[str, Any],
+        ) -> Any:
+            scope = CURRENT.get()
+            if scope is None or scope.run.runner is None:
+                raise RuntimeError(
+                    f"task {task_name!r} was called outside a running workflow: call it from "
+                    "inside an @entrypoint function (or another task, or a graph node)"
+                )
+            if instance is not None and not inspect.isclass(instance):
+                args = (instance, *args)
+            call = Call(
+                spec,
+                args,
+                kwargs,
+                name=task_name,
+                identity=identity,
+                retry_policy=policies,
+                cache_policy=cache_policy,
+            )
+            return scope.run.runner.call(scope.task, call)
+
+        wrapper = _TaskFunction(fn, call_task)
+        wrapper._self_identity = identity
+        wrapper._self_task_name = task_name
+        return wrapper
+
+    if __func_or_none__ is not None:
+        return decorate(__func_or_none__)
+    return decorate
+
+
+def _pluck_return(value: Any) -> Any:
+    return value.value if isinstance(value, entrypoint.final) else value
+
+
+def _pluck_save(value: Any) -> Any:
+    return value.save if isinstance(value, entrypoint.final) else value
+
+
+class entrypoint(Generic[T]):
+    """Make a function a durable workflow: a ``Pregel`` graph with one node.
+
+    ``invoke``/``stream`` run it; with a checkpointer, every task result is
+    saved as it finishes, ``interrupt()`` pauses it, and
+    ``invoke(Command(resume=...), config)`` resumes it. The function may ask
+    for ``previous`` (the thread's last saved return value), ``config``,
+    ``writer``, ``store`` or ``runtime`` by parameter name.
+    """
+
+    def __init__(
+        self,
+        checkpointer: Any = None,
+        store: Any = None,
+        cache: Any = None,
+        context_schema: Any = None,
+        cache_policy: CachePolicy[Any] | None = None,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+    ) -> None:
+        self.checkpointer = checkpointer
+        self.store = store
+        self.cache = cache
+        self.context_schema = context_schema
+        self.cache_policy = cache_policy
+        self.retry_policy = retry_policy
+
+    @dataclass
+    class final(Generic[R, S]):
+        """Return ``value`` to the caller but save ``save`` as the thread's
+        ``previous`` for the next run."""
+
+        value: R
+        save: S
+
+    def __call__(self, func: Callable[..., Any]) -> Pregel:
+        _refuse_generators(func, "entrypoint")
+        if not callable(func):
+            raise TypeError(f"@entrypoint needs a function, got {type(func).__name__}")
+        params = [
+            p
+            for p in inspect.signature(func).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        if not params:
+            raise TypeError(
+                f"entrypoint {func.__qualname__!r} must take one positional parameter: its input"
+            )
+        name = getattr(func, "__name__", "entrypoint")
+        if getattr(func, "__module__", None):
+            allow_modules(func.__module__)
+        node = PregelNode(
+            channels=START,
+            triggers=[START],
+            bound=func,
+            writers=[
+                ChannelWrite(
+                    [
+                        ChannelWriteEntry(END, mapper=_pluck_return),
+                        ChannelWriteEntry(PREVIOUS, mapper=_pluck_save),
+                    ]
+                )
+            ],
+            retry_policy=self.retry_policy,
+            cache_policy=self.cache_policy,
+        )
+        graph = Pregel(
+            nodes={name: node},
+            channels={START: EphemeralValue(Any), END: LastValue(Any), PREVIOUS: LastValue(Any)},
+            input_channels=START,
+            output_channels=END,
+            stream_channels=END,
+            stream_mode="updates",
+            checkpointer=self.checkpointer,
+            store=self.store,
+            cache=self.cache,
+            context_schema=self.context_schema,
+            name=name,
+        )
+        graph.__doc__ = func.__doc__
+        graph.__wrapped__ = func  # type: ignore[attr-defined]
+        return graph

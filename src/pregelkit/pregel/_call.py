@@ -1,0 +1,87 @@
+"""Calling user functions: what to inject, decided once per function.
+
+A node or task function may ask for ``config``, ``writer``, ``store``,
+``runtime`` or ``previous`` by parameter name. Inspecting a signature costs
+microseconds, so it is done when the graph is built, never per call.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+INJECTABLE = ("config", "writer", "store", "runtime", "previous")
+
+
+class FnSpec:
+    """A function plus the facts about it the engine needs on every call."""
+
+    __slots__ = ("fn", "inject", "inject_pos", "is_async", "is_gen", "name")
+
+    def __init__(self, fn: Callable[..., Any], *, skip_first: bool = True) -> None:
+        if not callable(fn):
+            raise TypeError(f"expected a callable, got {type(fn).__name__}: {fn!r}")
+        self.fn = fn
+        self.name = getattr(fn, "__name__", type(fn).__name__)
+        target = inspect.unwrap(fn) if inspect.isfunction(fn) or inspect.ismethod(fn) else fn
+        call = target if inspect.isroutine(target) else getattr(target, "__call__", target)  # noqa: B004
+        self.is_async = inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(target)
+        self.is_gen = inspect.isgeneratorfunction(call) or inspect.isasyncgenfunction(call)
+        pairs = _injectables(fn, skip_first)
+        self.inject = tuple(name for name, _ in pairs)
+        self.inject_pos = tuple(pos for _, pos in pairs)
+
+
+@functools.lru_cache(maxsize=4096)
+def _params(fn: Callable[..., Any]) -> tuple[str, ...]:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return ()
+    return tuple(
+        name
+        for name, p in sig.parameters.items()
+        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+    )
+
+
+def _injectables(fn: Callable[..., Any], skip_first: bool) -> tuple[tuple[str, int], ...]:
+    """(name, position) of each injectable parameter; a positional argument at
+    that position means the caller passed it explicitly."""
+    try:
+        params = _params(fn)
+    except TypeError:  # unhashable callable
+        params = _params.__wrapped__(fn)
+    start = 1 if skip_first else 0
+    return tuple((n, i) for i, n in enumerate(params) if i >= start and n in INJECTABLE)
+
+
+class Call:
+    """One functional-API task call: the function and the arguments it was given."""
+
+    __slots__ = ("args", "cache_policy", "identity", "kwargs", "name", "retry_policy", "spec")
+
+    def __init__(
+        self,
+        spec: FnSpec,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        name: str,
+        identity: str,
+        retry_policy: Any = None,
+        cache_policy: Any = None,
+    ) -> None:
+        self.spec = spec
+        self.args = args
+        self.kwargs = kwargs
+        self.name = name
+        self.identity = identity
+        self.retry_policy = retry_policy
+        self.cache_policy = cache_policy
+
+    @property
+    def input(self) -> Any:
+        return (self.args, self.kwargs)

@@ -1,0 +1,323 @@
+"""Executors: run callables in the background. They know nothing of tasks.
+
+``BackgroundExecutor`` runs on a process-wide pool of worker threads, so a
+run does not pay for starting threads. Its futures are
+``concurrent.futures.Future`` objects with one addition: a caller that waits
+on a future whose work has not started yet runs that work itself, in its own
+thread. The caller would only block otherwise, so what it observes is the
+same, and a chain of calls costs no thread hand-off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import queue
+import threading
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures._base import PENDING, RUNNING
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from contextvars import copy_context
+from types import TracebackType
+from typing import Any, Protocol, TypeVar
+
+from pregelkit.errors import GraphBubbleUp
+
+T = TypeVar("T")
+
+__all__ = ["AsyncBackgroundExecutor", "BackgroundExecutor", "Submit"]
+
+_MAX_WORKERS = int(os.environ.get("PREGELKIT_MAX_WORKERS", "64"))
+
+
+class Submit(Protocol):
+    """The executor interface the loop and runner use; a remote executor can
+    implement it to run work elsewhere."""
+
+    def __call__(
+        self,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        __name__: str | None = None,
+        __cancel_on_exit__: bool = False,
+        __reraise_on_exit__: bool = True,
+        __next_tick__: bool = False,
+        **kwargs: Any,
+    ) -> concurrent.futures.Future[Any] | asyncio.Future[Any]: ...
+
+
+class _Pool:
+    """Daemon worker threads fed from one queue; grows on demand."""
+
+    def __init__(self, max_workers: int) -> None:
+        self.max_workers = max_workers
+        self.queue: queue.SimpleQueue[Job[Any] | None] = queue.SimpleQueue()
+        self.idle = threading.Semaphore(0)
+        self.threads: list[threading.Thread] = []
+        self.lock = threading.Lock()
+
+    def put(self, job: Job[Any]) -> None:
+        self.queue.put(job)
+        if self.idle.acquire(blocking=False):
+            return
+        with self.lock:
+            if len(self.threads) < self.max_workers:
+                t = threading.Thread(
+                    target=self._work, name=f"pregelkit-{len(self.threads)}", daemon=True
+                )
+                self.threads.append(t)
+                t.start()
+
+    def _work(self) -> None:
+        get = self.queue.get
+        while True:
+            job = get()
+            if job is None:
+                return
+            job.run()
+            del job
+            self.idle.release()
+
+
+_pool: _Pool | None = None
+_pool_lock = threading.Lock()
+
+
+def _get_pool() -> _Pool:
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = _Pool(_MAX_WORKERS)
+    return _pool
+
+
+def _reset_pool_after_fork() -> None:
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_pool_after_fork)
+
+
+class Job(concurrent.futures.Future[T]):
+    """A future that carries its own work, so whoever gets to it first runs it."""
+
+    __slots__ = ("_args", "_ctx", "_fn", "_kwargs", "_on_start")
+
+    def __init__(
+        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        super().__init__()
+        self._fn: Callable[..., T] | None = fn
+        self._args = args
+        self._kwargs = kwargs
+        self._ctx = copy_context()
+        self._on_start: Callable[[], None] | None = None
+
+    def _claim(self) -> bool:
+        with self._condition:  # type: ignore[attr-defined]
+            if self._state != PENDING:  # type: ignore[attr-defined]
+                return False
+            self._state = RUNNING  # type: ignore[attr-defined]
+            return True
+
+    def run(self) -> None:
+        """Run the work unless someone else already did (or it was cancelled)."""
+        if not self._claim():
+            return
+        fn, self._fn = self._fn, None
+        assert fn is not None
+        if self._on_start is not None:
+            self._on_start()
+        try:
+            result = self._ctx.run(fn, *self._args, **self._kwargs)
+        except BaseException as exc:
+            self.set_exception(exc)
+        else:
+            self.set_result(result)
+        finally:
+            self._args = ()
+            self._kwargs = {}
+
+    def result(self, timeout: float | None = None) -> T:
+        if self._state == PENDING:  # type: ignore[attr-defined]
+            self.run()
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if self._state == PENDING:  # type: ignore[attr-defined]
+            self.run()
+        return super().exception(timeout)
+
+
+class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
+    """Runs callables on worker threads for one run, and settles them on exit.
+
+    On exit it cancels what was marked ``__cancel_on_exit__``, waits for the
+    rest, and re-raises the first failure marked ``__reraise_on_exit__``.
+    ``max_concurrency`` (from the config) caps how many run at once.
+    """
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self.pool = _get_pool()
+        self.tasks: dict[concurrent.futures.Future[Any], tuple[bool, bool]] = {}
+        self.lock = threading.Lock()
+        limit = (config or {}).get("max_concurrency")
+        self.limit: int | None = int(limit) if limit else None
+        self.running = 0
+        self.backlog: deque[Job[Any]] = deque()
+
+    def submit(
+        self,
+        fn: Callable[..., T],
+        /,
+        *args: Any,
+        __name__: str | None = None,
+        __cancel_on_exit__: bool = False,
+        __reraise_on_exit__: bool = True,
+        __next_tick__: bool = False,
+        **kwargs: Any,
+    ) -> Job[T]:
+        """Schedule ``fn``. Work is always queued, never run inside ``submit``, so
+        ``__next_tick__`` holds by construction: the submitter finishes what it
+        is doing (e.g. registering the task) before the work can start."""
+        job: Job[T] = Job(fn, args, kwargs)
+        if __cancel_on_exit__ or not __reraise_on_exit__:
+            with self.lock:
+                self.tasks[job] = (__cancel_on_exit__, __reraise_on_exit__)
+        elif __reraise_on_exit__:
+            with self.lock:
+                self.tasks[job] = (False, True)
+        job.add_done_callback(self._done)
+        if self.limit is None:
+            self.pool.put(job)
+        else:
+            job._on_start = self._started
+            with self.lock:
+                if self.running < self.limit:
+                    self.running += 1
+                    job._on_start = None
+                    self.pool.put(job)
+                else:
+                    self.backlog.append(job)
+        return job
+
+    def _started(self) -> None:
+        # a backlogged job taken by a waiting caller: it now counts as running
+        with self.lock:
+            self.running += 1
+
+    def _done(self, job: concurrent.futures.Future[Any]) -> None:
+        with self.lock:
+            flags = self.tasks.get(job)
+            if flags is not None and (job.cancelled() or job.exception() is None):
+                del self.tasks[job]
+            if self.limit is None:
+                return
+            self.running -= 1
+            while self.backlog and self.running < self.limit:
+                nxt = self.backlog.popleft()
+                if nxt.done() or nxt._state != PENDING:  # type: ignore[attr-defined]
+                    continue
+                nxt._on_start = None
+                self.running += 1
+                self.pool.put(nxt)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        with self.lock:
+            tasks = dict(self.tasks)
+        for job, (cancel, _) in tasks.items():
+            if cancel:
+                job.cancel()
+        pending = [t for t in tasks if not t.done()]
+        for job in pending:
+            try:
+                job.result()
+            except BaseException:
+                pass
+        if exc_type is None:
+            for job, (_, reraise) in tasks.items():
+                if reraise and not job.cancelled() and (exc := job.exception()) is not None:
+                    if not isinstance(exc, GraphBubbleUp):
+                        raise exc
+
+
+async def _gated(semaphore: asyncio.Semaphore, coro: Awaitable[T]) -> T:
+    async with semaphore:
+        return await coro
+
+
+class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecutor"]):
+    """Runs coroutines as asyncio tasks for one run, and settles them on exit."""
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.tasks: dict[asyncio.Future[Any] | concurrent.futures.Future[Any], tuple[bool, bool]]
+        self.tasks = {}
+        limit = (config or {}).get("max_concurrency")
+        self.semaphore = asyncio.Semaphore(int(limit)) if limit else None
+
+    def submit(
+        self,
+        fn: Callable[..., Coroutine[Any, Any, T]],
+        /,
+        *args: Any,
+        __name__: str | None = None,
+        __cancel_on_exit__: bool = False,
+        __reraise_on_exit__: bool = True,
+        __next_tick__: bool = False,
+        **kwargs: Any,
+    ) -> asyncio.Future[T] | concurrent.futures.Future[T]:
+        """Start ``fn(*args)`` as a task. From the event loop's thread this returns
+        an asyncio task; from another thread (a sync function running in a
+        worker) a concurrent future it can block on."""
+        coro: Coroutine[Any, Any, T] = fn(*args, **kwargs)
+        if self.semaphore is not None:
+            coro = _gated(self.semaphore, coro)  # type: ignore[assignment]
+        fut: asyncio.Future[T] | concurrent.futures.Future[T]
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            fut = self.loop.create_task(coro, name=__name__, context=copy_context())
+        else:
+            fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        self.tasks[fut] = (__cancel_on_exit__, __reraise_on_exit__)
+        fut.add_done_callback(self._done)  # type: ignore[arg-type]
+        return fut
+
+    def _done(self, fut: asyncio.Future[Any] | concurrent.futures.Future[Any]) -> None:
+        if fut.cancelled() or fut.exception() is None:
+            self.tasks.pop(fut, None)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        tasks = dict(self.tasks)
+        for fut, (cancel, _) in tasks.items():
+            if cancel:
+                fut.cancel()
+        pending = [asyncio.wrap_future(f) if isinstance(f, concurrent.futures.Future) else f
+                   for f in tasks if not f.done()]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        if exc_type is None:
+            for fut, (_, reraise) in tasks.items():
+                if reraise and not fut.cancelled() and (exc := fut.exception()) is not None:
+                    if not isinstance(exc, GraphBubbleUp):
+                        raise exc

@@ -1,0 +1,910 @@
+"""The loop: drives supersteps and is the only place that talks to savers.
+
+``PregelLoop`` holds every decision of a run (input, planning, writes,
+checkpoints, exit). The sync and async subclasses only say how a saver,
+cache or lane call is made: directly or awaited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from datetime import datetime, timezone
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+from pregelkit._internal._constants import (
+    CONF,
+    CONFIG_KEY_CHECKPOINT_ID,
+    CONFIG_KEY_CHECKPOINT_NS,
+    CONFIG_KEY_THREAD_ID,
+    ERROR,
+    INPUT,
+    INTERRUPT,
+    NS_SEP,
+    NULL_TASK_ID,
+    PREVIOUS,
+    RESUME,
+    SCHEDULED,
+)
+from pregelkit._internal._ids import uuid6
+from pregelkit._internal._scope import CURRENT
+from pregelkit._internal._typing import MISSING
+from pregelkit.channels.base import BaseChannel
+from pregelkit.checkpoint.base import (
+    LATEST_VERSION,
+    BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    empty_checkpoint,
+)
+from pregelkit.errors import EmptyInputError, GraphInterrupt, InvalidUpdateError
+from pregelkit.pregel._algo import (
+    Planner,
+    PregelTaskWrites,
+    apply_writes,
+    increment,
+    is_done_write,
+    prepare_next_tasks,
+    prepare_push_call,
+    should_interrupt,
+    task_path_str,
+)
+from pregelkit.pregel._call import Call
+from pregelkit.pregel._executor import AsyncBackgroundExecutor, BackgroundExecutor
+from pregelkit.pregel._io import (
+    map_input,
+    map_output_updates,
+    read_channels,
+    task_result_event,
+    task_start_event,
+)
+from pregelkit.pregel._scope import RunContext, TaskScope
+from pregelkit.pregel._write import control_writes
+from pregelkit.types import Command, Interrupt, PregelExecutableTask
+
+if TYPE_CHECKING:
+    from pregelkit.pregel.main import Pregel
+
+__all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
+
+Status = Literal[
+    "input", "pending", "done", "interrupt_before", "interrupt_after", "out_of_steps"
+]
+Emit = Callable[[tuple[str, ...], str, Any], None]
+
+
+def _is_interrupt_id(key: Any) -> bool:
+    return isinstance(key, str) and len(key) == 32 and all(c in "0123456789abcdef" for c in key)
+
+
+class PregelLoop:
+    """One run of a graph: input, supersteps, checkpoints, exit."""
+
+    def __init__(
+        self,
+        input: Any,
+        *,
+        graph: Pregel,
+        config: dict[str, Any],
+        stream: Emit | None,
+        stream_modes: frozenset[str],
+        checkpointer: BaseCheckpointSaver[Any] | None,
+        store: Any,
+        cache: Any,
+        durability: str,
+        interrupt_before: Sequence[str] | str,
+        interrupt_after: Sequence[str] | str,
+        is_async: bool,
+        stream_subgraphs: bool = False,
+    ) -> None:
+        self.input = input
+        self.graph = graph
+        self.nodes = graph.nodes
+        self.specs = graph.channels
+        self.trigger_to_nodes = graph.trigger_to_nodes
+        self.input_keys = graph.input_channels
+        self.output_keys = graph.output_channels
+        self.stream_keys = graph.stream_channels_asis
+        self.interrupt_before = interrupt_before
+        self.interrupt_after = interrupt_after
+        self.durability = durability
+        self.is_async = is_async
+        self.status: Status = "input"
+        self.interrupts: list[Interrupt] = []
+        self._interrupt_ids: set[str] = set()
+        self.output: Any = None
+        self.tasks: dict[str, PregelExecutableTask] = {}
+        self.updated_channels: set[str] | None = None
+        self.live_ephemeral: set[str] = set()
+        self._unsaved: set[str] = set()
+        self._done_writes: dict[str, list[tuple[str, Any]]] = {}
+        self._null_writes: list[tuple[str, Any]] = []
+        self.checkpoint_pending_writes: list[tuple[str, str, Any]] = []
+        self._lock = threading.Lock()
+
+        parent = CURRENT.get()
+        self.parent_scope: TaskScope | None = parent
+        self.is_nested = parent is not None
+        if parent is not None:
+            parent_conf = parent.run.base_config.get(CONF, {})
+            conf = {**config.get(CONF, {})}
+            for key in (CONFIG_KEY_THREAD_ID, "checkpoint_map"):
+                if key in parent_conf and key not in conf:
+                    conf[key] = parent_conf[key]
+            conf[CONFIG_KEY_CHECKPOINT_NS] = parent.ns
+            conf.pop(CONFIG_KEY_CHECKPOINT_ID, None)
+            config = {**parent.run.base_config, **config, CONF: conf}
+            if checkpointer is None and graph.checkpointer is not False:
+                checkpointer = parent.run.checkpointer
+            store = store if store is not None else parent.run.store
+            cache = cache if cache is not None else parent.run.cache
+            stream = None
+            if parent.run.emit_raw is not None and parent.run.stream_subgraphs:
+                stream = parent.run.emit_raw
+                stream_modes = parent.run.stream_modes
+                stream_subgraphs = True
+        self.config = config
+        conf = config.get(CONF, {})
+        self.ns: str = conf.get(CONFIG_KEY_CHECKPOINT_NS, "")
+        self.ns_tuple: tuple[str, ...] = tuple(self.ns.split(NS_SEP)) if self.ns else ()
+        self.checkpointer = checkpointer
+        self.store = store
+        self.cache = cache
+        self.stream = stream
+        self.stream_modes = stream_modes
+        self.stream_subgraphs = stream_subgraphs
+        if checkpointer is not None and conf.get(CONFIG_KEY_THREAD_ID) is None:
+            raise ValueError(
+                "this graph has a checkpointer, so it needs a thread id: pass "
+                "config={'configurable': {'thread_id': '...'}}"
+            )
+        self.checkpoint_config: dict[str, Any] = {
+            **config,
+            CONF: {**conf, CONFIG_KEY_CHECKPOINT_NS: self.ns},
+        }
+        self.run = RunContext(
+            base_config=config,
+            channel_names=frozenset(self.specs),
+            emit=self._emit if stream is not None else None,
+            stream_modes=stream_modes,
+            is_async=is_async,
+            store=store,
+            checkpointer=checkpointer,
+            cache=cache,
+        )
+        self.run.emit_raw = self._forward
+        self.run.stream_subgraphs = stream_subgraphs
+        if parent is not None:
+            self.run.resume_slot = parent.run.resume_slot
+            self.run.resume_map = parent.run.resume_map
+        self._next_version: Any = (
+            checkpointer.get_next_version if checkpointer is not None else increment
+        )
+        self._max_version: Any = None
+
+    # streaming
+    def _emit(self, mode: str, payload: Any) -> None:
+        if mode in self.stream_modes and self.stream is not None:
+            self.stream(self.ns_tuple, mode, payload)
+
+    def _forward(self, ns: tuple[str, ...], mode: str, payload: Any) -> None:
+        if mode in self.stream_modes and self.stream is not None:
+            self.stream(ns, mode, payload)
+
+    def _emit_interrupts(self, interrupts: Sequence[Interrupt]) -> None:
+        fresh = []
+        with self._lock:
+            for i in interrupts:
+                if i.id not in self._interrupt_ids:
+                    self._interrupt_ids.add(i.id)
+                    self.interrupts.append(i)
+                    fresh.append(i)
+        if fresh and self.stream is not None:
+            self._emit("updates", {INTERRUPT: tuple(fresh)})
+
+    def _output_writes(
+        self, task: PregelExecutableTask, writes: Sequence[tuple[str, Any]], cached: bool
+    ) -> None:
+        if writes[0][0] == INTERRUPT:
+            self._emit_interrupts([i for c, v in writes if c == INTERRUPT for i in v])
+            return
+        if self.stream is None:
+            return
+        modes = self.stream_modes
+        if "updates" in modes and writes[0][0] != ERROR:
+            update = map_output_updates(self.stream_keys, task, writes, cached)
+            if update is not None:
+                self._emit("updates", update)
+        if not cached and ("tasks" in modes or "debug" in modes):
+            event = task_result_event(task, writes)
+            self._emit("tasks", event)
+            self._emit_debug("task_result", event)
+
+    def _emit_debug(self, kind: str, payload: Any) -> None:
+        if "debug" in self.stream_modes:
+            self._emit(
+                "debug",
+                {
+                    "step": self.step,
+                    "timestamp": datetime.now(timezone.utc).isoformat(),
+                    "type": kind,
+                    "payload": payload,
+                },
+            )
+
+    # setup
+    def _setup(self, saved: CheckpointTuple | None) -> None:
+        if saved is None:
+            saved = CheckpointTuple(self.checkpoint_config, empty_checkpoint(), {"step": -2})
+        else:
+            self.checkpoint_config = {
+                **self.checkpoint_config,
+                CONF: {**self.checkpoint_config[CONF], **saved.config.get(CONF, {})},
+            }
+        self.prev_checkpoint_config = saved.parent_config
+        cp = saved.checkpoint
+        self.checkpoint: Checkpoint = Checkpoint(
+            v=cp["v"],
+            id=cp["id"],
+            ts=cp["ts"],
+            channel_values=dict(cp["channel_values"]),
+            channel_versions=dict(cp["channel_versions"]),
+            versions_seen={k: dict(v) for k, v in cp["versions_seen"].items()},
+        )
+        self.checkpoint_metadata: CheckpointMetadata = saved.metadata
+        self.checkpoint_id_saved = cp["id"] if saved.pending_writes is not None else None
+        values = self.checkpoint["channel_values"]
+        channels: dict[str, BaseChannel[Any, Any, Any]] = {}
+        for name, spec in self.specs.items():
+            c = spec.from_checkpoint(values.get(name, MISSING))
+            c.key = name
+            channels[name] = c
+            if c.clears_on_step and c.is_available():
+                self.live_ephemeral.add(name)
+        self.channels = channels
+        versions = self.checkpoint["channel_versions"]
+        self._max_version = max(versions.values()) if versions else None
+        self.step = int(saved.metadata.get("step", -2)) + 1
+        recursion_limit = int(self.config.get("recursion_limit", 25))
+        self.stop = self.step + recursion_limit + 1
+        self.parents: dict[str, str] = dict(self.config.get(CONF, {}).get("checkpoint_map", {}))
+        if self.parent_scope is not None:
+            pconf = self.parent_scope.run.base_config.get(CONF, {})
+            pns = pconf.get(CONFIG_KEY_CHECKPOINT_NS, "")
+            if (pid := self.parent_scope.run.checkpoint_id) is not None:
+                self.parents[pns] = pid
+        pending = list(saved.pending_writes or ())
+        self.checkpoint_pending_writes = pending
+        self._index_pending(pending)
+        if PREVIOUS in channels and channels[PREVIOUS].is_available():
+            self.run.previous = channels[PREVIOUS].get()
+        self.updated_channels = self._first()
+        self.run.checkpoint_id = self.checkpoint["id"]
+
+    def _index_pending(self, pending: Sequence[tuple[str, str, Any]]) -> None:
+        done: dict[str, list[tuple[str, Any]]] = {}
+        resumes = self.run.resume_writes
+        for tid, chan, value in pending:
+            if chan == RESUME:
+                if tid != NULL_TASK_ID:
+                    resumes[tid] = value
+            elif tid == NULL_TASK_ID:
+                if chan not in (ERROR, INTERRUPT, SCHEDULED):
+                    self._null_writes.append((chan, value))
+            elif is_done_write(chan):
+                bucket = done.get(tid)
+                if bucket is None:
+                    done[tid] = [(chan, value)]
+                else:
+                    bucket.append((chan, value))
+        self._done_writes = done
+
+    def _first(self) -> set[str] | None:
+        inp = self.input
+        if self.is_nested and self._resuming_nested():
+            inp = None
+        if isinstance(inp, Command):
+            if inp.graph == Command.PARENT:
+                raise InvalidUpdateError("Command(graph=Command.PARENT) has no parent graph here")
+            if inp.resume is not None:
+                self._accept_resume(inp.resume)
+            writes = control_writes(Command(update=inp.update, goto=inp.goto))
+            if writes:
+                for chan, _ in writes:
+                    if chan not in self.channels and not chan.startswith("__"):
+                        raise InvalidUpdateError(
+                            f"Command(update=...) names unknown channel {chan!r}; "
+                            f"channels: {sorted(self.channels)}"
+                        )
+                self.put_writes(NULL_TASK_ID, writes)
+                self._null_writes.extend(writes)
+            if not self.checkpoint["channel_versions"]:
+                raise EmptyInputError(
+                    "Command resumes or updates a thread, but this thread has no saved state; "
+                    "start it with an input first"
+                )
+            return self._resume()
+        if inp is None:
+            if not self.checkpoint["channel_versions"]:
+                raise EmptyInputError(
+                    "received no input, and the thread has no saved state to resume: "
+                    "pass an input to start it"
+                )
+            return self._resume()
+        writes = list(map_input(self.input_keys, inp))
+        if not writes:
+            raise EmptyInputError(
+                f"the input {inp!r} writes to no input channel ({self.input_keys!r})"
+            )
+        self.checkpoint_pending_writes = []
+        self._done_writes = {}
+        self._null_writes = []
+        self.run.resume_writes.clear()
+        changed: set[str] = set()
+        updated = self._apply([PregelTaskWrites((), INPUT, writes, ())], changed)
+        if "values" in self.stream_modes and not updated.isdisjoint(
+            [self.output_keys] if isinstance(self.output_keys, str) else self.output_keys
+        ):
+            self._emit("values", read_channels(self.channels, self.output_keys))
+        self._put_checkpoint({"source": "input"}, changed)
+        return updated
+
+    def _resuming_nested(self) -> bool:
+        parent = self.parent_scope
+        assert parent is not None
+        return parent.run.resuming and bool(
+            self.checkpoint["channel_versions"]
+        ) and bool(self.checkpoint_pending_writes)
+
+    def _accept_resume(self, resume: Any) -> None:
+        if isinstance(resume, dict) and resume and all(_is_interrupt_id(k) for k in resume):
+            self.run.resume_map = dict(resume)
+            return
+        waiting = {
+            i.id
+            for tid, chan, value in self.checkpoint_pending_writes
+            if chan == INTERRUPT and tid != NULL_TASK_ID
+            for i in value
+        }
+        if len(waiting) > 1:
+            raise ValueError(
+                f"{len(waiting)} interrupts are pending ({sorted(waiting)}); resume them with "
+                "Command(resume={interrupt_id: value, ...})"
+            )
+        self.run.resume_slot.value = resume
+        self.put_writes(NULL_TASK_ID, [(RESUME, resume)])
+
+    def _resume(self) -> None:
+        self.run.resuming = True
+        versions = self.checkpoint["channel_versions"]
+        self.checkpoint["versions_seen"][INTERRUPT] = dict(versions)
+        return None
+
+    def _apply(self, tasks: Sequence[Any], changed: set[str]) -> set[str]:
+        updated = apply_writes(
+            self.checkpoint,
+            self.channels,
+            tasks,
+            self._next_version,
+            self.trigger_to_nodes,
+            live_ephemeral=self.live_ephemeral,
+            changed=changed,
+            max_version=self._max_version,
+        )
+        if changed:
+            versions = self.checkpoint["channel_versions"]
+            self._max_version = max(versions[c] for c in changed if c in versions)
+            if self._max_version is not None and self.checkpoint["versions_seen"].get(INTERRUPT):
+                pass
+        return updated
+
+    # steps
+    def tick(self) -> bool:
+        """Plan the next step; False when the run is over (done or out of steps)."""
+        if self.step > self.stop:
+            self.status = "out_of_steps"
+            return False
+        self.planner = Planner(
+            checkpoint=self.checkpoint,
+            processes=self.nodes,
+            channels=self.channels,
+            step=self.step,
+            ns=self.ns,
+            run=self.run,
+            node_order=self.graph.node_order,
+            retry_policy=self.graph.retry_policy,
+            cache_policy=self.graph.cache_policy,
+        )
+        self.tasks = prepare_next_tasks(  # type: ignore[assignment]
+            self.checkpoint,
+            self.planner,
+            for_execution=True,
+            trigger_to_nodes=self.trigger_to_nodes,
+            updated_channels=self.updated_channels,
+        )
+        if not self.tasks:
+            self.status = "done"
+            return False
+        self.status = "pending"
+        if self._done_writes:
+            for tid, task in self.tasks.items():
+                if (done := self._done_writes.get(tid)) is not None:
+                    task.writes.extend(done)
+        if self.interrupt_before and should_interrupt(
+            self.checkpoint, self.interrupt_before, self.tasks.values()
+        ):
+            self.status = "interrupt_before"
+            raise GraphInterrupt()
+        if "tasks" in self.stream_modes or "debug" in self.stream_modes:
+            for task in self.tasks.values():
+                if not task.writes:
+                    event = task_start_event(task)
+                    self._emit("tasks", event)
+                    self._emit_debug("task", event)
+        return True
+
+    def after_tick(self) -> None:
+        """Finish the step: apply its writes, save a checkpoint."""
+        tasks: list[Any] = list(self.tasks.values())
+        if self._null_writes:
+            tasks.append(PregelTaskWrites((), INPUT, self._null_writes, ()))
+        changed: set[str] = set()
+        self.updated_channels = self._apply(tasks, changed)
+        if "values" in self.stream_modes and not self.updated_channels.isdisjoint(
+            [self.output_keys] if isinstance(self.output_keys, str) else self.output_keys
+        ):
+            self._emit("values", read_channels(self.channels, self.output_keys))
+        self.checkpoint_pending_writes = []
+        self._done_writes = {}
+        self._null_writes = []
+        self.run.resume_writes.clear()
+        self.run.resuming = False
+        finished = self.tasks
+        self.tasks = {}
+        self._put_checkpoint({"source": "loop"}, changed)
+        if self.interrupt_after and should_interrupt(
+            self.checkpoint, self.interrupt_after, finished.values()
+        ):
+            self.status = "interrupt_after"
+            raise GraphInterrupt()
+
+    def _put_checkpoint(self, metadata: CheckpointMetadata, changed: set[str]) -> None:
+        metadata["step"] = self.step
+        metadata["parents"] = self.parents
+        values = self.checkpoint["channel_values"]
+        channels = self.channels
+        for chan in changed:
+            v = channels[chan].checkpoint()
+            if v is MISSING:
+                values.pop(chan, None)
+            else:
+                values[chan] = v
+        self._unsaved |= changed
+        self.checkpoint = Checkpoint(
+            v=LATEST_VERSION,
+            id=uuid6(clock_seq=self.step),
+            ts=datetime.now(timezone.utc).isoformat(),
+            channel_values=values,
+            channel_versions=self.checkpoint["channel_versions"],
+            versions_seen=self.checkpoint["versions_seen"],
+        )
+        self.checkpoint_metadata = metadata
+        self.run.checkpoint_id = self.checkpoint["id"]
+        if self.checkpointer is not None and self.durability != "exit":
+            self._save_checkpoint()
+        if "checkpoints" in self.stream_modes or "debug" in self.stream_modes:
+            event = self._checkpoint_event()
+            self._emit("checkpoints", event)
+            self._emit_debug("checkpoint", event)
+        self.step += 1
+
+    def _checkpoint_event(self) -> dict[str, Any]:
+        return {
+            "config": self._config_for(self.checkpoint["id"]),
+            "parent_config": self.prev_checkpoint_config,
+            "values": read_channels(self.channels, self.stream_keys),
+            "metadata": dict(self.checkpoint_metadata),
+            "next": [],
+            "tasks": [],
+        }
+
+    def _config_for(self, checkpoint_id: str) -> dict[str, Any]:
+        conf = self.checkpoint_config[CONF]
+        return {
+            CONF: {
+                CONFIG_KEY_THREAD_ID: conf.get(CONFIG_KEY_THREAD_ID),
+                CONFIG_KEY_CHECKPOINT_NS: self.ns,
+                CONFIG_KEY_CHECKPOINT_ID: checkpoint_id,
+            }
+        }
+
+    def _save_checkpoint(self) -> None:
+        cp = self.checkpoint
+        versions = cp["channel_versions"]
+        values = cp["channel_values"]
+        new_versions = {k: versions[k] for k in self._unsaved if k in versions}
+        self._unsaved = set()
+        snapshot = Checkpoint(
+            v=cp["v"],
+            id=cp["id"],
+            ts=cp["ts"],
+            channel_values={k: values[k] for k in new_versions if k in values},
+            channel_versions=dict(versions),
+            versions_seen={k: dict(v) for k, v in cp["versions_seen"].items()},
+        )
+        config = self.checkpoint_config
+        self.prev_checkpoint_config = config if config[CONF].get(CONFIG_KEY_CHECKPOINT_ID) else None
+        self.checkpoint_config = {
+            **config,
+            CONF: {**config[CONF], CONFIG_KEY_CHECKPOINT_ID: cp["id"]},
+        }
+        self.checkpoint_id_saved = cp["id"]
+        metadata = dict(self.checkpoint_metadata)
+        run_meta = self.config.get("metadata")
+        if run_meta:
+            for k, v in run_meta.items():
+                if not k.startswith("__") and isinstance(v, (str, int, float, bool)):
+                    metadata.setdefault(k, v)
+        saver = self.checkpointer
+        assert saver is not None
+        self._persist(saver.put, saver.aput, config, snapshot, metadata, new_versions)
+
+    # writes
+    def put_writes(self, task_id: str, writes: Sequence[tuple[str, Any]]) -> Any:
+        """Record a task's writes: in memory, on the stream, in the cache, in the saver."""
+        if not writes:
+            return None
+        records = [(task_id, c, v) for c, v in writes]
+        if task_id == NULL_TASK_ID:
+            chans = {c for c, _ in writes}
+            self.checkpoint_pending_writes = [
+                w for w in self.checkpoint_pending_writes
+                if not (w[0] == NULL_TASK_ID and w[1] in chans)
+            ]
+        self.checkpoint_pending_writes.extend(records)
+        task = self.tasks.get(task_id)
+        if task is not None:
+            self._output_writes(task, writes, False)
+            if (
+                task.cache_key is not None
+                and self.cache is not None
+                and writes[0][0] not in (ERROR, INTERRUPT)
+            ):
+                key = task.cache_key
+                pairs = {(key.ns, key.key): (list(writes), key.ttl)}
+                self._background(self.cache.set, self.cache.aset, pairs)
+        elif writes[0][0] == INTERRUPT:
+            self._emit_interrupts([i for c, v in writes if c == INTERRUPT for i in v])
+        if self.checkpointer is None or self.durability == "exit":
+            return None
+        path = task_path_str(task.path) if task is not None else ""
+        saver = self.checkpointer
+        return self._persist(
+            saver.put_writes, saver.aput_writes, self.checkpoint_config, list(writes), task_id, path
+        )
+
+    def accept_push(
+        self, parent: PregelExecutableTask, idx: int, call: Call
+    ) -> PregelExecutableTask | None:
+        """Create the task for a call made by a running task (functional API).
+
+        A call whose writes were saved before (this is a replay) gets them
+        back and will not run; a cache hit likewise.
+        """
+        pushed = prepare_push_call(self.planner, parent, idx, call)
+        self.tasks[pushed.id] = pushed
+        done = self._done_writes.get(pushed.id)
+        if done is not None:
+            pushed.writes.extend(done)
+            return pushed
+        if pushed.cache_key is not None and self.cache is not None:
+            key = (pushed.cache_key.ns, pushed.cache_key.key)
+            hit = self.cache.get([key]).get(key)
+            if hit:
+                pushed.writes.extend(hit)
+                self._output_writes(pushed, hit, True)
+                self._record_cached(pushed)
+                return pushed
+        if "tasks" in self.stream_modes or "debug" in self.stream_modes:
+            event = task_start_event(pushed)
+            self._emit("tasks", event)
+            self._emit_debug("task", event)
+        return pushed
+
+    def _record_cached(self, task: PregelExecutableTask) -> None:
+        """Save a cache hit as the task's writes, so a replay needs no cache."""
+        writes = list(task.writes)
+        self.checkpoint_pending_writes.extend((task.id, c, v) for c, v in writes)
+        if self.checkpointer is not None and self.durability != "exit":
+            saver = self.checkpointer
+            self._background(
+                saver.put_writes,
+                saver.aput_writes,
+                self.checkpoint_config,
+                writes,
+                task.id,
+                task_path_str(task.path),
+            )
+
+    def _cached_lookup(self) -> dict[tuple[Any, str], PregelExecutableTask]:
+        if self.cache is None:
+            return {}
+        return {
+            (t.cache_key.ns, t.cache_key.key): t
+            for t in self.tasks.values()
+            if t.cache_key is not None and not t.writes
+        }
+
+    def _apply_cached(
+        self, wanted: dict[tuple[Any, str], PregelExecutableTask], found: Mapping[Any, Any]
+    ) -> list[PregelExecutableTask]:
+        matched = []
+        for key, writes in found.items():
+            task = wanted.get(key)
+            if task is not None and writes:
+                task.writes.extend(writes)
+                self._output_writes(task, writes, True)
+                self._record_cached(task)
+                matched.append(task)
+        return matched
+
+    # exit
+    def _finish(self, exc: BaseException | None) -> bool:
+        """Decide what exiting means; return whether to swallow ``exc``."""
+        if self.checkpointer is not None and self.durability == "exit":
+            if self.checkpoint_id_saved != self.checkpoint["id"] or self._unsaved:
+                self._save_checkpoint()
+            by_task: dict[str, list[tuple[str, Any]]] = {}
+            for tid, chan, value in self.checkpoint_pending_writes:
+                by_task.setdefault(tid, []).append((chan, value))
+            saver = self.checkpointer
+            for tid, writes in by_task.items():
+                task = self.tasks.get(tid)
+                path = task_path_str(task.path) if task is not None else ""
+                self._persist(
+                    saver.put_writes, saver.aput_writes, self.checkpoint_config, writes, tid, path
+                )
+        if isinstance(exc, GraphInterrupt):
+            if exc.interrupts:
+                self._emit_interrupts(exc.interrupts)
+            elif not self.interrupts:
+                self._emit("updates", {INTERRUPT: ()})
+            if self.is_nested:
+                return False
+            if "values" in self.stream_modes:
+                self._emit("values", {INTERRUPT: tuple(self.interrupts)})
+            return True
+        return False
+
+    # how a saver/cache call is made: the subclasses decide
+    def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
+        raise NotImplementedError
+
+    def _background(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> None:
+        raise NotImplementedError
+
+
+class _SerialLane:
+    """Runs submitted calls one after another on the shared pool, in order."""
+
+    def __init__(self, submit: Callable[..., Any]) -> None:
+        self.submit = submit
+        self.queue: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
+        self.lock = threading.Lock()
+        self.idle = threading.Event()
+        self.idle.set()
+        self.error: BaseException | None = None
+
+    def put(self, fn: Callable[..., Any], *args: Any) -> None:
+        with self.lock:
+            self.queue.append((fn, args))
+            if not self.idle.is_set():
+                return
+            self.idle.clear()
+        self.submit(self._drain, __reraise_on_exit__=False)
+
+    def _drain(self) -> None:
+        while True:
+            with self.lock:
+                if not self.queue:
+                    self.idle.set()
+                    return
+                fn, args = self.queue.popleft()
+            try:
+                fn(*args)
+            except BaseException as exc:
+                if self.error is None:
+                    self.error = exc
+
+    def wait(self) -> None:
+        self.idle.wait()
+        if self.error is not None:
+            err, self.error = self.error, None
+            raise err
+
+
+class SyncPregelLoop(PregelLoop):
+    """The loop for ``invoke``/``stream``: saver calls are plain calls."""
+
+    def __enter__(self) -> SyncPregelLoop:
+        self._executor = BackgroundExecutor(self.config)
+        self.submit = self._executor.submit
+        self._lane = _SerialLane(self.submit)
+        self._thread_lock = None
+        if self.checkpointer is not None and not self.is_nested:
+            thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
+            wait = bool(self.config[CONF].get("wait_for_thread", False))
+            self._thread_lock = self.checkpointer.lock_thread(thread_id, wait=wait)
+            self._thread_lock.__enter__()
+        try:
+            saved = (
+                self.checkpointer.get_tuple(self.checkpoint_config)
+                if self.checkpointer is not None
+                else None
+            )
+            self._setup(saved)
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def _release(self) -> None:
+        if self._thread_lock is not None:
+            self._thread_lock.__exit__(None, None, None)
+            self._thread_lock = None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        try:
+            suppress = self._finish(exc_value)
+            self._executor.__exit__(exc_type, exc_value, traceback)
+            self._lane.wait()
+        finally:
+            self._release()
+        return suppress
+
+    def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
+        if self.durability == "sync":
+            fn(*args)
+        else:
+            self._lane.put(fn, *args)
+        return None
+
+    def _background(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> None:
+        self._lane.put(fn, *args)
+
+    def match_cached_writes(self) -> list[PregelExecutableTask]:
+        wanted = self._cached_lookup()
+        if not wanted:
+            return []
+        assert self.cache is not None
+        return self._apply_cached(wanted, self.cache.get(list(wanted)))
+
+
+class AsyncPregelLoop(PregelLoop):
+    """The loop for ``ainvoke``/``astream``: saver calls are awaited."""
+
+    async def __aenter__(self) -> AsyncPregelLoop:
+        self._executor = AsyncBackgroundExecutor(self.config)
+        await self._executor.__aenter__()
+        self.submit = self._executor.submit
+        self._aloop = asyncio.get_running_loop()
+        self._io_wait: list[Awaitable[Any]] = []
+        self._lane_tail: asyncio.Future[Any] | None = None
+        self._lane_error: BaseException | None = None
+        self._thread_lock = None
+        if self.checkpointer is not None and not self.is_nested:
+            thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
+            wait = bool(self.config[CONF].get("wait_for_thread", False))
+            self._thread_lock = self.checkpointer.alock_thread(thread_id, wait=wait)
+            await self._thread_lock.__aenter__()
+        try:
+            saved = (
+                await self.checkpointer.aget_tuple(self.checkpoint_config)
+                if self.checkpointer is not None
+                else None
+            )
+            self._setup(saved)
+            await self.settle()
+        except BaseException:
+            await self._release()
+            raise
+        return self
+
+    async def _release(self) -> None:
+        if self._thread_lock is not None:
+            await self._thread_lock.__aexit__(None, None, None)
+            self._thread_lock = None
+
+    async def settle(self) -> None:
+        """Wait for the saver calls that must finish before the run goes on."""
+        while self._io_wait:
+            pending, self._io_wait = self._io_wait, []
+            for aw in pending:
+                await aw
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        try:
+            suppress = self._finish(exc_value)
+            await self.settle()
+            await self._executor.__aexit__(exc_type, exc_value, traceback)
+            if self._lane_tail is not None:
+                await asyncio.shield(self._lane_tail)
+            if self._lane_error is not None:
+                raise self._lane_error
+        finally:
+            await self._release()
+        return suppress
+
+    def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
+        if self.durability == "sync":
+            if _on_loop(self._aloop):
+                coro = afn(*args)
+                return _Awaited(coro, self._io_wait)
+            asyncio.run_coroutine_threadsafe(afn(*args), self._aloop).result()
+            return None
+        self._background(fn, afn, *args)
+        return None
+
+    def _background(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> None:
+        if not _on_loop(self._aloop):
+            self._aloop.call_soon_threadsafe(self._background, fn, afn, *args)
+            return
+        prev = self._lane_tail
+
+        async def run() -> None:
+            if prev is not None:
+                await asyncio.shield(prev)
+            try:
+                await afn(*args)
+            except BaseException as exc:
+                if self._lane_error is None:
+                    self._lane_error = exc
+
+        self._lane_tail = self._aloop.create_task(run())
+
+    async def amatch_cached_writes(self) -> list[PregelExecutableTask]:
+        wanted = self._cached_lookup()
+        if not wanted:
+            return []
+        assert self.cache is not None
+        return self._apply_cached(wanted, await self.cache.aget(list(wanted)))
+
+
+class _Awaited:
+    """A saver call the caller may await now; if it does not, ``settle`` will."""
+
+    __slots__ = ("coro", "done")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], sink: list[Awaitable[Any]]) -> None:
+        self.coro = coro
+        self.done = False
+        sink.append(self)
+
+    def __await__(self) -> Any:
+        if self.done:
+            return None
+        self.done = True
+        return (yield from self.coro.__await__())
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+

@@ -1,0 +1,123 @@
+"""One task, many attempts: run a task, retrying per its policies.
+
+The decision (which policy, how long to wait) is one function; the sync and
+async drivers differ only in how they call the task and how they sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from pregelkit._internal._scope import CURRENT
+from pregelkit.errors import GraphBubbleUp, ParentCommand
+from pregelkit.pregel._run import arun_task, run_task
+from pregelkit.types import Command, PregelExecutableTask, RetryPolicy
+
+__all__ = ["arun_with_retry", "next_retry_delay", "run_with_retry"]
+
+SUPPORTS_EXC_NOTES = sys.version_info >= (3, 11)
+
+
+def _matches(policy: RetryPolicy, exc: Exception) -> bool:
+    retry_on = policy.retry_on
+    if isinstance(retry_on, type):
+        return isinstance(exc, retry_on)
+    if isinstance(retry_on, Sequence):
+        return isinstance(exc, tuple(retry_on))
+    if callable(retry_on):
+        return bool(retry_on(exc))
+    raise TypeError(f"RetryPolicy.retry_on must be a type, types or a predicate, got {retry_on!r}")
+
+
+def next_retry_delay(
+    policies: Sequence[RetryPolicy], exc: Exception, attempts: int
+) -> float | None:
+    """Seconds to wait before attempt ``attempts + 1``, or None to give up.
+
+    The first policy whose ``retry_on`` matches decides; its backoff grows
+    exponentially from ``initial_interval``, capped at ``max_interval``.
+    """
+    for policy in policies:
+        if _matches(policy, exc):
+            if attempts >= policy.max_attempts:
+                return None
+            interval = min(
+                policy.max_interval,
+                policy.initial_interval * policy.backoff_factor ** (attempts - 1),
+            )
+            return interval + random.uniform(0, 1) if policy.jitter else interval
+    return None
+
+
+def _note(task: PregelExecutableTask, exc: BaseException) -> None:
+    if SUPPORTS_EXC_NOTES:
+        note = f"During task with name '{task.name}' and id '{task.id}'"
+        if note not in getattr(exc, "__notes__", ()):
+            exc.add_note(note)
+
+
+def _parent_command_writes(task: PregelExecutableTask, exc: ParentCommand) -> bool:
+    """Apply a Command bubbled up from a subgraph addressed to this graph."""
+    from pregelkit.pregel._write import control_writes
+
+    cmd = exc.args[0]
+    if cmd.graph != Command.PARENT or CURRENT.get() is not None:
+        return False
+    writes = control_writes(Command(update=cmd.update, goto=cmd.goto, resume=cmd.resume))
+    task.writes.extend(writes or ())
+    return True
+
+
+def run_with_retry(
+    task: PregelExecutableTask, retry_policy: Sequence[RetryPolicy] | None = None
+) -> Any:
+    """Run ``task`` until it succeeds or its retry policies give up."""
+    policies = task.retry_policy or retry_policy or ()
+    attempts = 0
+    while True:
+        try:
+            task.writes.clear()
+            return run_task(task)
+        except ParentCommand as exc:
+            if _parent_command_writes(task, exc):
+                return None
+            raise
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            attempts += 1
+            delay = next_retry_delay(policies, exc, attempts) if policies else None
+            if delay is None:
+                _note(task, exc)
+                raise
+            time.sleep(delay)
+
+
+async def arun_with_retry(
+    task: PregelExecutableTask, retry_policy: Sequence[RetryPolicy] | None = None
+) -> Any:
+    """The async twin of ``run_with_retry``."""
+    policies = task.retry_policy or retry_policy or ()
+    attempts = 0
+    while True:
+        try:
+            task.writes.clear()
+            return await arun_task(task)
+        except ParentCommand as exc:
+            if _parent_command_writes(task, exc):
+                return None
+            raise
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            attempts += 1
+            delay = next_retry_delay(policies, exc, attempts) if policies else None
+            if delay is None:
+                _note(task, exc)
+                raise
+            await asyncio.sleep(delay)

@@ -1,0 +1,354 @@
+"""The runner: run one batch of tasks, commit each result as it lands.
+
+It does not know what the next step is (that is planning) nor how work is
+executed (that is the executor); it decides what a finished task means:
+which writes to record, whether to stop the others, what to raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from pregelkit._internal._constants import ERROR, INTERRUPT, NO_WRITES, RESUME, RETURN
+from pregelkit.errors import GraphBubbleUp, GraphInterrupt
+from pregelkit.pregel._call import Call
+from pregelkit.pregel._retry import arun_with_retry, run_with_retry
+from pregelkit.types import Interrupt, PregelExecutableTask, RetryPolicy
+
+__all__ = ["SKIP_RERAISE_SET", "FuturesDict", "PregelRunner"]
+
+AnyFuture = concurrent.futures.Future[Any] | asyncio.Future[Any]
+
+SKIP_RERAISE_SET: weakref.WeakSet[AnyFuture] = weakref.WeakSet()
+"""Futures of functional-API calls: their failure belongs to the caller, who
+gets it from ``.result()``; it neither stops sibling tasks nor is re-raised by
+the runner."""
+
+ScheduleTask = Callable[[PregelExecutableTask, int, Call], PregelExecutableTask | None]
+
+
+def _exception(fut: AnyFuture) -> BaseException | None:
+    if fut.cancelled():
+        return None
+    return fut.exception()
+
+
+def _is_failure(fut: AnyFuture) -> bool:
+    exc = _exception(fut)
+    return exc is not None and not isinstance(exc, GraphBubbleUp) and fut not in SKIP_RERAISE_SET
+
+
+class FuturesDict(dict[AnyFuture, PregelExecutableTask]):
+    """The futures of one tick; counts those in flight and wakes the runner
+    when all are done or one has failed."""
+
+    def __init__(self, wake: Callable[[], None]) -> None:
+        super().__init__()
+        self.wake = wake
+        self.counter = 0
+        self.done: list[AnyFuture] = []
+        self.failed = False
+        self.lock = threading.Lock()
+
+    def __setitem__(self, fut: AnyFuture, task: PregelExecutableTask) -> None:
+        super().__setitem__(fut, task)
+        with self.lock:
+            self.counter += 1
+        fut.add_done_callback(self.on_done)  # type: ignore[arg-type]
+
+    def on_done(self, fut: AnyFuture) -> None:
+        failed = _is_failure(fut)
+        with self.lock:
+            self.counter -= 1
+            self.done.append(fut)
+            if failed:
+                self.failed = True
+            last = self.counter == 0
+        if last or failed:
+            self.wake()
+
+
+def merge_interrupts(excs: Iterable[GraphInterrupt]) -> GraphInterrupt:
+    """One GraphInterrupt carrying every distinct interrupt of the step."""
+    seen: dict[str, Interrupt] = {}
+    for exc in excs:
+        for i in exc.interrupts:
+            seen.setdefault(i.id or str(id(i)), i)
+    return GraphInterrupt(tuple(seen.values()))
+
+
+def panic_or_proceed(
+    futs: Iterable[AnyFuture], inline: BaseException | None, *, panic: bool = True
+) -> None:
+    """Raise the step's first real failure, else its merged interrupts."""
+    interrupts: list[GraphInterrupt] = []
+    failures: list[BaseException] = []
+    if inline is not None:
+        if isinstance(inline, GraphInterrupt):
+            interrupts.append(inline)
+        else:
+            failures.append(inline)
+    for fut in futs:
+        exc = _exception(fut)
+        if exc is None:
+            continue
+        if isinstance(exc, GraphInterrupt):
+            interrupts.append(exc)
+        elif fut not in SKIP_RERAISE_SET:
+            failures.append(exc)
+    if failures and panic:
+        raise failures[0]
+    if interrupts:
+        raise merge_interrupts(interrupts)
+
+
+class PregelRunner:
+    """Runs the tasks of a step (``tick`` or ``atick``) and the task calls they make."""
+
+    def __init__(
+        self,
+        *,
+        submit: Callable[..., AnyFuture],
+        put_writes: Callable[[str, Sequence[tuple[str, Any]]], Awaitable[None] | None],
+        is_async: bool = False,
+        node_finished: Callable[[str], None] | None = None,
+    ) -> None:
+        self.submit = submit
+        self.put_writes = put_writes
+        self.is_async = is_async
+        self.node_finished = node_finished
+        self.retry_policy: Sequence[RetryPolicy] | None = None
+        self.schedule_task: ScheduleTask | None = None
+        self.futures: FuturesDict | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    # the decision: what a finished task leaves behind
+    def commit(self, task: PregelExecutableTask, exception: BaseException | None) -> Any:
+        if exception is None:
+            if self.node_finished is not None:
+                self.node_finished(task.name)
+            if not task.writes:
+                task.writes.append((NO_WRITES, None))
+            return self.put_writes(task.id, task.writes)
+        if isinstance(exception, GraphInterrupt):
+            writes: list[tuple[str, Any]] = [(INTERRUPT, list(exception.interrupts))]
+            resumes = [w for w in task.writes if w[0] == RESUME]
+            if resumes:
+                writes.append(resumes[-1])
+            return self.put_writes(task.id, writes)
+        if isinstance(exception, GraphBubbleUp):
+            return None
+        return self.put_writes(task.id, [(ERROR, exception)])
+
+    # running one task
+    def _run_and_commit(self, task: PregelExecutableTask) -> Any:
+        try:
+            value = run_with_retry(task, self.retry_policy)
+        except BaseException as exc:
+            self.commit(task, exc)
+            raise
+        self.commit(task, None)
+        return value
+
+    async def _arun_and_commit(self, task: PregelExecutableTask) -> Any:
+        try:
+            value = await arun_with_retry(task, self.retry_policy)
+        except BaseException as exc:
+            pending = self.commit(task, exc)
+            if pending is not None:
+                await pending
+            raise
+        pending = self.commit(task, None)
+        if pending is not None:
+            await pending
+        return value
+
+    # functional-API task calls
+    def call(self, parent: PregelExecutableTask, call: Call) -> AnyFuture:
+        """Schedule a task call made by ``parent``; return its future.
+
+        A call whose result was saved (a replay) or cached returns a finished
+        future without running or saving anything again.
+        """
+        assert self.schedule_task is not None and self.futures is not None
+        idx = parent.scope.next_call_index()
+        task = self.schedule_task(parent, idx, call)
+        if task is None:
+            raise RuntimeError(f"could not schedule task {call.name!r}")
+        if task.writes:
+            return self._finished(task)
+        fut: AnyFuture
+        if self.is_async:
+            fut = self.submit(
+                self._arun_and_commit, task, __next_tick__=True, __reraise_on_exit__=False
+            )
+        else:
+            fut = self.submit(
+                self._run_and_commit, task, __next_tick__=True, __reraise_on_exit__=False
+            )
+        SKIP_RERAISE_SET.add(fut)
+        self.futures[fut] = task
+        return fut
+
+    def _finished(self, task: PregelExecutableTask) -> AnyFuture:
+        value = None
+        for chan, v in task.writes:
+            if chan == RETURN:
+                value = v
+        fut: AnyFuture
+        if self.is_async and self.loop is not None and _on_loop(self.loop):
+            fut = self.loop.create_future()
+        else:
+            fut = concurrent.futures.Future()
+        fut.set_result(value)
+        return fut
+
+    # a step, sync
+    def tick(
+        self,
+        tasks: Iterable[PregelExecutableTask],
+        *,
+        reraise: bool = True,
+        timeout: float | None = None,
+        retry_policy: Sequence[RetryPolicy] | None = None,
+        get_waiter: Callable[[], Any] | None = None,
+        schedule_task: ScheduleTask,
+        wake: threading.Event | None = None,
+    ) -> Iterator[None]:
+        """Run ``tasks``; yields whenever there may be output to stream.
+
+        A lone task runs in this thread (no hand-off) unless the caller streams
+        live (``get_waiter``), in which case everything runs on workers and
+        this thread only relays output.
+        """
+        tasks = tuple(tasks)
+        event = wake or threading.Event()
+        futures = FuturesDict(event.set)
+        self.futures = futures
+        self.schedule_task = schedule_task
+        self.retry_policy = retry_policy
+        yield
+        inline: BaseException | None = None
+        if len(tasks) == 1 and timeout is None and get_waiter is None:
+            try:
+                self._run_and_commit(tasks[0])
+            except BaseException as exc:
+                inline = exc
+            if not futures:
+                if inline is not None and reraise:
+                    panic_or_proceed((), inline)
+                return
+        else:
+            for t in tasks:
+                futures[self.submit(self._run_and_commit, t, __reraise_on_exit__=reraise)] = t
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while futures.counter > 0 and not futures.failed:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            event.wait(remaining)
+            event.clear()
+            yield
+        if futures.failed or (inline is not None and not isinstance(inline, GraphBubbleUp)):
+            for fut, t in list(futures.items()):
+                if fut not in SKIP_RERAISE_SET and not fut.done():
+                    fut.cancel()
+            concurrent.futures.wait([f for f in futures if isinstance(f, concurrent.futures.Future)])
+        yield
+        inflight = [f for f in futures if not f.done()]
+        panic_or_proceed(list(futures.done), inline, panic=reraise)
+        if inflight:
+            raise TimeoutError(
+                f"step timed out after {timeout}s with tasks still running: "
+                f"{sorted({futures[f].name for f in inflight})}"
+            )
+
+    # a step, async
+    async def atick(
+        self,
+        tasks: Iterable[PregelExecutableTask],
+        *,
+        reraise: bool = True,
+        timeout: float | None = None,
+        retry_policy: Sequence[RetryPolicy] | None = None,
+        get_waiter: Callable[[], Any] | None = None,
+        schedule_task: ScheduleTask,
+        wake: asyncio.Event | None = None,
+    ) -> AsyncIterator[None]:
+        """The async twin of ``tick``: tasks are asyncio tasks."""
+        tasks = tuple(tasks)
+        loop = asyncio.get_running_loop()
+        self.loop = loop
+        event = wake or asyncio.Event()
+
+        def wake_up() -> None:
+            if _on_loop(loop):
+                event.set()
+            else:
+                loop.call_soon_threadsafe(event.set)
+
+        futures = FuturesDict(wake_up)
+        self.futures = futures
+        self.schedule_task = schedule_task
+        self.retry_policy = retry_policy
+        yield
+        inline: BaseException | None = None
+        if len(tasks) == 1 and timeout is None and get_waiter is None:
+            try:
+                await self._arun_and_commit(tasks[0])
+            except BaseException as exc:
+                inline = exc
+            if not futures:
+                if inline is not None and reraise:
+                    panic_or_proceed((), inline)
+                return
+        else:
+            for t in tasks:
+                futures[
+                    self.submit(self._arun_and_commit, t, __reraise_on_exit__=reraise)
+                ] = t
+        deadline = None if timeout is None else loop.time() + timeout
+        while futures.counter > 0 and not futures.failed:
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(event.wait(), remaining)
+            except asyncio.TimeoutError:
+                break
+            event.clear()
+            yield
+        if futures.failed or (inline is not None and not isinstance(inline, GraphBubbleUp)):
+            pending = []
+            for fut in list(futures):
+                if fut not in SKIP_RERAISE_SET and not fut.done():
+                    fut.cancel()
+                if not fut.done():
+                    pending.append(
+                        asyncio.wrap_future(fut)
+                        if isinstance(fut, concurrent.futures.Future)
+                        else fut
+                    )
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        yield
+        inflight = [f for f in futures if not f.done()]
+        panic_or_proceed(list(futures.done), inline, panic=reraise)
+        if inflight:
+            raise TimeoutError(
+                f"step timed out after {timeout}s with tasks still running: "
+                f"{sorted({futures[f].name for f in inflight})}"
+            )
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

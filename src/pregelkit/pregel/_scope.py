@@ -1,0 +1,175 @@
+"""What a running task can reach: its run, its interrupts, its calls.
+
+One ``RunContext`` is shared by every task of a loop run; each task gets a
+small ``TaskScope``. Code inside a task finds its scope through a context
+variable (``pregelkit._internal._scope.CURRENT``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pregelkit._internal._constants import (
+    CONF,
+    CONFIG_KEY_CHECKPOINT_NS,
+    CONFIG_KEY_TASK_ID,
+    RESUME,
+)
+from pregelkit._internal._typing import MISSING
+from pregelkit.errors import GraphInterrupt
+from pregelkit.types import Interrupt
+
+if TYPE_CHECKING:
+    from pregelkit.types import PregelExecutableTask
+
+
+class ResumeSlot:
+    """The run's one global resume value: consumed by the first interrupt that needs it.
+
+    Shared with nested graphs, so a resume given to the parent reaches the
+    subgraph task that is waiting for it.
+    """
+
+    __slots__ = ("_lock", "value")
+
+    def __init__(self, value: Any = MISSING) -> None:
+        self.value = value
+        self._lock = threading.Lock()
+
+    def take(self) -> Any:
+        with self._lock:
+            value, self.value = self.value, MISSING
+            return value
+
+
+class RunContext:
+    """Per-run facts every task needs; filled by the loop, read by tasks."""
+
+    __slots__ = (
+        "base_config",
+        "cache",
+        "channel_names",
+        "checkpoint_id",
+        "checkpointer",
+        "emit",
+        "emit_raw",
+        "is_async",
+        "previous",
+        "resume_map",
+        "resume_slot",
+        "resume_writes",
+        "resuming",
+        "runner",
+        "store",
+        "stream_modes",
+        "stream_subgraphs",
+        "__weakref__",
+    )
+
+    def __init__(
+        self,
+        *,
+        base_config: dict[str, Any],
+        channel_names: frozenset[str],
+        emit: Callable[[str, Any], None] | None,
+        stream_modes: frozenset[str],
+        is_async: bool,
+        store: Any = None,
+        checkpointer: Any = None,
+        cache: Any = None,
+    ) -> None:
+        self.base_config = base_config
+        self.channel_names = channel_names
+        self.emit = emit
+        self.stream_modes = stream_modes
+        self.is_async = is_async
+        self.store = store
+        self.checkpointer = checkpointer
+        self.cache = cache
+        self.previous: Any = None
+        self.resume_map: dict[str, Any] | None = None
+        self.resume_slot = ResumeSlot()
+        self.resume_writes: dict[str, list[Any]] = {}
+        self.runner: Any = None
+        self.resuming = False
+        self.checkpoint_id: str | None = None
+        self.emit_raw: Callable[[tuple[str, ...], str, Any], None] | None = None
+        self.stream_subgraphs = False
+
+
+class TaskScope:
+    """One task's counters and resume values; the target of ``interrupt()``."""
+
+    __slots__ = (
+        "_config",
+        "call_counter",
+        "interrupt_counter",
+        "ns",
+        "resume",
+        "run",
+        "task",
+    )
+
+    def __init__(self, run: RunContext, task: PregelExecutableTask, ns: str) -> None:
+        self.run = run
+        self.task = task
+        self.ns = ns
+        self.call_counter = 0
+        self.interrupt_counter = 0
+        saved = run.resume_writes.get(task.id)
+        self.resume: list[Any] = list(saved) if saved else []
+        self._config: dict[str, Any] | None = None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The task's config, built on first use: most tasks never ask for it."""
+        if self._config is None:
+            base = self.run.base_config
+            task = self.task
+            self._config = {
+                **base,
+                "metadata": {
+                    **base.get("metadata", {}),
+                    "langgraph_node": task.name,
+                    "langgraph_triggers": tuple(task.triggers),
+                    "langgraph_path": task.path[:3],
+                    "langgraph_checkpoint_ns": self.ns,
+                },
+                CONF: {
+                    **base.get(CONF, {}),
+                    CONFIG_KEY_TASK_ID: task.id,
+                    CONFIG_KEY_CHECKPOINT_NS: self.ns,
+                },
+            }
+        return self._config
+
+    def next_call_index(self) -> int:
+        idx = self.call_counter
+        self.call_counter = idx + 1
+        return idx
+
+    def interrupt(self, value: Any) -> Any:
+        """Return this interrupt's resume value, or stop the task with GraphInterrupt."""
+        idx = self.interrupt_counter
+        self.interrupt_counter = idx + 1
+        if idx < len(self.resume):
+            return self.resume[idx]
+        iid = Interrupt.from_ns(value, self.ns)
+        answer = MISSING
+        run = self.run
+        if run.resume_map is not None:
+            answer = run.resume_map.pop(iid.id, MISSING)
+        if answer is MISSING:
+            answer = run.resume_slot.take()
+        if answer is MISSING:
+            raise GraphInterrupt((iid,))
+        self.resume.append(answer)
+        self.task.writes.append((RESUME, list(self.resume)))
+        return answer
+
+    def stream_writer(self, chunk: Any) -> None:
+        emit = self.run.emit
+        if emit is not None and "custom" in self.run.stream_modes:
+            emit("custom", chunk)

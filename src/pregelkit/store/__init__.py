@@ -1,0 +1,1 @@
+"""Long-term key-value stores that outlive a single thread's checkpoints."""
