@@ -166,9 +166,9 @@ class RetryPolicy(NamedTuple):
     max_interval: float = 128.0
     max_attempts: int = 3
     jitter: bool = True
-    retry_on: (
-        type[BaseException] | Sequence[type[BaseException]] | Callable[[Exception], bool]
-    ) = default_retry_on
+    retry_on: type[BaseException] | Sequence[type[BaseException]] | Callable[[Exception], bool] = (
+        default_retry_on
+    )
 
 
 KeyFuncT = TypeVar("KeyFuncT", bound=Callable[..., Union[str, bytes]])
@@ -250,5 +250,3 @@ def interrupt(value: Any) -> Any:
     returns ``v``. Several calls in one task are answered in order.
     """
     return require_scope("interrupt()").interrupt(value)
-
-

@@ -52,8 +52,11 @@ def _refuse_generators(fn: Callable[..., Any], what: str) -> None:
         )
 
 
-class _TaskFunction(wrapt.FunctionWrapper):  # type: ignore[misc]
+class _TaskFunction(wrapt.FunctionWrapper):  # type: ignore[type-arg]
     """A task: calling it inside a run schedules it and returns a future."""
+
+    _self_identity: str
+    _self_task_name: str
 
     def clear_cache(self, cache: Any) -> None:
         """Drop this task's cached results from ``cache``."""
@@ -93,7 +96,7 @@ def task(
     def decorate(fn: Callable[..., Any]) -> Any:
         _refuse_generators(fn, "task")
         spec = FnSpec(fn, skip_first=False)
-        task_name = name or getattr(fn, "__name__", "task")
+        task_name: str = name or getattr(fn, "__name__", None) or "task"
         identity = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', task_name)}"
         policies = _policies(retry_policy)
         if getattr(fn, "__module__", None):

@@ -29,7 +29,14 @@ from pregelkit.checkpoint.base import Checkpoint
 from pregelkit.errors import InvalidUpdateError, TaskNotFound
 from pregelkit.pregel._read import PregelNode
 from pregelkit.pregel._scope import RunContext, TaskScope
-from pregelkit.types import CacheKey, CachePolicy, PregelExecutableTask, PregelTask, RetryPolicy, Send
+from pregelkit.types import (
+    CacheKey,
+    CachePolicy,
+    PregelExecutableTask,
+    PregelTask,
+    RetryPolicy,
+    Send,
+)
 
 __all__ = [
     "WritesProtocol",

@@ -110,9 +110,7 @@ class Job(concurrent.futures.Future[T]):
 
     __slots__ = ("_args", "_ctx", "_fn", "_kwargs", "_on_start")
 
-    def __init__(
-        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> None:
+    def __init__(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         super().__init__()
         self._fn: Callable[..., T] | None = fn
         self._args = args
@@ -121,10 +119,10 @@ class Job(concurrent.futures.Future[T]):
         self._on_start: Callable[[], None] | None = None
 
     def _claim(self) -> bool:
-        with self._condition:  # type: ignore[attr-defined]
-            if self._state != PENDING:  # type: ignore[attr-defined]
+        with self._condition:
+            if self._state != PENDING:
                 return False
-            self._state = RUNNING  # type: ignore[attr-defined]
+            self._state = RUNNING
             return True
 
     def run(self) -> None:
@@ -146,12 +144,12 @@ class Job(concurrent.futures.Future[T]):
             self._kwargs = {}
 
     def result(self, timeout: float | None = None) -> T:
-        if self._state == PENDING:  # type: ignore[attr-defined]
+        if self._state == PENDING:
             self.run()
         return super().result(timeout)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        if self._state == PENDING:  # type: ignore[attr-defined]
+        if self._state == PENDING:
             self.run()
         return super().exception(timeout)
 
@@ -223,7 +221,7 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
             self.running -= 1
             while self.backlog and self.running < self.limit:
                 nxt = self.backlog.popleft()
-                if nxt.done() or nxt._state != PENDING:  # type: ignore[attr-defined]
+                if nxt.done() or nxt._state != PENDING:
                     continue
                 nxt._on_start = None
                 self.running += 1
@@ -248,9 +246,9 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
                 pass
         if exc_type is None:
             for job, (_, reraise) in tasks.items():
-                if reraise and not job.cancelled() and (exc := job.exception()) is not None:
-                    if not isinstance(exc, GraphBubbleUp):
-                        raise exc
+                exc = None if job.cancelled() else job.exception()
+                if reraise and exc is not None and not isinstance(exc, GraphBubbleUp):
+                    raise exc
 
 
 async def _gated(semaphore: asyncio.Semaphore, coro: Awaitable[T]) -> T:
@@ -284,7 +282,7 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
         worker) a concurrent future it can block on."""
         coro: Coroutine[Any, Any, T] = fn(*args, **kwargs)
         if self.semaphore is not None:
-            coro = _gated(self.semaphore, coro)  # type: ignore[assignment]
+            coro = _gated(self.semaphore, coro)
         fut: asyncio.Future[T] | concurrent.futures.Future[T]
         try:
             running = asyncio.get_running_loop()
@@ -295,7 +293,7 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
         else:
             fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
         self.tasks[fut] = (__cancel_on_exit__, __reraise_on_exit__)
-        fut.add_done_callback(self._done)  # type: ignore[arg-type]
+        fut.add_done_callback(self._done)
         return fut
 
     def _done(self, fut: asyncio.Future[Any] | concurrent.futures.Future[Any]) -> None:
@@ -312,12 +310,15 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
         for fut, (cancel, _) in tasks.items():
             if cancel:
                 fut.cancel()
-        pending = [asyncio.wrap_future(f) if isinstance(f, concurrent.futures.Future) else f
-                   for f in tasks if not f.done()]
+        pending = [
+            asyncio.wrap_future(f) if isinstance(f, concurrent.futures.Future) else f
+            for f in tasks
+            if not f.done()
+        ]
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
         if exc_type is None:
             for fut, (_, reraise) in tasks.items():
-                if reraise and not fut.cancelled() and (exc := fut.exception()) is not None:
-                    if not isinstance(exc, GraphBubbleUp):
-                        raise exc
+                exc = None if fut.cancelled() else fut.exception()
+                if reraise and exc is not None and not isinstance(exc, GraphBubbleUp):
+                    raise exc

@@ -11,7 +11,7 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -71,9 +71,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
 
-Status = Literal[
-    "input", "pending", "done", "interrupt_before", "interrupt_after", "out_of_steps"
-]
+Status = Literal["input", "pending", "done", "interrupt_before", "interrupt_after", "out_of_steps"]
 Emit = Callable[[tuple[str, ...], str, Any], None]
 
 
@@ -230,7 +228,7 @@ class PregelLoop:
                 "debug",
                 {
                     "step": self.step,
-                    "timestamp": datetime.now(timezone.utc).isoformat(),
+                    "timestamp": datetime.now(UTC).isoformat(),
                     "type": kind,
                     "payload": payload,
                 },
@@ -356,9 +354,11 @@ class PregelLoop:
     def _resuming_nested(self) -> bool:
         parent = self.parent_scope
         assert parent is not None
-        return parent.run.resuming and bool(
-            self.checkpoint["channel_versions"]
-        ) and bool(self.checkpoint_pending_writes)
+        return (
+            parent.run.resuming
+            and bool(self.checkpoint["channel_versions"])
+            and bool(self.checkpoint_pending_writes)
+        )
 
     def _accept_resume(self, resume: Any) -> None:
         if isinstance(resume, dict) and resume and all(_is_interrupt_id(k) for k in resume):
@@ -378,7 +378,8 @@ class PregelLoop:
         self.run.resume_slot.value = resume
         self.put_writes(NULL_TASK_ID, [(RESUME, resume)])
 
-    def _resume(self) -> None:
+    def _resume(self) -> set[str] | None:
+        """Resuming: plan every node, as nothing says what changed last."""
         self.run.resuming = True
         versions = self.checkpoint["channel_versions"]
         self.checkpoint["versions_seen"][INTERRUPT] = dict(versions)
@@ -487,7 +488,7 @@ class PregelLoop:
         self.checkpoint = Checkpoint(
             v=LATEST_VERSION,
             id=uuid6(clock_seq=self.step),
-            ts=datetime.now(timezone.utc).isoformat(),
+            ts=datetime.now(UTC).isoformat(),
             channel_values=values,
             channel_versions=self.checkpoint["channel_versions"],
             versions_seen=self.checkpoint["versions_seen"],
@@ -562,7 +563,8 @@ class PregelLoop:
         if task_id == NULL_TASK_ID:
             chans = {c for c, _ in writes}
             self.checkpoint_pending_writes = [
-                w for w in self.checkpoint_pending_writes
+                w
+                for w in self.checkpoint_pending_writes
                 if not (w[0] == NULL_TASK_ID and w[1] in chans)
             ]
         self.checkpoint_pending_writes.extend(records)
@@ -906,5 +908,3 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
         return asyncio.get_running_loop() is loop
     except RuntimeError:
         return False
-
-

@@ -7,9 +7,7 @@ its compiled form, with every per-call decision (injection, writers) made once.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
-from typing_extensions import Self
+from typing import Any, Self
 
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
@@ -68,7 +66,9 @@ class PregelNode:
         self.bound = fns[0] if len(fns) == 1 else (tuple(fns) or None)
         from pregelkit.pregel.main import Pregel
 
-        self.steps = tuple(_SubgraphStep(f) if isinstance(f, Pregel) else FnSpec(f) for f in fns)
+        self.steps: tuple[FnSpec | _SubgraphStep, ...] = tuple(
+            _SubgraphStep(f) if isinstance(f, Pregel) else FnSpec(f) for f in fns
+        )
         self.subgraphs = list(subgraphs or ()) or [
             s.graph for s in self.steps if isinstance(s, _SubgraphStep)
         ]

@@ -23,9 +23,7 @@ from pregelkit.types import PregelExecutableTask
 __all__ = ["arun_task", "run_task"]
 
 
-def _inject(
-    spec: FnSpec, scope: TaskScope, given: dict[str, Any], n_args: int
-) -> dict[str, Any]:
+def _inject(spec: FnSpec, scope: TaskScope, given: dict[str, Any], n_args: int) -> dict[str, Any]:
     """Keyword arguments for the injectable parameters the caller did not pass."""
     kw: dict[str, Any] = {}
     for name, pos in zip(spec.inject, spec.inject_pos):

@@ -60,7 +60,7 @@ class FuturesDict(dict[AnyFuture, PregelExecutableTask]):
         super().__setitem__(fut, task)
         with self.lock:
             self.counter += 1
-        fut.add_done_callback(self.on_done)  # type: ignore[arg-type]
+        fut.add_done_callback(self.on_done)
 
     def on_done(self, fut: AnyFuture) -> None:
         failed = _is_failure(fut)
@@ -256,10 +256,12 @@ class PregelRunner:
             event.clear()
             yield
         if futures.failed or (inline is not None and not isinstance(inline, GraphBubbleUp)):
-            for fut, t in list(futures.items()):
+            for fut in list(futures):
                 if fut not in SKIP_RERAISE_SET and not fut.done():
                     fut.cancel()
-            concurrent.futures.wait([f for f in futures if isinstance(f, concurrent.futures.Future)])
+            concurrent.futures.wait(
+                [f for f in futures if isinstance(f, concurrent.futures.Future)]
+            )
         yield
         inflight = [f for f in futures if not f.done()]
         panic_or_proceed(list(futures.done), inline, panic=reraise)
@@ -310,9 +312,7 @@ class PregelRunner:
                 return
         else:
             for t in tasks:
-                futures[
-                    self.submit(self._arun_and_commit, t, __reraise_on_exit__=reraise)
-                ] = t
+                futures[self.submit(self._arun_and_commit, t, __reraise_on_exit__=reraise)] = t
         deadline = None if timeout is None else loop.time() + timeout
         while futures.counter > 0 and not futures.failed:
             remaining = None if deadline is None else deadline - loop.time()
@@ -320,7 +320,7 @@ class PregelRunner:
                 break
             try:
                 await asyncio.wait_for(event.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
             event.clear()
             yield

@@ -48,6 +48,7 @@ class RunContext:
     """Per-run facts every task needs; filled by the loop, read by tasks."""
 
     __slots__ = (
+        "__weakref__",
         "base_config",
         "cache",
         "channel_names",
@@ -65,7 +66,6 @@ class RunContext:
         "store",
         "stream_modes",
         "stream_subgraphs",
-        "__weakref__",
     )
 
     def __init__(

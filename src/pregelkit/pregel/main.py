@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from datetime import UTC
 from typing import Any, cast
 
 from pregelkit._internal._constants import (
@@ -105,8 +106,8 @@ class Pregel:
         self.channels: dict[str, BaseChannel[Any, Any, Any]] = dict(channels or {})
         if TASKS not in self.channels:
             self.channels[TASKS] = Topic(Send, accumulate=False)
-        for chan_name, chan in self.channels.items():
-            chan.key = chan_name
+        for key, channel in self.channels.items():
+            channel.key = key
         self.input_channels = input_channels
         self.output_channels = output_channels
         self.stream_channels = stream_channels
@@ -130,14 +131,16 @@ class Pregel:
         self.context_schema = context_schema
         self.node_order = {n: i for i, n in enumerate(self.nodes)}
         trigger_to_nodes: dict[str, list[str]] = {}
-        for node_name, node in self.nodes.items():
-            for chan in node.triggers:
-                trigger_to_nodes.setdefault(chan, []).append(node_name)
+        for node_name, pnode in self.nodes.items():
+            for trigger in pnode.triggers:
+                trigger_to_nodes.setdefault(trigger, []).append(node_name)
         self.trigger_to_nodes = trigger_to_nodes
         if stream_channels is not None:
             self.stream_channels_asis: str | Sequence[str] = stream_channels
         else:
-            self.stream_channels_asis = [k for k in self.channels if k not in RESERVED and k != TASKS]
+            self.stream_channels_asis = [
+                k for k in self.channels if k not in RESERVED and k != TASKS
+            ]
         if auto_validate:
             self.validate()
 
@@ -203,7 +206,9 @@ class Pregel:
         return new
 
     def with_config(self, config: dict[str, Any] | None = None, **kwargs: Any) -> Pregel:
-        return self.copy(_default_config={**getattr(self, "_default_config", {}), **(config or {}), **kwargs})
+        return self.copy(
+            _default_config={**getattr(self, "_default_config", {}), **(config or {}), **kwargs}
+        )
 
     def get_graph(self, config: dict[str, Any] | None = None, *, xray: bool | int = False) -> Any:
         """The graph's nodes and channels, drawable with ``draw_mermaid()``."""
@@ -360,7 +365,7 @@ class Pregel:
         """Run the graph, yielding output as it is produced (see ``stream_mode``)."""
         modes, single = self._modes(stream_mode, bool(debug))
         config = _with_context(config, context)
-        for ns, mode, payload in self._run(
+        for _ns, mode, payload in self._run(
             input,
             config,
             modes,
@@ -372,7 +377,7 @@ class Pregel:
         ):
             if mode == _DONE:
                 continue
-            yield _format(ns, mode, payload, single, subgraphs)
+            yield _format(_ns, mode, payload, single, subgraphs)
 
     def invoke(
         self,
@@ -396,7 +401,7 @@ class Pregel:
         latest: Any = None
         chunks: list[Any] = []
         interrupts: list[Interrupt] = []
-        for ns, mode, payload in self._run(
+        for _ns, mode, payload in self._run(
             input,
             _with_context(config, context),
             modes,
@@ -431,7 +436,9 @@ class Pregel:
         if len(inputs) <= 1:
             return [self.invoke(i, c, **kwargs) for i, c in zip(inputs, configs)]
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(inputs))) as pool:
-            return list(pool.map(lambda ic: self.invoke(ic[0], ic[1], **kwargs), zip(inputs, configs)))
+            return list(
+                pool.map(lambda ic: self.invoke(ic[0], ic[1], **kwargs), zip(inputs, configs))
+            )
 
     # async driver
     async def _arun(
@@ -524,7 +531,7 @@ class Pregel:
     ) -> AsyncIterator[Any]:
         """The async twin of ``stream``."""
         modes, single = self._modes(stream_mode, bool(debug))
-        async for ns, mode, payload in self._arun(
+        async for _ns, mode, payload in self._arun(
             input,
             _with_context(config, context),
             modes,
@@ -536,7 +543,7 @@ class Pregel:
         ):
             if mode == _DONE:
                 continue
-            yield _format(ns, mode, payload, single, subgraphs)
+            yield _format(_ns, mode, payload, single, subgraphs)
 
     async def ainvoke(
         self,
@@ -556,7 +563,7 @@ class Pregel:
         latest: Any = None
         chunks: list[Any] = []
         interrupts: list[Interrupt] = []
-        async for ns, mode, payload in self._arun(
+        async for _ns, mode, payload in self._arun(
             input,
             _with_context(config, context),
             modes,
@@ -713,7 +720,11 @@ class Pregel:
             yield self._snapshot(saved.config, saved)
 
     def _plan_update(
-        self, config: dict[str, Any], saved: CheckpointTuple | None, values: Any, as_node: str | None
+        self,
+        config: dict[str, Any],
+        saved: CheckpointTuple | None,
+        values: Any,
+        as_node: str | None,
     ) -> tuple[dict[str, Any], Checkpoint, CheckpointMetadata, dict[str, Any]]:
         saver = self._require_saver()
         checkpoint = saved.checkpoint if saved is not None else empty_checkpoint()
@@ -782,9 +793,9 @@ class Pregel:
             channel_versions=versions,
             versions_seen=checkpoint["versions_seen"],
         )
-        from datetime import datetime, timezone
+        from datetime import datetime
 
-        new_checkpoint["ts"] = datetime.now(timezone.utc).isoformat()
+        new_checkpoint["ts"] = datetime.now(UTC).isoformat()
         metadata: CheckpointMetadata = {"source": "update", "step": step, "parents": {}}
         parent_config = dict(saved.config) if saved is not None else config
         parent_config = {
@@ -847,5 +858,3 @@ def _format(ns: tuple[str, ...], mode: str, payload: Any, single: bool, subgraph
     if subgraphs:
         return (ns, payload) if single else (ns, mode, payload)
     return payload if single else (mode, payload)
-
-
