@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, ClassVar, Generic, TypeVar
-
-from typing_extensions import Self
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from pregelkit._internal._typing import MISSING
 from pregelkit.errors import EmptyChannelError

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import collections.abc
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Generic, TypeVar, get_args, get_origin
+from typing import (
+    Annotated,
+    Any,
+    Generic,
+    NotRequired,
+    Required,
+    Self,
+    TypeVar,
+    get_args,
+    get_origin,
+)
 
-from typing_extensions import NotRequired, ReadOnly, Required, Self
+from typing_extensions import ReadOnly
 
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel

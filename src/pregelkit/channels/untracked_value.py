@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
-
-from typing_extensions import Self
+from typing import Any, Generic, Self, TypeVar
 
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel

@@ -371,7 +371,7 @@ def apply_writes(
                 if (v := versions.get(chan)) is not None:
                     seen[chan] = v
         for chan, value in task.writes:
-            if chan in RESERVED:
+            if chan in RESERVED and chan != TASKS:  # Sends go to the tasks channel
                 continue
             bucket = pending.get(chan)
             if bucket is None:

@@ -17,9 +17,15 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures._base import PENDING, RUNNING
+from concurrent.futures._base import (
+    CANCELLED,
+    CANCELLED_AND_NOTIFIED,
+    FINISHED,
+    PENDING,
+    RUNNING,
+)
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from contextvars import copy_context
+from contextvars import Context, copy_context
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
@@ -105,21 +111,45 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_pool_after_fork)
 
 
-class Job(concurrent.futures.Future[T]):
-    """A future that carries its own work, so whoever gets to it first runs it."""
+_LOCK = threading.RLock()
+_CONDITION = threading.Condition(_LOCK)
 
-    __slots__ = ("_args", "_ctx", "_fn", "_kwargs", "_on_start")
+
+class Job(concurrent.futures.Future[T]):
+    """A future that carries its own work, so whoever gets to it first runs it.
+
+    A ``concurrent.futures.Future`` to its users (``result``, ``wait``,
+    ``as_completed``, ``asyncio.wrap_future`` all work), but lean: the stock
+    future allocates a condition, a lock and three lists per instance, and a
+    fan-out of 100k calls kept alive by the caller would make the garbage
+    collector walk a million objects again and again. Jobs share one lock
+    (state changes are a few attribute writes) and create a wait event only
+    when a caller actually has to block.
+    """
+
+    _condition = _CONDITION  # what concurrent.futures.wait/as_completed lock
 
     def __init__(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        super().__init__()
+        self._state = PENDING
+        self._result: Any = None
+        self._exception: BaseException | None = None
         self._fn: Callable[..., T] | None = fn
         self._args = args
         self._kwargs = kwargs
-        self._ctx = copy_context()
+        self._ctx: Context | None = copy_context()
         self._on_start: Callable[[], None] | None = None
+        self._callbacks: list[Callable[[Any], object]] | None = None
+        self._event: threading.Event | None = None
+        self._waiter_list: list[Any] | None = None
+
+    @property
+    def _waiters(self) -> list[Any]:  # type: ignore[override]
+        if self._waiter_list is None:
+            self._waiter_list = []
+        return self._waiter_list
 
     def _claim(self) -> bool:
-        with self._condition:
+        with _LOCK:
             if self._state != PENDING:
                 return False
             self._state = RUNNING
@@ -130,11 +160,12 @@ class Job(concurrent.futures.Future[T]):
         if not self._claim():
             return
         fn, self._fn = self._fn, None
-        assert fn is not None
+        ctx, self._ctx = self._ctx, None
+        assert fn is not None and ctx is not None
         if self._on_start is not None:
             self._on_start()
         try:
-            result = self._ctx.run(fn, *self._args, **self._kwargs)
+            result = ctx.run(fn, *self._args, **self._kwargs)
         except BaseException as exc:
             self.set_exception(exc)
         else:
@@ -143,15 +174,115 @@ class Job(concurrent.futures.Future[T]):
             self._args = ()
             self._kwargs = {}
 
-    def result(self, timeout: float | None = None) -> T:
+    def _finish(self, state: str, notify: str) -> None:
+        with _LOCK:
+            if self._state in (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED):
+                raise concurrent.futures.InvalidStateError(f"{self._state}: {self!r}")
+            self._state = state
+            if self._waiter_list:
+                for waiter in self._waiter_list:
+                    getattr(waiter, notify)(self)
+            event = self._event
+        if event is not None:
+            event.set()
+        self._run_callbacks()
+
+    def _run_callbacks(self) -> None:
+        callbacks, self._callbacks = self._callbacks, None
+        if callbacks:
+            for cb in callbacks:
+                try:
+                    cb(self)
+                except Exception:
+                    concurrent.futures._base.LOGGER.exception("exception calling callback")
+
+    def set_result(self, result: T) -> None:
+        self._result = result
+        self._finish(FINISHED, "add_result")
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        self._exception = exception
+        self._finish(FINISHED, "add_exception")
+
+    def add_done_callback(self, fn: Callable[[concurrent.futures.Future[T]], object]) -> None:
+        with _LOCK:
+            if self._state not in (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED):
+                if self._callbacks is None:
+                    self._callbacks = [fn]
+                else:
+                    self._callbacks.append(fn)
+                return
+        try:
+            fn(self)
+        except Exception:
+            concurrent.futures._base.LOGGER.exception("exception calling callback")
+
+    def cancel(self) -> bool:
+        with _LOCK:
+            if self._state in (RUNNING, FINISHED):
+                return False
+            if self._state in (CANCELLED, CANCELLED_AND_NOTIFIED):
+                return True
+            self._state = CANCELLED
+            self._fn = None
+            self._ctx = None
+            event = self._event
+        if event is not None:
+            event.set()
+        self._run_callbacks()
+        return True
+
+    def set_running_or_notify_cancel(self) -> bool:
+        with _LOCK:
+            if self._state == CANCELLED:
+                self._state = CANCELLED_AND_NOTIFIED
+                if self._waiter_list:
+                    for waiter in self._waiter_list:
+                        waiter.add_cancelled(self)
+                return False
+            if self._state == PENDING:
+                self._state = RUNNING
+                return True
+            raise RuntimeError(f"Future in unexpected state: {self._state}")
+
+    def cancelled(self) -> bool:
+        return self._state in (CANCELLED, CANCELLED_AND_NOTIFIED)
+
+    def running(self) -> bool:
+        return self._state == RUNNING
+
+    def done(self) -> bool:
+        return self._state in (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED)
+
+    def _wait(self, timeout: float | None) -> None:
         if self._state == PENDING:
-            self.run()
-        return super().result(timeout)
+            self.run()  # nobody started it: run it here rather than wait for a worker
+        with _LOCK:
+            if self.done():
+                return
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        if not event.wait(timeout):
+            raise concurrent.futures.TimeoutError()
+
+    def result(self, timeout: float | None = None) -> T:
+        self._wait(timeout)
+        if self.cancelled():
+            raise concurrent.futures.CancelledError()
+        if self._exception is not None:
+            raise self._exception
+        value: T = self._result
+        return value
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        if self._state == PENDING:
-            self.run()
-        return super().exception(timeout)
+        self._wait(timeout)
+        if self.cancelled():
+            raise concurrent.futures.CancelledError()
+        return self._exception
+
+    def __repr__(self) -> str:
+        return f"<Job at {id(self):#x} state={self._state}>"
 
 
 class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):

@@ -41,6 +41,7 @@ from pregelkit.checkpoint.base import (
     CheckpointTuple,
     empty_checkpoint,
 )
+from pregelkit.checkpoint.serde.base import SerdeError
 from pregelkit.errors import EmptyInputError, GraphInterrupt, InvalidUpdateError
 from pregelkit.pregel._algo import (
     Planner,
@@ -73,6 +74,58 @@ __all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
 
 Status = Literal["input", "pending", "done", "interrupt_before", "interrupt_after", "out_of_steps"]
 Emit = Callable[[tuple[str, ...], str, Any], None]
+
+
+def _tee(
+    local: Emit | None, local_modes: frozenset[str], relay: Emit, relay_modes: frozenset[str]
+) -> Emit:
+    """An emitter sending each event to the sinks whose modes want it."""
+
+    def emit(ns: tuple[str, ...], mode: str, payload: Any) -> None:
+        if local is not None and mode in local_modes:
+            local(ns, mode, payload)
+        if mode in relay_modes:
+            relay(ns, mode, payload)
+
+    return emit
+
+
+def _naming_serde_errors(
+    saver: BaseCheckpointSaver[Any], task: PregelExecutableTask | None, task_id: str
+) -> tuple[Callable[..., Any], Callable[..., Awaitable[Any]]]:
+    """``saver.put_writes``/``aput_writes`` whose serialization errors name the
+    task that wrote and the types of its values (the serializer knows neither)."""
+
+    def explain(exc: SerdeError, writes: Sequence[tuple[str, Any]]) -> SerdeError:
+        who = (
+            f"task {task.name!r} (id {task_id})"
+            if task is not None
+            else "the input or Command"
+            if task_id == NULL_TASK_ID
+            else f"task id {task_id}"
+        )
+        kinds = ", ".join(f"{chan!r}: {_type_name(value)}" for chan, value in writes)
+        return SerdeError(f"{who} wrote a value the checkpointer cannot save ({kinds}): {exc}")
+
+    def put(config: Any, writes: Sequence[tuple[str, Any]], *rest: Any) -> Any:
+        try:
+            return saver.put_writes(config, writes, *rest)
+        except SerdeError as exc:
+            raise explain(exc, writes) from exc
+
+    async def aput(config: Any, writes: Sequence[tuple[str, Any]], *rest: Any) -> Any:
+        try:
+            return await saver.aput_writes(config, writes, *rest)
+        except SerdeError as exc:
+            raise explain(exc, writes) from exc
+
+    return put, aput
+
+
+def _type_name(value: Any) -> str:
+    cls = type(value)
+    name = cls.__qualname__
+    return name if cls.__module__ == "builtins" else f"{cls.__module__}.{name}"
 
 
 def _is_interrupt_id(key: Any) -> bool:
@@ -123,6 +176,7 @@ class PregelLoop:
         self._null_writes: list[tuple[str, Any]] = []
         self.checkpoint_pending_writes: list[tuple[str, str, Any]] = []
         self._lock = threading.Lock()
+        self._relay: tuple[Emit, frozenset[str]] | None = None
 
         parent = CURRENT.get()
         self.parent_scope: TaskScope | None = parent
@@ -140,16 +194,21 @@ class PregelLoop:
                 checkpointer = parent.run.checkpointer
             store = store if store is not None else parent.run.store
             cache = cache if cache is not None else parent.run.cache
-            stream = None
+            # ``stream`` stays this run's own caller (a nested ``invoke`` reads its
+            # output from it); when the parent streams subgraphs, events go to
+            # the parent's stream as well, each sink getting its own modes.
             if parent.run.emit_raw is not None and parent.run.stream_subgraphs:
-                stream = parent.run.emit_raw
-                stream_modes = parent.run.stream_modes
+                relay = (parent.run.emit_raw, parent.run.stream_modes)
+                self._relay = relay
+                stream = _tee(stream, stream_modes, *relay)
+                stream_modes = stream_modes | relay[1]
                 stream_subgraphs = True
         self.config = config
         conf = config.get(CONF, {})
         self.ns: str = conf.get(CONFIG_KEY_CHECKPOINT_NS, "")
         self.ns_tuple: tuple[str, ...] = tuple(self.ns.split(NS_SEP)) if self.ns else ()
         self.checkpointer = checkpointer
+        self._keep_writes = checkpointer is not None and durability == "exit"
         self.store = store
         self.cache = cache
         self.stream = stream
@@ -190,7 +249,11 @@ class PregelLoop:
             self.stream(self.ns_tuple, mode, payload)
 
     def _forward(self, ns: tuple[str, ...], mode: str, payload: Any) -> None:
-        if mode in self.stream_modes and self.stream is not None:
+        if self._relay is not None:  # a nested run's events go up, not to its caller
+            relay, modes = self._relay
+            if mode in modes:
+                relay(ns, mode, payload)
+        elif mode in self.stream_modes and self.stream is not None:
             self.stream(ns, mode, payload)
 
     def _emit_interrupts(self, interrupts: Sequence[Interrupt]) -> None:
@@ -559,7 +622,6 @@ class PregelLoop:
         """Record a task's writes: in memory, on the stream, in the cache, in the saver."""
         if not writes:
             return None
-        records = [(task_id, c, v) for c, v in writes]
         if task_id == NULL_TASK_ID:
             chans = {c for c, _ in writes}
             self.checkpoint_pending_writes = [
@@ -567,7 +629,10 @@ class PregelLoop:
                 for w in self.checkpoint_pending_writes
                 if not (w[0] == NULL_TASK_ID and w[1] in chans)
             ]
-        self.checkpoint_pending_writes.extend(records)
+        if self._keep_writes or task_id == NULL_TASK_ID:
+            # only "exit" durability saves them later; otherwise they are in
+            # the saver already and keeping them would only feed the GC
+            self.checkpoint_pending_writes.extend([(task_id, c, v) for c, v in writes])
         task = self.tasks.get(task_id)
         if task is not None:
             self._output_writes(task, writes, False)
@@ -581,13 +646,15 @@ class PregelLoop:
                 self._background(self.cache.set, self.cache.aset, pairs)
         elif writes[0][0] == INTERRUPT:
             self._emit_interrupts([i for c, v in writes if c == INTERRUPT for i in v])
+        if task is not None and type(task.proc) is Call:
+            # a finished call writes no channel, so after_tick has nothing to
+            # apply: forget it now rather than keep every call of the run alive
+            self.tasks.pop(task_id, None)
         if self.checkpointer is None or self.durability == "exit":
             return None
         path = task_path_str(task.path) if task is not None else ""
-        saver = self.checkpointer
-        return self._persist(
-            saver.put_writes, saver.aput_writes, self.checkpoint_config, list(writes), task_id, path
-        )
+        put, aput = _naming_serde_errors(self.checkpointer, task, task_id)
+        return self._persist(put, aput, self.checkpoint_config, list(writes), task_id, path)
 
     def accept_push(
         self, parent: PregelExecutableTask, idx: int, call: Call
@@ -598,7 +665,6 @@ class PregelLoop:
         back and will not run; a cache hit likewise.
         """
         pushed = prepare_push_call(self.planner, parent, idx, call)
-        self.tasks[pushed.id] = pushed
         done = self._done_writes.get(pushed.id)
         if done is not None:
             pushed.writes.extend(done)
@@ -611,6 +677,7 @@ class PregelLoop:
                 self._output_writes(pushed, hit, True)
                 self._record_cached(pushed)
                 return pushed
+        self.tasks[pushed.id] = pushed
         if "tasks" in self.stream_modes or "debug" in self.stream_modes:
             event = task_start_event(pushed)
             self._emit("tasks", event)
@@ -620,7 +687,8 @@ class PregelLoop:
     def _record_cached(self, task: PregelExecutableTask) -> None:
         """Save a cache hit as the task's writes, so a replay needs no cache."""
         writes = list(task.writes)
-        self.checkpoint_pending_writes.extend((task.id, c, v) for c, v in writes)
+        if self._keep_writes:
+            self.checkpoint_pending_writes.extend((task.id, c, v) for c, v in writes)
         if self.checkpointer is not None and self.durability != "exit":
             saver = self.checkpointer
             self._background(
@@ -667,9 +735,8 @@ class PregelLoop:
             for tid, writes in by_task.items():
                 task = self.tasks.get(tid)
                 path = task_path_str(task.path) if task is not None else ""
-                self._persist(
-                    saver.put_writes, saver.aput_writes, self.checkpoint_config, writes, tid, path
-                )
+                put, aput = _naming_serde_errors(saver, task, tid)
+                self._persist(put, aput, self.checkpoint_config, writes, tid, path)
         if isinstance(exc, GraphInterrupt):
             if exc.interrupts:
                 self._emit_interrupts(exc.interrupts)

@@ -187,8 +187,11 @@ class NodeBuilder:
         return self
 
     def do(self, fn: Callable[..., Any]) -> Self:
-        """Add a step: ``fn`` receives the input (or the previous step's output)."""
-        if not callable(fn):
+        """Add a step: ``fn`` receives the input (or the previous step's output).
+        A ``Pregel`` step runs as a subgraph."""
+        from pregelkit.pregel.main import Pregel
+
+        if not callable(fn) and not isinstance(fn, Pregel):
             raise TypeError(f"NodeBuilder.do() needs a callable, got {type(fn).__name__}: {fn!r}")
         self._fns.append(fn)
         return self

@@ -63,10 +63,17 @@ class FuturesDict(dict[AnyFuture, PregelExecutableTask]):
         fut.add_done_callback(self.on_done)
 
     def on_done(self, fut: AnyFuture) -> None:
+        # Finished futures are dropped at once (only the ones that raised are
+        # kept, for panic_or_proceed): a 100k-task run must not keep 100k
+        # futures alive for the garbage collector to walk again and again.
         failed = _is_failure(fut)
+        raised = _exception(fut) is not None
         with self.lock:
             self.counter -= 1
-            self.done.append(fut)
+            if raised:
+                self.done.append(fut)
+            else:
+                self.pop(fut, None)
             if failed:
                 self.failed = True
             last = self.counter == 0
@@ -153,6 +160,8 @@ class PregelRunner:
         except BaseException as exc:
             self.commit(task, exc)
             raise
+        finally:
+            task.scope = None  # task <-> scope is a cycle; break it once the task is over
         self.commit(task, None)
         return value
 
@@ -164,6 +173,8 @@ class PregelRunner:
             if pending is not None:
                 await pending
             raise
+        finally:
+            task.scope = None  # task <-> scope is a cycle; break it once the task is over
         pending = self.commit(task, None)
         if pending is not None:
             await pending

@@ -171,11 +171,7 @@ class Pregel:
                             f"node {name!r} writes to unknown channel {chan!r}; "
                             f"channels: {sorted(c for c in chans if c != TASKS)}"
                         )
-            if not node.triggers:
-                raise ValueError(
-                    f"node {name!r} is triggered by no channel; use subscribe_to()/"
-                    "subscribe_only() to say when it runs"
-                )
+            # a node with no triggers is fine: it runs only when sent to (Send)
         for label, keys in (
             ("input", self.input_channels),
             ("output", self.output_channels),

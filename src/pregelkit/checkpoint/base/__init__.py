@@ -12,10 +12,8 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
-from datetime import datetime, timezone
-from typing import Any, Generic, Literal, NamedTuple, TypedDict, TypeVar
-
-from typing_extensions import NotRequired
+from datetime import UTC, datetime, timezone
+from typing import Any, Generic, Literal, NamedTuple, NotRequired, TypedDict, TypeVar
 
 from pregelkit._internal._constants import (
     CONF,
@@ -43,7 +41,7 @@ __all__ = [
     "get_checkpoint_metadata",
 ]
 
-from pregelkit.errors import EmptyChannelError  # noqa: E402  (re-export, as langgraph does)
+from pregelkit.errors import EmptyChannelError
 
 V = TypeVar("V", int, float, str)
 RunnableConfig = dict[str, Any]
@@ -96,7 +94,7 @@ def empty_checkpoint() -> Checkpoint:
     return Checkpoint(
         v=LATEST_VERSION,
         id=uuid6(clock_seq=-2),
-        ts=datetime.now(timezone.utc).isoformat(),
+        ts=datetime.now(UTC).isoformat(),
         channel_values={},
         channel_versions={},
         versions_seen={},
@@ -226,7 +224,10 @@ class BaseCheckpointSaver(Generic[V]):
         raise NotImplementedError
 
     def prune(
-        self, thread_ids: Sequence[str], *, strategy: Literal["keep_latest", "delete"] = "keep_latest"
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: Literal["keep_latest", "delete"] = "keep_latest",
     ) -> None:
         """Drop old checkpoints of threads: keep only each namespace's latest, or all."""
         raise NotImplementedError
@@ -306,7 +307,10 @@ class BaseCheckpointSaver(Generic[V]):
         await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
 
     async def aprune(
-        self, thread_ids: Sequence[str], *, strategy: Literal["keep_latest", "delete"] = "keep_latest"
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: Literal["keep_latest", "delete"] = "keep_latest",
     ) -> None:
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
 
@@ -342,5 +346,3 @@ async def _async_held(saver: BaseCheckpointSaver[Any], thread_id: str, wait: boo
         yield
     finally:
         cm.__exit__(None, None, None)
-
-

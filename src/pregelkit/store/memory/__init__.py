@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from copy import deepcopy
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from typing import Any
 
 from pregelkit.store.base import (
@@ -112,7 +112,7 @@ class InMemoryStore(BaseStore):
                 if not records:
                     del self._data[op.namespace]
             return
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         if records is None:
             records = self._data[op.namespace] = {}
         previous = records.get(op.key)

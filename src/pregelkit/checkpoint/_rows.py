@@ -1,0 +1,346 @@
+"""What the SQL savers store in a row, and how a row becomes a checkpoint again.
+
+SqliteSaver, PostgresSaver and their async twins keep the same three tables
+(checkpoints, blobs, writes); this module is the one place that decides what
+goes into each row and how a row that cannot be loaded is reported, so the
+four savers cannot drift apart. Only SQL text differs between the backends.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from pregelkit._internal._constants import (
+    CONF,
+    CONFIG_KEY_CHECKPOINT_ID,
+    CONFIG_KEY_CHECKPOINT_NS,
+    CONFIG_KEY_THREAD_ID,
+    WRITES_IDX_MAP,
+)
+from pregelkit.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+    RunnableConfig,
+    get_checkpoint_metadata,
+    thread_coordinates,
+)
+from pregelkit.checkpoint.serde.base import SerdeError, SerializerProtocol
+from pregelkit.errors import CheckpointCorruptError
+
+EMPTY_TAG = "empty"
+"""Type tag of a blob row for a channel that has a version but no value: such a
+row is never handed to the serializer."""
+
+
+class CheckpointRow(NamedTuple):
+    """Parameters of an insert into the checkpoints table, in column order."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    type: str
+    checkpoint: bytes
+    metadata_type: str
+    metadata: bytes
+    metadata_json: str
+    channel_versions: str
+
+
+class BlobRow(NamedTuple):
+    """Parameters of an insert into the blobs table, in column order."""
+
+    thread_id: str
+    checkpoint_ns: str
+    channel: str
+    version: str
+    type: str
+    blob: bytes | None
+
+
+class WriteRow(NamedTuple):
+    """Parameters of an insert into the writes table, in column order."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    task_id: str
+    idx: int
+    channel: str
+    type: str
+    value: bytes
+    task_path: str
+
+
+class StoredCheckpoint(NamedTuple):
+    """A checkpoint as read back: its row plus its blobs and its writes (in
+    insertion order), still serialized."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    type: str
+    checkpoint: bytes
+    metadata_type: str
+    metadata: bytes
+    blobs: Sequence[tuple[str, str, bytes | None]]
+    """(channel, type, blob)"""
+    writes: Sequence[tuple[str, str, str, bytes]]
+    """(task id, channel, type, value)"""
+
+
+class ListScope(NamedTuple):
+    """Which checkpoints ``list`` reads; ``None`` means no restriction."""
+
+    thread_id: str | None
+    checkpoint_ns: str | None
+    checkpoint_id: str | None
+    before_id: str | None
+
+
+def version_key(version: Any) -> str:
+    """Blob rows are keyed by the text of a version: versions may be int, float
+    or str, and one text column keeps lookups and joins simple."""
+    return str(version)
+
+
+def encode_checkpoint(
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> tuple[CheckpointRow, list[BlobRow]]:
+    """The rows ``put`` stores. Values live in blob rows, one per channel and
+    version, and only channels in ``new_versions`` get one: an unchanged
+    channel keeps pointing at the blob an older checkpoint wrote."""
+    thread_id, checkpoint_ns, parent_id = thread_coordinates(config)
+    values = checkpoint["channel_values"]
+    blobs: list[BlobRow] = []
+    for channel, version in new_versions.items():
+        if channel in values:
+            type_, blob = _dump(serde, values[channel], f"the value of channel {channel!r}")
+            blobs.append(
+                BlobRow(thread_id, checkpoint_ns, channel, version_key(version), type_, blob)
+            )
+        else:
+            blobs.append(
+                BlobRow(thread_id, checkpoint_ns, channel, version_key(version), EMPTY_TAG, None)
+            )
+    bare = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+    type_, data = _dump(serde, bare, f"checkpoint {checkpoint['id']!r}")
+    full_metadata = get_checkpoint_metadata(config, metadata)
+    metadata_type, metadata_data = _dump(serde, full_metadata, "the checkpoint metadata")
+    row = CheckpointRow(
+        thread_id=thread_id,
+        checkpoint_ns=checkpoint_ns,
+        checkpoint_id=checkpoint["id"],
+        parent_checkpoint_id=parent_id,
+        type=type_,
+        checkpoint=data,
+        metadata_type=metadata_type,
+        metadata=metadata_data,
+        metadata_json=_canonical_json(
+            {
+                k: v
+                for k, v in full_metadata.items()
+                if isinstance(k, str) and is_json_value(k) and is_json_value(v)
+            }
+        ),
+        channel_versions=_canonical_json(
+            {k: version_key(v) for k, v in checkpoint["channel_versions"].items()}
+        ),
+    )
+    return row, blobs
+
+
+def encode_writes(
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+) -> list[WriteRow]:
+    """The rows ``put_writes`` stores, in the order given. A special channel
+    takes its fixed negative slot, so a later write to it replaces the earlier
+    one; every other write takes its position, and a repeated call keeps the
+    first value (a retried task must not change what was recorded)."""
+    thread_id, checkpoint_ns, checkpoint_id = thread_coordinates(config)
+    if checkpoint_id is None:
+        raise ValueError(
+            "put_writes needs the checkpoint the writes belong to: pass a config with "
+            "config['configurable']['checkpoint_id'] set (the config returned by put)"
+        )
+    rows = []
+    for idx, (channel, value) in enumerate(writes):
+        type_, data = _dump(serde, value, f"the write to {channel!r} of task {task_id!r}")
+        rows.append(
+            WriteRow(
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                task_id,
+                WRITES_IDX_MAP.get(channel, idx),
+                channel,
+                type_,
+                data,
+                task_path,
+            )
+        )
+    return rows
+
+
+def list_scope(config: RunnableConfig | None, before: RunnableConfig | None) -> ListScope:
+    """A missing ``checkpoint_ns`` lists every namespace of the thread; a
+    ``None`` config lists every thread."""
+    before_id = before.get(CONF, {}).get(CONFIG_KEY_CHECKPOINT_ID) if before else None
+    if config is None:
+        return ListScope(None, None, None, before_id)
+    thread_id, _, checkpoint_id = thread_coordinates(config)
+    return ListScope(
+        thread_id, config[CONF].get(CONFIG_KEY_CHECKPOINT_NS), checkpoint_id, before_id
+    )
+
+
+def check_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Metadata filters compare top-level keys for equality in SQL, against the
+    JSON copy of the metadata, so only JSON values can be compared."""
+    if not filter:
+        return {}
+    for key, value in filter.items():
+        if not (is_json_value(key) and is_json_value(value)):
+            raise ValueError(
+                f"cannot filter checkpoints on metadata key {key!r} = {value!r}: filter values "
+                "must be JSON values (str, int, float, bool, None, and lists and dicts of them)"
+            )
+    return dict(filter)
+
+
+def filter_json(value: Any) -> str:
+    """A filter value in the same canonical JSON text the metadata copy uses."""
+    return _canonical_json(value)
+
+
+def is_json_value(value: Any) -> bool:
+    """Whether ``value`` survives JSON in both SQLite and PostgreSQL unchanged:
+    finite numbers only, and no NUL characters, which ``jsonb`` rejects."""
+    if value is None or isinstance(value, (bool, int)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, str):
+        return "\x00" not in value
+    if isinstance(value, (list, tuple)):
+        return all(is_json_value(v) for v in value)
+    if isinstance(value, dict):
+        return all(
+            isinstance(k, str) and is_json_value(k) and is_json_value(v) for k, v in value.items()
+        )
+    return False
+
+
+def decode_checkpoint(serde: SerializerProtocol, stored: StoredCheckpoint) -> CheckpointTuple:
+    """Load a stored checkpoint. Anything the serializer refuses or cannot read
+    becomes a ``CheckpointCorruptError`` that names the row; nothing is changed,
+    so the row can be inspected or deleted."""
+    where = {
+        "thread_id": stored.thread_id,
+        "checkpoint_ns": stored.checkpoint_ns,
+        "checkpoint_id": stored.checkpoint_id,
+    }
+    bare = _load(serde, stored.type, stored.checkpoint, "the checkpoint", where)
+    if not isinstance(bare, dict) or not isinstance(bare.get("channel_versions"), dict):
+        raise CheckpointCorruptError(
+            f"the stored checkpoint is a {type(bare).__name__}, not a checkpoint dict with "
+            "channel_versions. Nothing was changed; inspect or delete this checkpoint",
+            **where,
+        )
+    metadata = _load(serde, stored.metadata_type, stored.metadata, "the metadata", where)
+    if not isinstance(metadata, dict):
+        raise CheckpointCorruptError(
+            f"the stored metadata is a {type(metadata).__name__}, not a dict. Nothing was "
+            "changed; inspect or delete this checkpoint",
+            **where,
+        )
+    values = {
+        channel: _load(serde, type_, blob, "the channel value", {**where, "channel": channel})
+        for channel, type_, blob in stored.blobs
+        if type_ != EMPTY_TAG
+    }
+    pending: list[PendingWrite] = [
+        (
+            task_id,
+            channel,
+            _load(
+                serde,
+                type_,
+                value,
+                "the pending write",
+                {**where, "channel": channel, "task_id": task_id},
+            ),
+        )
+        for task_id, channel, type_, value in stored.writes
+    ]
+    checkpoint: Checkpoint = {**bare, "channel_values": values}  # type: ignore[typeddict-item]
+    return CheckpointTuple(
+        config=checkpoint_config(stored.thread_id, stored.checkpoint_ns, stored.checkpoint_id),
+        checkpoint=checkpoint,
+        metadata=metadata,  # type: ignore[arg-type]
+        parent_config=(
+            checkpoint_config(stored.thread_id, stored.checkpoint_ns, stored.parent_checkpoint_id)
+            if stored.parent_checkpoint_id
+            else None
+        ),
+        pending_writes=pending,
+    )
+
+
+def checkpoint_config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {
+        CONF: {
+            CONFIG_KEY_THREAD_ID: thread_id,
+            CONFIG_KEY_CHECKPOINT_NS: checkpoint_ns,
+            CONFIG_KEY_CHECKPOINT_ID: checkpoint_id,
+        }
+    }
+
+
+def _dump(serde: SerializerProtocol, value: Any, what: str) -> tuple[str, bytes]:
+    try:
+        return serde.dumps_typed(value)
+    except Exception as err:
+        raise SerdeError(
+            f"cannot store {what}: {type(err).__name__}: {err}. Store a value the serializer "
+            "supports, or pass a saver a serializer that supports this type"
+        ) from err
+
+
+def _load(
+    serde: SerializerProtocol, type_: str, data: bytes | None, what: str, where: dict[str, str]
+) -> Any:
+    if data is None:
+        raise CheckpointCorruptError(
+            f"{what} has no stored bytes (NULL) although its type is {type_!r}. Nothing was "
+            "changed; inspect or delete this row",
+            **where,
+        )
+    try:
+        return serde.loads_typed((type_, bytes(data)))
+    except Exception as err:
+        raise CheckpointCorruptError(
+            f"{what} (type tag {type_!r}, {len(data)} bytes) could not be loaded: "
+            f"{type(err).__name__}: {err}. Nothing was changed; inspect or delete this row, "
+            "or, if the data is trusted, allow its type in the serializer",
+            **where,
+        ) from err
+
+
+def _canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,307 @@
+"""SQL of the PostgreSQL savers, shared by PostgresSaver and AsyncPostgresSaver.
+
+The tables mirror the SQLite ones (``bytea`` blobs, ``jsonb`` for the metadata
+copy and the channel versions). One SELECT returns a checkpoint together with
+its blobs and its writes as parallel arrays, so reading a checkpoint is one
+round trip. Checkpoint ids use the "C" collation: their byte order is their
+creation order, whatever the database's locale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import xxhash
+
+from pregelkit.checkpoint._rows import ListScope, StoredCheckpoint, filter_json
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """
+        CREATE TABLE pregelkit_checkpoints (
+            thread_id text NOT NULL,
+            checkpoint_ns text NOT NULL,
+            checkpoint_id text COLLATE "C" NOT NULL,
+            parent_checkpoint_id text COLLATE "C",
+            type text NOT NULL,
+            checkpoint bytea NOT NULL,
+            metadata_type text NOT NULL,
+            metadata bytea NOT NULL,
+            metadata_json jsonb NOT NULL,
+            channel_versions jsonb NOT NULL,
+            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+        )
+        """,
+        """
+        CREATE TABLE pregelkit_blobs (
+            thread_id text NOT NULL,
+            checkpoint_ns text NOT NULL,
+            channel text NOT NULL,
+            version text NOT NULL,
+            type text NOT NULL,
+            blob bytea,
+            PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
+        )
+        """,
+        # seq orders pending writes by insertion; an upsert leaves it alone.
+        """
+        CREATE TABLE pregelkit_writes (
+            seq bigint GENERATED ALWAYS AS IDENTITY,
+            thread_id text NOT NULL,
+            checkpoint_ns text NOT NULL,
+            checkpoint_id text COLLATE "C" NOT NULL,
+            task_id text NOT NULL,
+            idx integer NOT NULL,
+            channel text NOT NULL,
+            type text NOT NULL,
+            value bytea NOT NULL,
+            task_path text NOT NULL,
+            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+        )
+        """,
+    ),
+)
+"""Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
+
+MIGRATION_LOCK_KEY = -0x7072_6567_656C_6B74
+"""Advisory lock that serializes ``setup()`` across processes ("pregelkt")."""
+
+LOCK_MIGRATIONS = "SELECT pg_advisory_xact_lock(%s)"
+CREATE_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS pregelkit_migrations (
+    version integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+"""
+SELECT_SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM pregelkit_migrations"
+RECORD_MIGRATION = "INSERT INTO pregelkit_migrations (version) VALUES (%s)"
+
+TRY_LOCK_THREAD = "SELECT pg_try_advisory_lock(%s)"
+UNLOCK_THREAD = "SELECT pg_advisory_unlock(%s)"
+LOCK_POLL_SECONDS = (0.005, 0.25)
+"""First and longest pause between attempts of a waiting ``lock_thread``. It
+polls instead of blocking in ``pg_advisory_lock`` because the lock connection
+is shared by every lock the process holds: a blocked call would keep other
+runs from releasing theirs."""
+
+UPSERT_CHECKPOINT = """
+INSERT INTO pregelkit_checkpoints (
+    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+    metadata_type, metadata, metadata_json, channel_versions
+) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+    parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
+    type = EXCLUDED.type,
+    checkpoint = EXCLUDED.checkpoint,
+    metadata_type = EXCLUDED.metadata_type,
+    metadata = EXCLUDED.metadata,
+    metadata_json = EXCLUDED.metadata_json,
+    channel_versions = EXCLUDED.channel_versions
+"""
+
+# A version names one value, so a blob that is already stored is the same blob.
+INSERT_BLOB = """
+INSERT INTO pregelkit_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+VALUES (%s, %s, %s, %s, %s, %s)
+ON CONFLICT DO NOTHING
+"""
+
+# Special writes (negative idx) replace the earlier one in place, keeping its
+# seq and so its position; regular writes keep the first value.
+UPSERT_WRITE = """
+INSERT INTO pregelkit_writes (
+    thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path
+) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
+    channel = EXCLUDED.channel,
+    type = EXCLUDED.type,
+    value = EXCLUDED.value,
+    task_path = EXCLUDED.task_path
+WHERE EXCLUDED.idx < 0
+"""
+
+_SELECT = """
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type,
+       c.checkpoint, c.metadata_type, c.metadata,
+       b.channels, b.types, b.blobs, w.task_ids, w.channels, w.types, w.values
+FROM pregelkit_checkpoints AS c
+LEFT JOIN LATERAL (
+    SELECT array_agg(bl.channel) AS channels, array_agg(bl.type) AS types,
+           array_agg(bl.blob) AS blobs
+    FROM jsonb_each_text(c.channel_versions) AS v
+    JOIN pregelkit_blobs AS bl
+      ON bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns
+     AND bl.channel = v.key AND bl.version = v.value
+) AS b ON true
+LEFT JOIN LATERAL (
+    SELECT array_agg(wr.task_id ORDER BY wr.seq) AS task_ids,
+           array_agg(wr.channel ORDER BY wr.seq) AS channels,
+           array_agg(wr.type ORDER BY wr.seq) AS types,
+           array_agg(wr.value ORDER BY wr.seq) AS values
+    FROM pregelkit_writes AS wr
+    WHERE wr.thread_id = c.thread_id AND wr.checkpoint_ns = c.checkpoint_ns
+      AND wr.checkpoint_id = c.checkpoint_id
+) AS w ON true
+"""
+SELECT_CHECKPOINT = (
+    _SELECT + "WHERE c.thread_id = %s AND c.checkpoint_ns = %s AND c.checkpoint_id = %s"
+)
+SELECT_LATEST_CHECKPOINT = (
+    _SELECT
+    + "WHERE c.thread_id = %s AND c.checkpoint_ns = %s ORDER BY c.checkpoint_id DESC LIMIT 1"
+)
+
+DELETE_THREAD = (
+    "DELETE FROM pregelkit_checkpoints WHERE thread_id = %s",
+    "DELETE FROM pregelkit_blobs WHERE thread_id = %s",
+    "DELETE FROM pregelkit_writes WHERE thread_id = %s",
+)
+
+# Parameters: target thread id, source thread id. Rows the target already has
+# under the same key are replaced by the source's.
+COPY_THREAD = (
+    """
+    INSERT INTO pregelkit_checkpoints (
+        thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+        metadata_type, metadata, metadata_json, channel_versions
+    )
+    SELECT %s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata_type, metadata, metadata_json, channel_versions
+    FROM pregelkit_checkpoints WHERE thread_id = %s
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+        parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
+        type = EXCLUDED.type,
+        checkpoint = EXCLUDED.checkpoint,
+        metadata_type = EXCLUDED.metadata_type,
+        metadata = EXCLUDED.metadata,
+        metadata_json = EXCLUDED.metadata_json,
+        channel_versions = EXCLUDED.channel_versions
+    """,
+    """
+    INSERT INTO pregelkit_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+    SELECT %s, checkpoint_ns, channel, version, type, blob
+    FROM pregelkit_blobs WHERE thread_id = %s
+    ON CONFLICT DO NOTHING
+    """,
+    """
+    INSERT INTO pregelkit_writes (
+        thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path
+    )
+    SELECT %s, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path
+    FROM pregelkit_writes WHERE thread_id = %s ORDER BY seq
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
+        channel = EXCLUDED.channel,
+        type = EXCLUDED.type,
+        value = EXCLUDED.value,
+        task_path = EXCLUDED.task_path
+    """,
+)
+
+# Parameter: thread id. Keeps each namespace's latest checkpoint, its writes and
+# the blobs its channel versions reference; order matters (blobs and writes
+# are judged against the checkpoints that remain).
+PRUNE_KEEP_LATEST = (
+    """
+    DELETE FROM pregelkit_checkpoints AS c
+    WHERE c.thread_id = %s AND c.checkpoint_id < (
+        SELECT max(k.checkpoint_id) FROM pregelkit_checkpoints AS k
+        WHERE k.thread_id = c.thread_id AND k.checkpoint_ns = c.checkpoint_ns
+    )
+    """,
+    """
+    DELETE FROM pregelkit_writes AS w
+    WHERE w.thread_id = %s AND NOT EXISTS (
+        SELECT 1 FROM pregelkit_checkpoints AS c
+        WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
+          AND c.checkpoint_id = w.checkpoint_id
+    )
+    """,
+    """
+    DELETE FROM pregelkit_blobs AS b
+    WHERE b.thread_id = %s AND NOT EXISTS (
+        SELECT 1 FROM pregelkit_checkpoints AS c, jsonb_each_text(c.channel_versions) AS v
+        WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns
+          AND v.key = b.channel AND v.value = b.version
+    )
+    """,
+)
+
+
+def thread_lock_key(thread_id: str) -> int:
+    """The advisory lock key of a thread: a signed 64-bit hash, prefixed so it
+    does not collide with keys an application derives from the same ids."""
+    digest = xxhash.xxh3_64_digest(b"pregelkit.thread\x00" + thread_id.encode())
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def list_query(
+    scope: ListScope, filter: dict[str, Any], limit: int | None
+) -> tuple[str, list[Any]]:
+    """SELECT of the checkpoints ``list`` yields, newest first. ``@>`` on the
+    whole filter can use an index; containment is looser than equality for
+    lists and dicts, so those keys are also compared exactly."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value in (
+        ("c.thread_id = %s", scope.thread_id),
+        ("c.checkpoint_ns = %s", scope.checkpoint_ns),
+        ("c.checkpoint_id = %s", scope.checkpoint_id),
+        ("c.checkpoint_id < %s", scope.before_id),
+    ):
+        if value is not None:
+            clauses.append(column)
+            params.append(value)
+    if filter:
+        clauses.append("c.metadata_json @> %s::jsonb")
+        params.append(filter_json(filter))
+        for key, value in filter.items():
+            if isinstance(value, (dict, list, tuple)):
+                clauses.append("c.metadata_json -> %s = %s::jsonb")
+                params.extend((key, filter_json(value)))
+    sql = _SELECT
+    if clauses:
+        sql += "WHERE " + " AND ".join(clauses)
+    sql += " ORDER BY c.checkpoint_id DESC, c.thread_id, c.checkpoint_ns"
+    if limit is not None:
+        sql += " LIMIT %s"
+        params.append(limit)
+    return sql, params
+
+
+def stored_checkpoint(row: Sequence[Any]) -> StoredCheckpoint:
+    """A row of the SELECT above as the shared loader expects it."""
+    (thread_id, ns, checkpoint_id, parent_id, type_, data, mtype, mdata) = row[:8]
+    b_channels, b_types, b_blobs, w_tasks, w_channels, w_types, w_values = row[8:]
+    return StoredCheckpoint(
+        thread_id,
+        ns,
+        checkpoint_id,
+        parent_id,
+        type_,
+        data,
+        mtype,
+        mdata,
+        list(zip(b_channels or (), b_types or (), b_blobs or ())),
+        list(zip(w_tasks or (), w_channels or (), w_types or (), w_values or ())),
+    )
+
+
+def schema_version(row: Any) -> int:
+    """Refuses a schema newer than this code: writing rows an unknown
+    migration changed could corrupt them."""
+    current = int(row[0])
+    if current > len(MIGRATIONS):
+        raise RuntimeError(
+            f"the pregelkit checkpoint tables are at schema version {current}, newer than "
+            f"this pregelkit knows ({len(MIGRATIONS)}): upgrade pregelkit to use them"
+        )
+    return current
+
+
+def prune_statements(strategy: str) -> tuple[str, ...]:
+    if strategy == "keep_latest":
+        return PRUNE_KEEP_LATEST
+    if strategy == "delete":
+        return DELETE_THREAD
+    raise ValueError(f"prune() strategy must be 'keep_latest' or 'delete', got {strategy!r}")

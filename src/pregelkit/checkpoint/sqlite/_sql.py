@@ -1,0 +1,262 @@
+"""SQL of the SQLite savers, shared by SqliteSaver and AsyncSqliteSaver.
+
+Tables are prefixed ``pregelkit_`` so a database that also holds another
+library's ``checkpoints`` table is never misread. The checkpoint row keeps a
+JSON copy of its channel versions beside the serialized checkpoint, so blob
+lookups and pruning are joins instead of a load of every checkpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pregelkit.checkpoint._rows import ListScope, filter_json
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """
+        CREATE TABLE pregelkit_checkpoints (
+            thread_id TEXT NOT NULL,
+            checkpoint_ns TEXT NOT NULL,
+            checkpoint_id TEXT NOT NULL,
+            parent_checkpoint_id TEXT,
+            type TEXT NOT NULL,
+            checkpoint BLOB NOT NULL,
+            metadata_type TEXT NOT NULL,
+            metadata BLOB NOT NULL,
+            metadata_json TEXT NOT NULL,
+            channel_versions TEXT NOT NULL,
+            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+        )
+        """,
+        """
+        CREATE TABLE pregelkit_blobs (
+            thread_id TEXT NOT NULL,
+            checkpoint_ns TEXT NOT NULL,
+            channel TEXT NOT NULL,
+            version TEXT NOT NULL,
+            type TEXT NOT NULL,
+            blob BLOB,
+            PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
+        )
+        """,
+        # seq aliases the rowid: it orders pending writes by insertion, VACUUM
+        # keeps it, and an upsert (an UPDATE) leaves it alone.
+        """
+        CREATE TABLE pregelkit_writes (
+            seq INTEGER PRIMARY KEY,
+            thread_id TEXT NOT NULL,
+            checkpoint_ns TEXT NOT NULL,
+            checkpoint_id TEXT NOT NULL,
+            task_id TEXT NOT NULL,
+            idx INTEGER NOT NULL,
+            channel TEXT NOT NULL,
+            type TEXT NOT NULL,
+            value BLOB NOT NULL,
+            task_path TEXT NOT NULL,
+            UNIQUE (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+        )
+        """,
+    ),
+)
+"""Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
+
+CREATE_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS pregelkit_migrations (
+    version INTEGER PRIMARY KEY,
+    applied_at TEXT NOT NULL
+)
+"""
+SELECT_SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM pregelkit_migrations"
+RECORD_MIGRATION = (
+    "INSERT INTO pregelkit_migrations (version, applied_at) VALUES (?, datetime('now'))"
+)
+
+UPSERT_CHECKPOINT = """
+INSERT INTO pregelkit_checkpoints (
+    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+    metadata_type, metadata, metadata_json, channel_versions
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+    parent_checkpoint_id = excluded.parent_checkpoint_id,
+    type = excluded.type,
+    checkpoint = excluded.checkpoint,
+    metadata_type = excluded.metadata_type,
+    metadata = excluded.metadata,
+    metadata_json = excluded.metadata_json,
+    channel_versions = excluded.channel_versions
+"""
+
+# A version names one value, so a blob that is already stored is the same blob.
+INSERT_BLOB = """
+INSERT INTO pregelkit_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING
+"""
+
+# Special writes (negative idx) replace the earlier one in place, keeping its
+# seq and so its position; regular writes keep the first value.
+UPSERT_WRITE = """
+INSERT INTO pregelkit_writes (
+    thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
+    channel = excluded.channel,
+    type = excluded.type,
+    value = excluded.value,
+    task_path = excluded.task_path
+WHERE excluded.idx < 0
+"""
+
+_CHECKPOINT_COLUMNS = """
+SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+       metadata_type, metadata, channel_versions
+FROM pregelkit_checkpoints
+"""
+SELECT_CHECKPOINT = (
+    _CHECKPOINT_COLUMNS + "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+SELECT_LATEST_CHECKPOINT = (
+    _CHECKPOINT_COLUMNS
+    + "WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1"
+)
+
+# Parameters: the checkpoint's channel_versions JSON, thread id, namespace.
+# CROSS JOIN keeps json_each the outer loop, so each version is one index
+# lookup instead of a scan of every blob of the thread.
+SELECT_BLOBS = """
+SELECT b.channel, b.type, b.blob
+FROM json_each(?) AS v
+CROSS JOIN pregelkit_blobs AS b
+WHERE b.thread_id = ? AND b.checkpoint_ns = ? AND b.channel = v.key AND b.version = v.value
+"""
+
+SELECT_WRITES = """
+SELECT task_id, channel, type, value FROM pregelkit_writes
+WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
+ORDER BY seq
+"""
+
+DELETE_THREAD = (
+    "DELETE FROM pregelkit_checkpoints WHERE thread_id = ?",
+    "DELETE FROM pregelkit_blobs WHERE thread_id = ?",
+    "DELETE FROM pregelkit_writes WHERE thread_id = ?",
+)
+
+# Parameters: target thread id, source thread id. Rows the target already has
+# under the same key are replaced by the source's.
+COPY_THREAD = (
+    """
+    INSERT INTO pregelkit_checkpoints (
+        thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+        metadata_type, metadata, metadata_json, channel_versions
+    )
+    SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+           metadata_type, metadata, metadata_json, channel_versions
+    FROM pregelkit_checkpoints WHERE thread_id = ?
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+        parent_checkpoint_id = excluded.parent_checkpoint_id,
+        type = excluded.type,
+        checkpoint = excluded.checkpoint,
+        metadata_type = excluded.metadata_type,
+        metadata = excluded.metadata,
+        metadata_json = excluded.metadata_json,
+        channel_versions = excluded.channel_versions
+    """,
+    """
+    INSERT INTO pregelkit_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+    SELECT ?, checkpoint_ns, channel, version, type, blob
+    FROM pregelkit_blobs WHERE thread_id = ?
+    ON CONFLICT DO NOTHING
+    """,
+    """
+    INSERT INTO pregelkit_writes (
+        thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path
+    )
+    SELECT ?, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path
+    FROM pregelkit_writes WHERE thread_id = ? ORDER BY seq
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
+        channel = excluded.channel,
+        type = excluded.type,
+        value = excluded.value,
+        task_path = excluded.task_path
+    """,
+)
+
+# Parameter: thread id. Keeps each namespace's latest checkpoint, its writes and
+# the blobs its channel versions reference; order matters (blobs and writes
+# are judged against the checkpoints that remain).
+PRUNE_KEEP_LATEST = (
+    """
+    DELETE FROM pregelkit_checkpoints
+    WHERE thread_id = ? AND checkpoint_id < (
+        SELECT max(k.checkpoint_id) FROM pregelkit_checkpoints AS k
+        WHERE k.thread_id = pregelkit_checkpoints.thread_id
+          AND k.checkpoint_ns = pregelkit_checkpoints.checkpoint_ns
+    )
+    """,
+    """
+    DELETE FROM pregelkit_writes
+    WHERE thread_id = ? AND NOT EXISTS (
+        SELECT 1 FROM pregelkit_checkpoints AS c
+        WHERE c.thread_id = pregelkit_writes.thread_id
+          AND c.checkpoint_ns = pregelkit_writes.checkpoint_ns
+          AND c.checkpoint_id = pregelkit_writes.checkpoint_id
+    )
+    """,
+    """
+    DELETE FROM pregelkit_blobs
+    WHERE thread_id = ? AND NOT EXISTS (
+        SELECT 1 FROM pregelkit_checkpoints AS c, json_each(c.channel_versions) AS v
+        WHERE c.thread_id = pregelkit_blobs.thread_id
+          AND c.checkpoint_ns = pregelkit_blobs.checkpoint_ns
+          AND v.key = pregelkit_blobs.channel
+          AND v.value = pregelkit_blobs.version
+    )
+    """,
+)
+
+
+def list_query(
+    scope: ListScope, filter: dict[str, Any], limit: int | None
+) -> tuple[str, list[Any]]:
+    """SELECT of the checkpoint rows ``list`` yields, newest first."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value in (
+        ("thread_id = ?", scope.thread_id),
+        ("checkpoint_ns = ?", scope.checkpoint_ns),
+        ("checkpoint_id = ?", scope.checkpoint_id),
+        ("checkpoint_id < ?", scope.before_id),
+    ):
+        if value is not None:
+            clauses.append(column)
+            params.append(value)
+    for key, value in filter.items():
+        test, value_params = _metadata_test(value)
+        clauses.append(
+            f"EXISTS (SELECT 1 FROM json_each(metadata_json) AS m WHERE m.key = ? AND {test})"
+        )
+        params.extend((key, *value_params))
+    sql = _CHECKPOINT_COLUMNS
+    if clauses:
+        sql += "WHERE " + " AND ".join(clauses)
+    sql += " ORDER BY checkpoint_id DESC, thread_id, checkpoint_ns"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return sql, params
+
+
+def _metadata_test(value: Any) -> tuple[str, tuple[Any, ...]]:
+    """Equality of a ``json_each`` row ``m`` with a filter value, as Python's
+    ``==`` sees it: numbers and booleans compare by value, and a string never
+    equals a number or a container that prints the same."""
+    if value is None:
+        return "m.type = 'null'", ()
+    if isinstance(value, (bool, int, float)):
+        return "m.type IN ('integer', 'real', 'true', 'false') AND m.value = ?", (value,)
+    if isinstance(value, str):
+        return "m.type = 'text' AND m.value = ?", (value,)
+    kind = "object" if isinstance(value, dict) else "array"
+    return f"m.type = '{kind}' AND json(m.value) = json(?)", (filter_json(value),)
