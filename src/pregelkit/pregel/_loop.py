@@ -346,6 +346,27 @@ class PregelLoop:
         self.updated_channels = self._first()
         self.run.checkpoint_id = self.checkpoint["id"]
 
+    def _latest_config(self) -> dict[str, Any] | None:
+        """When the run names a checkpoint, the config of its thread's latest one:
+        naming a past checkpoint replays from it instead of resuming it."""
+        conf = self.checkpoint_config[CONF]
+        if self.is_nested or not conf.get(CONFIG_KEY_CHECKPOINT_ID):
+            return None
+        return {
+            CONF: {
+                CONFIG_KEY_THREAD_ID: conf[CONFIG_KEY_THREAD_ID],
+                CONFIG_KEY_CHECKPOINT_NS: self.ns,
+            }
+        }
+
+    @staticmethod
+    def _replay(saved: CheckpointTuple, latest: CheckpointTuple | None) -> CheckpointTuple:
+        """A past checkpoint is replayed: the tasks planned from it run again (a
+        fork), so the writes they saved the first time are not reused."""
+        if latest is None or latest.checkpoint["id"] == saved.checkpoint["id"]:
+            return saved
+        return saved._replace(pending_writes=[])
+
     def _index_pending(self, pending: Sequence[tuple[str, str, Any]]) -> None:
         done: dict[str, list[tuple[str, Any]]] = {}
         resumes = self.run.resume_writes
@@ -427,10 +448,11 @@ class PregelLoop:
         if isinstance(resume, dict) and resume and all(_is_interrupt_id(k) for k in resume):
             self.run.resume_map = dict(resume)
             return
+        # a task that interrupted and has finished since (it was resumed) waits no more
         waiting = {
             i.id
             for tid, chan, value in self.checkpoint_pending_writes
-            if chan == INTERRUPT and tid != NULL_TASK_ID
+            if chan == INTERRUPT and tid != NULL_TASK_ID and tid not in self._done_writes
             for i in value
         }
         if len(waiting) > 1:
@@ -567,13 +589,28 @@ class PregelLoop:
         self.step += 1
 
     def _checkpoint_event(self) -> dict[str, Any]:
+        # the tasks this checkpoint leads to, as get_state() would show them
+        planner = Planner(
+            checkpoint=self.checkpoint,
+            processes=self.nodes,
+            channels=self.channels,
+            step=self.step + 1,
+            ns=self.ns,
+            run=None,
+            node_order=self.graph.node_order,
+        )
+        upcoming = prepare_next_tasks(
+            self.checkpoint, planner, for_execution=False, trigger_to_nodes=self.trigger_to_nodes
+        ).values()
         return {
             "config": self._config_for(self.checkpoint["id"]),
             "parent_config": self.prev_checkpoint_config,
             "values": read_channels(self.channels, self.stream_keys),
             "metadata": dict(self.checkpoint_metadata),
-            "next": [],
-            "tasks": [],
+            "next": [t.name for t in upcoming],
+            "tasks": [
+                {"id": t.id, "name": t.name, "interrupts": (), "state": None} for t in upcoming
+            ],
         }
 
     def _config_for(self, checkpoint_id: str) -> dict[str, Any]:
@@ -815,6 +852,9 @@ class SyncPregelLoop(PregelLoop):
                 if self.checkpointer is not None
                 else None
             )
+            saver = self.checkpointer
+            if saver is not None and saved is not None and (latest := self._latest_config()):
+                saved = self._replay(saved, saver.get_tuple(latest))
             self._setup(saved)
         except BaseException:
             self._release()
@@ -881,6 +921,9 @@ class AsyncPregelLoop(PregelLoop):
                 if self.checkpointer is not None
                 else None
             )
+            saver = self.checkpointer
+            if saver is not None and saved is not None and (latest := self._latest_config()):
+                saved = self._replay(saved, await saver.aget_tuple(latest))
             self._setup(saved)
             await self.settle()
         except BaseException:

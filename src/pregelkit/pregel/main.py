@@ -19,6 +19,7 @@ from pregelkit._internal._constants import (
     ERROR,
     INPUT,
     INTERRUPT,
+    NULL_TASK_ID,
     RESERVED,
     TASKS,
 )
@@ -38,6 +39,7 @@ from pregelkit.pregel._algo import (
     Planner,
     PregelTaskWrites,
     apply_writes,
+    is_done_write,
     prepare_next_tasks,
 )
 from pregelkit.pregel._io import read_channels
@@ -611,7 +613,17 @@ class Pregel:
             out[name] = c
         return out
 
-    def _snapshot(self, config: Mapping[str, Any], saved: CheckpointTuple | None) -> StateSnapshot:
+    def _snapshot(
+        self,
+        config: Mapping[str, Any],
+        saved: CheckpointTuple | None,
+        *,
+        apply_pending: bool = False,
+    ) -> StateSnapshot:
+        """The state at ``saved``. With ``apply_pending`` (the thread's latest state)
+        the writes of tasks that already finished are applied to the values and
+        those tasks leave ``next``; a past checkpoint shows what it saved, and
+        ``next`` names every task planned from it."""
         if saved is None:
             return StateSnapshot({}, (), dict(config), None, None, None, (), ())
         checkpoint = saved.checkpoint
@@ -660,9 +672,21 @@ class Pregel:
         seen: dict[str, Interrupt] = {}
         for i in all_interrupts:
             seen.setdefault(i.id, i)
+        finished: set[str] = set()
+        if apply_pending:
+            done: list[PregelTaskWrites] = []
+            for tid, t in next_tasks.items():
+                writes = [(c, v) for c, v in by_task.get(tid, ()) if is_done_write(c)]
+                if writes:
+                    finished.add(tid)
+                    done.append(PregelTaskWrites(t.path, t.name, writes, ()))
+            if NULL_TASK_ID in by_task:
+                done.append(PregelTaskWrites((), INPUT, by_task[NULL_TASK_ID], ()))
+            if done:
+                apply_writes(checkpoint, channels, done, None, self.trigger_to_nodes)
         return StateSnapshot(
             values=read_channels(channels, self.stream_channels_asis),
-            next=tuple(t.name for t in tasks if t.result is None),
+            next=tuple(t.name for t in tasks if t.id not in finished),
             config=saved.config,
             metadata=saved.metadata,
             created_at=checkpoint["ts"],
@@ -675,14 +699,16 @@ class Pregel:
         """The thread's state at its latest checkpoint (or at ``checkpoint_id``)."""
         saver = self._require_saver()
         config = self._config(config)
-        return self._snapshot(config, saver.get_tuple(config))
+        latest = not config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
+        return self._snapshot(config, saver.get_tuple(config), apply_pending=latest)
 
     async def aget_state(
         self, config: Mapping[str, Any], *, subgraphs: bool = False
     ) -> StateSnapshot:
         saver = self._require_saver()
         config = self._config(config)
-        return self._snapshot(config, await saver.aget_tuple(config))
+        latest = not config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
+        return self._snapshot(config, await saver.aget_tuple(config), apply_pending=latest)
 
     def get_state_history(
         self,

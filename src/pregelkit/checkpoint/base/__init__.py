@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
-from datetime import UTC, datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Generic, Literal, NamedTuple, NotRequired, TypedDict, TypeVar
 
 from pregelkit._internal._constants import (
