@@ -5,8 +5,6 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-import cloudpickle
-
 
 def default_cache_key(*args: Any, **kwargs: Any) -> bytes:
     """Bytes that identify a call's arguments; equal arguments give equal bytes."""
@@ -14,5 +12,7 @@ def default_cache_key(*args: Any, **kwargs: Any) -> bytes:
     try:
         return pickle.dumps(payload, protocol=5)
     except Exception:
+        import cloudpickle  # only for arguments plain pickle refuses (lambdas, local classes)
+
         data: bytes = cloudpickle.dumps(payload, protocol=5)
         return data

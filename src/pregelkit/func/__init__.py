@@ -52,7 +52,7 @@ def _refuse_generators(fn: Callable[..., Any], what: str) -> None:
         )
 
 
-class _TaskFunction(wrapt.FunctionWrapper):  # type: ignore[type-arg]
+class _TaskFunction(wrapt.FunctionWrapper):  # type: ignore[misc]
     """A task: calling it inside a run schedules it and returns a future."""
 
     _self_identity: str
@@ -224,5 +224,6 @@ class entrypoint(Generic[T]):
             name=name,
         )
         graph.__doc__ = func.__doc__
+        graph.__name__ = name  # type: ignore[attr-defined]
         graph.__wrapped__ = func  # type: ignore[attr-defined]
         return graph

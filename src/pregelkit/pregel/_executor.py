@@ -10,7 +10,6 @@ same, and a chain of calls costs no thread hand-off.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import os
 import queue
@@ -27,11 +26,14 @@ from concurrent.futures._base import (
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from contextvars import Context, copy_context
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pregelkit.errors import GraphBubbleUp
 
 T = TypeVar("T")
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["AsyncBackgroundExecutor", "BackgroundExecutor", "Submit"]
 
@@ -391,6 +393,8 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
     """Runs coroutines as asyncio tasks for one run, and settles them on exit."""
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
+        import asyncio
+
         self.loop = asyncio.get_running_loop()
         self.tasks: dict[asyncio.Future[Any] | concurrent.futures.Future[Any], tuple[bool, bool]]
         self.tasks = {}
@@ -411,6 +415,8 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
         """Start ``fn(*args)`` as a task. From the event loop's thread this returns
         an asyncio task; from another thread (a sync function running in a
         worker) a concurrent future it can block on."""
+        import asyncio
+
         coro: Coroutine[Any, Any, T] = fn(*args, **kwargs)
         if self.semaphore is not None:
             coro = _gated(self.semaphore, coro)
@@ -437,6 +443,8 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        import asyncio
+
         tasks = dict(self.tasks)
         for fut, (cancel, _) in tasks.items():
             if cancel:

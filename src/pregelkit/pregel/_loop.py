@@ -7,7 +7,6 @@ cache or lane call is made: directly or awaited.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -69,6 +68,9 @@ from pregelkit.types import Command, Interrupt, PregelExecutableTask
 
 if TYPE_CHECKING:
     from pregelkit.pregel.main import Pregel
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
 
@@ -270,13 +272,13 @@ class PregelLoop:
     def _output_writes(
         self, task: PregelExecutableTask, writes: Sequence[tuple[str, Any]], cached: bool
     ) -> None:
-        if writes[0][0] == INTERRUPT:
+        interrupted = writes[0][0] == INTERRUPT
+        if interrupted:
             self._emit_interrupts([i for c, v in writes if c == INTERRUPT for i in v])
-            return
         if self.stream is None:
             return
         modes = self.stream_modes
-        if "updates" in modes and writes[0][0] != ERROR:
+        if "updates" in modes and writes[0][0] != ERROR and not interrupted:
             update = map_output_updates(self.stream_keys, task, writes, cached)
             if update is not None:
                 self._emit("updates", update)
@@ -902,6 +904,8 @@ class AsyncPregelLoop(PregelLoop):
     """The loop for ``ainvoke``/``astream``: saver calls are awaited."""
 
     async def __aenter__(self) -> AsyncPregelLoop:
+        import asyncio
+
         self._executor = AsyncBackgroundExecutor(self.config)
         await self._executor.__aenter__()
         self.submit = self._executor.submit
@@ -949,6 +953,8 @@ class AsyncPregelLoop(PregelLoop):
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> bool:
+        import asyncio
+
         try:
             suppress = self._finish(exc_value)
             await self.settle()
@@ -962,6 +968,8 @@ class AsyncPregelLoop(PregelLoop):
         return suppress
 
     def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
+        import asyncio
+
         if self.durability == "sync":
             if _on_loop(self._aloop):
                 coro = afn(*args)
@@ -972,6 +980,8 @@ class AsyncPregelLoop(PregelLoop):
         return None
 
     def _background(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> None:
+        import asyncio
+
         if not _on_loop(self._aloop):
             self._aloop.call_soon_threadsafe(self._background, fn, afn, *args)
             return
@@ -1014,6 +1024,8 @@ class _Awaited:
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    import asyncio
+
     try:
         return asyncio.get_running_loop() is loop
     except RuntimeError:

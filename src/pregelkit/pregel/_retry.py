@@ -6,17 +6,19 @@ async drivers differ only in how they call the task and how they sleep.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._scope import CURRENT
 from pregelkit.errors import GraphBubbleUp, ParentCommand
 from pregelkit.pregel._run import arun_task, run_task
 from pregelkit.types import Command, PregelExecutableTask, RetryPolicy
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["arun_with_retry", "next_retry_delay", "run_with_retry"]
 
@@ -102,6 +104,8 @@ async def arun_with_retry(
     task: PregelExecutableTask, retry_policy: Sequence[RetryPolicy] | None = None
 ) -> Any:
     """The async twin of ``run_with_retry``."""
+    import asyncio
+
     policies = task.retry_policy or retry_policy or ()
     attempts = 0
     while True:

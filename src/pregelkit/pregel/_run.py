@@ -6,10 +6,9 @@ The injection and write decisions are shared helpers; ``run_task`` and
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from contextvars import copy_context
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import RESERVED, RETURN
 from pregelkit._internal._scope import CURRENT
@@ -19,6 +18,9 @@ from pregelkit.pregel._read import PregelNode, _SubgraphStep
 from pregelkit.pregel._scope import TaskScope
 from pregelkit.pregel._write import control_writes
 from pregelkit.types import PregelExecutableTask
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["arun_task", "run_task"]
 
@@ -107,6 +109,8 @@ def run_task(task: PregelExecutableTask) -> Any:
 
 async def _in_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a sync function off the event loop, keeping the task's context."""
+    import asyncio
+
     ctx = copy_context()
     return await asyncio.get_running_loop().run_in_executor(
         None, functools.partial(ctx.run, fn, *args, **kwargs)

@@ -7,13 +7,12 @@ which writes to record, whether to stop the others, what to raise.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 from pregelkit._internal._constants import ERROR, INTERRUPT, NO_WRITES, RESUME, RETURN
 from pregelkit.errors import GraphBubbleUp, GraphInterrupt
@@ -21,9 +20,12 @@ from pregelkit.pregel._call import Call
 from pregelkit.pregel._retry import arun_with_retry, run_with_retry
 from pregelkit.types import Interrupt, PregelExecutableTask, RetryPolicy
 
+if TYPE_CHECKING:
+    import asyncio
+
 __all__ = ["SKIP_RERAISE_SET", "FuturesDict", "PregelRunner"]
 
-AnyFuture = concurrent.futures.Future[Any] | asyncio.Future[Any]
+AnyFuture = Union["concurrent.futures.Future[Any]", "asyncio.Future[Any]"]
 
 SKIP_RERAISE_SET: weakref.WeakSet[AnyFuture] = weakref.WeakSet()
 """Futures of functional-API calls: their failure belongs to the caller, who
@@ -44,7 +46,7 @@ def _is_failure(fut: AnyFuture) -> bool:
     return exc is not None and not isinstance(exc, GraphBubbleUp) and fut not in SKIP_RERAISE_SET
 
 
-class FuturesDict(dict[AnyFuture, PregelExecutableTask]):
+class FuturesDict(dict[Any, PregelExecutableTask]):
     """The futures of one tick; counts those in flight and wakes the runner
     when all are done or one has failed."""
 
@@ -295,6 +297,8 @@ class PregelRunner:
         wake: asyncio.Event | None = None,
     ) -> AsyncIterator[None]:
         """The async twin of ``tick``: tasks are asyncio tasks."""
+        import asyncio
+
         tasks = tuple(tasks)
         loop = asyncio.get_running_loop()
         self.loop = loop
@@ -359,6 +363,8 @@ class PregelRunner:
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    import asyncio
+
     try:
         return asyncio.get_running_loop() is loop
     except RuntimeError:

@@ -8,7 +8,6 @@ resumed run skips the tasks that already finished.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
@@ -266,6 +265,8 @@ class BaseCheckpointSaver(Generic[V]):
         return None
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        import asyncio
+
         return await asyncio.to_thread(self.get_tuple, config)
 
     async def alist(
@@ -276,6 +277,8 @@ class BaseCheckpointSaver(Generic[V]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
+        import asyncio
+
         items = await asyncio.to_thread(
             lambda: list(self.list(config, filter=filter, before=before, limit=limit))
         )
@@ -289,6 +292,8 @@ class BaseCheckpointSaver(Generic[V]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        import asyncio
+
         return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
@@ -298,12 +303,18 @@ class BaseCheckpointSaver(Generic[V]):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        import asyncio
+
         await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
+        import asyncio
+
         await asyncio.to_thread(self.delete_thread, thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        import asyncio
+
         await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
 
     async def aprune(
@@ -312,6 +323,8 @@ class BaseCheckpointSaver(Generic[V]):
         *,
         strategy: Literal["keep_latest", "delete"] = "keep_latest",
     ) -> None:
+        import asyncio
+
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
 
 
@@ -333,6 +346,8 @@ class _held(AbstractContextManager[None]):
 
 @asynccontextmanager
 async def _async_held(saver: BaseCheckpointSaver[Any], thread_id: str, wait: bool) -> Any:
+    import asyncio
+
     cm = saver.lock_thread(thread_id, wait=False)
     while True:
         try:

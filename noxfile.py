@@ -1,0 +1,91 @@
+"""Developer tasks: ``nox -s tests``, ``lint``, ``typecheck``, ``bench``, ``docs``.
+
+Needs only ``pip install nox``. Plain ``nox`` runs tests, lint and typecheck.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "uv" if shutil.which("uv") else "venv"
+nox.options.sessions = ["tests", "lint", "typecheck"]
+
+ROOT = Path(__file__).resolve().parent
+LINT_PATHS = ["src", "tests", "benchmarks", "examples", "noxfile.py"]
+
+# The LangGraph release pregelkit is compared with, and the SQLite saver
+# release that goes with it.
+LANGGRAPH = "langgraph==1.2.22"
+LANGGRAPH_SQLITE = "langgraph-checkpoint-sqlite==3.1.2"
+
+
+def _bin(venv: Path, name: str) -> Path:
+    return venv / ("Scripts" if sys.platform == "win32" else "bin") / name
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Install pregelkit with its test extras and run pytest (posargs go to pytest)."""
+    session.install(".[test]")
+    session.run("pytest", "-q", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check."""
+    session.install("ruff")
+    session.run("ruff", "check", *LINT_PATHS)
+    session.run("ruff", "format", "--check", *LINT_PATHS)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy on src (strict, configured in pyproject.toml)."""
+    session.install("mypy", "-e", ".[test]")
+    session.run("mypy", "src", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """pregelkit vs LangGraph benchmarks; writes docs/benchmarks.md.
+
+    pregelkit goes into this session's venv; LangGraph into a second venv
+    beside it, so the two libraries' imports cannot interfere. Options after
+    ``--`` go to benchmarks/run.py (e.g. ``nox -s bench -- --quick``).
+    """
+    session.install("-e", ".")
+    lg_venv = Path(session.virtualenv.location).parent / "bench-langgraph"
+    lg_python = _bin(lg_venv, "python")
+    if not lg_python.exists():
+        session.run("python", "-m", "venv", str(lg_venv))
+    session.run(
+        str(lg_python),
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        LANGGRAPH,
+        LANGGRAPH_SQLITE,
+        external=True,
+    )
+    session.run(
+        "python",
+        str(ROOT / "benchmarks" / "run.py"),
+        "--pregelkit-python",
+        str(_bin(Path(session.virtualenv.location), "python")),
+        "--langgraph-python",
+        str(lg_python),
+        *session.posargs,
+    )
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site with mkdocs, warnings as errors."""
+    session.install("mkdocs", "mkdocs-material", "mkdocstrings[python]", "-e", ".")
+    session.run("mkdocs", "build", "--strict", *session.posargs)
