@@ -24,11 +24,8 @@ def task_id(namespace: bytes, *parts: str) -> str:
     The checkpoint id (``namespace``) plus the task's namespace, step, name,
     kind and path identify the task; xxh3-128 of them, in UUID form.
     """
-    h = xxhash.xxh3_128(namespace)
-    for p in parts:
-        h.update(b"\x00")
-        h.update(p.encode())
-    return _fmt(h.hexdigest())
+    data = namespace + b"\x00" + "\x00".join(parts).encode()
+    return _fmt(xxhash.xxh3_128_hexdigest(data))
 
 
 def interrupt_id(namespace: str) -> str:

@@ -306,13 +306,19 @@ def prepare_push_call(
     on the parent's path and the call's index, so a replay finds its saved result."""
     parent_path = parent.path
     path: tuple[Any, ...] = (PUSH, parent_path, idx, parent.id)
+    scope = parent.scope
+    parent_path_str = scope.path_str if scope is not None else None
+    if parent_path_str is None:
+        parent_path_str = task_path_str(parent_path)
+        if scope is not None:
+            scope.path_str = parent_path_str
     tid = make_task_id(
         planner.checkpoint_id,
         planner.ns,
         planner.step_str,
         call.name,
         PUSH,
-        task_path_str(parent_path),
+        parent_path_str,
         str(idx),
     )
     return planner.make(

@@ -287,6 +287,23 @@ class Job(concurrent.futures.Future[T]):
         return f"<Job at {id(self):#x} state={self._state}>"
 
 
+class Done(Job[T]):
+    """A future that is finished from birth: the result of a replayed or cached call."""
+
+    def __init__(self, value: T) -> None:
+        self._state = FINISHED
+        self._result = value
+        self._exception = None
+        self._fn = None
+        self._args = ()
+        self._kwargs = {}
+        self._ctx = None
+        self._on_start = None
+        self._callbacks = None
+        self._event = None
+        self._waiter_list = None
+
+
 class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
     """Runs callables on worker threads for one run, and settles them on exit.
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Union
 from pregelkit._internal._constants import ERROR, INTERRUPT, NO_WRITES, RESUME, RETURN
 from pregelkit.errors import GraphBubbleUp, GraphInterrupt
 from pregelkit.pregel._call import Call
+from pregelkit.pregel._executor import Done
 from pregelkit.pregel._retry import arun_with_retry, run_with_retry
 from pregelkit.types import Interrupt, PregelExecutableTask, RetryPolicy
 
@@ -214,13 +215,11 @@ class PregelRunner:
         for chan, v in task.writes:
             if chan == RETURN:
                 value = v
-        fut: AnyFuture
         if self.is_async and self.loop is not None and _on_loop(self.loop):
             fut = self.loop.create_future()
-        else:
-            fut = concurrent.futures.Future()
-        fut.set_result(value)
-        return fut
+            fut.set_result(value)
+            return fut
+        return Done(value)
 
     # a step, sync
     def tick(

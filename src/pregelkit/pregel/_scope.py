@@ -107,6 +107,7 @@ class TaskScope:
         "call_counter",
         "interrupt_counter",
         "ns",
+        "path_str",
         "resume",
         "run",
         "task",
@@ -118,6 +119,7 @@ class TaskScope:
         self.ns = ns
         self.call_counter = 0
         self.interrupt_counter = 0
+        self.path_str: str | None = None
         saved = run.resume_writes.get(task.id)
         self.resume: list[Any] = list(saved) if saved else []
         self._config: dict[str, Any] | None = None

@@ -718,9 +718,10 @@ class Pregel:
         before: Mapping[str, Any] | None = None,
         limit: int | None = None,
     ) -> Iterator[StateSnapshot]:
-        """The thread's checkpoints, newest first."""
+        """The thread's checkpoints, newest first (of the root graph, unless the
+        config names a ``checkpoint_ns``)."""
         saver = self._require_saver()
-        config = self._config(config)
+        config = _root_ns(self._config(config))
         for saved in saver.list(
             config, filter=filter, before=dict(before) if before else None, limit=limit
         ):
@@ -735,7 +736,7 @@ class Pregel:
         limit: int | None = None,
     ) -> AsyncIterator[StateSnapshot]:
         saver = self._require_saver()
-        config = self._config(config)
+        config = _root_ns(self._config(config))
         async for saved in saver.alist(
             config, filter=filter, before=dict(before) if before else None, limit=limit
         ):
@@ -860,6 +861,12 @@ class Pregel:
         saved = await saver.aget_tuple(config)
         args = self._plan_update(config, saved, values, as_node)
         return await saver.aput(*args)
+
+
+def _root_ns(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` listing one namespace: the root graph's unless it names one
+    (a saver lists every namespace of the thread when none is named)."""
+    return {**config, CONF: {CONFIG_KEY_CHECKPOINT_NS: "", **config[CONF]}}
 
 
 def _with_context(config: Mapping[str, Any] | None, context: Any) -> Mapping[str, Any] | None:
