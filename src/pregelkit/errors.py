@@ -122,5 +122,3 @@ class CheckpointCorruptError(Exception):
             if value is not None
         ]
         super().__init__(f"cannot load stored data ({', '.join(where)}): {reason}")
-
-

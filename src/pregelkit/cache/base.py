@@ -48,5 +48,3 @@ class BaseCache(ABC, Generic[ValueT]):
 
     @abstractmethod
     async def aclear(self, namespaces: Sequence[Namespace] | None = None) -> None: ...
-
-

@@ -1,1 +1,48 @@
-"""Serialization of checkpoints, writes and cached values."""
+"""Serialization of checkpoints, writes and cached values.
+
+The serializers load on first use: ``pregelkit.checkpoint.base`` imports this
+package for the protocol alone, and must not pull in the serializer (and
+through it the public types) while it is itself being imported.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pregelkit.checkpoint.serde.base import SerdeError, SerializerProtocol, UnsafeTypeError
+
+if TYPE_CHECKING:
+    from pregelkit.checkpoint.serde.encrypted import EncryptedSerializer
+    from pregelkit.checkpoint.serde.jsonplus import (
+        JsonPlusSerializer,
+        allow_modules,
+        allow_types,
+    )
+
+__all__ = [
+    "EncryptedSerializer",
+    "JsonPlusSerializer",
+    "SerdeError",
+    "SerializerProtocol",
+    "UnsafeTypeError",
+    "allow_modules",
+    "allow_types",
+]
+
+_LAZY = {
+    "EncryptedSerializer": "pregelkit.checkpoint.serde.encrypted",
+    "JsonPlusSerializer": "pregelkit.checkpoint.serde.jsonplus",
+    "allow_modules": "pregelkit.checkpoint.serde.jsonplus",
+    "allow_types": "pregelkit.checkpoint.serde.jsonplus",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,468 @@
+"""A checkpoint saver that keeps everything in process memory.
+
+For tests, notebooks and short-lived processes: nothing survives the process.
+Values are serialized on the way in anyway, so a run behaves the same here as
+with a database saver (a value that cannot be stored fails now, not later in
+production, and callers may keep mutating what they passed in).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from typing import Any, Literal, Self
+
+from pregelkit._internal._constants import (
+    CONF,
+    CONFIG_KEY_CHECKPOINT_ID,
+    CONFIG_KEY_CHECKPOINT_NS,
+    CONFIG_KEY_THREAD_ID,
+    WRITES_IDX_MAP,
+)
+from pregelkit.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+    RunnableConfig,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+    thread_coordinates,
+)
+from pregelkit.checkpoint.serde.base import SerializerProtocol
+from pregelkit.errors import CheckpointCorruptError
+
+__all__ = ["InMemorySaver", "MemorySaver"]
+
+TypedValue = tuple[str, bytes]
+StoredCheckpoint = tuple[TypedValue, TypedValue, str | None]
+"""(checkpoint without channel values, metadata, parent checkpoint id)"""
+StoredWrite = tuple[str, str, TypedValue, str]
+"""(task id, channel, value, task path)"""
+
+_EMPTY: TypedValue = ("empty", b"")
+"""Blob of a channel that has a version but no value (it was cleared)."""
+
+
+class InMemorySaver(
+    BaseCheckpointSaver[str],
+    AbstractContextManager["InMemorySaver"],
+    AbstractAsyncContextManager["InMemorySaver"],
+):
+    """Stores checkpoints, pending writes and channel values in dictionaries.
+
+    Channel values live apart from checkpoints, keyed by channel version, so a
+    checkpoint costs only the channels that changed in its step: a large value
+    that stays put is stored once, not once per step.
+
+    ``storage[thread_id][checkpoint_ns][checkpoint_id]`` is a
+    ``StoredCheckpoint``, ``writes[(thread_id, checkpoint_ns, checkpoint_id)]``
+    maps ``(task_id, write index)`` to a ``StoredWrite``, and
+    ``blobs[(thread_id, checkpoint_ns, channel, version)]`` is a typed value.
+    """
+
+    storage: defaultdict[str, defaultdict[str, dict[str, StoredCheckpoint]]]
+    writes: defaultdict[tuple[str, str, str], dict[tuple[str, int], StoredWrite]]
+    blobs: dict[tuple[str, str, str, str | int | float], TypedValue]
+
+    def __init__(self, *, serde: SerializerProtocol | None = None) -> None:
+        super().__init__(serde=serde)
+        self.storage = defaultdict(lambda: defaultdict(dict))
+        self.writes = defaultdict(dict)
+        self.blobs = {}
+        # One lock for all three tables: workers call put_writes concurrently,
+        # and readers must not see a checkpoint without its blobs.
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    # writing
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
+        with blobs for the channels in ``new_versions`` only."""
+        thread_id, checkpoint_ns, parent_id = thread_coordinates(config)
+        dumps = self.serde.dumps_typed
+        values = checkpoint["channel_values"]
+        blobs = [
+            (
+                (thread_id, checkpoint_ns, channel, version),
+                dumps(values[channel]) if channel in values else _EMPTY,
+            )
+            for channel, version in new_versions.items()
+        ]
+        without_values = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        stored: StoredCheckpoint = (
+            dumps(without_values),
+            dumps(get_checkpoint_metadata(config, metadata)),
+            parent_id,
+        )
+        with self._lock:
+            self.blobs.update(blobs)
+            self.storage[thread_id][checkpoint_ns][checkpoint["id"]] = stored
+        return _config(thread_id, checkpoint_ns, checkpoint["id"])
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Record a task's writes against the checkpoint ``config`` names.
+
+        A special write (error, interrupt, resume, scheduled) replaces the
+        task's previous one in place; a regular write that is already stored
+        is kept, so a task re-run after a crash cannot change what the first
+        run recorded.
+        """
+        thread_id, checkpoint_ns, checkpoint_id = thread_coordinates(config)
+        if checkpoint_id is None:
+            raise ValueError(
+                f"put_writes() for task {task_id!r} needs the checkpoint the writes belong to: "
+                "pass the config put() returned (it holds configurable.checkpoint_id)"
+            )
+        dumps = self.serde.dumps_typed
+        rows = [
+            (
+                (task_id, WRITES_IDX_MAP.get(channel, idx)),
+                (task_id, channel, dumps(value), task_path),
+            )
+            for idx, (channel, value) in enumerate(writes)
+        ]
+        with self._lock:
+            stored = self.writes[(thread_id, checkpoint_ns, checkpoint_id)]
+            for key, row in rows:
+                if key[1] >= 0 and key in stored:
+                    continue
+                stored[key] = row
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Forget every checkpoint, write and blob of ``thread_id``."""
+        thread_id = str(thread_id)  # configs may carry non-str ids; storage keys are str
+        with self._lock:
+            self.storage.pop(thread_id, None)
+            self._forget_rows({thread_id}, set(), set())
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, write and blob of one thread to another.
+
+        Entries the target already has under the same ids are replaced; the
+        rest of the target is left alone.
+        """
+        source_thread_id, target_thread_id = str(source_thread_id), str(target_thread_id)
+        with self._lock:
+            for ns, checkpoints in self._namespaces(source_thread_id).items():
+                self.storage[target_thread_id][ns].update(checkpoints)
+            for (thread_id, ns, checkpoint_id), stored in list(self.writes.items()):
+                if thread_id == source_thread_id:
+                    self.writes[(target_thread_id, ns, checkpoint_id)] = dict(stored)
+            for (thread_id, ns, channel, version), blob in list(self.blobs.items()):
+                if thread_id == source_thread_id:
+                    self.blobs[(target_thread_id, ns, channel, version)] = blob
+
+    def prune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: Literal["keep_latest", "delete"] = "keep_latest",
+    ) -> None:
+        """Drop the history of threads: ``delete`` forgets them entirely;
+        ``keep_latest`` keeps each namespace's latest checkpoint with its pending
+        writes and the blobs it references (its ``parent_config`` then names a
+        checkpoint that no longer exists)."""
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(
+                f"prune() strategy must be 'keep_latest' or 'delete', got {strategy!r}"
+            )
+        targets = {str(thread_id) for thread_id in thread_ids}
+        with self._lock:
+            kept: dict[tuple[str, str], tuple[str, StoredCheckpoint]] = {}
+            if strategy == "keep_latest":
+                for thread_id in targets:
+                    for ns, checkpoints in self._namespaces(thread_id).items():
+                        if checkpoints:
+                            latest_id = max(checkpoints)
+                            kept[(thread_id, ns)] = (latest_id, checkpoints[latest_id])
+            # Load what is kept before changing anything, so a corrupt
+            # checkpoint aborts the prune instead of leaving it half done.
+            kept_blobs = {
+                (thread_id, ns, channel, version)
+                for (thread_id, ns), (checkpoint_id, stored) in kept.items()
+                for channel, version in self._load_checkpoint(
+                    stored[0], thread_id, ns, checkpoint_id
+                )["channel_versions"].items()
+            }
+            kept_writes = {
+                (thread_id, ns, checkpoint_id)
+                for (thread_id, ns), (checkpoint_id, _) in kept.items()
+            }
+            for thread_id in targets:
+                self.storage.pop(thread_id, None)
+            for (thread_id, ns), (checkpoint_id, stored) in kept.items():
+                self.storage[thread_id][ns][checkpoint_id] = stored
+            self._forget_rows(targets, kept_writes, kept_blobs)
+
+    def _forget_rows(
+        self,
+        thread_ids: set[str],
+        kept_writes: set[tuple[str, str, str]],
+        kept_blobs: set[tuple[str, str, str, str | int | float]],
+    ) -> None:
+        """Drop the writes and blobs of ``thread_ids`` except the kept ones;
+        the caller holds the lock."""
+        for key in [k for k in self.writes if k[0] in thread_ids and k not in kept_writes]:
+            del self.writes[key]
+        for blob_key in [k for k in self.blobs if k[0] in thread_ids and k not in kept_blobs]:
+            del self.blobs[blob_key]
+
+    # reading
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names, or the thread/namespace's latest when
+        it names none; ``None`` if there is no such checkpoint."""
+        thread_id, checkpoint_ns, checkpoint_id = thread_coordinates(config)
+        with self._lock:
+            checkpoints = self._namespaces(thread_id).get(checkpoint_ns)
+            if not checkpoints:
+                return None
+            if checkpoint_id is None:
+                checkpoint_id = max(checkpoints)
+            stored = checkpoints.get(checkpoint_id)
+            if stored is None:
+                return None
+        return self._load_tuple(thread_id, checkpoint_ns, checkpoint_id, stored, None)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first: of every thread (``config=None``), of one
+        thread, or of one thread's namespace when ``config`` names it; ``filter``
+        keeps those whose metadata has equal values for its keys."""
+        thread_id: str | None = None
+        checkpoint_ns: str | None = None
+        checkpoint_id: str | None = None
+        if config is not None:
+            thread_id, _, checkpoint_id = thread_coordinates(config)
+            checkpoint_ns = config[CONF].get(CONFIG_KEY_CHECKPOINT_NS)
+        before_id = get_checkpoint_id(before) if before is not None else None
+        with self._lock:
+            threads = (
+                self.storage.items()
+                if thread_id is None
+                else [(thread_id, self._namespaces(thread_id))]
+            )
+            candidates = [
+                (cid, tid, ns, stored)
+                for tid, namespaces in threads
+                for ns, checkpoints in namespaces.items()
+                if checkpoint_ns is None or ns == checkpoint_ns
+                for cid, stored in checkpoints.items()
+                if (checkpoint_id is None or cid == checkpoint_id)
+                and (before_id is None or cid < before_id)
+            ]
+        candidates.sort(key=lambda c: c[0], reverse=True)
+        remaining = limit
+        for cid, tid, ns, stored in candidates:
+            if remaining is not None and remaining <= 0:
+                return
+            metadata = self._load_metadata(stored[1], tid, ns, cid)
+            if filter and not all(metadata.get(k, _MISSING) == v for k, v in filter.items()):
+                continue
+            yield self._load_tuple(tid, ns, cid, stored, metadata)
+            if remaining is not None:
+                remaining -= 1
+
+    # loading
+
+    def _namespaces(self, thread_id: str) -> dict[str, dict[str, StoredCheckpoint]]:
+        """A thread's namespaces, without creating an entry for an unknown thread."""
+        return self.storage.get(thread_id) or {}
+
+    def _load_tuple(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        stored: StoredCheckpoint,
+        metadata: CheckpointMetadata | None,
+    ) -> CheckpointTuple:
+        checkpoint = self._load_checkpoint(stored[0], thread_id, checkpoint_ns, checkpoint_id)
+        if metadata is None:
+            metadata = self._load_metadata(stored[1], thread_id, checkpoint_ns, checkpoint_id)
+        with self._lock:
+            blobs = [
+                (channel, self.blobs.get((thread_id, checkpoint_ns, channel, version)))
+                for channel, version in checkpoint["channel_versions"].items()
+            ]
+            writes = list(self.writes.get((thread_id, checkpoint_ns, checkpoint_id), {}).values())
+        loads = self.serde.loads_typed
+        values: dict[str, Any] = {}
+        for channel, blob in blobs:
+            if blob is None or blob[0] == _EMPTY[0]:
+                continue
+            try:
+                values[channel] = loads(blob)
+            except Exception as exc:
+                raise CheckpointCorruptError(
+                    f"the stored value of channel {channel!r} cannot be loaded: {exc}",
+                    thread_id=thread_id,
+                    checkpoint_ns=checkpoint_ns,
+                    checkpoint_id=checkpoint_id,
+                    channel=channel,
+                ) from exc
+        checkpoint["channel_values"] = values
+        pending: list[PendingWrite] = []
+        for task_id, channel, value, _ in writes:
+            try:
+                pending.append((task_id, channel, loads(value)))
+            except Exception as exc:
+                raise CheckpointCorruptError(
+                    f"a pending write of task {task_id!r} to {channel!r} cannot be loaded: {exc}",
+                    thread_id=thread_id,
+                    checkpoint_ns=checkpoint_ns,
+                    checkpoint_id=checkpoint_id,
+                    channel=channel,
+                    task_id=task_id,
+                ) from exc
+        parent_id = stored[2]
+        return CheckpointTuple(
+            config=_config(thread_id, checkpoint_ns, checkpoint_id),
+            checkpoint=checkpoint,
+            metadata=metadata,
+            parent_config=_config(thread_id, checkpoint_ns, parent_id) if parent_id else None,
+            pending_writes=pending,
+        )
+
+    def _load_checkpoint(
+        self, typed: TypedValue, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> Checkpoint:
+        checkpoint: Checkpoint = self._load_record(
+            typed, "checkpoint", thread_id, checkpoint_ns, checkpoint_id
+        )
+        if not isinstance(checkpoint.get("channel_versions"), dict):
+            raise CheckpointCorruptError(
+                "the stored checkpoint has no channel_versions mapping",
+                thread_id=thread_id,
+                checkpoint_ns=checkpoint_ns,
+                checkpoint_id=checkpoint_id,
+            )
+        return checkpoint
+
+    def _load_metadata(
+        self, typed: TypedValue, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> CheckpointMetadata:
+        metadata: CheckpointMetadata = self._load_record(
+            typed, "checkpoint metadata", thread_id, checkpoint_ns, checkpoint_id
+        )
+        return metadata
+
+    def _load_record(
+        self, typed: TypedValue, what: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> Any:
+        try:
+            record = self.serde.loads_typed(typed)
+        except Exception as exc:
+            raise CheckpointCorruptError(
+                f"the stored {what} cannot be loaded: {exc}",
+                thread_id=thread_id,
+                checkpoint_ns=checkpoint_ns,
+                checkpoint_id=checkpoint_id,
+            ) from exc
+        if not isinstance(record, dict):
+            raise CheckpointCorruptError(
+                f"the stored {what} is a {type(record).__name__}, not a dict",
+                thread_id=thread_id,
+                checkpoint_ns=checkpoint_ns,
+                checkpoint_id=checkpoint_id,
+            )
+        return record
+
+    # async twins: everything is in memory, so they run inline (no worker thread)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self.get_tuple(config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        for item in self.list(config, filter=filter, before=before, limit=limit):
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self.put(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self.put_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self.delete_thread(thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.copy_thread(source_thread_id, target_thread_id)
+
+    async def aprune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: Literal["keep_latest", "delete"] = "keep_latest",
+    ) -> None:
+        self.prune(thread_ids, strategy=strategy)
+
+
+MemorySaver = InMemorySaver
+"""The name older code imports."""
+
+_MISSING = object()
+
+
+def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {
+        CONF: {
+            CONFIG_KEY_THREAD_ID: thread_id,
+            CONFIG_KEY_CHECKPOINT_NS: checkpoint_ns,
+            CONFIG_KEY_CHECKPOINT_ID: checkpoint_id,
+        }
+    }

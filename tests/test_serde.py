@@ -1,0 +1,508 @@
+"""JsonPlusSerializer and EncryptedSerializer: round trips, the exception
+convention, restricted loading, the registry, and encryption."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime
+import decimal
+import enum
+import fractions
+import ipaddress
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+import threading
+import time
+import types
+import uuid
+import zoneinfo
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pregelkit.checkpoint.serde import (
+    EncryptedSerializer,
+    JsonPlusSerializer,
+    SerdeError,
+    SerializerProtocol,
+    UnsafeTypeError,
+    allow_modules,
+    allow_types,
+)
+from pregelkit.types import Command, Interrupt, Send
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = 2
+
+
+@dataclasses.dataclass
+class Point:
+    x: Any
+    y: Any
+
+
+# The round trips load this module's classes through an instance option, so
+# the process-wide registry stays untouched for the refusal tests.
+serde = JsonPlusSerializer(allowed_modules=[__name__])
+
+
+def roundtrip(value: Any, s: SerializerProtocol = serde) -> Any:
+    return s.loads_typed(s.dumps_typed(value))
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, and of the same types all the way down (``1 == True`` is not enough)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple, collections.deque)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, (datetime.datetime, datetime.time)):
+        return a == b and repr(a.tzinfo) == repr(b.tzinfo)
+    if isinstance(a, Send):
+        return a.node == b.node and same(a.arg, b.arg)
+    if dataclasses.is_dataclass(a):
+        return all(same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    return bool(a == b)
+
+
+tzs = (
+    st.none()
+    | st.timezones()
+    | st.builds(
+        datetime.timezone,
+        st.timedeltas(datetime.timedelta(hours=-23), datetime.timedelta(hours=23)),
+    )
+)
+hashable = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(),
+    st.binary(),
+    st.datetimes(timezones=tzs),
+    st.dates(),
+    st.times(timezones=tzs),
+    st.timedeltas(),
+    st.uuids(),
+    st.decimals(allow_nan=False),
+    st.fractions(),
+    st.complex_numbers(allow_nan=False),
+    st.sampled_from(Color),
+    st.builds(pathlib.PurePosixPath, st.text()),
+    st.builds(pathlib.Path, st.text()),
+    st.ip_addresses(),
+)
+values = st.recursive(
+    hashable | st.binary().map(bytearray),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.tuples(children, children),
+        st.dictionaries(hashable, children, max_size=4),
+        st.sets(hashable, max_size=4),
+        st.frozensets(hashable, max_size=4),
+        st.lists(children, max_size=4).map(collections.deque),
+        st.dictionaries(st.text(), children, max_size=3).map(collections.OrderedDict),
+        st.dictionaries(st.text(), children, max_size=3).map(
+            lambda d: collections.defaultdict(list, d)
+        ),
+        st.builds(Point, children, children),
+        st.builds(Send, st.text(), children),
+        st.builds(Interrupt, children, st.text()),
+        st.builds(Command, resume=children, goto=st.text()),
+    ),
+    max_leaves=12,
+)
+
+
+@given(values)
+@settings(max_examples=300, deadline=None)
+def test_round_trip_keeps_value_and_types(value: Any) -> None:
+    assert same(roundtrip(value), value)
+
+
+@given(values)
+@settings(max_examples=100, deadline=None)
+def test_bytes_convenience_round_trip(value: Any) -> None:
+    assert same(serde.loads(serde.dumps(value)), value)
+
+
+@pytest.mark.parametrize(
+    ("value", "tag"),
+    [
+        (None, "null"),
+        ("héllo", "str"),
+        ("lone \ud800 surrogate", "str"),
+        (-42, "int"),
+        (b"\x00raw", "bytes"),
+        (bytearray(b"ba"), "bytearray"),
+        (True, "pickle"),
+        (1.5, "pickle"),
+        ({"a": [1, "x"]}, "pickle"),
+        (10**5000, "pickle"),  # beyond the int/str digit limit: stays binary
+    ],
+    ids=["none", "str", "surrogate", "int", "bytes", "bytearray", "bool", "float", "dict", "huge"],
+)
+def test_scalars_use_their_own_tags(value: Any, tag: str) -> None:
+    dumped = serde.dumps_typed(value)
+    assert dumped[0] == tag
+    assert same(serde.loads_typed(dumped), value)
+
+
+def test_payload_may_be_bytearray_or_memoryview() -> None:
+    tag, data = serde.dumps_typed({"k": "v"})
+    assert serde.loads_typed((tag, bytearray(data))) == {"k": "v"}
+    assert serde.loads_typed((tag, memoryview(data))) == {"k": "v"}
+
+
+def test_zoneinfo_datetime_round_trips() -> None:
+    value = datetime.datetime(2024, 3, 31, 2, 30, tzinfo=zoneinfo.ZoneInfo("Europe/Paris"))
+    back = roundtrip(value)
+    assert back == value
+    assert back.tzinfo is zoneinfo.ZoneInfo("Europe/Paris")
+
+
+def test_stdlib_odds_and_ends_round_trip() -> None:
+    for value in (
+        ipaddress.ip_network("10.0.0.0/8"),
+        ipaddress.ip_interface("::1/128"),
+        range(1, 10, 3),
+        slice(1, None, 2),
+        collections.Counter("abca"),
+        decimal.Decimal("-Infinity"),
+        fractions.Fraction(3, 7),
+        uuid.UUID(int=5),
+        datetime.timezone.utc,
+    ):
+        assert same(roundtrip(value), value)
+
+
+def test_exception_is_stored_as_its_repr() -> None:
+    dumped = serde.dumps_typed(Exception("manllually raised exception"))
+    assert dumped[0] == "exc"
+    assert serde.loads_typed(dumped) == "Exception('manllually raised exception')"
+
+
+def test_exception_with_broken_repr_still_records_its_type() -> None:
+    class Broken(ValueError):
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+    assert roundtrip(Broken("x")) == "Broken(<repr failed>)"
+
+
+def test_builtin_exception_nested_in_a_value_round_trips() -> None:
+    back = roundtrip([KeyError("k")])
+    assert type(back[0]) is KeyError
+    assert back[0].args == ("k",)
+
+
+# refusing to run code
+
+
+class _Evil:
+    def __init__(self, func: Any, arg: str) -> None:
+        self.func = func
+        self.arg = arg
+
+    def __reduce__(self) -> Any:
+        return (self.func, (self.arg,))
+
+
+def test_payload_calling_os_system_is_refused_and_not_run(tmp_path: pathlib.Path) -> None:
+    marker = tmp_path / "pwned"
+    payload = pickle.dumps(_Evil(os.system, f"touch {marker}"))
+    with pytest.raises(UnsafeTypeError, match=r"system") as info:
+        serde.loads_typed(("pickle", payload))
+    assert "allow_modules" in str(info.value)
+    assert "unsafe_allow_any=True" in str(info.value)
+    assert not marker.exists()
+
+
+def test_payload_calling_eval_is_refused_and_not_run(tmp_path: pathlib.Path) -> None:
+    marker = tmp_path / "pwned"
+    payload = pickle.dumps(_Evil(eval, f"open({str(marker)!r}, 'w').write('x')"))
+    with pytest.raises(UnsafeTypeError, match=r"builtins\.eval"):
+        serde.loads_typed(("pickle", payload))
+    assert not marker.exists()
+
+
+def _call_pickle(module: str, name: str, *args: Any) -> bytes:
+    """A protocol-2 pickle that looks up ``module.name`` and calls it with ``args``."""
+    args_pickle = pickle.dumps(args, 2)[2:-1]  # drop PROTO and STOP
+    return b"\x80\x02c" + f"{module}\n{name}\n".encode() + args_pickle + b"R."
+
+
+def test_getattr_reaches_only_vetted_attributes() -> None:
+    payload = _call_pickle("builtins", "getattr", Send, "__init__")
+    with pytest.raises(UnsafeTypeError, match=r"getattr\(pregelkit\.types\.Send, '__init__'\)"):
+        serde.loads_typed(("pickle", payload))
+
+
+def test_harmless_but_unlisted_class_is_refused() -> None:
+    with pytest.raises(UnsafeTypeError, match="argparse.Namespace"):
+        serde.loads_typed(("pickle", _call_pickle("argparse", "Namespace")))
+
+
+def test_unregistered_user_class_is_refused_with_a_hint() -> None:
+    dumped = serde.dumps_typed(Point(1, 2))
+    with pytest.raises(UnsafeTypeError) as info:
+        JsonPlusSerializer().loads_typed(dumped)
+    message = str(info.value)
+    assert f"{__name__}.Point" in message
+    assert f"allow_modules({__name__!r})" in message
+
+
+def test_cloudpickle_values_need_the_unsafe_opt_in() -> None:
+    offset = 3
+    dumped = serde.dumps_typed(lambda x: x + offset)
+    assert dumped[0] == "cloudpickle"
+    with pytest.raises(UnsafeTypeError, match="unsafe_allow_any=True"):
+        serde.loads_typed(dumped)
+    assert JsonPlusSerializer(unsafe_allow_any=True).loads_typed(dumped)(1) == 4
+
+
+def test_unsafe_allow_any_loads_plain_pickles_of_anything() -> None:
+    dumped = JsonPlusSerializer().dumps_typed(threading.Event)  # a class pickled by reference
+    with pytest.raises(UnsafeTypeError):
+        serde.loads_typed(dumped)
+    assert JsonPlusSerializer(unsafe_allow_any=True).loads_typed(dumped) is threading.Event
+
+
+# the registry
+
+
+@pytest.fixture
+def user_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """A fresh importable module with a dataclass, as a user's code would have."""
+    name = f"userland_{uuid.uuid4().hex}"
+    module = types.ModuleType(name)
+    monkeypatch.setitem(sys.modules, name, module)  # dataclasses look their module up
+    exec(  # noqa: S102  (builds test fixtures)
+        "import dataclasses, os\n"
+        "@dataclasses.dataclass\n"
+        "class Order:\n"
+        "    item: str\n"
+        "    qty: int\n"
+        "    class Line:\n"
+        "        pass\n"
+        "def helper():\n"
+        "    return 1\n",
+        module.__dict__,
+    )
+    return module
+
+
+def test_allow_modules_admits_a_users_dataclass(user_module: types.ModuleType) -> None:
+    value = {"order": user_module.Order("tea", 2)}
+    default = JsonPlusSerializer()
+    dumped = default.dumps_typed(value)
+    with pytest.raises(UnsafeTypeError, match=f"{user_module.__name__}.Order"):
+        default.loads_typed(dumped)
+    allow_modules(user_module.__name__)
+    assert default.loads_typed(dumped) == value
+    assert JsonPlusSerializer().loads_typed(dumped) == value  # every instance consults it
+
+
+def test_allow_types_admits_exactly_that_class(user_module: types.ModuleType) -> None:
+    allow_types(user_module.Order)
+    default = JsonPlusSerializer()
+    assert roundtrip(user_module.Order("x", 1), default) == user_module.Order("x", 1)
+    line = default.dumps_typed(user_module.Order.Line())
+    with pytest.raises(UnsafeTypeError, match="Order.Line"):
+        default.loads_typed(line)
+
+
+def _module_with_class(monkeypatch: pytest.MonkeyPatch, name: str) -> type:
+    module = types.ModuleType(name)
+    cls = type("Thing", (), {"__module__": name})
+    module.Thing = cls  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, name, module)
+    return cls
+
+
+def test_registered_module_covers_submodules_but_not_lookalikes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    package = f"pkg_{uuid.uuid4().hex}"
+    monkeypatch.setitem(sys.modules, package, types.ModuleType(package))
+    inside = _module_with_class(monkeypatch, f"{package}.models")
+    lookalike = _module_with_class(monkeypatch, f"{package}x")
+    s = JsonPlusSerializer(allowed_modules=[package])
+    assert type(roundtrip(inside(), s)) is inside
+    with pytest.raises(UnsafeTypeError, match=f"{package}x.Thing"):
+        roundtrip(lookalike(), s)
+
+
+def test_registered_module_never_yields_functions_or_traversals(
+    user_module: types.ModuleType,
+) -> None:
+    s = JsonPlusSerializer(allowed_modules=[user_module.__name__])
+    name = user_module.__name__
+    with pytest.raises(UnsafeTypeError, match="helper"):
+        s.loads_typed(("pickle", _call_pickle(name, "helper")))
+    with pytest.raises(UnsafeTypeError, match=r"os\.system"):
+        s.loads_typed(("pickle", _call_pickle(name, "os.system", "true")))
+    with pytest.raises(UnsafeTypeError, match="__class__"):
+        s.loads_typed(("pickle", _call_pickle(name, "Order.__class__")))
+    with pytest.raises(SerdeError, match="renamed or moved"):
+        s.loads_typed(("pickle", _call_pickle(name, "Gone")))
+
+
+def test_registry_rejects_non_names_and_non_classes() -> None:
+    with pytest.raises(TypeError, match="module names"):
+        allow_modules("")
+    with pytest.raises(TypeError, match="takes classes"):
+        allow_types(print)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="module names"):
+        JsonPlusSerializer(allowed_modules=[3])  # type: ignore[list-item]
+
+
+# failures
+
+
+@pytest.mark.parametrize(
+    "value",
+    [threading.Lock(), (i for i in range(3)), {"nested": [threading.RLock()]}],
+    ids=["lock", "generator", "nested-rlock"],
+)
+def test_unserializable_value_names_its_type(value: Any) -> None:
+    with pytest.raises(SerdeError, match="cannot serialize a value of type"):
+        serde.dumps_typed(value)
+
+
+def test_open_file_is_not_serializable(tmp_path: pathlib.Path) -> None:
+    with (tmp_path / "f").open("w") as handle, pytest.raises(SerdeError, match="TextIOWrapper"):
+        serde.dumps_typed(handle)
+
+
+def test_unknown_tag_is_named() -> None:
+    with pytest.raises(SerdeError, match="unknown serialization tag 'msgpack'"):
+        serde.loads_typed(("msgpack", b"\x80"))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [("int", b"12x"), ("str", b"\xff\xfe"), ("pickle", b"garbage"), ("pickle", b"")],
+)
+def test_corrupt_payloads_raise_serde_error(data: tuple[str, bytes]) -> None:
+    with pytest.raises(SerdeError, match="corrupt or truncated"):
+        serde.loads_typed(data)
+
+
+def test_every_truncation_of_a_pickle_is_a_serde_error() -> None:
+    _, data = serde.dumps_typed({"when": datetime.datetime.now(), "who": [Point(1, "a")]})
+    for end in range(len(data)):
+        with pytest.raises(SerdeError):
+            serde.loads_typed(("pickle", data[:end]))
+
+
+@given(st.binary(max_size=64))
+@settings(max_examples=300, deadline=None)
+def test_random_bytes_never_escape_as_other_errors(data: bytes) -> None:
+    try:
+        serde.loads_typed(("pickle", b"\x80\x05" + data))
+    except SerdeError:
+        pass
+
+
+def test_malformed_arguments() -> None:
+    with pytest.raises(SerdeError, match="takes the"):
+        serde.loads_typed(("str",))  # type: ignore[arg-type]
+    with pytest.raises(SerdeError, match="needs bytes"):
+        serde.loads_typed(("str", "text"))  # type: ignore[arg-type]
+    with pytest.raises(SerdeError, match="no tag separator"):
+        serde.loads(b"no separator")
+
+
+def test_is_a_serializer_protocol() -> None:
+    assert isinstance(serde, SerializerProtocol)
+    assert isinstance(EncryptedSerializer.from_key(os.urandom(16)), SerializerProtocol)
+
+
+def test_small_values_are_fast() -> None:
+    # A loose guard against an accidental slow path (the measured cost is
+    # about 1 us): every task write pays it.
+    value = {"messages": ["hi"], "count": 3}
+    start = time.perf_counter()
+    for _ in range(10_000):
+        serde.loads_typed(serde.dumps_typed(value))
+        serde.loads_typed(serde.dumps_typed("a short string"))
+    assert time.perf_counter() - start < 1.0
+
+
+def test_importing_serde_does_not_import_cryptography() -> None:
+    code = (
+        "import sys, pregelkit.checkpoint.serde as s; s.JsonPlusSerializer; "
+        "s.EncryptedSerializer; assert 'cryptography' not in sys.modules, 'imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# encryption
+
+KEY = bytes(range(32))
+
+
+def test_encrypted_round_trip_and_tag() -> None:
+    enc = EncryptedSerializer(serde, KEY)
+    for value in ({"a": [1, 2]}, "text", None, Point(1, Color.RED)):
+        tag, data = enc.dumps_typed(value)
+        assert tag.startswith("enc:")
+        assert b"text" not in data
+        assert same(enc.loads_typed((tag, data)), value)
+
+
+def test_encryption_uses_a_fresh_nonce_per_value() -> None:
+    enc = EncryptedSerializer.from_key(KEY)
+    assert enc.dumps_typed("same") != enc.dumps_typed("same")
+
+
+def test_wrong_key_fails() -> None:
+    dumped = EncryptedSerializer(serde, KEY).dumps_typed({"secret": 1})
+    with pytest.raises(SerdeError, match="key differs"):
+        EncryptedSerializer(serde, os.urandom(32)).loads_typed(dumped)
+
+
+def test_tampering_fails() -> None:
+    enc = EncryptedSerializer(serde, KEY)
+    tag, data = enc.dumps_typed("payload")
+    flipped = bytearray(data)
+    flipped[-1] ^= 1
+    with pytest.raises(SerdeError, match="altered"):
+        enc.loads_typed((tag, bytes(flipped)))
+    with pytest.raises(SerdeError, match="altered"):
+        enc.loads_typed(("enc:bytes", data))  # the tag is authenticated too
+    with pytest.raises(SerdeError, match="truncated"):
+        enc.loads_typed((tag, data[:20]))
+
+
+def test_plaintext_values_written_before_encryption_still_load() -> None:
+    enc = EncryptedSerializer(serde, KEY)
+    assert enc.loads_typed(serde.dumps_typed([1, "x"])) == [1, "x"]
+
+
+def test_bad_key_is_explained() -> None:
+    with pytest.raises(ValueError, match="16, 24 or 32 bytes, got 5 bytes"):
+        EncryptedSerializer(serde, b"short")
+
+
+def test_missing_cryptography_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "cryptography.hazmat.primitives.ciphers.aead", None)
+    with pytest.raises(ImportError, match=r'pip install "pregelkit\[encryption\]"'):
+        EncryptedSerializer(serde, KEY)
+
+
+def test_repr_shows_configuration() -> None:
+    assert "allowed_modules=" in repr(serde)
+    assert "JsonPlusSerializer" in repr(EncryptedSerializer(serde, KEY))
