@@ -93,36 +93,17 @@ def _tee(
     return emit
 
 
-def _naming_serde_errors(
-    saver: BaseCheckpointSaver[Any], task: PregelExecutableTask | None, task_id: str
-) -> tuple[Callable[..., Any], Callable[..., Awaitable[Any]]]:
-    """``saver.put_writes``/``aput_writes`` whose serialization errors name the
-    task that wrote and the types of its values (the serializer knows neither)."""
+def _explain(exc: SerdeError, writes: Sequence[tuple[str, Any]], who: str) -> SerdeError:
+    """A serialization error that names the task that wrote and the types of its
+    values (the serializer knows neither)."""
+    kinds = ", ".join(f"{chan!r}: {_type_name(value)}" for chan, value in writes)
+    return SerdeError(f"{who} wrote a value the checkpointer cannot save ({kinds}): {exc}")
 
-    def explain(exc: SerdeError, writes: Sequence[tuple[str, Any]]) -> SerdeError:
-        who = (
-            f"task {task.name!r} (id {task_id})"
-            if task is not None
-            else "the input or Command"
-            if task_id == NULL_TASK_ID
-            else f"task id {task_id}"
-        )
-        kinds = ", ".join(f"{chan!r}: {_type_name(value)}" for chan, value in writes)
-        return SerdeError(f"{who} wrote a value the checkpointer cannot save ({kinds}): {exc}")
 
-    def put(config: Any, writes: Sequence[tuple[str, Any]], *rest: Any) -> Any:
-        try:
-            return saver.put_writes(config, writes, *rest)
-        except SerdeError as exc:
-            raise explain(exc, writes) from exc
-
-    async def aput(config: Any, writes: Sequence[tuple[str, Any]], *rest: Any) -> Any:
-        try:
-            return await saver.aput_writes(config, writes, *rest)
-        except SerdeError as exc:
-            raise explain(exc, writes) from exc
-
-    return put, aput
+def _writer_name(task: PregelExecutableTask | None, task_id: str) -> str:
+    if task is not None:
+        return f"task {task.name!r} (id {task_id})"
+    return "the input or Command" if task_id == NULL_TASK_ID else f"task id {task_id}"
 
 
 def _type_name(value: Any) -> str:
@@ -693,8 +674,34 @@ class PregelLoop:
         if self.checkpointer is None or self.durability == "exit":
             return None
         path = task_path_str(task.path) if task is not None else ""
-        put, aput = _naming_serde_errors(self.checkpointer, task, task_id)
-        return self._persist(put, aput, self.checkpoint_config, list(writes), task_id, path)
+        who = _writer_name(task, task_id)
+        return self._persist(
+            self._put_writes,
+            self._aput_writes,
+            self.checkpoint_config,
+            list(writes),
+            task_id,
+            path,
+            who,
+        )
+
+    def _put_writes(
+        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, path: str, who: str
+    ) -> None:
+        assert self.checkpointer is not None
+        try:
+            self.checkpointer.put_writes(config, writes, task_id, path)
+        except SerdeError as exc:
+            raise _explain(exc, writes, who) from exc
+
+    async def _aput_writes(
+        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, path: str, who: str
+    ) -> None:
+        assert self.checkpointer is not None
+        try:
+            await self.checkpointer.aput_writes(config, writes, task_id, path)
+        except SerdeError as exc:
+            raise _explain(exc, writes, who) from exc
 
     def accept_push(
         self, parent: PregelExecutableTask, idx: int, call: Call
@@ -771,12 +778,19 @@ class PregelLoop:
             by_task: dict[str, list[tuple[str, Any]]] = {}
             for tid, chan, value in self.checkpoint_pending_writes:
                 by_task.setdefault(tid, []).append((chan, value))
-            saver = self.checkpointer
             for tid, writes in by_task.items():
                 task = self.tasks.get(tid)
                 path = task_path_str(task.path) if task is not None else ""
-                put, aput = _naming_serde_errors(saver, task, tid)
-                self._persist(put, aput, self.checkpoint_config, writes, tid, path)
+                who = _writer_name(task, tid)
+                self._persist(
+                    self._put_writes,
+                    self._aput_writes,
+                    self.checkpoint_config,
+                    writes,
+                    tid,
+                    path,
+                    who,
+                )
         if isinstance(exc, GraphInterrupt):
             if exc.interrupts:
                 self._emit_interrupts(exc.interrupts)
