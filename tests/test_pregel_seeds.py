@@ -11,6 +11,7 @@ task id of the global resume value is a constant and must appear literally.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -43,12 +44,19 @@ def normalize_ids(text: str) -> str:
 def run_script(tmp_path: Path, source: str) -> str:
     script = tmp_path / "example.py"
     script.write_text(textwrap.dedent(source))
+    # the package of this checkout, whatever is installed in the interpreter
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")])),
+    }
     proc = subprocess.run(
         [sys.executable, str(script)],
         capture_output=True,
         text=True,
         timeout=60,
         cwd=tmp_path,
+        env=env,
     )
     assert proc.returncode == 0, f"example failed:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout

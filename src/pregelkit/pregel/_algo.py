@@ -200,15 +200,22 @@ def _triggers(
     seen: Mapping[str, Any] | None,
     proc: PregelNode,
 ) -> bool:
-    """Whether a trigger channel of ``proc`` holds a version it has not run on."""
+    """Whether a trigger channel of ``proc`` holds a version it has not run on.
+
+    A channel that was never written has no version and triggers nothing, even
+    if it starts with a value (a ``BinaryOperatorAggregate``'s initial one):
+    otherwise a resumed run, which checks every node, would run nodes that the
+    uninterrupted run never triggered."""
     for chan in proc.triggers:
         if not channels[chan].is_available():
             continue
+        v = versions.get(chan)
+        if v is None:
+            continue
         if seen is None:
             return True
-        v = versions.get(chan)
         s = seen.get(chan)
-        if v is not None and (s is None or v > s):
+        if s is None or v > s:
             return True
     return False
 

@@ -14,6 +14,7 @@ import concurrent.futures
 import os
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures._base import (
@@ -58,7 +59,18 @@ class Submit(Protocol):
 
 
 class _Pool:
-    """Daemon worker threads fed from one queue; grows on demand."""
+    """Daemon worker threads fed from one queue; grows on demand.
+
+    Task calls are *deferred* rather than queued at once: most calls are
+    waited on right away by their caller, who then runs them itself, and
+    waking a worker only to find the job taken costs two GIL hand-offs per
+    call. A deferred job reaches the workers when a second one is deferred
+    (a fan-out wants parallelism now), when a caller is about to block, or
+    within ``DEFER_SECONDS`` through a poller thread, whichever comes first.
+    """
+
+    DEFER_SECONDS = 0.0005
+    PARK_AFTER = 200  # idle polls before the poller sleeps until needed
 
     def __init__(self, max_workers: int) -> None:
         self.max_workers = max_workers
@@ -66,6 +78,61 @@ class _Pool:
         self.idle = threading.Semaphore(0)
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()
+        self.deferred: deque[Job[Any]] = deque()
+        self.poller: threading.Thread | None = None
+        self.poller_parked = False
+        self.poller_wake = threading.Event()
+
+    def defer(self, job: Job[Any]) -> None:
+        with self.lock:
+            deferred = self.deferred
+            while deferred and deferred[0]._state != PENDING:
+                deferred.popleft()  # taken by its caller already
+            deferred.append(job)
+            fan_out = len(deferred) > 1
+            wake = self.poller_parked
+            self.poller_parked = False
+            start = self.poller is None
+            if start:
+                self.poller = threading.Thread(
+                    target=self._poll, name="pregelkit-poller", daemon=True
+                )
+        if start:
+            assert self.poller is not None
+            self.poller.start()
+        elif wake:
+            self.poller_wake.set()
+        if fan_out:
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand every deferred job that nobody has started to the workers."""
+        with self.lock:
+            if not self.deferred:
+                return
+            jobs = [j for j in self.deferred if j._state == PENDING]
+            self.deferred.clear()
+        for job in jobs:
+            self.put(job)
+
+    def _poll(self) -> None:
+        idle = 0
+        while True:
+            time.sleep(self.DEFER_SECONDS)
+            if self.deferred:
+                idle = 0
+                self.flush()
+                continue
+            idle += 1
+            if idle < self.PARK_AFTER:
+                continue
+            with self.lock:
+                if self.deferred:
+                    continue
+                self.poller_parked = True
+                self.poller_wake.clear()
+            self.poller_wake.wait()
+            idle = 0
 
     def put(self, job: Job[Any]) -> None:
         self.queue.put(job)
@@ -265,6 +332,8 @@ class Job(concurrent.futures.Future[T]):
             if self._event is None:
                 self._event = threading.Event()
             event = self._event
+        if _pool is not None:
+            _pool.flush()  # about to block: let deferred work start meanwhile
         if not event.wait(timeout):
             raise concurrent.futures.TimeoutError()
 
@@ -344,7 +413,10 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
                 self.tasks[job] = (False, True)
         job.add_done_callback(self._done)
         if self.limit is None:
-            self.pool.put(job)
+            if __next_tick__:
+                self.pool.defer(job)
+            else:
+                self.pool.put(job)
         else:
             job._on_start = self._started
             with self.lock:

@@ -7,13 +7,16 @@ its compiled form, with every per-call decision (injection, writers) made once.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
 from pregelkit.pregel._call import FnSpec
 from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
 from pregelkit.types import CachePolicy, RetryPolicy
+
+if TYPE_CHECKING:
+    from pregelkit.pregel.main import Pregel
 
 __all__ = ["NodeBuilder", "PregelNode"]
 
@@ -149,7 +152,7 @@ class NodeBuilder:
         self._tags: list[str] = []
         self._metadata: dict[str, Any] = {}
         self._writes: list[ChannelWriteEntry] = []
-        self._fns: list[Callable[..., Any]] = []
+        self._fns: list[Any] = []  # functions and Pregel subgraphs
         self._retry_policy: list[RetryPolicy] = []
         self._cache_policy: CachePolicy[Any] | None = None
 
@@ -186,12 +189,12 @@ class NodeBuilder:
         self._channels.extend(channels)
         return self
 
-    def do(self, fn: Callable[..., Any]) -> Self:
+    def do(self, fn: Callable[..., Any] | Pregel) -> Self:
         """Add a step: ``fn`` receives the input (or the previous step's output).
         A ``Pregel`` step runs as a subgraph."""
-        from pregelkit.pregel.main import Pregel
+        from pregelkit.pregel import main
 
-        if not callable(fn) and not isinstance(fn, Pregel):
+        if not callable(fn) and not isinstance(fn, main.Pregel):
             raise TypeError(f"NodeBuilder.do() needs a callable, got {type(fn).__name__}: {fn!r}")
         self._fns.append(fn)
         return self

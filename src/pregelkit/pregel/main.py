@@ -231,6 +231,19 @@ class Pregel:
         merged.setdefault(CONF, {})
         return merged
 
+    def _outputs(self, output_keys: str | Sequence[str] | None) -> Pregel:
+        """This graph, or a copy that outputs ``output_keys`` instead of its own
+        output channels."""
+        if output_keys is None or output_keys == self.output_channels:
+            return self
+        for chan in [output_keys] if isinstance(output_keys, str) else output_keys:
+            if chan not in self.channels:
+                raise ValueError(
+                    f"output_keys names unknown channel {chan!r}; "
+                    f"channels: {sorted(c for c in self.channels if c != TASKS)}"
+                )
+        return self.copy(output_channels=output_keys)
+
     def _modes(
         self, stream_mode: StreamMode | Sequence[StreamMode] | None, debug: bool
     ) -> tuple[frozenset[str], bool]:
@@ -360,10 +373,14 @@ class Pregel:
         context: Any = None,
         **kwargs: Any,
     ) -> Iterator[Any]:
-        """Run the graph, yielding output as it is produced (see ``stream_mode``)."""
+        """Run the graph, yielding output as it is produced (see ``stream_mode``).
+
+        The ``values`` mode streams the graph's stream channels (``invoke``
+        returns its output channels), unless ``output_keys`` says otherwise."""
         modes, single = self._modes(stream_mode, bool(debug))
         config = _with_context(config, context)
-        for _ns, mode, payload in self._run(
+        keys = self.stream_channels_asis if output_keys is None else output_keys
+        for _ns, mode, payload in self._outputs(keys)._run(
             input,
             config,
             modes,
@@ -399,7 +416,7 @@ class Pregel:
         latest: Any = None
         chunks: list[Any] = []
         interrupts: list[Interrupt] = []
-        for _ns, mode, payload in self._run(
+        for _ns, mode, payload in self._outputs(output_keys)._run(
             input,
             _with_context(config, context),
             modes,
@@ -529,7 +546,8 @@ class Pregel:
     ) -> AsyncIterator[Any]:
         """The async twin of ``stream``."""
         modes, single = self._modes(stream_mode, bool(debug))
-        async for _ns, mode, payload in self._arun(
+        keys = self.stream_channels_asis if output_keys is None else output_keys
+        async for _ns, mode, payload in self._outputs(keys)._arun(
             input,
             _with_context(config, context),
             modes,
@@ -561,7 +579,7 @@ class Pregel:
         latest: Any = None
         chunks: list[Any] = []
         interrupts: list[Interrupt] = []
-        async for _ns, mode, payload in self._arun(
+        async for _ns, mode, payload in self._outputs(output_keys)._arun(
             input,
             _with_context(config, context),
             modes,
