@@ -452,6 +452,11 @@ class PregelLoop:
         self.run.resuming = True
         versions = self.checkpoint["channel_versions"]
         self.checkpoint["versions_seen"][INTERRUPT] = dict(versions)
+        if "values" in self.stream_modes:
+            # as LangGraph does: a resumed run first shows where it stands
+            keys = [self.output_keys] if isinstance(self.output_keys, str) else self.output_keys
+            if any(self.channels[k].is_available() for k in keys):
+                self._emit("values", read_channels(self.channels, self.output_keys))
         return None
 
     def _apply(self, tasks: Sequence[Any], changed: set[str]) -> set[str]:
