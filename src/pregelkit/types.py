@@ -237,6 +237,8 @@ class PregelExecutableTask:
     writers: Sequence[Any] = ()
     subgraphs: Sequence[Any] = ()
     scope: Any = field(default=None, repr=False)
+    path_str: str = field(default="", repr=False)
+    """``path`` as the string savers store; filled when it is cheap to know."""
 
     __hash__ = object.__hash__
 

@@ -328,7 +328,7 @@ def prepare_push_call(
         parent_path_str,
         str(idx),
     )
-    return planner.make(
+    task = planner.make(
         call.name,
         call.input,
         call,
@@ -341,6 +341,8 @@ def prepare_push_call(
         key_args=(call.args, call.kwargs),
         cache_id=call.identity,
     )
+    task.path_str = f"~{PUSH}, {parent_path_str}, {idx:010d}, {parent.id}"
+    return task
 
 
 def _path_key(task: WritesProtocol) -> str:

@@ -678,7 +678,7 @@ class PregelLoop:
             self.tasks.pop(task_id, None)
         if self.checkpointer is None or self.durability == "exit":
             return None
-        path = task_path_str(task.path) if task is not None else ""
+        path = (task.path_str or task_path_str(task.path)) if task is not None else ""
         who = _writer_name(task, task_id)
         return self._persist(
             self._put_writes,
@@ -785,7 +785,7 @@ class PregelLoop:
                 by_task.setdefault(tid, []).append((chan, value))
             for tid, writes in by_task.items():
                 task = self.tasks.get(tid)
-                path = task_path_str(task.path) if task is not None else ""
+                path = (task.path_str or task_path_str(task.path)) if task is not None else ""
                 who = _writer_name(task, tid)
                 self._persist(
                     self._put_writes,

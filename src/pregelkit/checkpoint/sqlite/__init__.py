@@ -216,6 +216,14 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         rows = encode_writes(self.serde, config, writes, task_id, task_path)
         if not rows:
             return
+        if len(rows) == 1:
+            # one statement is its own transaction: no BEGIN/COMMIT round trips
+            # for the common case of a task that made one write
+            with self._lock:
+                if not self._ready:
+                    self._setup_locked()
+                self.conn.execute(_sql.UPSERT_WRITE, rows[0])
+            return
         with self._transaction(write=True) as conn:
             conn.executemany(_sql.UPSERT_WRITE, rows)
 
