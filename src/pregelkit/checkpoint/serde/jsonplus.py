@@ -16,6 +16,7 @@ code, so they load only with ``unsafe_allow_any=True``.
 
 from __future__ import annotations
 
+import builtins
 import collections
 import datetime
 import decimal
@@ -25,6 +26,7 @@ import io
 import ipaddress
 import pathlib
 import pickle
+import pickletools
 import sys
 import threading
 import uuid
@@ -32,7 +34,7 @@ import zoneinfo
 from collections.abc import Iterable
 from typing import Any
 
-import cloudpickle  # type: ignore[import-untyped]
+import cloudpickle
 
 from pregelkit.checkpoint.serde.base import SerdeError, UnsafeTypeError
 from pregelkit.types import Command, Interrupt, Overwrite, Send
@@ -104,8 +106,6 @@ def _safe_types() -> dict[tuple[str, str], type]:
     ]
     # Builtin exceptions nested in a value (a list of errors, say) pickle by
     # their class; building one only stores its args.
-    import builtins
-
     types.extend(
         obj
         for obj in vars(builtins).values()
@@ -140,8 +140,8 @@ _SAFE: dict[tuple[str, str], Any] = {**_safe_types(), ("builtins", "getattr"): _
 class _Registry:
     """Modules and types every serializer instance may load, shared process-wide.
 
-    Copy-on-write: loaders read the current frozensets without locking, writers
-    replace them under a lock.
+    Copy-on-write: loaders read the current set and dict without locking;
+    writers build new ones and swap them in under a lock.
     """
 
     def __init__(self) -> None:
@@ -226,6 +226,31 @@ def _resolve_registered(module: str, qualname: str) -> type:
     return obj
 
 
+_MEMO_OPS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
+
+
+def _check_sizes(payload: bytes) -> None:
+    """Refuse a pickle whose opcodes claim more than its bytes can hold.
+
+    The C unpickler trusts a memo index or a bytearray length and allocates
+    for it before reading: a tampered row claiming index 2**31 makes a loader
+    allocate tens of GB. A valid pickle never memoizes more objects, nor
+    declares a longer string, than it has bytes, so that is the bound.
+    """
+    limit = len(payload)
+    try:
+        for op, arg, _ in pickletools.genops(payload):
+            # genops itself refuses a declared length the bytes do not hold
+            if op.name in _MEMO_OPS and isinstance(arg, int) and arg > limit:
+                raise SerdeError(
+                    f"corrupt or truncated pickle: memo index {arg} in a {limit}-byte payload"
+                )
+    except SerdeError:
+        raise
+    except Exception as exc:
+        raise SerdeError(f"corrupt or truncated pickle: {exc}") from exc
+
+
 class _RestrictedUnpickler(pickle.Unpickler):
     extra_modules: frozenset[str] = frozenset()
 
@@ -264,7 +289,10 @@ class JsonPlusSerializer:
     def __init__(
         self, *, allowed_modules: Iterable[str] = (), unsafe_allow_any: bool = False
     ) -> None:
-        modules = frozenset(allowed_modules)
+        # A lone string is one module name, not an iterable of one-letter modules.
+        modules = frozenset(
+            (allowed_modules,) if isinstance(allowed_modules, str) else allowed_modules
+        )
         for name in modules:
             if not isinstance(name, str) or not name:
                 raise TypeError(
@@ -341,6 +369,7 @@ class JsonPlusSerializer:
             if tag == TAG_PICKLE:
                 if self.unsafe_allow_any:
                     return pickle.loads(payload)
+                _check_sizes(payload)
                 return self._unpickler(io.BytesIO(payload)).load()
             if tag == TAG_NULL:
                 return None
