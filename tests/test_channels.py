@@ -6,12 +6,11 @@ import copy
 import operator
 import pickle
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from typing_extensions import NotRequired
 
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels import (

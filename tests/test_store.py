@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -41,7 +41,7 @@ def test_put_get_delete(store: InMemoryStore) -> None:
     item = store.get(("users", "1"), "profile")
     assert item is not None
     assert (item.namespace, item.key, item.value) == (("users", "1"), "profile", {"name": "Ada"})
-    assert item.created_at.tzinfo is timezone.utc
+    assert item.created_at.tzinfo is UTC
     assert item.created_at == item.updated_at
     store.delete(("users", "1"), "profile")
     assert store.get(("users", "1"), "profile") is None
@@ -72,7 +72,7 @@ def test_values_are_copied_in_and_out(store: InMemoryStore) -> None:
 
 
 def test_item_dict_and_equality() -> None:
-    at = datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    at = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
     item = Item(value={"x": 1}, key="k", namespace=("a", "b"), created_at=at, updated_at=at)
     assert item.dict() == {
         "namespace": ["a", "b"],

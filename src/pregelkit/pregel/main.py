@@ -685,7 +685,8 @@ class Pregel:
                 )
             )
         for tid, writes in by_task.items():
-            if tid not in next_tasks:
+            # a task that finished after being resumed waits for nothing any more
+            if tid not in next_tasks and not any(is_done_write(c) for c, _ in writes):
                 all_interrupts.extend(i for c, v in writes if c == INTERRUPT for i in v)
         seen: dict[str, Interrupt] = {}
         for i in all_interrupts:

@@ -1,0 +1,633 @@
+"""Run the benchmark workloads on pregelkit and on LangGraph, and report.
+
+Every measurement is one fresh interpreter running ``benchmarks/workloads.py``
+once. pregelkit and LangGraph live in two different virtual environments
+(``--pregelkit-python`` and ``--langgraph-python``), so their imports cannot
+interfere. Each round runs every (workload, N) on both libraries back to back,
+alternating which one goes first; the reported figure is the median over the
+rounds. A run that fails (an exception, a crash, a timeout) is recorded and
+shown as ``failed: <error>``.
+
+Usage::
+
+    nox -s bench                      # both venvs, full suite, writes docs/benchmarks.md
+    nox -s bench -- --quick           # smoke run: small N, one round, writes nothing
+    python benchmarks/run.py --pregelkit-python .venv/bin/python \\
+        --langgraph-python /path/to/langgraph-venv/bin/python --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+WORKLOADS = HERE / "workloads.py"
+LIBS = ("pregelkit", "langgraph")
+TIMES = "\N{MULTIPLICATION SIGN}"
+
+# Targets: ratio = langgraph time / pregelkit time, higher is better for pregelkit.
+RATIO_TARGETS: dict[str, float] = {
+    "fanout": 10.0,
+    "chain": 10.0,
+    "chain_memory": 10.0,
+    "chain_sqlite": 10.0,
+    "resume": 10.0,
+    "async_fanout": 10.0,
+    "pregel_chain": 5.0,
+}
+IMPORT_TARGET_MS = 50.0
+SCALING_TARGET = 1.5  # pregelkit per-task time at the largest N / at the smallest N
+SQLITE_TARGET = 2.0  # pregelkit chain_sqlite / chain_memory at the same N
+
+LABELS = {
+    "fanout": "fan-out (sync tasks)",
+    "chain": "chain (sequential tasks)",
+    "chain_memory": "chain + InMemorySaver",
+    "chain_sqlite": 'chain + SqliteSaver (durability="sync")',
+    "resume": "resume replay after interrupt",
+    "async_fanout": "async fan-out (ainvoke)",
+    "pregel_chain": "Pregel chain of N nodes",
+    "cached": "cached tasks (all hits)",
+    "import": "import `<lib>.func`",
+}
+UNITS = {
+    "task": "µs/task",
+    "replayed task": "µs/replayed task",
+    "superstep": "µs/superstep",
+    "import": "ms",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    workload: str
+    n: int
+    libs: tuple[str, ...]
+
+
+def plan(quick: bool) -> list[Case]:
+    both = LIBS
+    if quick:
+        small = 100
+        return [
+            Case("fanout", small, both),
+            Case("fanout", 1000, ("pregelkit",)),
+            Case("chain", small, both),
+            Case("chain", 1000, ("pregelkit",)),
+            *(
+                Case(w, small, both)
+                for w in (
+                    "chain_memory",
+                    "chain_sqlite",
+                    "resume",
+                    "async_fanout",
+                    "pregel_chain",
+                    "cached",
+                )
+            ),
+            Case("import", 0, both),
+        ]
+    cases: list[Case] = []
+    for w in ("fanout", "chain"):
+        cases += [
+            Case(w, 1_000, both),
+            Case(w, 10_000, both),
+            Case(w, 100_000, ("pregelkit",)),  # LangGraph takes minutes here
+        ]
+    for w in ("chain_memory", "chain_sqlite", "resume", "async_fanout", "pregel_chain", "cached"):
+        cases.append(Case(w, 1_000, both))
+    cases.append(Case("import", 0, both))
+    return cases
+
+
+@dataclass
+class Outcome:
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    skipped: bool = False
+
+    def median(self, key: str) -> float | None:
+        values = [s[key] for s in self.samples if s.get(key) is not None]
+        return statistics.median(values) if values else None
+
+    def display_value(self) -> float | None:
+        """The figure shown in the table: µs per unit, or ms for the import."""
+        if not self.samples:
+            return None
+        if self.samples[0].get("per") == "import":
+            seconds = self.median("seconds")
+            return None if seconds is None else seconds * 1000
+        return self.median("us_per_unit")
+
+
+def run_workload(
+    python: str, lib: str, case: Case, timeout: float, import_repeats: int
+) -> dict[str, Any]:
+    cmd = [
+        python,
+        str(WORKLOADS),
+        "--lib",
+        lib,
+        "--workload",
+        case.workload,
+        "--n",
+        str(case.n),
+        "--import-repeats",
+        str(import_repeats),
+    ]
+    env = {**os.environ, "BENCH_LIB": lib}
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, cwd=str(ROOT), env=env
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout:.0f} s", "timeout": True}
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        return {"error": f"crashed (exit {proc.returncode}): {tail}"[:300]}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def fmt_value(outcome: Outcome | None) -> str:
+    if outcome is None or outcome.skipped:
+        return "not run"
+    value = outcome.display_value()
+    if value is None:
+        return f"failed: {outcome.errors[0]}" if outcome.errors else "n/a"
+    text = f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
+    if outcome.errors:
+        text += f" ({len(outcome.errors)} failed: {outcome.errors[0]})"
+    return text
+
+
+def fmt_mem(outcome: Outcome | None) -> str:
+    if outcome is None:
+        return "—"
+    value = outcome.median("peak_rss_delta_mb")
+    return "—" if value is None else f"{value:,.1f}"
+
+
+def ratio_of(results: dict[tuple[str, int, str], Outcome], case: Case) -> float | None:
+    pk = results.get((case.workload, case.n, "pregelkit"))
+    lg = results.get((case.workload, case.n, "langgraph"))
+    if pk is None or lg is None:
+        return None
+    a, b = pk.display_value(), lg.display_value()
+    if not a or b is None:
+        return None
+    return b / a
+
+
+def build_rows(cases: list[Case], results: dict[tuple[str, int, str], Outcome]) -> list[list[str]]:
+    rows = []
+    for case in cases:
+        pk = results.get((case.workload, case.n, "pregelkit"))
+        lg = results.get((case.workload, case.n, "langgraph")) if "langgraph" in case.libs else None
+        ratio = ratio_of(results, case) if lg is not None else None
+        unit_key = next(
+            (o.samples[0].get("per") for o in (pk, lg) if o is not None and o.samples),
+            "import" if case.workload == "import" else "task",
+        )
+        target = RATIO_TARGETS.get(case.workload)
+        if case.workload == "import":
+            pk_ms = pk.display_value() if pk else None
+            target_text = f"pregelkit < {IMPORT_TARGET_MS:.0f} ms"
+            met = "—" if pk_ms is None else ("yes" if pk_ms < IMPORT_TARGET_MS else "**no**")
+        elif target is not None and "langgraph" in case.libs:
+            target_text = f"≥ {target:g}{TIMES}"
+            met = "—" if ratio is None else ("yes" if ratio >= target else "**no**")
+        else:
+            target_text, met = "—", "—"
+        lg_text = fmt_value(lg) if "langgraph" in case.libs else "not run"
+        rows.append(
+            [
+                LABELS.get(case.workload, case.workload),
+                f"{case.n:,}" if case.n else "—",
+                UNITS.get(str(unit_key), str(unit_key)),
+                fmt_value(pk),
+                lg_text,
+                "—" if ratio is None else f"{ratio:,.1f}{TIMES}",
+                target_text,
+                met,
+                fmt_mem(pk),
+                fmt_mem(lg) if "langgraph" in case.libs else "—",
+            ]
+        )
+    return rows
+
+
+HEADER = [
+    "workload",
+    "N",
+    "unit",
+    "pregelkit",
+    "langgraph",
+    "ratio (lg/pk)",
+    "target",
+    "met?",
+    "pk peak RSS Δ (MB)",
+    "lg peak RSS Δ (MB)",
+]
+
+
+def extra_checks(
+    cases: list[Case], results: dict[tuple[str, int, str], Outcome]
+) -> list[list[str]]:
+    """pregelkit-only targets: scaling with N, and SQLite durability overhead."""
+    rows: list[list[str]] = []
+    for w in ("fanout", "chain"):
+        ns = sorted(c.n for c in cases if c.workload == w)
+        if len(ns) < 2:
+            continue
+        small = results.get((w, ns[0], "pregelkit"))
+        big = results.get((w, ns[-1], "pregelkit"))
+        a = small.display_value() if small else None
+        b = big.display_value() if big else None
+        value = None if not a or b is None else b / a
+        rows.append(
+            [
+                f"{LABELS[w]}: per-task time at N={ns[-1]:,} / at N={ns[0]:,}",
+                "—" if value is None else f"{value:.2f}{TIMES}",
+                f"≤ {SCALING_TARGET:g}{TIMES}",
+                "—" if value is None else ("yes" if value <= SCALING_TARGET else "**no**"),
+            ]
+        )
+    for case in cases:
+        if case.workload != "chain_sqlite":
+            continue
+        sq = results.get(("chain_sqlite", case.n, "pregelkit"))
+        mem = results.get(("chain_memory", case.n, "pregelkit"))
+        a = mem.display_value() if mem else None
+        b = sq.display_value() if sq else None
+        value = None if not a or b is None else b / a
+        rows.append(
+            [
+                f"pregelkit chain + SqliteSaver (sync) / chain + InMemorySaver, N={case.n:,}",
+                "—" if value is None else f"{value:.2f}{TIMES}",
+                f"≤ {SQLITE_TARGET:g}{TIMES}",
+                "—" if value is None else ("yes" if value <= SQLITE_TARGET else "**no**"),
+            ]
+        )
+    pk_import = results.get(("import", 0, "pregelkit"))
+    ms = pk_import.display_value() if pk_import else None
+    fastest = min((s["seconds"] for s in pk_import.samples), default=None) if pk_import else None
+    rows.append(
+        [
+            "import `pregelkit.func` in a fresh interpreter (median; fastest round)",
+            "—" if ms is None or fastest is None else f"{ms:.1f} ms; {fastest * 1000:.1f} ms",
+            f"< {IMPORT_TARGET_MS:g} ms",
+            "—" if ms is None else ("yes" if ms < IMPORT_TARGET_MS else "**no**"),
+        ]
+    )
+    return rows
+
+
+def text_table(header: list[str], rows: list[list[str]]) -> str:
+    def clip(cell: str) -> str:
+        return cell if len(cell) <= 60 else cell[:57] + "..."
+
+    rows = [[clip(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
+    return "\n".join(out)
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    def esc(cell: str) -> str:
+        return cell.replace("|", "\\|")
+
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def machine_info() -> dict[str, str]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    ram = "unknown"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                ram = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+                break
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 0
+    try:
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load = "unknown"
+    return {
+        "load": load,
+        "cpu": cpu,
+        "cores": f"{os.cpu_count()} logical ({usable} usable)",
+        "ram": ram,
+        "os": f"{platform.system()} {platform.release()}",
+    }
+
+
+def pregelkit_revision() -> str:
+    """The checked-out commit, read-only, and whether src/ has uncommitted edits."""
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "src"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{sha} (with uncommitted changes in src/)" if dirty else sha
+
+
+def samples_table(results: dict[tuple[str, int, str], Outcome]) -> str:
+    rows = []
+    for (w, n, lib), o in results.items():
+        if o.skipped:
+            continue
+        values = []
+        for s in o.samples:
+            v = s["seconds"] * 1000 if s.get("per") == "import" else s["us_per_unit"]
+            values.append(f"{v:,.1f}")
+        values += ["failed"] * len(o.errors)
+        rows.append([LABELS.get(w, w), f"{n:,}" if n else "—", lib, ", ".join(values)])
+    return md_table(["workload", "N", "library", "per-round values (same unit as above)"], rows)
+
+
+def lib_info(results: dict[tuple[str, int, str], Outcome], lib: str) -> tuple[str, str]:
+    for (_, _, name), outcome in results.items():
+        if name == lib and outcome.samples:
+            return outcome.samples[0].get("version", "?"), outcome.samples[0].get("python", "?")
+    return "not run", "?"
+
+
+def write_markdown(
+    path: Path,
+    args: argparse.Namespace,
+    cases: list[Case],
+    results: dict[tuple[str, int, str], Outcome],
+    elapsed: float,
+) -> None:
+    info = machine_info()
+    revision = pregelkit_revision()
+    pk_version, pk_python = lib_info(results, "pregelkit")
+    lg_version, lg_python = lib_info(results, "langgraph")
+    failures = [
+        f"- {LABELS.get(w, w)}, N={n:,}, {lib}: {len(o.errors)} of "
+        f"{len(o.errors) + len(o.samples)} runs failed: `{o.errors[0]}`"
+        for (w, n, lib), o in results.items()
+        if o.errors
+    ]
+    today = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    text = f"""# Benchmarks
+
+pregelkit against LangGraph {lg_version} on the same workloads, written once in
+`benchmarks/workloads.py` and run on each library by name. Generated by
+`benchmarks/run.py` on {today}; the whole run took {elapsed / 60:.1f} minutes.
+
+## Results
+
+Median of {args.rounds} rounds. Times are wall-clock per task (or per superstep
+for the Pregel chain, per replayed task for the resume); lower is better.
+**ratio** is LangGraph's time divided by pregelkit's: higher is better for
+pregelkit. "not run" means the size is skipped on that library (LangGraph takes
+minutes at 100k tasks). Peak RSS Δ is how much the process's peak resident set
+grew during the timed run (see Method).
+
+{md_table(HEADER, build_rows(cases, results))}
+
+### pregelkit-only targets
+
+{md_table(["check", "value", "target", "met?"], extra_checks(cases, results))}
+"""
+    if failures:
+        text += "\n### Failures\n\n" + "\n".join(failures) + "\n"
+    text += f"""
+## Machine
+
+| | |
+|---|---|
+| CPU | {info["cpu"]} |
+| cores | {info["cores"]} |
+| RAM | {info["ram"]} |
+| OS | {info["os"]} |
+| load average (1, 5, 15 min) at start / end | {args.load_at_start} / {info["load"]} |
+| Python (pregelkit venv) | {pk_python} |
+| Python (LangGraph venv) | {lg_python} |
+| pregelkit | {pk_version}, commit {revision} |
+| langgraph | {lg_version} |
+
+## Workloads
+
+- **fan-out**: one entrypoint starts N trivial tasks and sums their results,
+  `sum(f.result() for f in [t(i) for i in range(n)])`; no checkpointer.
+- **chain**: N sequential task calls, each on the previous result
+  (`x = inc(x).result()`); no checkpointer.
+- **chain + InMemorySaver**: the chain with an `InMemorySaver`, default durability.
+- **chain + SqliteSaver**: the chain with `SqliteSaver.from_conn_string(<temp file>)`,
+  `invoke(..., durability="sync")`.
+- **resume replay**: an entrypoint (with an `InMemorySaver`) runs N sequential tasks
+  and then calls `interrupt()`; the first invoke (untimed) stops there, the timed
+  invoke resumes with `Command(resume=...)`, replaying the N saved results (the
+  workload checks that no task runs again).
+- **async fan-out**: `async def` tasks gathered with `asyncio.gather` in an async
+  entrypoint, run with `ainvoke`.
+- **Pregel chain**: the low-level API: N nodes
+  `NodeBuilder().subscribe_only("c{{i}}").do(lambda x: x + 1).write_to("c{{i+1}}")`
+  over `LastValue` channels, no checkpointer, so N supersteps; time per superstep.
+- **cached tasks**: a fan-out of N tasks with a `CachePolicy` and an entrypoint
+  `InMemoryCache`; the first run fills the cache (untimed), the timed run hits it
+  for every task (checked).
+- **import**: wall time of `import <lib>.func` in a bare fresh interpreter
+  (`python -c`, `time.perf_counter` around the import), median of
+  {args.import_repeats} interpreters per round. Bytecode caching is on (the
+  environment's `PYTHONDONTWRITEBYTECODE` is dropped for these interpreters) and one
+  untimed import first writes the `.pyc` files, as on a user's machine.
+
+## Method
+
+- Every measurement runs in a fresh subprocess (`benchmarks/workloads.py`), so
+  imports, caches and memory never carry over between workloads or libraries.
+- pregelkit and LangGraph are installed in two separate virtual environments.
+- In each process the workload is built, warmed up once on a tiny input (8 tasks)
+  so lazy imports and first-call paths are not timed, then timed once with
+  `time.perf_counter`; results are checked for correctness.
+- Each round runs every workload on both libraries back to back, alternating which
+  goes first; the table shows the median over rounds.
+- Memory: `ru_maxrss` from `resource.getrusage` (the process's peak RSS), read just
+  before and just after the timed run; the column is the difference, i.e. the extra
+  peak memory the timed run needed over what build and warm-up had already used.
+  (tracemalloc is not used: it would slow both libraries down.)
+- A failing run (exception, crash or timeout after {args.timeout:.0f} s) is
+  reported as `failed: <error>`; a case that times out is not retried in later
+  rounds.
+
+## All samples
+
+Per-round values behind the medians, in run order. On a small or busy machine a single
+round can be off by 2-3x; the targets are checked on the medians.
+
+{samples_table(results)}
+
+## Reproduce
+
+```bash
+pip install nox
+nox -s bench                 # full run; rewrites docs/benchmarks.md
+nox -s bench -- --quick      # smoke run: small N, one round, writes nothing
+nox -s bench -- --rounds 3   # any benchmarks/run.py option goes after --
+```
+
+The session installs pregelkit (`pip install -e .`) into one venv and
+`langgraph=={lg_version}` with `langgraph-checkpoint-sqlite` into another, then runs
+`python benchmarks/run.py --pregelkit-python <venv1> --langgraph-python <venv2>`.
+"""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="pregelkit vs LangGraph benchmarks",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
+    parser.add_argument("--pregelkit-python", default=sys.executable)
+    parser.add_argument(
+        "--langgraph-python",
+        default=None,
+        help="interpreter of a venv with langgraph installed; without it LangGraph is skipped",
+    )
+    parser.add_argument("--rounds", type=int, default=None, help="default 5 (1 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="small N, one round, no docs write")
+    parser.add_argument(
+        "--output",
+        default=None,
+        help="markdown report path (default docs/benchmarks.md; --quick writes none unless given)",
+    )
+    parser.add_argument("--no-write", action="store_true", help="print only, write no report")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per measurement")
+    parser.add_argument("--import-repeats", type=int, default=None)
+    parser.add_argument(
+        "--only", action="append", default=[], help="run only this workload (repeatable)"
+    )
+    parser.add_argument(
+        "--json",
+        default=None,
+        help="write raw samples here (default benchmarks/.results/latest.json; quick: none)",
+    )
+    args = parser.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 5
+    if args.import_repeats is None:
+        args.import_repeats = 3 if args.quick else 7
+
+    pythons = {"pregelkit": args.pregelkit_python, "langgraph": args.langgraph_python}
+    cases = plan(args.quick)
+    if args.only:
+        cases = [c for c in cases if c.workload in args.only]
+
+    results: dict[tuple[str, int, str], Outcome] = {}
+    for case in cases:
+        for lib in case.libs:
+            results[(case.workload, case.n, lib)] = Outcome(skipped=pythons[lib] is None)
+
+    args.load_at_start = machine_info()["load"]
+    busy = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if busy > 0.5:
+        print(
+            f"warning: load average is {busy:.2f} before starting; other processes will add "
+            "noise to the timings",
+            file=sys.stderr,
+        )
+    started = time.perf_counter()
+    for rnd in range(args.rounds):
+        order = LIBS if rnd % 2 == 0 else LIBS[::-1]
+        for case in cases:
+            for lib in order:
+                if lib not in case.libs or pythons[lib] is None:
+                    continue
+                outcome = results[(case.workload, case.n, lib)]
+                if any("timeout" in e for e in outcome.errors):
+                    continue
+                t0 = time.perf_counter()
+                res = run_workload(pythons[lib], lib, case, args.timeout, args.import_repeats)
+                took = time.perf_counter() - t0
+                if "error" in res:
+                    outcome.errors.append(res["error"])
+                    shown = f"FAILED: {res['error']}"
+                else:
+                    outcome.samples.append(res)
+                    if res.get("per") == "import":
+                        shown = f"{res['seconds'] * 1000:.1f} ms"
+                    else:
+                        shown = f"{res['us_per_unit']:.1f} µs/{res['per']}"
+                print(
+                    f"[round {rnd + 1}/{args.rounds}] {case.workload:13} n={case.n:<7} "
+                    f"{lib:9} {shown}  ({took:.1f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    elapsed = time.perf_counter() - started
+
+    print()
+    print(text_table(HEADER, build_rows(cases, results)))
+    print()
+    print(text_table(["check", "value", "target", "met?"], extra_checks(cases, results)))
+    for (w, n, lib), o in results.items():
+        for err in sorted(set(o.errors)):
+            print(f"failure: {w} n={n} {lib}: {err}")
+    print(f"\ntotal time: {elapsed / 60:.1f} min")
+
+    write_docs = not args.no_write and (not args.quick or args.output is not None)
+    if write_docs:
+        out = Path(args.output) if args.output else ROOT / "docs" / "benchmarks.md"
+        write_markdown(out, args, cases, results, elapsed)
+        print(f"wrote {out}")
+    raw = args.json or (None if args.quick else str(HERE / ".results" / "latest.json"))
+    if raw:
+        Path(raw).parent.mkdir(parents=True, exist_ok=True)
+        dump = [
+            {"workload": w, "n": n, "lib": lib, "samples": o.samples, "errors": o.errors}
+            for (w, n, lib), o in results.items()
+        ]
+        Path(raw).write_text(json.dumps(dump, indent=1), encoding="utf-8")
+        print(f"wrote {raw}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,413 @@
+"""Benchmark workloads, written once for both pregelkit and LangGraph.
+
+The library is chosen by name (``--lib pregelkit`` / ``--lib langgraph``, or the
+``BENCH_LIB`` environment variable) and imported with ``importlib``, so the
+same code runs on both: ``pregelkit.func`` mirrors ``langgraph.func``, and so on.
+
+One call of this script runs ONE workload once and prints one JSON object on
+stdout. ``benchmarks/run.py`` calls it in a fresh interpreter for every
+measurement, so imports, caches and memory never leak from one workload (or
+one library) into another.
+
+Timing: each workload is built (graph, checkpointer, cache), run once on a
+small input to warm up lazy imports and first-call paths, and then the timed
+run is measured with ``time.perf_counter``. Memory: ``peak_rss_delta_mb`` is
+the growth of the process's peak resident set (``resource.getrusage``
+``ru_maxrss``) over the timed run, relative to the peak reached before it
+(after imports, build and warm-up). ``peak_rss_mb`` is the process's absolute
+peak.
+
+Usage::
+
+    python benchmarks/workloads.py --lib pregelkit --workload fanout --n 1000
+    python benchmarks/workloads.py --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+LIBS = ("pregelkit", "langgraph")
+WARMUP_N = 8
+
+
+def _maxrss_mb() -> float:
+    # Linux reports ru_maxrss in KiB (macOS in bytes).
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
+
+
+class Lib:
+    """The modules of one library, looked up by name."""
+
+    def __init__(self, name: str) -> None:
+        if name not in LIBS:
+            raise SystemExit(f"unknown library {name!r}; expected one of {LIBS}")
+        self.name = name
+        self.func = importlib.import_module(f"{name}.func")
+        self.types = importlib.import_module(f"{name}.types")
+
+    def module(self, suffix: str) -> Any:
+        return importlib.import_module(f"{self.name}.{suffix}")
+
+
+@dataclass
+class Prepared:
+    """A built workload: ``warmup()`` is run untimed, ``run()`` is timed.
+
+    ``check(result)`` raises if the timed run did not compute what it should.
+    ``close()`` releases resources (database files, connections).
+    """
+
+    run: Callable[[], Any]
+    warmup: Callable[[], Any] = lambda: None
+    check: Callable[[Any], None] = lambda result: None
+    close: Callable[[], None] = lambda: None
+
+
+def _expect(got: Any, want: Any) -> None:
+    if got != want:
+        raise AssertionError(f"wrong result: got {got!r}, expected {want!r}")
+
+
+def _thread(tid: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": tid}, "recursion_limit": 10_000_000}
+
+
+# --------------------------------------------------------------------------
+# Workloads. Each takes (lib, n) and returns a Prepared; "per" says what the
+# time is divided by (tasks, supersteps).
+# --------------------------------------------------------------------------
+
+
+def fanout(lib: Lib, n: int) -> Prepared:
+    """N trivial tasks started at once, gathered by one entrypoint."""
+    entrypoint, task = lib.func.entrypoint, lib.func.task
+
+    @task
+    def t(i: int) -> int:
+        return i
+
+    @entrypoint()
+    def main(n: int) -> int:
+        return sum(f.result() for f in [t(i) for i in range(n)])
+
+    return Prepared(
+        run=lambda: main.invoke(n),
+        warmup=lambda: main.invoke(WARMUP_N),
+        check=lambda r: _expect(r, n * (n - 1) // 2),
+    )
+
+
+def _chain_entrypoint(lib: Lib, checkpointer: Any = None) -> Any:
+    entrypoint, task = lib.func.entrypoint, lib.func.task
+
+    @task
+    def inc(x: int) -> int:
+        return x + 1
+
+    @entrypoint(checkpointer=checkpointer)
+    def main(n: int) -> int:
+        x = 0
+        for _ in range(n):
+            x = inc(x).result()
+        return x
+
+    return main
+
+
+def chain(lib: Lib, n: int) -> Prepared:
+    """N sequential task calls, each waiting for the previous one; no checkpointer."""
+    main = _chain_entrypoint(lib)
+    return Prepared(
+        run=lambda: main.invoke(n),
+        warmup=lambda: main.invoke(WARMUP_N),
+        check=lambda r: _expect(r, n),
+    )
+
+
+def chain_memory(lib: Lib, n: int) -> Prepared:
+    """The chain with an InMemorySaver (default durability)."""
+    saver = lib.module("checkpoint.memory").InMemorySaver()
+    main = _chain_entrypoint(lib, saver)
+    return Prepared(
+        run=lambda: main.invoke(n, _thread("timed")),
+        warmup=lambda: main.invoke(WARMUP_N, _thread("warmup")),
+        check=lambda r: _expect(r, n),
+    )
+
+
+def chain_sqlite(lib: Lib, n: int) -> Prepared:
+    """The chain with a SqliteSaver on a temporary file, durability="sync"."""
+    sqlite_mod = lib.module("checkpoint.sqlite")
+    tmpdir = tempfile.TemporaryDirectory(prefix="bench-sqlite-")
+    path = os.path.join(tmpdir.name, "checkpoints.db")
+    cm = sqlite_mod.SqliteSaver.from_conn_string(path)
+    saver = cm.__enter__()
+    main = _chain_entrypoint(lib, saver)
+
+    def close() -> None:
+        cm.__exit__(None, None, None)
+        tmpdir.cleanup()
+
+    return Prepared(
+        run=lambda: main.invoke(n, _thread("timed"), durability="sync"),
+        warmup=lambda: main.invoke(WARMUP_N, _thread("warmup"), durability="sync"),
+        check=lambda r: _expect(r, n),
+        close=close,
+    )
+
+
+def resume(lib: Lib, n: int) -> Prepared:
+    """Resume after an interrupt that follows N finished (sequential) tasks.
+
+    The first invoke runs the N tasks and stops at ``interrupt()`` (untimed);
+    the timed invoke resumes with ``Command(resume=...)``, which replays the N
+    saved task results and finishes. Time is per replayed task.
+    """
+    entrypoint, task = lib.func.entrypoint, lib.func.task
+    interrupt, Command = lib.types.interrupt, lib.types.Command
+    saver = lib.module("checkpoint.memory").InMemorySaver()
+    calls = [0]
+
+    @task
+    def inc(x: int) -> int:
+        calls[0] += 1
+        return x + 1
+
+    @entrypoint(checkpointer=saver)
+    def main(n: int) -> int:
+        x = 0
+        for _ in range(n):
+            x = inc(x).result()
+        answer = interrupt("continue?")
+        return x + answer
+
+    def first(tid: str, k: int) -> None:
+        out = main.invoke(k, _thread(tid))
+        if "__interrupt__" not in out:
+            raise AssertionError(f"expected an interrupt, got {out!r}")
+
+    def warmup() -> None:
+        first("warmup", WARMUP_N)
+        main.invoke(Command(resume=1), _thread("warmup"))
+        first("timed", n)  # untimed: runs the N tasks, then interrupts
+        calls[0] = 0
+
+    def check(r: Any) -> None:
+        _expect(r, n + 1)
+        if calls[0]:
+            raise AssertionError(f"{calls[0]} tasks ran again on resume instead of replaying")
+
+    return Prepared(
+        run=lambda: main.invoke(Command(resume=1), _thread("timed")),
+        warmup=warmup,
+        check=check,
+    )
+
+
+def async_fanout(lib: Lib, n: int) -> Prepared:
+    """N trivial async tasks gathered by one async entrypoint, run with ainvoke."""
+    entrypoint, task = lib.func.entrypoint, lib.func.task
+
+    @task
+    async def t(i: int) -> int:
+        return i
+
+    @entrypoint()
+    async def main(n: int) -> int:
+        return sum(await asyncio.gather(*[t(i) for i in range(n)]))
+
+    loop = asyncio.new_event_loop()
+
+    return Prepared(
+        run=lambda: loop.run_until_complete(main.ainvoke(n)),
+        warmup=lambda: loop.run_until_complete(main.ainvoke(WARMUP_N)),
+        check=lambda r: _expect(r, n * (n - 1) // 2),
+        close=loop.close,
+    )
+
+
+def pregel_chain(lib: Lib, n: int) -> Prepared:
+    """Low-level Pregel: N nodes in a line, one superstep each (time per superstep)."""
+    pregel = lib.module("pregel")
+    LastValue = lib.module("channels").LastValue
+    Pregel, NodeBuilder = pregel.Pregel, pregel.NodeBuilder
+
+    def build(k: int) -> Any:
+        nodes = {
+            f"n{i}": NodeBuilder().subscribe_only(f"c{i}").do(lambda x: x + 1).write_to(f"c{i + 1}")
+            for i in range(k)
+        }
+        channels = {f"c{i}": LastValue(int) for i in range(k + 1)}
+        return Pregel(nodes=nodes, channels=channels, input_channels="c0", output_channels=f"c{k}")
+
+    app, small = build(n), build(WARMUP_N)
+    config = {"recursion_limit": n + 100}
+    return Prepared(
+        run=lambda: app.invoke(0, config),
+        warmup=lambda: small.invoke(0, config),
+        check=lambda r: _expect(r, n),
+    )
+
+
+def cached(lib: Lib, n: int) -> Prepared:
+    """N tasks (fan-out, distinct inputs) with a CachePolicy and an InMemoryCache,
+    all hitting the cache: the first run fills it (untimed), the second is timed."""
+    entrypoint, task = lib.func.entrypoint, lib.func.task
+    CachePolicy = lib.types.CachePolicy
+    cache = lib.module("cache.memory").InMemoryCache()
+    calls = [0]
+
+    @task(cache_policy=CachePolicy())
+    def t(i: int) -> int:
+        calls[0] += 1
+        return i
+
+    @entrypoint(cache=cache)
+    def main(n: int) -> int:
+        return sum(f.result() for f in [t(i) for i in range(n)])
+
+    def warmup() -> None:
+        main.invoke(n)  # fills the cache
+        calls[0] = 0
+
+    def check(r: Any) -> None:
+        _expect(r, n * (n - 1) // 2)
+        if calls[0]:
+            raise AssertionError(f"{calls[0]} of {n} tasks missed the cache")
+
+    return Prepared(run=lambda: main.invoke(n), warmup=warmup, check=check)
+
+
+WORKLOADS: dict[str, tuple[Callable[[Lib, int], Prepared], str]] = {
+    "fanout": (fanout, "task"),
+    "chain": (chain, "task"),
+    "chain_memory": (chain_memory, "task"),
+    "chain_sqlite": (chain_sqlite, "task"),
+    "resume": (resume, "replayed task"),
+    "async_fanout": (async_fanout, "task"),
+    "pregel_chain": (pregel_chain, "superstep"),
+    "cached": (cached, "task"),
+}
+
+IMPORT_SNIPPET = (
+    "import time\nt0 = time.perf_counter()\nimport {lib}.func\nprint(time.perf_counter() - t0)\n"
+)
+
+
+def measure_import(lib_name: str, repeats: int) -> dict[str, Any]:
+    """Median wall time of ``import {lib}.func`` in a bare fresh interpreter."""
+    code = IMPORT_SNIPPET.format(lib=lib_name)
+    # Bytecode caching on, as on a user's machine (a sandbox or CI may set
+    # PYTHONDONTWRITEBYTECODE, which would make every import compile from
+    # source); one untimed run first writes the .pyc files.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, env=env)
+    times = []
+    for _ in range(repeats):
+        out = subprocess.run(
+            [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env
+        )
+        times.append(float(out.stdout.strip()))
+    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {
+        "seconds": statistics.median(times),
+        "samples": times,
+        "peak_rss_mb": child,
+        "peak_rss_delta_mb": None,
+    }
+
+
+def version(lib_name: str) -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version(lib_name)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def run_one(lib_name: str, workload: str, n: int, import_repeats: int) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "lib": lib_name,
+        "version": version(lib_name),
+        "workload": workload,
+        "n": n,
+        "python": sys.version.split()[0],
+    }
+    if workload == "import":
+        result.update(measure_import(lib_name, import_repeats))
+        result["per"] = "import"
+        return result
+
+    fn, per = WORKLOADS[workload]
+    result["per"] = per
+    lib = Lib(lib_name)
+    prepared = fn(lib, n)
+    try:
+        prepared.warmup()
+        before = _maxrss_mb()
+        t0 = time.perf_counter()
+        out = prepared.run()
+        elapsed = time.perf_counter() - t0
+        after = _maxrss_mb()
+        prepared.check(out)
+    finally:
+        prepared.close()
+    result.update(
+        seconds=elapsed,
+        us_per_unit=elapsed / n * 1e6,
+        peak_rss_mb=after,
+        peak_rss_delta_mb=after - before,
+    )
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lib", default=os.environ.get("BENCH_LIB", "pregelkit"), choices=LIBS)
+    parser.add_argument("--workload", choices=[*WORKLOADS, "import"])
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--import-repeats", type=int, default=5)
+    parser.add_argument("--list", action="store_true", help="list the workloads and exit")
+    args = parser.parse_args(argv)
+    if args.list or not args.workload:
+        for name, (fn, per) in WORKLOADS.items():
+            print(f"{name:14} per {per:14} {(fn.__doc__ or '').strip().splitlines()[0]}")
+        print(f"{'import':14} {'':18} wall time of `import <lib>.func` in a fresh interpreter")
+        return 0
+    try:
+        result = run_one(args.lib, args.workload, args.n, args.import_repeats)
+    except BaseException as exc:  # report every failure as data, never as a crash
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        result = {
+            "lib": args.lib,
+            "workload": args.workload,
+            "n": args.n,
+            "error": f"{type(exc).__name__}: {first_line}"[:300],
+            "traceback": traceback.format_exc()[-4000:],
+        }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
