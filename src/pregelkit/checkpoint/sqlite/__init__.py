@@ -17,6 +17,7 @@ import os
 import sqlite3
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal
@@ -62,6 +63,21 @@ def connect(path: str) -> sqlite3.Connection:
     return sqlite3.connect(
         path, check_same_thread=False, isolation_level=None, uri=path.startswith("file:")
     )
+
+
+_seq_lock = threading.Lock()
+_last_seq = 0
+
+
+def _next_seqs(n: int) -> range:
+    """Increasing positions for new pending writes: nanoseconds since the epoch,
+    forced to grow within the process, so writes from several processes on one
+    machine also interleave in the order they were made."""
+    global _last_seq
+    with _seq_lock:
+        start = max(time.time_ns(), _last_seq + 1)
+        _last_seq = start + n - 1
+    return range(start, start + n)
 
 
 class SqliteSaverCore(BaseCheckpointSaver[str]):
@@ -213,9 +229,10 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
         already stored is kept."""
-        rows = encode_writes(self.serde, config, writes, task_id, task_path)
-        if not rows:
+        encoded = encode_writes(self.serde, config, writes, task_id, task_path)
+        if not encoded:
             return
+        rows = [(*row, seq) for row, seq in zip(encoded, _next_seqs(len(encoded)))]
         if len(rows) == 1:
             # one statement is its own transaction: no BEGIN/COMMIT round trips
             # for the common case of a task that made one write
