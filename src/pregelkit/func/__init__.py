@@ -8,10 +8,11 @@ running it again.
 
 from __future__ import annotations
 
+import concurrent.futures
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 import wrapt
 
@@ -26,9 +27,13 @@ from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
 from pregelkit.pregel.main import Pregel
 from pregelkit.types import CachePolicy, RetryPolicy
 
-__all__ = ["entrypoint", "task"]
+if TYPE_CHECKING:
+    import asyncio
+
+__all__ = ["AsyncTaskFunction", "TaskFunction", "entrypoint", "task"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 R = TypeVar("R")
 S = TypeVar("S")
 
@@ -66,8 +71,43 @@ class _TaskFunction(wrapt.FunctionWrapper):  # type: ignore[misc]
         await cache.aclear([(CACHE_NS_WRITES, self._self_identity, self._self_task_name)])
 
 
+class TaskFunction(Protocol[P, T]):
+    """What ``@task`` makes of a plain function: calling it returns a future."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> concurrent.futures.Future[T]: ...
+
+    def clear_cache(self, cache: Any) -> None: ...
+
+    async def aclear_cache(self, cache: Any) -> None: ...
+
+
+class AsyncTaskFunction(Protocol[P, T]):
+    """What ``@task`` makes of an async function: calling it returns an awaitable future."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> asyncio.Future[T]: ...
+
+    def clear_cache(self, cache: Any) -> None: ...
+
+    async def aclear_cache(self, cache: Any) -> None: ...
+
+
+class _TaskDecorator(Protocol):
+    @overload
+    def __call__(  # type: ignore[overload-overlap]  # async functions match first, on purpose
+        self, fn: Callable[P, Awaitable[T]], /
+    ) -> AsyncTaskFunction[P, T]: ...
+    @overload
+    def __call__(self, fn: Callable[P, T], /) -> TaskFunction[P, T]: ...
+
+
 @overload
-def task(__func_or_none__: Callable[..., T]) -> Callable[..., Any]: ...
+def task(  # type: ignore[overload-overlap]  # async functions match first, on purpose
+    __func_or_none__: Callable[P, Awaitable[T]],
+) -> AsyncTaskFunction[P, T]: ...
+
+
+@overload
+def task(__func_or_none__: Callable[P, T]) -> TaskFunction[P, T]: ...
 
 
 @overload
@@ -77,7 +117,7 @@ def task(
     name: str | None = None,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
     cache_policy: CachePolicy[Any] | None = None,
-) -> Callable[[Callable[..., T]], Callable[..., Any]]: ...
+) -> _TaskDecorator: ...
 
 
 def task(
