@@ -8,7 +8,6 @@ running it again.
 
 from __future__ import annotations
 
-import concurrent.futures
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from pregelkit._internal._constants import CACHE_NS_WRITES, END, PREVIOUS, START
 from pregelkit._internal._scope import CURRENT
 from pregelkit.channels.ephemeral_value import EphemeralValue
 from pregelkit.channels.last_value import LastValue
-from pregelkit.checkpoint.serde.jsonplus import allow_modules
+from pregelkit.checkpoint.serde._registry import allow_modules
 from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode
 from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
@@ -29,6 +28,7 @@ from pregelkit.types import CachePolicy, RetryPolicy
 
 if TYPE_CHECKING:
     import asyncio
+    import concurrent.futures
 
 __all__ = ["AsyncTaskFunction", "TaskFunction", "entrypoint", "task"]
 

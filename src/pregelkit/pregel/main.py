@@ -10,7 +10,7 @@ import threading
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import UTC
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pregelkit._internal._constants import (
     CONF,
@@ -43,9 +43,7 @@ from pregelkit.pregel._algo import (
     prepare_next_tasks,
 )
 from pregelkit.pregel._io import read_channels
-from pregelkit.pregel._loop import AsyncPregelLoop, PregelLoop, SyncPregelLoop
 from pregelkit.pregel._read import NodeBuilder, PregelNode
-from pregelkit.pregel._runner import PregelRunner
 from pregelkit.pregel._write import control_writes
 from pregelkit.types import (
     CachePolicy,
@@ -56,6 +54,9 @@ from pregelkit.types import (
     StateSnapshot,
     StreamMode,
 )
+
+if TYPE_CHECKING:
+    from pregelkit.pregel._loop import AsyncPregelLoop, PregelLoop, SyncPregelLoop
 
 __all__ = ["NodeBuilder", "Pregel"]
 
@@ -318,6 +319,10 @@ class Pregel:
             if wake is not None:
                 wake.set()
 
+        # the run machinery (threads, futures, logging) loads on first run, not on import
+        from pregelkit.pregel._loop import SyncPregelLoop
+        from pregelkit.pregel._runner import PregelRunner
+
         loop: SyncPregelLoop = self._make_loop(
             SyncPregelLoop,
             input,
@@ -485,6 +490,9 @@ class Pregel:
                     wake.set()
                 else:
                     aloop.call_soon_threadsafe(wake.set)
+
+        from pregelkit.pregel._loop import AsyncPregelLoop
+        from pregelkit.pregel._runner import PregelRunner
 
         loop: AsyncPregelLoop = self._make_loop(
             AsyncPregelLoop,
