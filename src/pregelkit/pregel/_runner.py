@@ -267,21 +267,12 @@ class PregelRunner:
             event.wait(remaining)
             event.clear()
             yield
-        if futures.failed or (inline is not None and not isinstance(inline, GraphBubbleUp)):
-            for fut in list(futures):
-                if fut not in SKIP_RERAISE_SET and not fut.done():
-                    fut.cancel()
+        if _stops_others(futures, inline):
             concurrent.futures.wait(
-                [f for f in futures if isinstance(f, concurrent.futures.Future)]
+                [f for f in _cancel_others(futures) if isinstance(f, concurrent.futures.Future)]
             )
         yield
-        inflight = [f for f in futures if not f.done()]
-        panic_or_proceed(list(futures.done), inline, panic=reraise)
-        if inflight:
-            raise TimeoutError(
-                f"step timed out after {timeout}s with tasks still running: "
-                f"{sorted({futures[f].name for f in inflight})}"
-            )
+        _settle(futures, inline, reraise=reraise, timeout=timeout)
 
     # a step, async
     async def atick(
@@ -338,27 +329,45 @@ class PregelRunner:
                 break
             event.clear()
             yield
-        if futures.failed or (inline is not None and not isinstance(inline, GraphBubbleUp)):
-            pending = []
-            for fut in list(futures):
-                if fut not in SKIP_RERAISE_SET and not fut.done():
-                    fut.cancel()
-                if not fut.done():
-                    pending.append(
-                        asyncio.wrap_future(fut)
-                        if isinstance(fut, concurrent.futures.Future)
-                        else fut
-                    )
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
-        yield
-        inflight = [f for f in futures if not f.done()]
-        panic_or_proceed(list(futures.done), inline, panic=reraise)
-        if inflight:
-            raise TimeoutError(
-                f"step timed out after {timeout}s with tasks still running: "
-                f"{sorted({futures[f].name for f in inflight})}"
+        if _stops_others(futures, inline) and (running := _cancel_others(futures)):
+            await asyncio.gather(
+                *(
+                    asyncio.wrap_future(f) if isinstance(f, concurrent.futures.Future) else f
+                    for f in running
+                ),
+                return_exceptions=True,
             )
+        yield
+        _settle(futures, inline, reraise=reraise, timeout=timeout)
+
+
+def _stops_others(futures: FuturesDict, inline: BaseException | None) -> bool:
+    """A real failure (not an interrupt, not a task call's own) stops the step."""
+    return futures.failed or (inline is not None and not isinstance(inline, GraphBubbleUp))
+
+
+def _cancel_others(futures: FuturesDict) -> list[AnyFuture]:
+    """Cancel what has not started; return what is still running, to wait for."""
+    running = []
+    for fut in list(futures):
+        if fut not in SKIP_RERAISE_SET and not fut.done():
+            fut.cancel()
+        if not fut.done():
+            running.append(fut)
+    return running
+
+
+def _settle(
+    futures: FuturesDict, inline: BaseException | None, *, reraise: bool, timeout: float | None
+) -> None:
+    """End the step: raise its failure or its interrupts, or say it timed out."""
+    inflight = [f for f in futures if not f.done()]
+    panic_or_proceed(list(futures.done), inline, panic=reraise)
+    if inflight:
+        raise TimeoutError(
+            f"step timed out after {timeout}s with tasks still running: "
+            f"{sorted({futures[f].name for f in inflight})}"
+        )
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

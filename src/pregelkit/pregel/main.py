@@ -355,13 +355,7 @@ class Pregel:
                     yield queue.popleft()
         while queue:
             yield queue.popleft()
-        if loop.status == "out_of_steps":
-            raise GraphRecursionError(
-                f"Recursion limit of {loop.config.get('recursion_limit', 25)} reached without "
-                "hitting a stop condition. Raise it with config={'recursion_limit': N} if the "
-                "graph is meant to run that long."
-            )
-        yield ((), _DONE, loop.interrupts)
+        yield _ended(loop)
 
     def stream(
         self,
@@ -418,9 +412,7 @@ class Pregel:
         run stopped at interrupts, a dict with them under ``"__interrupt__"``.
         """
         modes, _ = self._modes(stream_mode, False)
-        latest: Any = None
-        chunks: list[Any] = []
-        interrupts: list[Interrupt] = []
+        result = _InvokeResult(stream_mode)
         for _ns, mode, payload in self._outputs(output_keys)._run(
             input,
             _with_context(config, context),
@@ -430,16 +422,8 @@ class Pregel:
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
         ):
-            if mode == _DONE:
-                interrupts = payload
-            elif stream_mode == "values":
-                if not (isinstance(payload, dict) and INTERRUPT in payload and len(payload) == 1):
-                    latest = payload
-            else:
-                chunks.append(payload)
-        if stream_mode != "values":
-            return chunks
-        return _with_interrupts(latest, interrupts)
+            result.add(mode, payload)
+        return result.value()
 
     def batch(
         self,
@@ -529,13 +513,7 @@ class Pregel:
                     yield queue.popleft()
         while queue:
             yield queue.popleft()
-        if loop.status == "out_of_steps":
-            raise GraphRecursionError(
-                f"Recursion limit of {loop.config.get('recursion_limit', 25)} reached without "
-                "hitting a stop condition. Raise it with config={'recursion_limit': N} if the "
-                "graph is meant to run that long."
-            )
-        yield ((), _DONE, loop.interrupts)
+        yield _ended(loop)
 
     async def astream(
         self,
@@ -584,9 +562,7 @@ class Pregel:
     ) -> Any:
         """The async twin of ``invoke``."""
         modes, _ = self._modes(stream_mode, False)
-        latest: Any = None
-        chunks: list[Any] = []
-        interrupts: list[Interrupt] = []
+        result = _InvokeResult(stream_mode)
         async for _ns, mode, payload in self._outputs(output_keys)._arun(
             input,
             _with_context(config, context),
@@ -596,16 +572,8 @@ class Pregel:
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
         ):
-            if mode == _DONE:
-                interrupts = payload
-            elif stream_mode == "values":
-                if not (isinstance(payload, dict) and INTERRUPT in payload and len(payload) == 1):
-                    latest = payload
-            else:
-                chunks.append(payload)
-        if stream_mode != "values":
-            return chunks
-        return _with_interrupts(latest, interrupts)
+            result.add(mode, payload)
+        return result.value()
 
     async def abatch(
         self,
@@ -894,6 +862,43 @@ def _root_ns(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` listing one namespace: the root graph's unless it names one
     (a saver lists every namespace of the thread when none is named)."""
     return {**config, CONF: {CONFIG_KEY_CHECKPOINT_NS: "", **config[CONF]}}
+
+
+class _InvokeResult:
+    """What ``invoke``/``ainvoke`` return, gathered from a run's raw events: the
+    last values (plus any interrupts), or every chunk of another stream mode."""
+
+    __slots__ = ("chunks", "interrupts", "latest", "values_mode")
+
+    def __init__(self, stream_mode: str) -> None:
+        self.values_mode = stream_mode == "values"
+        self.latest: Any = None
+        self.chunks: list[Any] = []
+        self.interrupts: list[Interrupt] = []
+
+    def add(self, mode: str, payload: Any) -> None:
+        if mode == _DONE:
+            self.interrupts = payload
+        elif not self.values_mode:
+            self.chunks.append(payload)
+        elif not (isinstance(payload, dict) and INTERRUPT in payload and len(payload) == 1):
+            self.latest = payload
+
+    def value(self) -> Any:
+        if not self.values_mode:
+            return self.chunks
+        return _with_interrupts(self.latest, self.interrupts)
+
+
+def _ended(loop: PregelLoop) -> _Raw:
+    """The last event of a run, or the error that ended it."""
+    if loop.status == "out_of_steps":
+        raise GraphRecursionError(
+            f"Recursion limit of {loop.config.get('recursion_limit', 25)} reached without "
+            "hitting a stop condition. Raise it with config={'recursion_limit': N} if the "
+            "graph is meant to run that long."
+        )
+    return ((), _DONE, loop.interrupts)
 
 
 def _with_context(config: Mapping[str, Any] | None, context: Any) -> Mapping[str, Any] | None:
