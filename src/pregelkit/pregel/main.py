@@ -19,6 +19,8 @@ from pregelkit._internal._constants import (
     ERROR,
     INPUT,
     INTERRUPT,
+    NS_END,
+    NS_SEP,
     NULL_TASK_ID,
     RESERVED,
     TASKS,
@@ -695,7 +697,41 @@ class Pregel:
         saver = self._require_saver()
         config = self._config(config)
         latest = not config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
-        return self._snapshot(config, saver.get_tuple(config), apply_pending=latest)
+        snapshot = self._snapshot(config, saver.get_tuple(config), apply_pending=latest)
+        if not subgraphs:
+            return snapshot
+        tasks = []
+        for task, child, child_config in self._subgraph_tasks(snapshot):
+            if child is self:
+                tasks.append(task)
+                continue
+            state = child._snapshot(child_config, saver.get_tuple(child_config), apply_pending=True)
+            tasks.append(task._replace(state=state) if state.metadata is not None else task)
+        return snapshot._replace(tasks=tuple(tasks))
+
+    def _subgraph_tasks(
+        self, snapshot: StateSnapshot
+    ) -> Iterator[tuple[PregelTask, Pregel, dict[str, Any]]]:
+        """Each task of ``snapshot`` with the subgraph it runs (or itself, when it
+        runs none) and the config of that subgraph's state: its own checkpoint
+        namespace, ``parent_ns|node:task_id``."""
+        conf = snapshot.config.get(CONF, {})
+        ns = conf.get(CONFIG_KEY_CHECKPOINT_NS, "")
+        for task in snapshot.tasks:
+            node = self.nodes.get(task.name)
+            children = node.subgraphs if node is not None else []
+            if not children:
+                yield task, self, {}
+                continue
+            child_ns = (
+                f"{ns}{NS_SEP}{task.name}{NS_END}{task.id}"
+                if ns
+                else f"{task.name}{NS_END}{task.id}"
+            )
+            child_config = {
+                CONF: {"thread_id": conf.get("thread_id"), CONFIG_KEY_CHECKPOINT_NS: child_ns}
+            }
+            yield task, children[0], child_config
 
     async def aget_state(
         self, config: Mapping[str, Any], *, subgraphs: bool = False
@@ -703,7 +739,18 @@ class Pregel:
         saver = self._require_saver()
         config = self._config(config)
         latest = not config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
-        return self._snapshot(config, await saver.aget_tuple(config), apply_pending=latest)
+        snapshot = self._snapshot(config, await saver.aget_tuple(config), apply_pending=latest)
+        if not subgraphs:
+            return snapshot
+        tasks = []
+        for task, child, child_config in self._subgraph_tasks(snapshot):
+            if child is self:
+                tasks.append(task)
+                continue
+            saved = await saver.aget_tuple(child_config)
+            state = child._snapshot(child_config, saved, apply_pending=True)
+            tasks.append(task._replace(state=state) if state.metadata is not None else task)
+        return snapshot._replace(tasks=tuple(tasks))
 
     def get_state_history(
         self,

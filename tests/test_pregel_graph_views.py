@@ -1,0 +1,75 @@
+"""Views of a graph: its drawing, and the state of its subgraphs."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pregelkit.channels import LastValue
+from pregelkit.checkpoint.memory import InMemorySaver
+from pregelkit.pregel import NodeBuilder, Pregel
+from pregelkit.types import Command, interrupt
+
+
+def _inner() -> Pregel:
+    def ask(x: int) -> int:
+        return x + int(interrupt(f"add to {x}?"))
+
+    return Pregel(
+        nodes={"ask": NodeBuilder().subscribe_only("n").do(ask).write_to("m")},
+        channels={"n": LastValue(int), "m": LastValue(int)},
+        input_channels="n",
+        output_channels="m",
+    )
+
+
+def _outer() -> Pregel:
+    return Pregel(
+        nodes={"sub": NodeBuilder().subscribe_only("x").do(_inner()).write_to("y")},
+        channels={"x": LastValue(int), "y": LastValue(int)},
+        input_channels="x",
+        output_channels="y",
+        checkpointer=InMemorySaver(),
+    )
+
+
+def test_draw_mermaid_shows_nodes_channels_and_edges() -> None:
+    app = Pregel(
+        nodes={"double": NodeBuilder().subscribe_only("a").do(lambda x: x * 2).write_to("b")},
+        channels={"a": LastValue(int), "b": LastValue(int)},
+        input_channels="a",
+        output_channels="b",
+    )
+    text = app.get_graph().draw_mermaid()
+    assert text.startswith("graph TD\n")
+    assert "ch_a([a])" in text and "ch_b([b])" in text and "n_double[double]" in text
+    assert "ch_a -.-> n_double" in text and "n_double --> ch_b" in text
+
+
+def test_get_state_with_subgraphs_shows_the_interrupted_subgraph() -> None:
+    app = _outer()
+    config: dict[str, Any] = {"configurable": {"thread_id": "t"}}
+    app.invoke(1, config)
+
+    plain = app.get_state(config)
+    assert plain.next == ("sub",)
+    assert plain.tasks[0].state is None
+
+    nested = app.get_state(config, subgraphs=True)
+    child = nested.tasks[0].state
+    assert child is not None and not isinstance(child, dict)
+    assert child.next == ("ask",)
+    assert [i.value for i in child.interrupts] == ["add to 1?"]
+    assert child.config["configurable"]["checkpoint_ns"].startswith("sub:")
+
+    assert app.invoke(Command(resume=41), config) == 42
+    assert app.get_state(config, subgraphs=True).tasks == ()
+
+
+def test_aget_state_with_subgraphs_matches_the_sync_view() -> None:
+    app = _outer()
+    config: dict[str, Any] = {"configurable": {"thread_id": "t"}}
+    app.invoke(1, config)
+    sync_child = app.get_state(config, subgraphs=True).tasks[0].state
+    async_child = asyncio.run(app.aget_state(config, subgraphs=True)).tasks[0].state
+    assert sync_child == async_child
