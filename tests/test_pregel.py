@@ -1653,3 +1653,32 @@ def test_next_retry_delay_without_a_matching_policy_is_none() -> None:
     # default_retry_on: transient errors yes, programming errors no
     assert next_retry_delay([RetryPolicy(jitter=False)], ConnectionError(), 1) == 0.5
     assert next_retry_delay([RetryPolicy(jitter=False)], TypeError(), 1) is None
+
+
+def test_resume_map_naming_no_pending_interrupt_is_refused_and_maps_are_saved() -> None:
+    def ask(x: int) -> int:
+        return int(interrupt("how many?"))
+
+    saver = InMemorySaver()
+    app = Pregel(
+        nodes={"ask": NodeBuilder().subscribe_only("a").do(ask).write_to("b")},
+        channels={"a": LastValue(int), "b": LastValue(int)},
+        input_channels="a",
+        output_channels="b",
+        checkpointer=saver,
+    )
+    config = {"configurable": {"thread_id": "t"}}
+    pending = app.invoke(1, config)["__interrupt__"]
+    typo = "0" * 32
+    with pytest.raises(ValueError, match=f"not pending: \\['{typo}'\\]"):
+        app.invoke(Command(resume={typo: 5}), config)
+    assert app.get_state(config).next == ("ask",)  # nothing was lost or run
+
+    answers = {pending[0].id: 7}
+    interrupted = saver.get_tuple(config)
+    assert interrupted is not None
+    assert app.invoke(Command(resume=answers), config) == 7
+    # the answers were saved beside the interrupted checkpoint, as a single value is
+    saved = saver.get_tuple(interrupted.config)
+    assert saved is not None and saved.pending_writes is not None
+    assert ("00000000-0000-0000-0000-000000000000", "__resume__", answers) in saved.pending_writes

@@ -429,9 +429,6 @@ class PregelLoop:
         )
 
     def _accept_resume(self, resume: Any) -> None:
-        if isinstance(resume, dict) and resume and all(_is_interrupt_id(k) for k in resume):
-            self.run.resume_map = dict(resume)
-            return
         # a task that interrupted and has finished since (it was resumed) waits no more
         waiting = {
             i.id
@@ -439,6 +436,17 @@ class PregelLoop:
             if chan == INTERRUPT and tid != NULL_TASK_ID and tid not in self._done_writes
             for i in value
         }
+        if isinstance(resume, dict) and resume and all(_is_interrupt_id(k) for k in resume):
+            unknown = sorted(set(resume) - waiting)
+            if unknown and not self.is_nested:
+                raise ValueError(
+                    f"Command(resume=...) answers interrupts that are not pending: {unknown}; "
+                    f"pending interrupts: {sorted(waiting) or 'none'}"
+                )
+            self.run.resume_map = dict(resume)
+            # saved like a single value, so the answers survive a crash before use
+            self.put_writes(NULL_TASK_ID, [(RESUME, resume)])
+            return
         if len(waiting) > 1:
             raise ValueError(
                 f"{len(waiting)} interrupts are pending ({sorted(waiting)}); resume them with "
