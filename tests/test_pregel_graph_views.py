@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from pregelkit.channels import LastValue
 from pregelkit.checkpoint.memory import InMemorySaver
 from pregelkit.pregel import NodeBuilder, Pregel
@@ -73,3 +75,25 @@ def test_aget_state_with_subgraphs_matches_the_sync_view() -> None:
     sync_child = app.get_state(config, subgraphs=True).tasks[0].state
     async_child = asyncio.run(app.aget_state(config, subgraphs=True)).tasks[0].state
     assert sync_child == async_child
+
+
+def test_debug_prints_tasks_and_checkpoints_without_changing_the_output(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    app = Pregel(
+        nodes={"double": NodeBuilder().subscribe_only("a").do(lambda x: x * 2).write_to("b")},
+        channels={"a": LastValue(int), "b": LastValue(int)},
+        input_channels="a",
+        output_channels="b",
+        debug=True,
+    )
+    assert app.invoke(3) == 6
+    lines = capsys.readouterr().out.splitlines()
+    assert "[pregelkit step 0] task double starts with 3" in lines
+    assert "[pregelkit step 0] task double wrote [('b', 6)]" in lines
+    assert sum("checkpoint" in line for line in lines) == 2
+    # a single stream mode still yields bare chunks; debug goes to stdout only
+    assert list(app.stream(3, stream_mode="updates")) == [{"double": 6}]
+    assert "task double" in capsys.readouterr().out
+    assert list(app.stream(3, stream_mode="updates", debug=False)) == [{"double": 6}]
+    assert capsys.readouterr().out == ""

@@ -103,3 +103,23 @@ def task_result_event(
         "result": result,
         "interrupts": interrupts,
     }
+
+
+def print_debug(event: dict[str, Any]) -> None:
+    """One line per debug event, for ``debug=True``: what ran, what it wrote,
+    which checkpoints were made."""
+    step, kind, payload = event["step"], event["type"], event["payload"]
+    if kind == "task":
+        text = f"task {payload['name']} starts with {payload['input']!r:.200}"
+    elif kind == "task_result":
+        if payload["error"] is not None:
+            outcome = f"failed: {payload['error']!r:.200}"
+        elif payload["interrupts"]:
+            outcome = f"interrupted: {[i.value for i in payload['interrupts']]!r:.200}"
+        else:
+            outcome = f"wrote {payload['result']!r:.200}"
+        text = f"task {payload['name']} {outcome}"
+    else:
+        checkpoint_id = payload["config"]["configurable"].get("checkpoint_id")
+        text = f"checkpoint {checkpoint_id} values {payload['values']!r:.200}"
+    print(f"[pregelkit step {step}] {text}", flush=True)

@@ -44,7 +44,7 @@ from pregelkit.pregel._algo import (
     is_done_write,
     prepare_next_tasks,
 )
-from pregelkit.pregel._io import read_channels
+from pregelkit.pregel._io import print_debug, read_channels
 from pregelkit.pregel._read import NodeBuilder, PregelNode
 from pregelkit.pregel._write import control_writes
 from pregelkit.types import (
@@ -248,8 +248,11 @@ class Pregel:
         return self.copy(output_channels=output_keys)
 
     def _modes(
-        self, stream_mode: StreamMode | Sequence[StreamMode] | None, debug: bool
-    ) -> tuple[frozenset[str], bool]:
+        self, stream_mode: StreamMode | Sequence[StreamMode] | None, debug: bool | None
+    ) -> tuple[frozenset[str], bool, bool]:
+        """The modes to emit, whether one mode was asked for (bare chunks), and
+        whether debug events are to be printed (``debug=True`` without asking
+        for the ``debug`` stream) rather than yielded."""
         mode = stream_mode if stream_mode is not None else self.stream_mode
         if isinstance(mode, str):
             modes = {mode}
@@ -257,9 +260,10 @@ class Pregel:
         else:
             modes = set(mode)
             single = False
-        if debug:
+        printing = (self.debug if debug is None else debug) and "debug" not in modes
+        if printing:
             modes.add("debug")
-        return frozenset(modes), single
+        return frozenset(modes), single, printing
 
     def _make_loop(
         self,
@@ -378,7 +382,7 @@ class Pregel:
 
         The ``values`` mode streams the graph's stream channels (``invoke``
         returns its output channels), unless ``output_keys`` says otherwise."""
-        modes, single = self._modes(stream_mode, bool(debug))
+        modes, single, printing = self._modes(stream_mode, debug)
         config = _with_context(config, context)
         keys = self.stream_channels_asis if output_keys is None else output_keys
         for _ns, mode, payload in self._outputs(keys)._run(
@@ -392,6 +396,9 @@ class Pregel:
             subgraphs=subgraphs,
         ):
             if mode == _DONE:
+                continue
+            if printing and mode == "debug":
+                print_debug(payload)
                 continue
             yield _format(_ns, mode, payload, single, subgraphs)
 
@@ -413,8 +420,8 @@ class Pregel:
         With ``stream_mode="values"`` the result is the final output; if the
         run stopped at interrupts, a dict with them under ``"__interrupt__"``.
         """
-        modes, _ = self._modes(stream_mode, False)
-        result = _InvokeResult(stream_mode)
+        modes, _, printing = self._modes(stream_mode, kwargs.get("debug"))
+        result = _InvokeResult(stream_mode, printing)
         for _ns, mode, payload in self._outputs(output_keys)._run(
             input,
             _with_context(config, context),
@@ -533,7 +540,7 @@ class Pregel:
         **kwargs: Any,
     ) -> AsyncIterator[Any]:
         """The async twin of ``stream``."""
-        modes, single = self._modes(stream_mode, bool(debug))
+        modes, single, printing = self._modes(stream_mode, debug)
         keys = self.stream_channels_asis if output_keys is None else output_keys
         async for _ns, mode, payload in self._outputs(keys)._arun(
             input,
@@ -546,6 +553,9 @@ class Pregel:
             subgraphs=subgraphs,
         ):
             if mode == _DONE:
+                continue
+            if printing and mode == "debug":
+                print_debug(payload)
                 continue
             yield _format(_ns, mode, payload, single, subgraphs)
 
@@ -563,8 +573,8 @@ class Pregel:
         **kwargs: Any,
     ) -> Any:
         """The async twin of ``invoke``."""
-        modes, _ = self._modes(stream_mode, False)
-        result = _InvokeResult(stream_mode)
+        modes, _, printing = self._modes(stream_mode, kwargs.get("debug"))
+        result = _InvokeResult(stream_mode, printing)
         async for _ns, mode, payload in self._outputs(output_keys)._arun(
             input,
             _with_context(config, context),
@@ -915,10 +925,11 @@ class _InvokeResult:
     """What ``invoke``/``ainvoke`` return, gathered from a run's raw events: the
     last values (plus any interrupts), or every chunk of another stream mode."""
 
-    __slots__ = ("chunks", "interrupts", "latest", "values_mode")
+    __slots__ = ("chunks", "interrupts", "latest", "printing", "values_mode")
 
-    def __init__(self, stream_mode: str) -> None:
+    def __init__(self, stream_mode: str, printing: bool) -> None:
         self.values_mode = stream_mode == "values"
+        self.printing = printing
         self.latest: Any = None
         self.chunks: list[Any] = []
         self.interrupts: list[Interrupt] = []
@@ -926,6 +937,8 @@ class _InvokeResult:
     def add(self, mode: str, payload: Any) -> None:
         if mode == _DONE:
             self.interrupts = payload
+        elif self.printing and mode == "debug":
+            print_debug(payload)
         elif not self.values_mode:
             self.chunks.append(payload)
         elif not (isinstance(payload, dict) and INTERRUPT in payload and len(payload) == 1):
