@@ -93,7 +93,7 @@ def test_debug_prints_tasks_and_checkpoints_without_changing_the_output(
     assert "[pregelkit step 0] task double wrote [('b', 6)]" in lines
     assert sum("checkpoint" in line for line in lines) == 2
     # a single stream mode still yields bare chunks; debug goes to stdout only
-    assert list(app.stream(3, stream_mode="updates")) == [{"double": 6}]
+    assert list(app.stream(3, stream_mode="updates")) == [{"double": {"b": 6}}]
     assert "task double" in capsys.readouterr().out
-    assert list(app.stream(3, stream_mode="updates", debug=False)) == [{"double": 6}]
+    assert list(app.stream(3, stream_mode="updates", debug=False)) == [{"double": {"b": 6}}]
     assert capsys.readouterr().out == ""
