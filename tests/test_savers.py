@@ -963,3 +963,19 @@ def test_postgres_async_saver_on_a_single_connection(postgres_dsn: str) -> None:
             await saver.adelete_thread(thread_id)
 
     asyncio.run(main())
+
+
+def test_postgres_saver_works_on_a_connection_that_returns_dict_rows(postgres_dsn: str) -> None:
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from pregelkit.checkpoint.postgres import PostgresSaver
+
+    with psycopg.connect(postgres_dsn, autocommit=True, row_factory=dict_row) as conn:
+        saver = PostgresSaver(conn)
+        saver.setup()
+        config = {"configurable": {"thread_id": "dict-rows", "checkpoint_ns": ""}}
+        saved = saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        saver.put_writes(saved, [("a", 1)], "task-1")
+        loaded = saver.get_tuple(saved)
+        assert loaded is not None and loaded.pending_writes == [("task-1", "a", 1)]

@@ -20,22 +20,14 @@ from contextlib import (
     AbstractContextManager,
     asynccontextmanager,
     contextmanager,
-    nullcontext,
 )
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 import psycopg
-from psycopg.rows import TupleRow, tuple_row
+from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from pregelkit.checkpoint._rows import (
-    check_filter,
-    checkpoint_config,
-    decode_checkpoint,
-    encode_checkpoint,
-    encode_writes,
-    list_scope,
-)
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -43,9 +35,8 @@ from pregelkit.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     RunnableConfig,
-    thread_coordinates,
 )
-from pregelkit.checkpoint.postgres import _sql
+from pregelkit.checkpoint.postgres import _core, _sql
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
 
@@ -74,9 +65,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         self.conn = conn
         self._conn_lock = asyncio.Lock()
         self._ready = False
-        # The connection holding this saver's advisory locks, and their keys.
-        self._lock_conn: psycopg.AsyncConnection[Any] | None = None
-        self._held_keys: set[int] = set()
+        self._locks = _core.LockState()
         self._lock_conn_guard = asyncio.Lock()
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -95,56 +84,86 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         """Create or migrate the tables. Idempotent and done on first use
         anyway; concurrent calls from several processes migrate one at a time
         (an advisory transaction lock)."""
-        async with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
-            await cur.execute(_sql.LOCK_MIGRATIONS, (_sql.MIGRATION_LOCK_KEY,))
-            await cur.execute(_sql.CREATE_MIGRATIONS_TABLE)
-            await cur.execute(_sql.SELECT_SCHEMA_VERSION)
-            current = _sql.schema_version(await cur.fetchone())
-            for version in range(current + 1, len(_sql.MIGRATIONS) + 1):
-                for statement in _sql.MIGRATIONS[version - 1]:
-                    await cur.execute(statement)
-                await cur.execute(_sql.RECORD_MIGRATION, (version,))
+        await self._transaction(_core.Run(_core.setup()))
         self._ready = True
 
+    # running plans (see PostgresSaver)
+
+    async def _run(self, plan: _core.Plan[T]) -> T:
+        run = _core.Run(plan)
+        if run.effect is not None and not self._ready:
+            await self.setup()
+        return await self._transaction(run)
+
+    async def _transaction(self, run: _core.Run[T]) -> T:
+        if run.effect is None:
+            return run.result
+        async with (
+            self._connection() as conn,
+            conn.transaction(),
+            # tuple rows whatever row factory the caller's connection has
+            conn.cursor(row_factory=tuple_row) as cur,
+        ):
+            return await _core.adrive(run, partial(_execute, cur))
+
     @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    async def _connection(
+        self, held: psycopg.AsyncConnection[Any] | None = None
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
-        if isinstance(self.conn, AsyncConnectionPool):
+        if held is not None and held is not self.conn:
+            yield held
+        elif isinstance(self.conn, AsyncConnectionPool):
             async with self.conn.connection() as conn:
                 yield conn
         else:
             async with self._conn_lock:
                 yield self.conn
 
-    @asynccontextmanager
-    async def _cursor(self) -> AsyncIterator[psycopg.AsyncCursor[TupleRow]]:
-        """A cursor in its own transaction, whatever the connection's
-        autocommit and row factory settings are."""
-        if not self._ready:
-            await self.setup()
-        async with (
-            self._connection() as conn,
-            conn.transaction(),
-            conn.cursor(row_factory=tuple_row) as cur,
-        ):
-            yield cur
+    async def _drive(self, plan: _core.Plan[T]) -> T:
+        return await _core.adrive(_core.Run(plan), self._perform)
+
+    async def _perform(self, effect: Any) -> Any:
+        if isinstance(effect, _core.Guarded):
+            async with self._lock_conn_guard:
+                return await self._drive(effect.plan)
+        if isinstance(effect, _core.EnterLocal):
+            return await self._enter_local(effect.thread_id, effect.wait)
+        if isinstance(effect, _core.Sleep):
+            await asyncio.sleep(effect.seconds)
+        elif isinstance(effect, _core.Borrow):
+            pool = self.conn
+            return await pool.getconn() if isinstance(pool, AsyncConnectionPool) else pool
+        elif isinstance(effect, _core.GiveBack) and isinstance(self.conn, AsyncConnectionPool):
+            await self.conn.putconn(effect.conn)
+        elif isinstance(effect, _core.OnConnection):
+            async with (
+                self._connection(effect.conn) as conn,
+                conn.transaction(),
+                conn.cursor() as cur,
+            ):
+                return await _execute(cur, effect.statement)
+        return None
+
+    async def _enter_local(self, thread_id: str, wait: bool) -> AbstractContextManager[None]:
+        """The in-process lock, polled so the loop keeps running."""
+        local = BaseCheckpointSaver.lock_thread(self, thread_id, wait=False)
+        while True:
+            try:
+                local.__enter__()
+                return local
+            except ThreadBusyError:
+                if not wait:
+                    raise
+                await asyncio.sleep(_sql.LOCK_POLL_SECONDS[0])
 
     # async API
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the latest of its thread and
         namespace; ``None`` if there is none."""
-        thread_id, checkpoint_ns, checkpoint_id = thread_coordinates(config)
-        async with self._cursor() as cur:
-            if checkpoint_id:
-                await cur.execute(_sql.SELECT_CHECKPOINT, (thread_id, checkpoint_ns, checkpoint_id))
-            else:
-                await cur.execute(_sql.SELECT_LATEST_CHECKPOINT, (thread_id, checkpoint_ns))
-            row = await cur.fetchone()
-        if row is None:
-            return None
-        return decode_checkpoint(self.serde, _sql.stored_checkpoint(row))
+        return _core.load(self.serde, await self._run(_core.get_tuple(config)))
 
     async def alist(
         self,
@@ -157,12 +176,9 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         """Checkpoints newest first, as ``PostgresSaver.list``: the rows are
         fetched in one query, and no connection is held while the caller
         iterates."""
-        query = _sql.list_query(list_scope(config, before), check_filter(filter), limit)
-        async with self._cursor() as cur:
-            await cur.execute(*query)
-            rows = await cur.fetchall()
-        for row in rows:
-            yield decode_checkpoint(self.serde, _sql.stored_checkpoint(row))
+        plan = _core.list_checkpoints(config, filter=filter, before=before, limit=limit)
+        for item in _core.load_all(self.serde, await self._run(plan)):
+            yield item
 
     async def aput(
         self,
@@ -173,12 +189,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
         with blobs for the channels in ``new_versions`` only."""
-        row, blobs = encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions)
-        async with self._cursor() as cur:
-            if blobs:
-                await cur.executemany(_sql.INSERT_BLOB, blobs)
-            await cur.execute(_sql.UPSERT_CHECKPOINT, row)
-        return checkpoint_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
+        return await self._run(_core.put(self.serde, config, checkpoint, metadata, new_versions))
 
     async def aput_writes(
         self,
@@ -190,24 +201,16 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
         already stored is kept."""
-        rows = encode_writes(self.serde, config, writes, task_id, task_path)
-        if not rows:
-            return
-        async with self._cursor() as cur:
-            await cur.executemany(_sql.UPSERT_WRITE, rows)
+        await self._run(_core.put_writes(self.serde, config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, write and blob of ``thread_id``."""
-        async with self._cursor() as cur:
-            for statement in _sql.DELETE_THREAD:
-                await cur.execute(statement, (thread_id,))
+        await self._run(_core.delete_thread(thread_id))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of one thread to another; rows
         the target already has under the same ids are replaced."""
-        async with self._cursor() as cur:
-            for statement in _sql.COPY_THREAD:
-                await cur.execute(statement, (target_thread_id, source_thread_id))
+        await self._run(_core.copy_thread(source_thread_id, target_thread_id))
 
     async def aprune(
         self,
@@ -216,11 +219,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         strategy: Literal["keep_latest", "delete"] = "keep_latest",
     ) -> None:
         """Drop the history of threads (see ``PostgresSaver.prune``)."""
-        statements = _sql.prune_statements(strategy)
-        async with self._cursor() as cur:
-            for thread_id in thread_ids:
-                for statement in statements:
-                    await cur.execute(statement, (thread_id,))
+        await self._run(_core.prune(thread_ids, strategy))
 
     def alock_thread(
         self, thread_id: str, *, wait: bool = False
@@ -230,105 +229,11 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
 
     @asynccontextmanager
     async def _held(self, thread_id: str, wait: bool) -> AsyncIterator[None]:
-        local = await self._acquire(thread_id, wait)
+        local = await self._drive(_core.hold(self._locks, thread_id, wait))
         try:
             yield
         finally:
-            await self._release(thread_id, local)
-
-    async def _acquire(self, thread_id: str, wait: bool) -> AbstractContextManager[None]:
-        """The in-process lock (polled, so the loop keeps running), then the
-        advisory lock, polled the same way when waiting."""
-        local = BaseCheckpointSaver.lock_thread(self, thread_id, wait=False)
-        while True:
-            try:
-                local.__enter__()
-                break
-            except ThreadBusyError:
-                if not wait:
-                    raise
-                await asyncio.sleep(_sql.LOCK_POLL_SECONDS[0])
-        try:
-            key = _sql.thread_lock_key(thread_id)
-            pause, longest = _sql.LOCK_POLL_SECONDS
-            while not await self._try_lock(key):
-                if not wait:
-                    raise ThreadBusyError(thread_id, f"(PostgreSQL advisory lock {key} is held)")
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, longest)
-        except BaseException:
-            local.__exit__(None, None, None)
-            raise
-        return local
-
-    async def _release(self, thread_id: str, local: AbstractContextManager[None]) -> None:
-        try:
-            await self._unlock(_sql.thread_lock_key(thread_id))
-        finally:
-            local.__exit__(None, None, None)
-
-    async def _try_lock(self, key: int) -> bool:
-        async with self._lock_conn_guard:
-            conn = (
-                await self._borrow_lock_connection() if self._lock_conn is None else self._lock_conn
-            )
-            try:
-                locked = await self._lock_query(conn, _sql.TRY_LOCK_THREAD, key)
-            except BaseException:
-                await self._after_lock_query_failed(conn)
-                raise
-            if locked:
-                self._held_keys.add(key)
-            elif not self._held_keys:
-                await self._give_back_lock_connection()
-            return locked
-
-    async def _unlock(self, key: int) -> None:
-        async with self._lock_conn_guard:
-            conn = self._lock_conn
-            if conn is None or key not in self._held_keys:
-                return  # lost with a connection that broke
-            self._held_keys.discard(key)
-            try:
-                await self._lock_query(conn, _sql.UNLOCK_THREAD, key)
-            except psycopg.OperationalError:
-                await self._after_lock_query_failed(conn)
-            if not self._held_keys:
-                await self._give_back_lock_connection()
-
-    async def _lock_query(
-        self, conn: psycopg.AsyncConnection[Any], statement: str, key: int
-    ) -> bool:
-        async with (
-            self._conn_lock if conn is self.conn else nullcontext(),
-            conn.transaction(),
-            conn.cursor() as cur,
-        ):
-            await cur.execute(statement, (key,))
-            row = await cur.fetchone()
-        return bool(row and row[0])
-
-    async def _borrow_lock_connection(self) -> psycopg.AsyncConnection[Any]:
-        conn: psycopg.AsyncConnection[Any]
-        if isinstance(self.conn, AsyncConnectionPool):
-            conn = await self.conn.getconn()
-        else:
-            conn = self.conn
-        self._lock_conn = conn
-        return conn
-
-    async def _give_back_lock_connection(self) -> None:
-        conn, self._lock_conn = self._lock_conn, None
-        if isinstance(self.conn, AsyncConnectionPool) and conn is not None:
-            await self.conn.putconn(conn)
-
-    async def _after_lock_query_failed(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """A broken connection took every lock it held with it; anything else
-        leaves the held locks as they were."""
-        if conn.closed:
-            self._held_keys.clear()
-        if not self._held_keys:
-            await self._give_back_lock_connection()
+            await self._drive(_core.release(self._locks, thread_id, local))
 
     # sync API: runs the async method on the saver's loop from another thread
 
@@ -417,8 +322,18 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
 
     @contextmanager
     def _sync_held(self, thread_id: str, wait: bool) -> Iterator[None]:
-        local = self._sync(self._acquire(thread_id, wait), "lock_thread")
+        local = self._sync(self._drive(_core.hold(self._locks, thread_id, wait)), "lock_thread")
         try:
             yield
         finally:
-            self._sync(self._release(thread_id, local), "lock_thread")
+            self._sync(self._drive(_core.release(self._locks, thread_id, local)), "lock_thread")
+
+
+async def _execute(cur: psycopg.AsyncCursor[Any], statement: _core.Statement) -> Any:
+    if statement.fetch == "many":
+        await cur.executemany(statement.sql, statement.params)
+        return None
+    await cur.execute(statement.sql, statement.params)
+    if statement.fetch == "one":
+        return await cur.fetchone()
+    return await cur.fetchall() if statement.fetch == "all" else None

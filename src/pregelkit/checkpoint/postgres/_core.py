@@ -1,0 +1,355 @@
+"""What PostgresSaver and AsyncPostgresSaver do, written once for both.
+
+Every operation is a *plan*: a generator that yields the effects it needs
+(a :class:`Statement` to run, a lock connection to borrow, a pause, ...) and
+is sent back what came of each, or has the error thrown into it. The savers
+only perform the effects over their own connection types, with
+:func:`drive` (sync) or :func:`adrive` (async). So which statements run, with
+which parameters and in which order, how rows become checkpoints and errors,
+and how the advisory locks are taken and given back are decided here alone.
+
+A plan's code up to its first effect runs when :class:`Run` starts it, before
+any connection is taken: encoding, argument checks, and plans with nothing to
+do (``put_writes`` without writes) never touch the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
+
+import psycopg
+
+from pregelkit.checkpoint._rows import (
+    check_filter,
+    checkpoint_config,
+    decode_checkpoint,
+    encode_checkpoint,
+    encode_writes,
+    list_scope,
+)
+from pregelkit.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    RunnableConfig,
+    thread_coordinates,
+)
+from pregelkit.checkpoint.postgres import _sql
+from pregelkit.checkpoint.serde.base import SerializerProtocol
+from pregelkit.errors import ThreadBusyError
+
+T = TypeVar("T")
+
+Plan: TypeAlias = Generator[Any, Any, T]
+"""Yields effects, is sent their results, returns the operation's result."""
+
+Row: TypeAlias = Sequence[Any]
+Rows: TypeAlias = list[Row]
+
+
+# effects
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """Run ``sql`` on the plan's cursor. ``fetch``: ``"one"`` sends back the
+    first row (or ``None``), ``"all"`` every row, ``"many"`` runs the
+    statement once per parameter row (``executemany``); otherwise ``None``."""
+
+    sql: str
+    params: Any = None
+    fetch: Literal["one", "all", "many"] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EnterLocal:
+    """Enter the saver's in-process lock of ``thread_id`` (waiting for it if
+    ``wait``); sends back the entered context manager."""
+
+    thread_id: str
+    wait: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Guarded:
+    """Run ``plan`` holding the saver's lock-connection guard."""
+
+    plan: Plan[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Borrow:
+    """A connection to hold advisory locks on: one from the pool, or the
+    saver's single connection."""
+
+
+@dataclass(frozen=True, slots=True)
+class GiveBack:
+    """``conn`` holds no advisory lock any more: return it to the pool, if
+    it came from one."""
+
+    conn: Any
+
+
+@dataclass(frozen=True, slots=True)
+class OnConnection:
+    """Run ``statement`` in its own transaction on ``conn`` (under the saver's
+    connection lock when ``conn`` is its single connection)."""
+
+    conn: Any
+    statement: Statement
+
+
+# running a plan
+
+
+class Run(Generic[T]):
+    """A plan under way. ``effect`` is what it waits for, ``None`` once it
+    has returned ``result``. Perform the effect inside ``with run:`` and set
+    ``run.value``: leaving the block sends the plan that value, or throws the
+    error raised in the block into it."""
+
+    def __init__(self, plan: Plan[T]) -> None:
+        self.plan = plan
+        self.effect: Any = None
+        self.value: Any = None
+        self.result: T
+        self._resume(plan.send, None)
+
+    def _resume(self, step: Callable[[Any], Any], arg: Any) -> None:
+        try:
+            self.effect = step(arg)
+        except StopIteration as done:
+            self.effect = None
+            self.result = done.value
+
+    def __enter__(self) -> Run[T]:
+        self.value = None
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        if exc is None:
+            self._resume(self.plan.send, self.value)
+        else:
+            self._resume(self.plan.throw, exc)
+        return True
+
+
+def drive(run: Run[T], perform: Callable[[Any], Any]) -> T:
+    while run.effect is not None:
+        with run:
+            run.value = perform(run.effect)
+    return run.result
+
+
+async def adrive(run: Run[T], perform: Callable[[Any], Awaitable[Any]]) -> T:
+    while run.effect is not None:
+        with run:
+            run.value = await perform(run.effect)
+    return run.result
+
+
+# tables
+
+
+def setup() -> Plan[None]:
+    """Create or migrate the tables, one process at a time (an advisory
+    transaction lock); refuses a schema newer than this code."""
+    yield Statement(_sql.LOCK_MIGRATIONS, (_sql.MIGRATION_LOCK_KEY,))
+    yield Statement(_sql.CREATE_MIGRATIONS_TABLE)
+    current = _sql.schema_version((yield Statement(_sql.SELECT_SCHEMA_VERSION, fetch="one")))
+    for version in range(current + 1, len(_sql.MIGRATIONS) + 1):
+        for statement in _sql.MIGRATIONS[version - 1]:
+            yield Statement(statement)
+        yield Statement(_sql.RECORD_MIGRATION, (version,))
+
+
+# reading
+
+
+def get_tuple(config: RunnableConfig) -> Plan[Row | None]:
+    """The row of the checkpoint ``config`` names, or of the latest of its
+    thread and namespace (load it with :func:`load`)."""
+    thread_id, checkpoint_ns, checkpoint_id = thread_coordinates(config)
+    row: Row | None
+    if checkpoint_id:
+        params: tuple[str, ...] = (thread_id, checkpoint_ns, checkpoint_id)
+        row = yield Statement(_sql.SELECT_CHECKPOINT, params, fetch="one")
+    else:
+        row = yield Statement(
+            _sql.SELECT_LATEST_CHECKPOINT, (thread_id, checkpoint_ns), fetch="one"
+        )
+    return row
+
+
+def list_checkpoints(
+    config: RunnableConfig | None,
+    *,
+    filter: dict[str, Any] | None,
+    before: RunnableConfig | None,
+    limit: int | None,
+) -> Plan[Rows]:
+    """The rows ``list`` yields, in one query (load them with
+    :func:`load_all`). The arguments are checked now, not when the plan
+    runs."""
+    sql, params = _sql.list_query(list_scope(config, before), check_filter(filter), limit)
+    return _fetch_all(sql, params)
+
+
+def _fetch_all(sql: str, params: Sequence[Any]) -> Plan[Rows]:
+    rows: Rows = yield Statement(sql, params, fetch="all")
+    return rows
+
+
+def load(serde: SerializerProtocol, row: Row | None) -> CheckpointTuple | None:
+    return None if row is None else decode_checkpoint(serde, _sql.stored_checkpoint(row))
+
+
+def load_all(serde: SerializerProtocol, rows: Rows) -> Iterator[CheckpointTuple]:
+    """The checkpoints of ``rows``, each loaded when it is reached."""
+    for row in rows:
+        yield decode_checkpoint(serde, _sql.stored_checkpoint(row))
+
+
+# writing
+
+
+def put(
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> Plan[RunnableConfig]:
+    row, blobs = encode_checkpoint(serde, config, checkpoint, metadata, new_versions)
+    if blobs:
+        yield Statement(_sql.INSERT_BLOB, blobs, fetch="many")
+    yield Statement(_sql.UPSERT_CHECKPOINT, row)
+    return checkpoint_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
+
+
+def put_writes(
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+) -> Plan[None]:
+    rows = encode_writes(serde, config, writes, task_id, task_path)
+    if rows:
+        yield Statement(_sql.UPSERT_WRITE, rows, fetch="many")
+
+
+def delete_thread(thread_id: str) -> Plan[None]:
+    for statement in _sql.DELETE_THREAD:
+        yield Statement(statement, (thread_id,))
+
+
+def copy_thread(source_thread_id: str, target_thread_id: str) -> Plan[None]:
+    for statement in _sql.COPY_THREAD:
+        yield Statement(statement, (target_thread_id, source_thread_id))
+
+
+def prune(thread_ids: Sequence[str], strategy: str) -> Plan[None]:
+    statements = _sql.prune_statements(strategy)
+    for thread_id in thread_ids:
+        for statement in statements:
+            yield Statement(statement, (thread_id,))
+
+
+# one run per thread
+
+
+class LockState:
+    """The connection holding a saver's advisory locks (``None`` while it
+    holds none) and the keys it holds."""
+
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.held: set[int] = set()
+
+
+def hold(state: LockState, thread_id: str, wait: bool) -> Plan[AbstractContextManager[None]]:
+    """The in-process lock of ``thread_id``, then its session-level advisory
+    lock, polled (with growing pauses) while ``wait``; sends back the entered
+    in-process lock, for :func:`release`."""
+    local: AbstractContextManager[None] = yield EnterLocal(thread_id, wait)
+    try:
+        key = _sql.thread_lock_key(thread_id)
+        pause, longest = _sql.LOCK_POLL_SECONDS
+        while not (yield Guarded(_try_lock(state, key))):
+            if not wait:
+                raise ThreadBusyError(thread_id, f"(PostgreSQL advisory lock {key} is held)")
+            yield Sleep(pause)
+            pause = min(pause * 2, longest)
+    except BaseException:
+        local.__exit__(None, None, None)
+        raise
+    return local
+
+
+def release(state: LockState, thread_id: str, local: AbstractContextManager[None]) -> Plan[None]:
+    try:
+        yield Guarded(_unlock(state, _sql.thread_lock_key(thread_id)))
+    finally:
+        local.__exit__(None, None, None)
+
+
+def _try_lock(state: LockState, key: int) -> Plan[bool]:
+    conn = state.conn
+    if conn is None:
+        conn = state.conn = yield Borrow()
+    try:
+        row = yield OnConnection(conn, Statement(_sql.TRY_LOCK_THREAD, (key,), fetch="one"))
+        locked = bool(row and row[0])
+    except BaseException:
+        yield from _after_lock_query_failed(state, conn)
+        raise
+    if locked:
+        state.held.add(key)
+    elif not state.held:
+        yield from _give_back(state)
+    return locked
+
+
+def _unlock(state: LockState, key: int) -> Plan[None]:
+    conn = state.conn
+    if conn is None or key not in state.held:
+        return  # lost with a connection that broke
+    state.held.discard(key)
+    try:
+        yield OnConnection(conn, Statement(_sql.UNLOCK_THREAD, (key,), fetch="one"))
+    except psycopg.OperationalError:
+        yield from _after_lock_query_failed(state, conn)
+    if not state.held:
+        yield from _give_back(state)
+
+
+def _give_back(state: LockState) -> Plan[None]:
+    conn, state.conn = state.conn, None
+    if conn is not None:
+        yield GiveBack(conn)
+
+
+def _after_lock_query_failed(state: LockState, conn: Any) -> Plan[None]:
+    """A broken connection took every lock it held with it; anything else
+    leaves the held locks as they were."""
+    if conn.closed:
+        state.held.clear()
+    if not state.held:
+        yield from _give_back(state)
