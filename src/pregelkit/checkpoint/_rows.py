@@ -179,8 +179,12 @@ def encode_writes(
             "config['configurable']['checkpoint_id'] set (the config returned by put)"
         )
     rows = []
+    dumps = serde.dumps_typed
     for idx, (channel, value) in enumerate(writes):
-        type_, data = _dump(serde, value, f"the write to {channel!r} of task {task_id!r}")
+        try:
+            type_, data = dumps(value)
+        except Exception:  # the message is built only when it is needed
+            type_, data = _dump(serde, value, f"the write to {channel!r} of task {task_id!r}")
         rows.append(
             WriteRow(
                 thread_id,

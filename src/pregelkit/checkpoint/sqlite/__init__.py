@@ -13,6 +13,7 @@ the OS releases when the process dies however it dies.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 import sys
@@ -65,19 +66,14 @@ def connect(path: str) -> sqlite3.Connection:
     )
 
 
-_seq_lock = threading.Lock()
-_last_seq = 0
+# Positions for new pending writes, increasing: nanoseconds since the epoch at
+# import, then counting up. One run per thread means a resuming process starts
+# after the one it replaces, so its writes also sort after that one's.
+_seqs = itertools.count(time.time_ns())
 
 
-def _next_seqs(n: int) -> range:
-    """Increasing positions for new pending writes: nanoseconds since the epoch,
-    forced to grow within the process, so writes from several processes on one
-    machine also interleave in the order they were made."""
-    global _last_seq
-    with _seq_lock:
-        start = max(time.time_ns(), _last_seq + 1)
-        _last_seq = start + n - 1
-    return range(start, start + n)
+def _next_seqs(n: int) -> list[int]:
+    return [next(_seqs) for _ in range(n)]
 
 
 class SqliteSaverCore(BaseCheckpointSaver[str]):
