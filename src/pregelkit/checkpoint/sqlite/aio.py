@@ -15,21 +15,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-from pregelkit.checkpoint._rows import check_filter, list_scope
-from pregelkit.checkpoint.base import (
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    CheckpointTuple,
-    RunnableConfig,
-)
 from pregelkit.checkpoint.serde.base import SerializerProtocol
-from pregelkit.checkpoint.sqlite import SqliteSaverCore, _sql, connect
+from pregelkit.checkpoint.sqlite import SqliteSaverCore, connect
 
 __all__ = ["AsyncSqliteSaver"]
 
@@ -62,61 +54,16 @@ class AsyncSqliteSaver(SqliteSaverCore):
         try:
             yield saver
         finally:
-            await saver._run(conn.close)
+            await saver._in_thread(conn.close)
             saver._executor.shutdown(wait=False)
 
-    async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    async def _in_thread(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Every async method of the base saver runs its sync twin here: on
+        this saver's one worker thread, so SQLite sees one thread at a time."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 
     async def setup(self) -> None:
         """Create or migrate the tables; idempotent, and done on first use
         anyway. Also sets WAL mode, ``synchronous=NORMAL`` and ``busy_timeout``."""
-        await self._run(self._setup)
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._run(self.get_tuple, config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        query = _sql.list_query(list_scope(config, before), check_filter(filter), limit)
-        for row in await self._run(self._list_rows, query):
-            yield await self._run(self._load_row, row)
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return await self._run(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        await self._run(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await self._run(self.delete_thread, thread_id)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self._run(self.copy_thread, source_thread_id, target_thread_id)
-
-    async def aprune(
-        self,
-        thread_ids: Sequence[str],
-        *,
-        strategy: Literal["keep_latest", "delete"] = "keep_latest",
-    ) -> None:
-        await self._run(self.prune, thread_ids, strategy=strategy)
+        await self._in_thread(self._setup)
