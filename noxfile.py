@@ -44,9 +44,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy on src (strict, configured in pyproject.toml)."""
+    """mypy, strict (configured in pyproject.toml), on src and on the examples:
+    they are what users copy, so their types must hold too."""
     session.install("mypy", "-e", ".[test]")
-    session.run("mypy", "src", *session.posargs)
+    session.run("mypy", "src", "examples", *session.posargs)
 
 
 @nox.session
