@@ -1682,3 +1682,24 @@ def test_resume_map_naming_no_pending_interrupt_is_refused_and_maps_are_saved() 
     saved = saver.get_tuple(interrupted.config)
     assert saved is not None and saved.pending_writes is not None
     assert ("00000000-0000-0000-0000-000000000000", "__resume__", answers) in saved.pending_writes
+
+
+def test_a_resume_can_also_update_channels_and_bad_names_are_refused() -> None:
+    def ask(x: int) -> int:
+        return x + int(interrupt("how much?"))
+
+    app = Pregel(
+        nodes={"ask": NodeBuilder().subscribe_only("a").do(ask).write_to("b")},
+        channels={"a": LastValue(int), "b": LastValue(int), "note": LastValue(str)},
+        input_channels="a",
+        output_channels=["b", "note"],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "t"}}
+    app.invoke(1, config)
+    with pytest.raises(
+        InvalidUpdateError, match=r"unknown channel 'nope'; channels: \['a', 'b', 'note'\]"
+    ):
+        app.invoke(Command(resume=2, update={"nope": 1}), config)
+    assert app.invoke(Command(resume=2, update={"note": "hi"}), config) == {"b": 3, "note": "hi"}
+    assert app.get_state(config).values == {"a": 1, "b": 3, "note": "hi"}

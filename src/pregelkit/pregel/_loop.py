@@ -28,6 +28,7 @@ from pregelkit._internal._constants import (
     PREVIOUS,
     RESUME,
     SCHEDULED,
+    TASKS,
 )
 from pregelkit._internal._ids import uuid6
 from pregelkit._internal._scope import CURRENT
@@ -384,7 +385,7 @@ class PregelLoop:
                     if chan not in self.channels and not chan.startswith("__"):
                         raise InvalidUpdateError(
                             f"Command(update=...) names unknown channel {chan!r}; "
-                            f"channels: {sorted(self.channels)}"
+                            f"channels: {sorted(c for c in self.channels if c != TASKS)}"
                         )
                 self.put_writes(NULL_TASK_ID, writes)
                 self._null_writes.extend(writes)
