@@ -1,0 +1,575 @@
+"""The subcommands (run, resume, threads, history, show, delete): each takes
+the parsed arguments and the output stream and returns the exit status."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import shlex
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO
+
+from pregelkit.cli._db import DEFAULT_DB, ENTRYPOINT_KEY, Database, open_database
+from pregelkit.cli._errors import CliError
+from pregelkit.cli._render import (
+    Progress,
+    _cell,
+    _entry_cell,
+    _fail_line,
+    _interrupt_cell,
+    _jsonable,
+    _print_json,
+    _short,
+    _table,
+    _when,
+    _whole_lines,
+)
+from pregelkit.cli._target import Target, _try_load, load_target
+
+if TYPE_CHECKING:
+    from pregelkit.checkpoint.base import CheckpointTuple
+    from pregelkit.pregel import Pregel
+    from pregelkit.types import Interrupt, StreamMode
+
+
+_NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
+_INTERRUPT = "__interrupt__"
+_ERROR = "__error__"
+
+
+@dataclass
+class RunOutcome:
+    interrupts: list[Interrupt] = field(default_factory=list)
+    output: Any = None
+    error: BaseException | None = None
+
+
+def _bound(target: Target, db: Database, cache: str | None) -> Pregel:
+    update: dict[str, Any] = {"checkpointer": db.saver}
+    if cache:
+        from pregelkit.cache.sqlite import SqliteCache
+
+        update["cache"] = SqliteCache(path=cache)
+    return target.graph.copy(**update)
+
+
+def _is_async(graph: Pregel) -> bool:
+    return any(node.is_async for node in graph.nodes.values())
+
+
+def _drive(
+    graph: Pregel,
+    input: Any,
+    config: dict[str, Any],
+    durability: str | None,
+    on_chunk: Callable[[str, Any], None],
+) -> None:
+    modes: list[StreamMode] = ["updates", "tasks"]
+    if _is_async(graph):
+
+        async def consume() -> None:
+            async for mode, chunk in graph.astream(
+                input, config, stream_mode=modes, durability=durability
+            ):
+                on_chunk(mode, chunk)
+
+        asyncio.run(consume())
+    else:
+        for mode, chunk in graph.stream(input, config, stream_mode=modes, durability=durability):
+            on_chunk(mode, chunk)
+
+
+def _execute(
+    args: argparse.Namespace,
+    db: Database,
+    target: Target,
+    thread_id: str,
+    input: Any,
+    out: TextIO,
+) -> int:
+    graph = _bound(target, db, args.cache)
+    config: dict[str, Any] = {
+        "configurable": {"thread_id": thread_id},
+        "metadata": {ENTRYPOINT_KEY: target.spec},
+    }
+    as_json = args.json
+    outcome = RunOutcome()
+    with (
+        Progress(out, enabled=not as_json and out.isatty()) as progress,
+        _whole_lines(progress, out),
+    ):
+
+        def on_chunk(mode: str, chunk: Any) -> None:
+            if mode == "tasks":
+                progress.task_event(chunk)
+                return
+            if _INTERRUPT in chunk:
+                outcome.interrupts.extend(chunk[_INTERRUPT])
+                return
+            cached = bool(chunk.get("__metadata__", {}).get("cached"))
+            for name, value in chunk.items():
+                if name == "__metadata__":
+                    continue
+                if as_json:
+                    event = {"event": "update", "node": name, "value": value, "cached": cached}
+                    progress.line(json.dumps(_jsonable(event), ensure_ascii=False))
+                else:
+                    suffix = " (cached)" if cached else ""
+                    progress.line(f"{name}: {_short(value, 200)}{suffix}")
+
+        try:
+            _drive(graph, input, config, args.durability, on_chunk)
+        except KeyboardInterrupt:
+            progress.line("")
+            _fail_line(
+                f"stopped. Finished tasks are saved; continue with: "
+                f"{_resume_command(args, thread_id, None)}"
+            )
+            return 130
+        except Exception as exc:
+            outcome.error = exc
+    return _report(args, db, graph, thread_id, config, outcome, out)
+
+
+def _report(
+    args: argparse.Namespace,
+    db: Database,
+    graph: Pregel,
+    thread_id: str,
+    config: dict[str, Any],
+    outcome: RunOutcome,
+    out: TextIO,
+) -> int:
+    from pregelkit.errors import ThreadBusyError
+
+    exc = outcome.error
+    if exc is not None:
+        if isinstance(exc, ThreadBusyError):
+            raise CliError(
+                f"thread {thread_id!r} is being run by another process; wait for that run to "
+                "finish (`pregelkit threads` shows its status)"
+            )
+        if args.traceback:
+            traceback.print_exception(exc)
+        message = f"{type(exc).__name__}: {exc}"
+        again = _resume_command(args, thread_id, None)
+        if args.json:
+            _print_json(
+                {"event": "error", "thread_id": thread_id, "error": message, "retry": again}, out
+            )
+        else:
+            _fail_line(
+                f"the workflow failed: {message}\nFinished tasks are saved; after fixing the "
+                f"cause, continue with: {again}"
+                + ("" if args.traceback else "\n(--traceback shows where it failed)")
+            )
+        return 1
+    if outcome.interrupts:
+        resume = _resume_command(args, thread_id, outcome.interrupts)
+        if args.json:
+            _print_json(
+                {
+                    "event": "interrupt",
+                    "thread_id": thread_id,
+                    "interrupts": outcome.interrupts,
+                    "resume": resume,
+                },
+                out,
+            )
+        else:
+            out.write(f"interrupted: thread {thread_id} is waiting for an answer\n")
+            for i in outcome.interrupts:
+                out.write(f"  [{i.id}] {_short(i.value, 200)}\n")
+            out.write(f"resume with (the answer is JSON):\n  {resume}\n")
+        return 0
+    output = graph.get_state(config).values
+    if args.json:
+        _print_json({"event": "done", "thread_id": thread_id, "output": output}, out)
+    else:
+        out.write(f"done: thread {thread_id}\nresult: {_short(output, 500)}\n")
+    return 0
+
+
+def _db_args(args: argparse.Namespace) -> list[str]:
+    return [] if args.db == DEFAULT_DB else ["--db", args.db]
+
+
+def _resume_command(
+    args: argparse.Namespace, thread_id: str, interrupts: Sequence[Interrupt] | None
+) -> str:
+    words = ["pregelkit", *_db_args(args), "resume", thread_id]
+    if interrupts:
+        if len(interrupts) == 1:
+            words.append('"yes"')
+        else:
+            words.append(json.dumps({i.id: "..." for i in interrupts}))
+    return shlex.join(words)
+
+
+def _parse_json(text: str | None, what: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CliError(
+            f"{what} is not valid JSON ({exc}): {text!r}. Strings need quotes, e.g. "
+            "'\"yes\"'; numbers, lists and objects are written as in JSON"
+        ) from None
+
+
+def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
+    value = _parse_json(args.input, "INPUT_JSON")
+    target = load_target(args.entrypoint)
+    thread_id = args.thread or uuid.uuid4().hex[:12]
+    with open_database(args.db, create=True) as db:
+        if value is None and not db.has_thread(thread_id):
+            raise CliError(
+                "give the workflow an input (INPUT_JSON), e.g. pregelkit run "
+                f"{shlex.quote(args.entrypoint)} '[1, 2, 3]'; without one, run continues an "
+                "existing thread (--thread ID)"
+            )
+        if args.json:
+            _print_json({"event": "start", "thread_id": thread_id, "db": args.db}, out)
+        else:
+            out.write(f"thread: {thread_id}\n")
+            out.flush()
+        return _execute(args, db, target, thread_id, value, out)
+
+
+def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
+    from pregelkit.types import Command
+
+    value = _parse_json(args.value, "VALUE_JSON")
+    with open_database(args.db, create=False) as db:
+        thread_id = args.thread
+        _require_thread(db, thread_id)
+        spec = args.entrypoint or db.entrypoint_of(thread_id)
+        if spec is None:
+            raise CliError(
+                f"thread {thread_id!r} does not say which workflow it runs (it was not started "
+                "by `pregelkit run`): pass --entrypoint MODULE:NAME"
+            )
+        target = load_target(spec)
+        graph = target.graph.copy(checkpointer=db.saver)
+        state = graph.get_state({"configurable": {"thread_id": thread_id}})
+        if value is not None and not state.interrupts:
+            raise CliError(
+                f"thread {thread_id!r} is not waiting for an answer "
+                f"({'nothing left to run' if not state.next else 'it can continue'}); "
+                f"`pregelkit history {thread_id}` shows what happened"
+            )
+        if value is None and state.interrupts:
+            raise CliError(
+                f"thread {thread_id!r} is waiting for an answer: give it as VALUE_JSON, e.g. "
+                f"{_resume_command(args, thread_id, state.interrupts)}"
+            )
+        if value is None and not state.next:
+            raise CliError(f"thread {thread_id!r} has finished: there is nothing to resume")
+        if value is not None:
+            _check_answer(args, thread_id, value, state.interrupts)
+        if args.json:
+            _print_json({"event": "start", "thread_id": thread_id, "db": args.db}, out)
+        else:
+            out.write(f"thread: {thread_id}\n")
+            out.flush()
+        run_input = Command(resume=value) if value is not None else None
+        return _execute(args, db, target, thread_id, run_input, out)
+
+
+def _check_answer(
+    args: argparse.Namespace, thread_id: str, value: Any, pending: Sequence[Interrupt]
+) -> None:
+    """Several pending interrupts are answered by id; say how before running."""
+    ids = {i.id for i in pending}
+    if isinstance(value, dict) and value and all(k in ids for k in value):
+        return
+    if isinstance(value, dict) and value and all(_looks_like_id(k) for k in value):
+        unknown = sorted(k for k in value if k not in ids)
+        raise CliError(
+            f"thread {thread_id!r} has no pending interrupt {unknown[0]!r}; pending: "
+            f"{', '.join(sorted(ids))}"
+        )
+    if len(ids) > 1:
+        raise CliError(
+            f"thread {thread_id!r} waits at {len(ids)} interrupts: answer them by id, e.g. "
+            f"{_resume_command(args, thread_id, pending)}"
+        )
+
+
+def _looks_like_id(key: str) -> bool:
+    return len(key) == 32 and all(c in "0123456789abcdef" for c in key)
+
+
+def _require_thread(db: Database, thread_id: str) -> None:
+    if not db.has_thread(thread_id):
+        raise CliError(
+            f"unknown thread {thread_id!r} in {db.location!r}: `pregelkit threads` lists the "
+            "threads there"
+        )
+
+
+def _load_tuples(
+    db: Database, thread_id: str, checkpoint_id: str | None = None, *, latest: bool = False
+) -> list[CheckpointTuple]:
+    """The thread's root checkpoints, newest first (or only the one named, or
+    only the latest)."""
+    from pregelkit.errors import CheckpointCorruptError
+
+    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
+    try:
+        if checkpoint_id is not None or latest:
+            if checkpoint_id is not None:
+                conf["checkpoint_id"] = checkpoint_id
+            found = db.saver.get_tuple({"configurable": conf})
+            return [found] if found is not None else []
+        return list(db.saver.list({"configurable": conf}))
+    except CheckpointCorruptError as exc:
+        raise CliError(
+            f"{exc}\nIf the thread stores instances of your own classes, pass --entrypoint "
+            "MODULE:NAME (or run from the directory the workflow was started in) so their "
+            "module is imported and allowed"
+        ) from None
+
+
+def _status(target: Target | None, db: Database, tup: CheckpointTuple) -> str:
+    """done, interrupted, failed or pending: planned with the workflow when it
+    can be imported, else guessed from the latest checkpoint's pending writes."""
+    if target is not None:
+        thread_id = tup.config["configurable"]["thread_id"]
+        try:
+            graph = target.graph.copy(checkpointer=db.saver)
+            state = graph.get_state({"configurable": {"thread_id": thread_id}})
+        except Exception:
+            state = None
+        if state is not None:
+            if state.interrupts:
+                return "interrupted"
+            if any(t.error is not None for t in state.tasks):
+                return "failed"
+            return "pending" if state.next else "done"
+    writes = tup.pending_writes or []
+    if _interrupts_of(tup):
+        return "interrupted"
+    if any(c == _ERROR for _, c, _ in writes):
+        return "failed"
+    return "pending" if writes or tup.metadata.get("source") == "input" else "done"
+
+
+def cmd_threads(args: argparse.Namespace, out: TextIO) -> int:
+    with open_database(args.db, create=False) as db:
+        rows: list[dict[str, Any]] = []
+        targets: dict[str, Target | None] = {}
+        for thread_id in db.threads():
+            spec = db.entrypoint_of(thread_id)
+            if (spec or "") not in targets:
+                targets[spec or ""] = _try_load(spec)
+            try:
+                found = _load_tuples(db, thread_id, latest=True)
+            except CliError:
+                rows.append({"thread_id": thread_id, "status": "unreadable", "entrypoint": spec})
+                continue
+            if not found:
+                continue
+            latest = found[0]
+            rows.append(
+                {
+                    "thread_id": thread_id,
+                    "status": _status(targets[spec or ""], db, latest),
+                    "step": latest.metadata.get("step"),
+                    "checkpoints": db.checkpoint_count(thread_id),
+                    "updated": latest.checkpoint["ts"],
+                    "entrypoint": spec,
+                }
+            )
+        rows.sort(key=lambda r: str(r.get("updated") or ""), reverse=True)
+        if args.json:
+            _print_json(rows, out)
+            return 0
+        if not rows:
+            out.write(f"no threads in {args.db}\n")
+            return 0
+        _table(
+            ["THREAD", "STATUS", "STEP", "CHECKPOINTS", "UPDATED", "ENTRYPOINT"],
+            [
+                [
+                    r["thread_id"],
+                    r["status"],
+                    _cell(r.get("step")),
+                    _cell(r.get("checkpoints")),
+                    _when(r.get("updated")),
+                    _entry_cell(r.get("entrypoint")),
+                ]
+                for r in rows
+            ],
+            out,
+        )
+    return 0
+
+
+def _interrupts_of(tup: CheckpointTuple) -> list[Any]:
+    """The interrupts still waiting at this checkpoint: those of tasks that have
+    not finished since, each once."""
+    from pregelkit.pregel._algo import is_done_write
+
+    writes = tup.pending_writes or []
+    finished = {t for t, c, _ in writes if is_done_write(c)}
+    found: dict[str, Any] = {}
+    for task_id, channel, value in writes:
+        if channel == _INTERRUPT and task_id not in finished:
+            for i in value:
+                found.setdefault(i.id, i)
+    return list(found.values())
+
+
+def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
+    with open_database(args.db, create=False) as db:
+        _require_thread(db, args.thread)
+        target = _try_load(args.entrypoint or db.entrypoint_of(args.thread))
+        if args.entrypoint and target is None:
+            load_target(args.entrypoint)  # raises the reason
+        tuples = list(reversed(_load_tuples(db, args.thread)))
+        nexts: dict[str, tuple[str, ...]] = {}
+        if target is not None:
+            graph = target.graph.copy(checkpointer=db.saver)
+            with contextlib.suppress(Exception):
+                conf = {"configurable": {"thread_id": args.thread}}
+                for snap in graph.get_state_history(conf):
+                    nexts[snap.config["configurable"]["checkpoint_id"]] = snap.next
+        rows = []
+        for tup in tuples:
+            cid = tup.config["configurable"]["checkpoint_id"]
+            writes = tup.pending_writes or []
+            rows.append(
+                {
+                    "checkpoint_id": cid,
+                    "step": tup.metadata.get("step"),
+                    "source": tup.metadata.get("source"),
+                    "next": list(nexts[cid]) if cid in nexts else None,
+                    "tasks": len({t for t, _, _ in writes if t != _NULL_TASK_ID}),
+                    "writes": len(writes),
+                    "interrupts": _interrupts_of(tup),
+                    "errors": [v for _, c, v in writes if c == _ERROR],
+                    "time": tup.checkpoint["ts"],
+                }
+            )
+        if args.json:
+            _print_json(rows, out)
+            return 0
+        _table(
+            ["CHECKPOINT", "STEP", "SOURCE", "NEXT", "TASKS", "WRITES", "INTERRUPTS", "TIME"],
+            [
+                [
+                    r["checkpoint_id"],
+                    _cell(r["step"]),
+                    _cell(r["source"]),
+                    ", ".join(r["next"]) if r["next"] else "-",
+                    str(r["tasks"]),
+                    str(r["writes"]) + (" (error)" if r["errors"] else ""),
+                    _interrupt_cell(r["interrupts"]),
+                    _when(r["time"]),
+                ]
+                for r in rows
+            ],
+            out,
+        )
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    with open_database(args.db, create=False) as db:
+        _require_thread(db, args.thread)
+        target = _try_load(args.entrypoint or db.entrypoint_of(args.thread))
+        if args.entrypoint and target is None:
+            load_target(args.entrypoint)
+        checkpoint_id = args.checkpoint
+        if checkpoint_id is not None:
+            checkpoint_id = _match_checkpoint(db, args.thread, checkpoint_id)
+        found = _load_tuples(db, args.thread, checkpoint_id, latest=True)
+        if not found:
+            raise CliError(f"thread {args.thread!r} has no checkpoints")
+        tup = found[0]
+        conf = tup.config["configurable"]
+        writes = tup.pending_writes or []
+        data = {
+            "thread_id": args.thread,
+            "checkpoint_id": conf["checkpoint_id"],
+            "parent_checkpoint_id": (tup.parent_config or {})
+            .get("configurable", {})
+            .get("checkpoint_id"),
+            "time": tup.checkpoint["ts"],
+            "metadata": tup.metadata,
+            "channel_values": tup.checkpoint["channel_values"],
+            "channel_versions": tup.checkpoint["channel_versions"],
+            "pending_writes": [{"task_id": t, "channel": c, "value": v} for t, c, v in writes],
+            "interrupts": _interrupts_of(tup),
+        }
+        if args.json:
+            _print_json(data, out)
+            return 0
+        meta = {k: v for k, v in tup.metadata.items() if k not in ("parents",)}
+        out.write(f"thread:      {args.thread}\n")
+        out.write(f"checkpoint:  {data['checkpoint_id']}\n")
+        out.write(f"parent:      {data['parent_checkpoint_id'] or '-'}\n")
+        out.write(f"time:        {_when(tup.checkpoint['ts'])}\n")
+        out.write(f"metadata:    {_short(meta, 200)}\n")
+        out.write("\nchannel values:\n")
+        values = tup.checkpoint["channel_values"]
+        if values:
+            rows = [[k, _short(v, 80)] for k, v in values.items()]
+            _table(["CHANNEL", "VALUE"], rows, out, indent="  ")
+        else:
+            out.write("  (none)\n")
+        out.write("\npending writes:\n")
+        if writes:
+            rows = [[t, c, _short(v, 60)] for t, c, v in writes]
+            _table(["TASK", "CHANNEL", "VALUE"], rows, out, indent="  ")
+        else:
+            out.write("  (none)\n")
+        interrupts = data["interrupts"]
+        if interrupts:
+            out.write("\ninterrupts:\n")
+            for i in interrupts:
+                out.write(f"  [{i.id}] {_short(i.value, 200)}\n")
+    return 0
+
+
+def _match_checkpoint(db: Database, thread_id: str, prefix: str) -> str:
+    rows = db._rows(
+        "SELECT checkpoint_id FROM pregelkit_checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
+        (thread_id, ""),
+    )
+    ids = sorted(str(r[0]) for r in rows if str(r[0]).startswith(prefix))
+    if len(ids) == 1:
+        return ids[0]
+    if not ids:
+        raise CliError(
+            f"thread {thread_id!r} has no checkpoint {prefix!r}: `pregelkit history "
+            f"{thread_id}` lists its checkpoints"
+        )
+    raise CliError(f"{prefix!r} matches {len(ids)} checkpoints; give more of the id")
+
+
+def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
+    from pregelkit.errors import ThreadBusyError
+
+    with open_database(args.db, create=False) as db:
+        _require_thread(db, args.thread)
+        try:
+            with db.saver.lock_thread(args.thread):
+                db.saver.delete_thread(args.thread)
+        except ThreadBusyError:
+            raise CliError(
+                f"not deleted: thread {args.thread!r} is being run right now; delete it when "
+                "that run is over"
+            ) from None
+        if args.json:
+            _print_json({"deleted": args.thread}, out)
+        else:
+            out.write(f"deleted thread {args.thread}\n")
+    return 0
