@@ -25,11 +25,24 @@ The last tests run two processes on one thread: the second fails with
 ``ThreadBusyError``, or waits with ``wait_for_thread``; the execution log
 shows no two runs of the thread overlapping.
 
+The ``*_async_api`` tests run the same workflow with ``async def`` tasks and
+``ainvoke`` on the async savers (``crash_workflow.py --async``), durability
+"sync" only, with fewer kills. There the fan-out's calls are asyncio tasks on
+one event loop, not bounded by ``PREGELKIT_MAX_WORKERS``: the leaves (which
+await nothing) all run, in call order, as soon as the entrypoint awaits, and
+each then waits for its own save, which the saver commits in that same order
+(one worker thread for SQLite; one connection taken in FIFO order by an
+``asyncio.Lock`` for PostgreSQL). So (c) becomes: a kill loses at most one
+step, never steps and leaves together, and the leaves it loses are any number
+(up to every leaf the attempt ran) but always the *last* ones it ran: the
+leaves it saved are a prefix, in log order, of the leaves it ran.
+
 Seeds: ``PREGELKIT_CRASH_SEED`` overrides the fixed seed (printed on failure).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import importlib.util
 import json
@@ -126,7 +139,12 @@ class LogTail:
 
 
 def run_until(
-    cmd: list[str], log: Path, out_dir: Path, trigger: tuple[str, float], logged_leaves: set[int]
+    cmd: list[str],
+    log: Path,
+    out_dir: Path,
+    trigger: tuple[str, float],
+    logged_leaves: set[int],
+    leaves_left: int = FAN,
 ) -> Attempt:
     """Run one attempt; SIGKILL it when ``trigger`` fires:
     ``("start", s)``: ``s`` seconds after the start, or at its first task
@@ -134,7 +152,11 @@ def run_until(
     attempt has logged ``n`` step/leaf executions (or, if fewer remain, as the
     chain/the fan-out ends); ``("all_leaves", 0)``: once every leaf has been
     logged by some attempt (the run is about to finish); ``("never", 0)``: let
-    it finish."""
+    it finish. For the async API, whose leaves all run in one go and then save
+    one by one, with ``leaves_left`` the leaves not saved before this attempt:
+    ``("leaf_part", f)``: once this attempt has logged ``f * leaves_left``
+    leaves (while they run); ``("saving", s)``: ``s`` seconds after it logged
+    the last of them (while they save)."""
     tail = LogTail(log)
     out, err = out_dir / "stdout", out_dir / "stderr"
     start = time.monotonic()
@@ -145,6 +167,7 @@ def run_until(
     executed: list[Task] = []
     how = ""
     fire = False
+    all_leaves_at: float | None = None  # when this attempt logged its leaves_left-th leaf
     try:
         while proc.poll() is None:
             for rec in tail.read():
@@ -156,6 +179,8 @@ def run_until(
                 elif rec[0] == "begin":
                     how = rec[2]
             elapsed = time.monotonic() - start
+            if all_leaves_at is None and counts["leaf"] >= leaves_left:
+                all_leaves_at = elapsed
             if kind == "start":
                 fire = elapsed >= arg or bool(executed)
             elif kind == "step":  # (or at the first leaf, if the chain ends first)
@@ -164,6 +189,10 @@ def run_until(
                 fire = counts["leaf"] >= arg or len(logged_leaves) >= FAN
             elif kind == "all_leaves":
                 fire = len(logged_leaves) >= FAN
+            elif kind == "leaf_part":
+                fire = counts["leaf"] >= max(1, arg * leaves_left)
+            elif kind == "saving":
+                fire = all_leaves_at is not None and elapsed - all_leaves_at >= arg
             if fire:
                 proc.send_signal(signal.SIGKILL)
                 break
@@ -254,16 +283,41 @@ def kill_plan(rng: random.Random) -> list[tuple[str, float]]:
     return [*chain_kills, *fan_kills, ("all_leaves", 0)]
 
 
-def crash_until_done(db: str, thread: str, tmp_path: Path, durability: str, seed: int) -> None:
+def async_kill_plan(rng: random.Random) -> list[tuple[str, float]]:
+    """The triggers for the async API (8; at least 6 must land): three kills
+    after a random number of steps and one at start-up, shuffled, as in
+    ``kill_plan``; then four in the fan-out. The event loop runs the leaves
+    not yet saved all in one go (~50-100 ms for 1000; SQLite's worker thread
+    saves a few meanwhile, PostgreSQL none), then their saves take ~0.1 s for
+    1000: two kills after a random part of the leaves ran, two at most 30 ms
+    into the saving (each leaves most leaves unsaved: the next saving lasts
+    longer than that)."""
+    chain_kills: list[tuple[str, float]] = [("step", rng.randint(1, 120)) for _ in range(3)]
+    chain_kills.append(("start", rng.uniform(0.0, 0.2)))
+    rng.shuffle(chain_kills)
+    fan_kills: list[tuple[str, float]] = []
+    for _ in range(2):
+        fan_kills += [("leaf_part", rng.uniform(0.05, 1.0)), ("saving", rng.uniform(0.0, 0.03))]
+    return [*chain_kills, *fan_kills]
+
+
+def crash_until_done(
+    db: str, thread: str, tmp_path: Path, durability: str, seed: int, *, api: str = "sync"
+) -> None:
     rng = random.Random(seed)
     log = tmp_path / "exec.log"
     log.touch()
-    cmd = _command(db, thread, log, durability, "--wait")
+    is_async = api == "async"
+    cmd = _command(db, thread, log, durability, "--wait", *(["--async"] if is_async else []))
+    plan = async_kill_plan(rng) if is_async else kill_plan(rng)
+    min_kills, min_fan_kills = (6, 1) if is_async else (10, 2)
     attempts: list[Attempt] = []
     logged_leaves: set[int] = set()
     started = time.monotonic()
-    for trigger in [*kill_plan(rng), ("never", 0)]:
-        attempt = run_until(cmd, log, tmp_path, trigger, logged_leaves)
+    for trigger in [*plan, ("never", 0)]:
+        saved = attempts[-1].saved_after if attempts else set()
+        leaves_left = FAN - sum(name == "leaf" for name, _ in saved)
+        attempt = run_until(cmd, log, tmp_path, trigger, logged_leaves, leaves_left)
         attempt.saved_after, _ = saved_tasks(db, thread)
         attempts.append(attempt)
         if not attempt.killed:
@@ -275,7 +329,7 @@ def crash_until_done(db: str, thread: str, tmp_path: Path, durability: str, seed
     final = attempts[-1]
     assert not final.killed and final.returncode == 0, "the workflow never completed"
     context = f"(seed {seed}; {_summary(attempts, total)})"
-    print(f"\n{durability} {thread}: {context}")
+    print(f"\n{api} api, {durability} {thread}: {context}")
 
     # every line in the log is accounted for: the log is the execution record
     per_pid: dict[int, list[Task]] = {}
@@ -287,11 +341,11 @@ def crash_until_done(db: str, thread: str, tmp_path: Path, durability: str, seed
         assert per_pid.get(a.pid, []) == a.executed, f"log of {a.pid} misread {context}"
 
     killed = [a for a in attempts if a.killed]
-    assert len(killed) >= 10, f"only {len(killed)} kills landed {context}"
+    assert len(killed) >= min_kills, f"only {len(killed)} kills landed {context}"
     assert any(("step", SEQ - 1) not in a.executed and any(t[0] == "step" for t in a.executed)
                for a in killed), f"no kill landed in the chain {context}"  # fmt: skip
-    assert sum(any(t[0] == "leaf" for t in a.executed) for a in killed) >= 2, (
-        f"fewer than 2 kills landed in the fan-out {context}"
+    assert sum(any(t[0] == "leaf" for t in a.executed) for a in killed) >= min_fan_kills, (
+        f"fewer than {min_fan_kills} kills landed in the fan-out {context}"
     )
 
     # (a) the result
@@ -331,7 +385,21 @@ def crash_until_done(db: str, thread: str, tmp_path: Path, durability: str, seed
     # (c) with "sync", a kill loses only the tasks in flight
     lost = [set(a.executed) - a.saved_after for a in killed]
     assert sum(map(len, lost)) >= reruns, context  # every re-run comes from a lost execution
-    if durability == "sync":
+    if durability == "sync" and is_async:
+        for a, gone in zip(killed, lost):
+            lost_steps = sorted(i for name, i in gone if name == "step")
+            assert len(lost_steps) <= 1, f"kill of {a.pid} lost steps {lost_steps} {context}"
+            ran_leaves = [t for t in a.executed if t[0] == "leaf"]
+            assert not (lost_steps and ran_leaves), (
+                f"kill of {a.pid} lost {lost_steps} after running leaves {context}"
+            )
+            # the leaves in flight are those it ran but has not saved yet: the last ones
+            flags = [t in a.saved_after for t in ran_leaves]
+            assert flags == sorted(flags, reverse=True), (
+                f"attempt {a.pid} saved a leaf after one it lost: "
+                f"{[t for t, ok in zip(ran_leaves, flags) if not ok][:3]} lost {context}"
+            )
+    elif durability == "sync":
         for a, gone in zip(killed, lost):
             lost_steps = sorted(i for name, i in gone if name == "step")
             lost_leaves = sorted(i for name, i in gone if name == "leaf")
@@ -347,6 +415,8 @@ def crash_until_done(db: str, thread: str, tmp_path: Path, durability: str, seed
 
     # (d) the database is consistent
     check_consistent(db, thread, want, len(runs))
+    if is_async:
+        asyncio.run(acheck_consistent(db, thread, want))
 
 
 def check_consistent(db: str, thread: str, want: dict[str, int], n_tasks: int) -> None:
@@ -377,6 +447,21 @@ def check_consistent(db: str, thread: str, want: dict[str, int], n_tasks: int) -
         workflow.invoke(None, config, durability="sync")
         assert ran == []
         assert workflow.get_state(config).values == want
+
+
+async def acheck_consistent(db: str, thread: str, want: dict[str, int]) -> None:
+    """What the async API sees of the finished thread: the result, and a resume
+    that runs nothing."""
+    config = {"configurable": {"thread_id": thread}}
+    ran: list[str] = []
+    async with cw.open_async_saver(db) as saver:
+        workflow = cw.make_async_workflow(saver, ran.append)
+        state = await workflow.aget_state(config)
+        assert state.values == want
+        assert state.next == ()
+        assert await workflow.ainvoke(None, config, durability="sync") == want
+        assert ran == []
+        assert len([t async for t in saver.alist(config)]) == 2
 
 
 def _summary(attempts: list[Attempt], total: float) -> str:
@@ -414,6 +499,17 @@ def test_crash_postgres(
     dsn = postgres_database(f"pregelkit_crash_{durability}")
     seed = RUN_SEED + (3 if durability == "sync" else 4)
     crash_until_done(dsn, "crash", tmp_path, durability, seed)
+
+
+def test_crash_sqlite_async_api(tmp_path: Path) -> None:
+    seed = RUN_SEED + 5
+    crash_until_done(str(tmp_path / "state.db"), "crash", tmp_path, "sync", seed, api="async")
+
+
+def test_crash_postgres_async_api(tmp_path: Path, postgres_database: Callable[[str], str]) -> None:
+    dsn = postgres_database("pregelkit_crash_async_api")
+    seed = RUN_SEED + 6
+    crash_until_done(dsn, "crash", tmp_path, "sync", seed, api="async")
 
 
 # --- two runs of one thread ---------------------------------------------------
