@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar
 
 from pregelkit._internal._constants import (
     CONF,
@@ -35,6 +35,8 @@ from pregelkit.checkpoint.base import (
 )
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import CheckpointCorruptError
+
+T = TypeVar("T")
 
 __all__ = ["InMemorySaver", "MemorySaver"]
 
@@ -403,53 +405,10 @@ class InMemorySaver(
             )
         return record
 
-    # async twins: everything is in memory, so they run inline (no worker thread)
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self.get_tuple(config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        for item in self.list(config, filter=filter, before=before, limit=limit):
-            yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return self.put(config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        self.put_writes(config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        self.delete_thread(thread_id)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self.copy_thread(source_thread_id, target_thread_id)
-
-    async def aprune(
-        self,
-        thread_ids: Sequence[str],
-        *,
-        strategy: Literal["keep_latest", "delete"] = "keep_latest",
-    ) -> None:
-        self.prune(thread_ids, strategy=strategy)
+    async def _in_thread(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Everything is in memory: the base saver's async twins run their sync
+        method inline, without a worker thread."""
+        return fn(*args, **kwargs)
 
 
 MemorySaver = InMemorySaver
