@@ -20,7 +20,10 @@ __all__ = [
     "GraphInterrupt",
     "GraphRecursionError",
     "InvalidUpdateError",
+    "NondeterminismError",
+    "NothingToResumeError",
     "ParentCommand",
+    "ReplayedTaskError",
     "TaskNotFound",
     "ThreadBusyError",
 ]
@@ -122,3 +125,42 @@ class CheckpointCorruptError(Exception):
             if value is not None
         ]
         super().__init__(f"cannot load stored data ({', '.join(where)}): {reason}")
+
+
+class NondeterminismError(RuntimeError):
+    """A resumed run made a different task call than the run it resumes.
+
+    The code changed between the run that was recorded and this resume: a call
+    was swapped, inserted before a recorded one, or given other arguments.
+    Nothing this resume did was saved, so the thread still resumes with the
+    code that recorded it. Guard new behaviour with ``patched()`` to change
+    code while threads are in flight (see the "Changing code" guide).
+    """
+
+    def __init__(self, *, position: int, parent: str, recorded: str, new: str) -> None:
+        self.position = position
+        self.parent = parent
+        self.recorded = recorded
+        self.new = new
+        super().__init__(
+            f"replay of task {parent!r} diverged at call #{position}: the recorded run "
+            f"called {recorded} there, this code calls {new}. The code changed since "
+            "the thread was recorded: resume it with the code that recorded it, or guard "
+            "the change with `if patched(...)` (pregelkit.func)"
+        )
+
+
+class ReplayedTaskError(Exception):
+    """Stands in, on replay, for a recorded task failure whose exception class
+    cannot be rebuilt safely (not a builtin and not from an allowed module)."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        self.type_name = type_name
+        self.message = message
+        super().__init__(f"{type_name}: {message}")
+
+
+class NothingToResumeError(ValueError):
+    """``Command(resume=...)`` was given but nothing in the thread waits for a
+    resume value: the thread finished, or its last run failed without an
+    interrupt."""

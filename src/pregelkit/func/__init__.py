@@ -20,6 +20,7 @@ from pregelkit._internal._scope import CURRENT
 from pregelkit.channels.ephemeral_value import EphemeralValue
 from pregelkit.channels.last_value import LastValue
 from pregelkit.checkpoint.serde._registry import allow_modules
+from pregelkit.func._patch import deprecate_patch, patched
 from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode
 from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
@@ -30,7 +31,14 @@ if TYPE_CHECKING:
     import asyncio
     import concurrent.futures
 
-__all__ = ["AsyncTaskFunction", "TaskFunction", "entrypoint", "task"]
+__all__ = [
+    "AsyncTaskFunction",
+    "TaskFunction",
+    "deprecate_patch",
+    "entrypoint",
+    "patched",
+    "task",
+]
 
 T = TypeVar("T")
 P = ParamSpec("P")

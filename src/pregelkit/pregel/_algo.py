@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from pregelkit._internal._constants import (
     CACHE_NS_WRITES,
+    CALL,
     INTERRUPT,
     NS_END,
     NS_SEP,
@@ -44,6 +45,7 @@ __all__ = [
     "increment",
     "prepare_next_tasks",
     "prepare_push_call",
+    "push_call_id",
     "should_interrupt",
     "task_path_str",
 ]
@@ -310,24 +312,11 @@ def prepare_push_call(
     call: Any,
 ) -> PregelExecutableTask:
     """The task for a functional-API call made by ``parent``: its id depends only
-    on the parent's path and the call's index, so a replay finds its saved result."""
-    parent_path = parent.path
-    path: tuple[Any, ...] = (PUSH, parent_path, idx, parent.id)
-    scope = parent.scope
-    parent_path_str = scope.path_str if scope is not None else None
-    if parent_path_str is None:
-        parent_path_str = task_path_str(parent_path)
-        if scope is not None:
-            scope.path_str = parent_path_str
-    tid = make_task_id(
-        planner.checkpoint_id,
-        planner.ns,
-        planner.step_str,
-        call.name,
-        PUSH,
-        parent_path_str,
-        str(idx),
-    )
+    on the parent's path and the call's position, not on what is called, so a
+    replay finds the call recorded at that position and can check it is the
+    same call (see ``_replay``)."""
+    path: tuple[Any, ...] = (PUSH, parent.path, idx, parent.id)
+    tid, parent_path_str = _push_call_id(planner, parent, idx)
     task = planner.make(
         call.name,
         call.input,
@@ -343,6 +332,29 @@ def prepare_push_call(
     )
     task.path_str = f"~{PUSH}, {parent_path_str}, {idx:010d}, {parent.id}"
     return task
+
+
+def push_call_id(planner: Planner, parent: PregelExecutableTask, idx: int) -> str:
+    """The id of the call ``parent`` makes at position ``idx``."""
+    return _push_call_id(planner, parent, idx)[0]
+
+
+def _push_call_id(planner: Planner, parent: PregelExecutableTask, idx: int) -> tuple[str, str]:
+    scope = parent.scope
+    parent_path_str = scope.path_str if scope is not None else None
+    if parent_path_str is None:
+        parent_path_str = task_path_str(parent.path)
+        if scope is not None:
+            scope.path_str = parent_path_str
+    tid = make_task_id(
+        planner.checkpoint_id,
+        planner.ns,
+        planner.step_str,
+        PUSH,
+        parent_path_str,
+        str(idx),
+    )
+    return tid, parent_path_str
 
 
 def _path_key(task: WritesProtocol) -> str:
@@ -476,4 +488,4 @@ def is_done_write(channel: str) -> bool:
     return channel not in _NOT_DONE
 
 
-_NOT_DONE = frozenset({"__error__", INTERRUPT, "__resume__", "__scheduled__"})
+_NOT_DONE = frozenset({"__error__", INTERRUPT, "__resume__", "__scheduled__", CALL})

@@ -61,7 +61,16 @@ def _injectables(fn: Callable[..., Any], skip_first: bool) -> tuple[tuple[str, i
 class Call:
     """One functional-API task call: the function and the arguments it was given."""
 
-    __slots__ = ("args", "cache_policy", "identity", "kwargs", "name", "retry_policy", "spec")
+    __slots__ = (
+        "args",
+        "cache_policy",
+        "call_id",
+        "identity",
+        "kwargs",
+        "name",
+        "retry_policy",
+        "spec",
+    )
 
     def __init__(
         self,
@@ -81,6 +90,8 @@ class Call:
         self.identity = identity
         self.retry_policy = retry_policy
         self.cache_policy = cache_policy
+        self.call_id = name
+        """What replay compares: name and argument digest (see ``_replay``)."""
 
     @property
     def input(self) -> Any:

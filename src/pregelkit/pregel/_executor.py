@@ -357,12 +357,13 @@ class Job(concurrent.futures.Future[T]):
 
 
 class Done(Job[T]):
-    """A future that is finished from birth: the result of a replayed or cached call."""
+    """A future that is finished from birth: the result (or the recorded
+    failure) of a replayed or cached call."""
 
-    def __init__(self, value: T) -> None:
+    def __init__(self, value: T, exception: BaseException | None = None) -> None:
         self._state = FINISHED
         self._result = value
-        self._exception = None
+        self._exception = exception
         self._fn = None
         self._args = ()
         self._kwargs = {}

@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from pregelkit._internal._constants import (
+    CALL,
     CONF,
     CONFIG_KEY_CHECKPOINT_ID,
     CONFIG_KEY_CHECKPOINT_NS,
@@ -43,7 +44,13 @@ from pregelkit.checkpoint.base import (
     empty_checkpoint,
 )
 from pregelkit.checkpoint.serde.base import SerdeError
-from pregelkit.errors import EmptyInputError, GraphInterrupt, InvalidUpdateError
+from pregelkit.errors import (
+    EmptyInputError,
+    GraphInterrupt,
+    InvalidUpdateError,
+    NondeterminismError,
+    NothingToResumeError,
+)
 from pregelkit.pregel._algo import (
     Planner,
     PregelTaskWrites,
@@ -52,6 +59,7 @@ from pregelkit.pregel._algo import (
     is_done_write,
     prepare_next_tasks,
     prepare_push_call,
+    push_call_id,
     should_interrupt,
     task_path_str,
 )
@@ -64,6 +72,7 @@ from pregelkit.pregel._io import (
     task_result_event,
     task_start_event,
 )
+from pregelkit.pregel._replay import identity_of, replays
 from pregelkit.pregel._scope import RunContext, TaskScope
 from pregelkit.pregel._write import control_writes
 from pregelkit.types import Command, Interrupt, PregelExecutableTask
@@ -158,6 +167,7 @@ class PregelLoop:
         self.live_ephemeral: set[str] = set()
         self._unsaved: set[str] = set()
         self._done_writes: dict[str, list[tuple[str, Any]]] = {}
+        self._call_records: dict[str, Any] = {}
         self._null_writes: list[tuple[str, Any]] = []
         self.checkpoint_pending_writes: list[tuple[str, str, Any]] = []
         self._lock = threading.Lock()
@@ -283,7 +293,14 @@ class PregelLoop:
             )
 
     # setup
-    def _setup(self, saved: CheckpointTuple | None) -> None:
+    def _setup(self, saved: CheckpointTuple | None, latest: CheckpointTuple | None = None) -> None:
+        asked = self.checkpoint_config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
+        if saved is None and asked and not self.is_nested:
+            raise ValueError(
+                f"checkpoint_id {asked!r} names no checkpoint of thread "
+                f"{self.checkpoint_config[CONF].get(CONFIG_KEY_THREAD_ID)!r}: check the id "
+                "(get_state_history lists them), or leave it out to resume the latest one"
+            )
         if saved is None:
             saved = CheckpointTuple(self.checkpoint_config, empty_checkpoint(), {"step": -2})
         else:
@@ -302,6 +319,8 @@ class PregelLoop:
             versions_seen={k: dict(v) for k, v in cp["versions_seen"].items()},
         )
         self.checkpoint_metadata: CheckpointMetadata = saved.metadata
+        # new ids sort after the thread's newest one, whatever the clock says
+        self._last_id: str = max(cp["id"], latest.checkpoint["id"] if latest else "")
         self.checkpoint_id_saved = cp["id"] if saved.pending_writes is not None else None
         values = self.checkpoint["channel_values"]
         channels: dict[str, BaseChannel[Any, Any, Any]] = {}
@@ -359,6 +378,8 @@ class PregelLoop:
             if chan == RESUME:
                 if tid != NULL_TASK_ID:
                     resumes[tid] = value
+            elif chan == CALL:
+                self._call_records[tid] = value
             elif tid == NULL_TASK_ID:
                 if chan not in (ERROR, INTERRUPT, SCHEDULED):
                     self._null_writes.append((chan, value))
@@ -409,6 +430,7 @@ class PregelLoop:
             )
         self.checkpoint_pending_writes = []
         self._done_writes = {}
+        self._call_records = {}
         self._null_writes = []
         self.run.resume_writes.clear()
         changed: set[str] = set()
@@ -437,6 +459,12 @@ class PregelLoop:
             if chan == INTERRUPT and tid != NULL_TASK_ID and tid not in self._done_writes
             for i in value
         }
+        if not waiting and not self.is_nested and self.checkpoint["channel_versions"]:
+            raise NothingToResumeError(
+                "Command(resume=...) was given, but nothing in this thread is waiting for a "
+                "resume value: its last run finished or failed without an interrupt. Start "
+                "a new run with an input, or invoke(None, config) to retry a failed run"
+            )
         if isinstance(resume, dict) and resume and all(_is_interrupt_id(k) for k in resume):
             unknown = sorted(set(resume) - waiting)
             if unknown and not self.is_nested:
@@ -544,6 +572,7 @@ class PregelLoop:
             self._emit("values", read_channels(self.channels, self.output_keys))
         self.checkpoint_pending_writes = []
         self._done_writes = {}
+        self._call_records = {}
         self._null_writes = []
         self.run.resume_writes.clear()
         self.run.resuming = False
@@ -570,14 +599,14 @@ class PregelLoop:
         self._unsaved |= changed
         self.checkpoint = Checkpoint(
             v=LATEST_VERSION,
-            id=uuid6(clock_seq=self.step),
+            id=uuid6(clock_seq=self.step, after=self._last_id),
             ts=datetime.now(UTC).isoformat(),
             channel_values=values,
             channel_versions=self.checkpoint["channel_versions"],
             versions_seen=self.checkpoint["versions_seen"],
         )
         self.checkpoint_metadata = metadata
-        self.run.checkpoint_id = self.checkpoint["id"]
+        self.run.checkpoint_id = self._last_id = self.checkpoint["id"]
         if self.checkpointer is not None and self.durability != "exit":
             self._save_checkpoint()
         if "checkpoints" in self.stream_modes or "debug" in self.stream_modes:
@@ -727,13 +756,20 @@ class PregelLoop:
         """
         pushed = prepare_push_call(self.planner, parent, idx, call)
         done = self._done_writes.get(pushed.id)
-        if done is not None:
+        record = self._call_records.get(pushed.id)
+        if (done is not None or record is not None) and replays(
+            done, record, call.call_id, idx, parent.name
+        ):
+            if done is None:
+                done = [(CALL, record)]
             pushed.writes.extend(done)
             return pushed
         if pushed.cache_key is not None and self.cache is not None:
             key = (pushed.cache_key.ns, pushed.cache_key.key)
             hit = self.cache.get([key]).get(key)
             if hit:
+                hit = [w for w in hit if w[0] != CALL]
+                hit.append((CALL, call.call_id))
                 pushed.writes.extend(hit)
                 self._output_writes(pushed, hit, True)
                 self._record_cached(pushed)
@@ -744,6 +780,18 @@ class PregelLoop:
             self._emit("tasks", event)
             self._emit_debug("task", event)
         return pushed
+
+    def recorded_call(self, parent: PregelExecutableTask, idx: int) -> tuple[str, str | None]:
+        """The id of the call ``parent`` makes at ``idx``, and the identity
+        recorded there by the run this one resumes (None if nothing is)."""
+        tid = push_call_id(self.planner, parent, idx)
+        return tid, identity_of(self._call_records.get(tid))
+
+    def remember_call(self, task_id: str, writes: list[tuple[str, Any]]) -> None:
+        """A finished call, replayed if its caller runs again in this step (a
+        retried attempt) instead of running twice."""
+        self._done_writes[task_id] = [w for w in writes if w[0] != CALL]
+        self._call_records[task_id] = next((v for c, v in writes if c == CALL), None)
 
     def _record_cached(self, task: PregelExecutableTask) -> None:
         """Save a cache hit as the task's writes, so a replay needs no cache."""
@@ -786,6 +834,8 @@ class PregelLoop:
     # exit
     def _finish(self, exc: BaseException | None) -> bool:
         """Decide what exiting means; return whether to swallow ``exc``."""
+        if isinstance(exc, NondeterminismError):
+            return False  # nothing this resume did is saved: the old code can still resume
         if self.checkpointer is not None and self.durability == "exit":
             if self.checkpoint_id_saved != self.checkpoint["id"] or self._unsaved:
                 self._save_checkpoint()
@@ -889,9 +939,11 @@ class SyncPregelLoop(PregelLoop):
                 else None
             )
             saver = self.checkpointer
+            newest = None
             if saver is not None and saved is not None and (latest := self._latest_config()):
-                saved = self._replay(saved, saver.get_tuple(latest))
-            self._setup(saved)
+                newest = saver.get_tuple(latest)
+                saved = self._replay(saved, newest)
+            self._setup(saved, newest)
         except BaseException:
             self._release()
             raise
@@ -960,9 +1012,11 @@ class AsyncPregelLoop(PregelLoop):
                 else None
             )
             saver = self.checkpointer
+            newest = None
             if saver is not None and saved is not None and (latest := self._latest_config()):
-                saved = self._replay(saved, await saver.aget_tuple(latest))
-            self._setup(saved)
+                newest = await saver.aget_tuple(latest)
+                saved = self._replay(saved, newest)
+            self._setup(saved, newest)
             await self.settle()
         except BaseException:
             await self._release()

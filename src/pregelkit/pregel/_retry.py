@@ -75,6 +75,16 @@ def _parent_command_writes(task: PregelExecutableTask, exc: ParentCommand) -> bo
     return True
 
 
+def _fresh_attempt(task: PregelExecutableTask) -> None:
+    """Each attempt numbers its task calls and interrupts from zero again, so
+    an attempt replays the calls that finished in earlier ones."""
+    task.writes.clear()
+    scope = task.scope
+    if scope is not None:
+        scope.call_counter = 0
+        scope.interrupt_counter = 0
+
+
 def run_with_retry(
     task: PregelExecutableTask, retry_policy: Sequence[RetryPolicy] | None = None
 ) -> Any:
@@ -83,7 +93,7 @@ def run_with_retry(
     attempts = 0
     while True:
         try:
-            task.writes.clear()
+            _fresh_attempt(task)
             return run_task(task)
         except ParentCommand as exc:
             if _parent_command_writes(task, exc):
@@ -110,7 +120,7 @@ async def arun_with_retry(
     attempts = 0
     while True:
         try:
-            task.writes.clear()
+            _fresh_attempt(task)
             return await arun_task(task)
         except ParentCommand as exc:
             if _parent_command_writes(task, exc):

@@ -14,10 +14,18 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
-from pregelkit._internal._constants import ERROR, INTERRUPT, NO_WRITES, RESUME, RETURN
-from pregelkit.errors import GraphBubbleUp, GraphInterrupt
+from pregelkit._internal._constants import CALL, ERROR, INTERRUPT, NO_WRITES, RESUME, RETURN
+from pregelkit.errors import GraphBubbleUp, GraphInterrupt, NondeterminismError
 from pregelkit.pregel._call import Call
 from pregelkit.pregel._executor import Done
+from pregelkit.pregel._replay import (
+    PATCH_PREFIX,
+    call_identity,
+    encode_failure,
+    exception_chain,
+    is_failure,
+    rebuild_failure,
+)
 from pregelkit.pregel._retry import arun_with_retry, run_with_retry
 from pregelkit.types import Interrupt, PregelExecutableTask, RetryPolicy
 
@@ -137,24 +145,72 @@ class PregelRunner:
         self.schedule_task: ScheduleTask | None = None
         self.futures: FuturesDict | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.remember: Callable[[str, list[tuple[str, Any]]], None] | None = None
+        """Set by the loop: keeps a finished call's writes for a later attempt
+        of its caller (an entrypoint-level retry replays them)."""
+        self.poisoned: NondeterminismError | None = None
+        """The replay mismatch of this run, if any: from then on nothing is
+        saved, and the step raises it whatever the code did with it."""
+        self._failed_calls: dict[str, dict[str, tuple[str, BaseException]]] = {}
+        self._failed_lock = threading.Lock()
+        self._retried_callers_calls: set[str] = set()
+        self.recorded_call: Callable[[PregelExecutableTask, int], tuple[str, str | None]] | None = (
+            None
+        )
+        """Set by the loop: the id of a call position and the identity recorded there."""
 
     # the decision: what a finished task leaves behind
     def commit(self, task: PregelExecutableTask, exception: BaseException | None) -> Any:
+        if self.poisoned is not None:
+            return None
+        call = task.proc if type(task.proc) is Call else None
+        pending = self._settle_failed_calls(task, exception)
         if exception is None:
             if self.node_finished is not None:
                 self.node_finished(task.name)
-            if not task.writes:
+            if call is not None:
+                task.writes.append((CALL, call.call_id))
+                if self.remember is not None and task.id in self._retried_callers_calls:
+                    self.remember(task.id, list(task.writes))
+            elif not task.writes:
                 task.writes.append((NO_WRITES, None))
-            return self.put_writes(task.id, task.writes)
+            return _chain(pending, self.put_writes(task.id, task.writes))
         if isinstance(exception, GraphInterrupt):
             writes: list[tuple[str, Any]] = [(INTERRUPT, list(exception.interrupts))]
             resumes = [w for w in task.writes if w[0] == RESUME]
             if resumes:
                 writes.append(resumes[-1])
-            return self.put_writes(task.id, writes)
+            if call is not None:
+                writes.append((CALL, call.call_id))
+            return _chain(pending, self.put_writes(task.id, writes))
         if isinstance(exception, GraphBubbleUp):
+            return pending
+        writes = [(ERROR, exception)]
+        if call is not None:
+            writes.append((CALL, encode_failure(call.call_id, exception, handled=False)))
+            parent_id = str(task.path[3])
+            with self._failed_lock:
+                self._failed_calls.setdefault(parent_id, {})[task.id] = (call.call_id, exception)
+        return _chain(pending, self.put_writes(task.id, writes))
+
+    def _settle_failed_calls(self, parent: PregelExecutableTask, exc: BaseException | None) -> Any:
+        """When a task ends, the failures of the calls it made and did not end
+        with are recorded as handled: a resume raises them again instead of
+        running those calls again. The ones it ended with stay retryable."""
+        if not self._failed_calls:
             return None
-        return self.put_writes(task.id, [(ERROR, exception)])
+        with self._failed_lock:
+            failed = self._failed_calls.pop(parent.id, None)
+        if not failed:
+            return None
+        ended_with = exception_chain(exc)
+        pending = None
+        for child_id, (identity, child_exc) in failed.items():
+            if id(child_exc) in ended_with:
+                continue
+            record = encode_failure(identity, child_exc, handled=True)
+            pending = _chain(pending, self.put_writes(child_id, [(CALL, record)]))
+        return pending
 
     # running one task
     def _run_and_commit(self, task: PregelExecutableTask) -> Any:
@@ -192,11 +248,19 @@ class PregelRunner:
         """
         assert self.schedule_task is not None and self.futures is not None
         idx = parent.scope.next_call_index()
-        task = self.schedule_task(parent, idx, call)
+        call.call_id = call_identity(call.name, call.args, call.kwargs)
+        try:
+            task = self.schedule_task(parent, idx, call)
+        except NondeterminismError as exc:
+            if self.poisoned is None:
+                self.poisoned = exc
+            raise
         if task is None:
             raise RuntimeError(f"could not schedule task {call.name!r}")
         if task.writes:
             return self._finished(task)
+        if parent.retry_policy or self.retry_policy:
+            self._retried_callers_calls.add(task.id)
         fut: AnyFuture
         if self.is_async:
             fut = self.submit(
@@ -210,16 +274,47 @@ class PregelRunner:
         self.futures[fut] = task
         return fut
 
+    def patch_marker(
+        self, parent: PregelExecutableTask, patch_id: str, *, deprecated: bool
+    ) -> bool:
+        """Decide a ``patched(patch_id)`` check made by ``parent`` (see ``func.patched``).
+
+        The marker takes a position in the call sequence: recorded there, the
+        run took the new code path before; another call recorded there, the
+        run was recorded before the patch; nothing recorded, the run gets
+        there first under the new code and records the marker.
+        """
+        assert self.recorded_call is not None
+        scope = parent.scope
+        idx = scope.call_counter
+        task_id, recorded = self.recorded_call(parent, idx)
+        marker = PATCH_PREFIX + patch_id
+        if recorded == marker:
+            scope.call_counter = idx + 1
+            return True
+        if recorded is not None:
+            return deprecated
+        if not deprecated and self.poisoned is None:
+            scope.call_counter = idx + 1
+            self.put_writes(task_id, [(CALL, marker)])
+        return True
+
     def _finished(self, task: PregelExecutableTask) -> AnyFuture:
         value = None
+        failure: BaseException | None = None
         for chan, v in task.writes:
             if chan == RETURN:
                 value = v
+            elif chan == CALL and is_failure(v):
+                failure = rebuild_failure(v)
         if self.is_async and self.loop is not None and _on_loop(self.loop):
             fut = self.loop.create_future()
-            fut.set_result(value)
+            if failure is not None:
+                fut.set_exception(failure)
+            else:
+                fut.set_result(value)
             return fut
-        return Done(value)
+        return Done(value, failure)
 
     # a step, sync
     def tick(
@@ -253,6 +348,8 @@ class PregelRunner:
             except BaseException as exc:
                 inline = exc
             if not futures:
+                if self.poisoned is not None:
+                    raise self.poisoned
                 if inline is not None and reraise:
                     panic_or_proceed((), inline)
                 return
@@ -272,6 +369,8 @@ class PregelRunner:
                 [f for f in _cancel_others(futures) if isinstance(f, concurrent.futures.Future)]
             )
         yield
+        if self.poisoned is not None:
+            raise self.poisoned
         _settle(futures, inline, reraise=reraise, timeout=timeout)
 
     # a step, async
@@ -312,6 +411,8 @@ class PregelRunner:
             except BaseException as exc:
                 inline = exc
             if not futures:
+                if self.poisoned is not None:
+                    raise self.poisoned
                 if inline is not None and reraise:
                     panic_or_proceed((), inline)
                 return
@@ -338,7 +439,30 @@ class PregelRunner:
                 return_exceptions=True,
             )
         yield
+        if self.poisoned is not None:
+            raise self.poisoned
         _settle(futures, inline, reraise=reraise, timeout=timeout)
+
+
+def _chain(first: Any, second: Any) -> Any:
+    """Two saver calls' results as one: None, or something to await."""
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return _Both(first, second)
+
+
+class _Both:
+    __slots__ = ("first", "second")
+
+    def __init__(self, first: Awaitable[Any], second: Awaitable[Any]) -> None:
+        self.first = first
+        self.second = second
+
+    def __await__(self) -> Any:
+        yield from self.first.__await__()
+        return (yield from self.second.__await__())
 
 
 def _stops_others(futures: FuturesDict, inline: BaseException | None) -> bool:

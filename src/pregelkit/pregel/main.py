@@ -343,6 +343,8 @@ class Pregel:
         )
         with loop:
             runner = PregelRunner(submit=loop.submit, put_writes=loop.put_writes)
+            runner.remember = loop.remember_call
+            runner.recorded_call = loop.recorded_call
             loop.run.runner = runner
             while loop.tick():
                 loop.match_cached_writes()
@@ -501,6 +503,8 @@ class Pregel:
         )
         async with loop:
             runner = PregelRunner(submit=loop.submit, put_writes=loop.put_writes, is_async=True)
+            runner.remember = loop.remember_call
+            runner.recorded_call = loop.recorded_call
             loop.run.runner = runner
             while loop.tick():
                 await loop.amatch_cached_writes()
@@ -690,7 +694,14 @@ class Pregel:
             if NULL_TASK_ID in by_task:
                 done.append(PregelTaskWrites((), INPUT, by_task[NULL_TASK_ID], ()))
             if done:
-                apply_writes(checkpoint, channels, done, None, self.trigger_to_nodes)
+                try:
+                    apply_writes(checkpoint, channels, done, None, self.trigger_to_nodes)
+                except Exception:
+                    # the step's writes cannot be applied (two writers to one
+                    # value, a reducer that raises): that is why the run failed;
+                    # show the state as saved, with those tasks still to do
+                    channels = self._channels_of(saved.checkpoint)
+                    finished = set()
         return StateSnapshot(
             values=read_channels(channels, self.stream_channels_asis),
             next=tuple(t.name for t in tasks if t.id not in finished),
@@ -862,7 +873,7 @@ class Pregel:
         versions = checkpoint["channel_versions"]
         new_checkpoint = Checkpoint(
             v=checkpoint["v"],
-            id=uuid6(clock_seq=step),
+            id=uuid6(clock_seq=step, after=checkpoint["id"]),
             ts=checkpoint["ts"],
             channel_values=values_out,
             channel_versions=versions,
