@@ -19,7 +19,7 @@ import builtins
 import sys
 from typing import Any
 
-import xxhash
+from xxhash import xxh3_64_hexdigest
 
 from pregelkit.errors import NondeterminismError, ReplayedTaskError
 
@@ -44,6 +44,7 @@ _BUDGET = 10_000
 and length only, so a call never pays for hashing a huge value."""
 
 _ATOMS = (str, int, float, bool, type(None), bytes)
+_ATOM_TYPES = frozenset(_ATOMS)
 
 
 class _Budget(Exception):
@@ -96,10 +97,14 @@ def _canon(value: Any, out: list[str], left: list[int]) -> None:
 
 def call_identity(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     """``name#digest`` of a call; just ``name`` when its arguments are too big."""
-    if not kwargs and len(args) == 1 and type(args[0]) in _ATOMS:
-        # the common case, a single plain argument: no list building
-        a = args[0]
-        return f"{name}#{xxhash.xxh3_64_hexdigest((type(a).__name__[0] + repr(a)).encode())}"
+    for a in args:
+        if type(a) not in _ATOM_TYPES:
+            break
+    else:
+        if not kwargs:
+            # plain arguments (the common case): their repr is already canonical
+            # (1, True, 1.0, '1' and b'1' all differ), so no walk is needed
+            return f"{name}#{xxh3_64_hexdigest(repr(args).encode('utf-8', 'surrogatepass'))}"
     out: list[str] = []
     try:
         _canon(args, out, [_BUDGET])
@@ -107,7 +112,7 @@ def call_identity(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> s
             _canon(kwargs, out, [_BUDGET])
     except _Budget:
         return name
-    return f"{name}#{xxhash.xxh3_64_hexdigest(''.join(out).encode())}"
+    return f"{name}#{xxh3_64_hexdigest(''.join(out).encode('utf-8', 'surrogatepass'))}"
 
 
 def _describe(identity: str, other: str) -> str:
