@@ -573,3 +573,178 @@ def test_many_runs_of_identity_digest_are_stable() -> None:
     assert call_identity("t", (1,), {}) != call_identity("t", ("1",), {})
     assert call_identity("t", (True,), {}) != call_identity("t", (1,), {})
     assert call_identity("t", (list(range(20_000)),), {}) == "t"
+
+
+# attacks: other durabilities, async, fan-out, caches
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_refused_resume_saves_nothing_whatever_the_durability(durability: str) -> None:
+    saver = InMemorySaver()
+    log = Log()
+    a, b, c = log.tasks()
+    v1 = record(saver, lambda n: [a(n).result(), b(n).result()])
+    v1.invoke(1, cfg(), durability=durability)  # type: ignore[arg-type]
+    stored = {k: dict(v) for k, v in saver.writes.items()}
+    history = [s.config for s in v1.get_state_history(cfg())]
+
+    def fanned(n: int) -> list[Any]:
+        first = a(n).result()  # matches the record
+        futures = [c(i) for i in range(5)]  # the first of these does not
+        return [first, *(f.result() for f in futures)]
+
+    with pytest.raises(NondeterminismError):
+        record(saver, fanned).invoke(
+            Command(resume="y"),
+            cfg(),
+            durability=durability,  # type: ignore[arg-type]
+        )
+    assert [s.config for s in v1.get_state_history(cfg())] == history
+    # all that is new is the answer given to the pending interrupt (kept, like
+    # any resume value, so it survives a crash): no task record changed
+    after = {k: dict(v) for k, v in saver.writes.items()}
+    new = [
+        (key, row[1]) for k, v in after.items() for key, row in v.items() if key not in stored[k]
+    ]
+    assert new in ([], [(("00000000-0000-0000-0000-000000000000", -4), "__resume__")])
+    assert all(after[k][key] == row for k, v in stored.items() for key, row in v.items())
+    log.ran.clear()
+    assert v1.invoke(Command(resume="y"), cfg())["got"] == ["a1", "b1"]
+    assert log.ran == []
+
+
+def test_async_handled_failure_patched_and_retry(arun: Callable[[Any], Any]) -> None:
+    saver = InMemorySaver()
+    runs: list[str] = []
+    attempts = {"n": 0}
+
+    @task
+    async def charge(x: int) -> str:
+        runs.append(f"charge{x}")
+        if x < 0:
+            raise ValueError(f"negative amount {x}")
+        return f"charged{x}"
+
+    @entrypoint(
+        checkpointer=saver,
+        retry_policy=RetryPolicy(retry_on=OSError, max_attempts=2, initial_interval=0.001),
+    )
+    async def wf(x: int) -> list[Any]:
+        got: list[Any] = [await charge(x)]
+        try:
+            await charge(-x)
+        except ValueError as exc:
+            got.append(str(exc))
+        got.append(patched("p"))
+        attempts["n"] += 1
+        if attempts["n"] == 1:
+            raise OSError("flaky")
+        got.append(interrupt("ok?"))
+        return got
+
+    first = arun(wf.ainvoke(2, cfg()))
+    assert "__interrupt__" in first
+    assert runs == ["charge2", "charge-2"]  # the retried attempt replayed both
+    out = arun(wf.ainvoke(Command(resume="y"), cfg()))
+    assert out == ["charged2", "negative amount -2", True, "y"]
+    assert runs == ["charge2", "charge-2"]
+
+
+def test_fan_out_with_handled_failures_replays_each(saver: Saver) -> None:
+    runs: list[int] = []
+
+    @task
+    def risky(i: int) -> int:
+        runs.append(i)
+        if i % 2:
+            raise ZeroDivisionError(f"odd {i}")
+        return i
+
+    @entrypoint(checkpointer=saver)
+    def wf(n: int) -> list[Any]:
+        futures = [risky(i) for i in range(n)]
+        out: list[Any] = []
+        for f in futures:
+            try:
+                out.append(f.result())
+            except ZeroDivisionError as exc:
+                out.append(f"{type(exc).__name__}: {exc}")
+        return [*out, interrupt("ok?")]
+
+    wf.invoke(4, cfg())
+    assert sorted(runs) == [0, 1, 2, 3]
+    out = wf.invoke(Command(resume="y"), cfg())
+    assert out == [0, "ZeroDivisionError: odd 1", 2, "ZeroDivisionError: odd 3", "y"]
+    assert sorted(runs) == [0, 1, 2, 3]
+
+
+def test_failure_handled_inside_a_nested_task_is_replayed(saver: Saver) -> None:
+    runs: list[str] = []
+
+    @task
+    def inner(x: int) -> int:
+        runs.append("inner")
+        raise LookupError("not found")
+
+    @task
+    def outer(x: int) -> str:
+        try:
+            inner(x).result()
+            return "found"
+        except LookupError:
+            return interrupt("what now?")
+
+    @entrypoint(checkpointer=saver)
+    def wf(x: int) -> str:
+        return str(outer(x).result())
+
+    wf.invoke(1, cfg())
+    assert wf.invoke(Command(resume="skip"), cfg()) == "skip"
+    assert runs == ["inner"]
+
+
+def test_cache_hit_at_a_new_position_is_not_a_mismatch() -> None:
+    from pregelkit.cache.memory import InMemoryCache
+    from pregelkit.types import CachePolicy
+
+    runs: list[Any] = []
+
+    @task(cache_policy=CachePolicy(key_func=lambda x, note: str(x)))
+    def lookup(x: int, note: str) -> int:
+        runs.append((x, note))
+        return x * 2
+
+    saver, cache = InMemorySaver(), InMemoryCache()
+
+    @entrypoint(checkpointer=saver, cache=cache)
+    def wf(note: str) -> list[Any]:
+        return [lookup(1, note).result(), interrupt("ok?")]
+
+    wf.invoke("first", cfg("one"))
+    wf.invoke("second", cfg("two"))  # a cache hit, with other arguments
+    assert runs == [(1, "first")]
+    assert wf.invoke(Command(resume="y"), cfg("two")) == [2, "y"]
+    assert wf.invoke(Command(resume="y"), cfg("one")) == [2, "y"]
+    assert runs == [(1, "first")]
+
+
+def test_failure_with_unplain_arguments_keeps_its_message(saver: Saver) -> None:
+    class Payload:
+        def __repr__(self) -> str:
+            return "<payload>"
+
+    @task
+    def parse(x: int) -> int:
+        raise ValueError(Payload(), x)
+
+    @entrypoint(checkpointer=saver)
+    def wf(x: int) -> list[Any]:
+        try:
+            parse(x).result()
+        except ValueError as exc:
+            caught = str(exc)
+        return [caught, interrupt("ok?")]
+
+    first = wf.invoke(3, cfg())
+    assert "__interrupt__" in first
+    assert wf.invoke(Command(resume="y"), cfg()) == ["(<payload>, 3)", "y"]

@@ -532,7 +532,9 @@ class PregelLoop(LoopInput):
     def remember_call(self, task_id: str, writes: list[tuple[str, Any]]) -> None:
         """A finished call, replayed if its caller runs again in this step (a
         retried attempt) instead of running twice."""
-        self._done_writes[task_id] = [w for w in writes if w[0] != CALL]
+        done = [w for w in writes if w[0] != CALL]
+        if done:
+            self._done_writes[task_id] = done
         self._call_records[task_id] = next((v for c, v in writes if c == CALL), None)
 
     def _record_cached(self, task: PregelExecutableTask) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._scope import CURRENT
@@ -86,9 +86,14 @@ def _fresh_attempt(task: PregelExecutableTask) -> None:
 
 
 def run_with_retry(
-    task: PregelExecutableTask, retry_policy: Sequence[RetryPolicy] | None = None
+    task: PregelExecutableTask,
+    retry_policy: Sequence[RetryPolicy] | None = None,
+    attempt_failed: Callable[[PregelExecutableTask, BaseException], Any] | None = None,
 ) -> Any:
-    """Run ``task`` until it succeeds or its retry policies give up."""
+    """Run ``task`` until it succeeds or its retry policies give up.
+
+    ``attempt_failed`` hears of each failed attempt before the next one starts
+    (the runner records which of the task's calls it handled)."""
     policies = task.retry_policy or retry_policy or ()
     attempts = 0
     while True:
@@ -107,11 +112,15 @@ def run_with_retry(
             if delay is None:
                 _note(task, exc)
                 raise
+            if attempt_failed is not None:
+                attempt_failed(task, exc)
             time.sleep(delay)
 
 
 async def arun_with_retry(
-    task: PregelExecutableTask, retry_policy: Sequence[RetryPolicy] | None = None
+    task: PregelExecutableTask,
+    retry_policy: Sequence[RetryPolicy] | None = None,
+    attempt_failed: Callable[[PregelExecutableTask, BaseException], Any] | None = None,
 ) -> Any:
     """The async twin of ``run_with_retry``."""
     import asyncio
@@ -134,4 +143,6 @@ async def arun_with_retry(
             if delay is None:
                 _note(task, exc)
                 raise
+            if attempt_failed is not None and (pending := attempt_failed(task, exc)) is not None:
+                await pending
             await asyncio.sleep(delay)

@@ -203,19 +203,22 @@ class PregelRunner:
             failed = self._failed_calls.pop(parent.id, None)
         if not failed:
             return None
-        ended_with = exception_chain(exc)
+        # an interrupt raised in an ``except`` block ends nothing: it is a pause
+        ended_with = exception_chain(None if isinstance(exc, GraphBubbleUp) else exc)
         pending = None
         for child_id, (identity, child_exc) in failed.items():
             if id(child_exc) in ended_with:
                 continue
             record = encode_failure(identity, child_exc, handled=True)
+            if self.remember is not None:  # a later attempt of the caller replays it
+                self.remember(child_id, [(CALL, record)])
             pending = _chain(pending, self.put_writes(child_id, [(CALL, record)]))
         return pending
 
     # running one task
     def _run_and_commit(self, task: PregelExecutableTask) -> Any:
         try:
-            value = run_with_retry(task, self.retry_policy)
+            value = run_with_retry(task, self.retry_policy, self._settle_failed_calls)
         except BaseException as exc:
             self.commit(task, exc)
             raise
@@ -226,7 +229,7 @@ class PregelRunner:
 
     async def _arun_and_commit(self, task: PregelExecutableTask) -> Any:
         try:
-            value = await arun_with_retry(task, self.retry_policy)
+            value = await arun_with_retry(task, self.retry_policy, self._settle_failed_calls)
         except BaseException as exc:
             pending = self.commit(task, exc)
             if pending is not None:
