@@ -45,6 +45,7 @@ __all__ = [
     "increment",
     "prepare_next_tasks",
     "prepare_push_call",
+    "legacy_push_call_id",
     "push_call_id",
     "should_interrupt",
     "task_path_str",
@@ -355,6 +356,21 @@ def _push_call_id(planner: Planner, parent: PregelExecutableTask, idx: int) -> t
         str(idx),
     )
     return tid, parent_path_str
+
+
+def legacy_push_call_id(planner: Planner, parent: PregelExecutableTask, idx: int, name: str) -> str:
+    """The id a call had before ids left the task name out: threads recorded
+    then still find their results (unchecked, as they carry no identity)."""
+    parent_path_str = _push_call_id(planner, parent, idx)[1]
+    return make_task_id(
+        planner.checkpoint_id,
+        planner.ns,
+        planner.step_str,
+        name,
+        PUSH,
+        parent_path_str,
+        str(idx),
+    )
 
 
 def _path_key(task: WritesProtocol) -> str:

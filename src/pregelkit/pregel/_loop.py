@@ -47,6 +47,7 @@ from pregelkit.pregel._algo import (
     apply_writes,
     increment,
     is_done_write,
+    legacy_push_call_id,
     prepare_next_tasks,
     prepare_push_call,
     push_call_id,
@@ -499,6 +500,8 @@ class PregelLoop(LoopInput):
         pushed = prepare_push_call(self.planner, parent, idx, call)
         done = self._done_writes.get(pushed.id)
         record = self._call_records.get(pushed.id)
+        if done is None and record is None and self._done_writes:
+            done = self._done_writes.get(legacy_push_call_id(self.planner, parent, idx, call.name))
         if (done is not None or record is not None) and replays(
             done, record, call.call_id, idx, parent.name
         ):
