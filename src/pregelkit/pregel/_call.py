@@ -61,7 +61,16 @@ def _injectables(fn: Callable[..., Any], skip_first: bool) -> tuple[tuple[str, i
 class Call:
     """One functional-API task call: the function and the arguments it was given."""
 
-    __slots__ = ("args", "cache_policy", "identity", "kwargs", "name", "retry_policy", "spec")
+    __slots__ = (
+        "args",
+        "cache_policy",
+        "cache_salt",
+        "identity",
+        "kwargs",
+        "name",
+        "retry_policy",
+        "spec",
+    )
 
     def __init__(
         self,
@@ -73,6 +82,7 @@ class Call:
         identity: str,
         retry_policy: Any = None,
         cache_policy: Any = None,
+        cache_salt: bytes = b"",
     ) -> None:
         self.spec = spec
         self.args = args
@@ -81,6 +91,8 @@ class Call:
         self.identity = identity
         self.retry_policy = retry_policy
         self.cache_policy = cache_policy
+        self.cache_salt = cache_salt
+        """What the task's code is (see ``_fingerprint``): part of its cache key."""
 
     @property
     def input(self) -> Any:

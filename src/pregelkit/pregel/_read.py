@@ -28,6 +28,7 @@ class PregelNode:
     __slots__ = (
         "bound",
         "cache_policy",
+        "cache_salt",
         "channels",
         "mapper",
         "metadata",
@@ -82,8 +83,27 @@ class PregelNode:
         else:
             self.retry_policy = tuple(retry_policy)
         self.cache_policy = cache_policy
+        self.cache_salt: bytes | None = None
         entries = [e for w in self.writers for e in w.entries]
         self.writer = ChannelWrite(entries) if entries else None
+
+    def code_fingerprint(self) -> bytes:
+        """What this node's code is, for its cache keys (see ``_fingerprint``);
+        a subgraph step counts by its graph's name. Computed on first use."""
+        salt = self.cache_salt
+        if salt is None:
+            import xxhash
+
+            from pregelkit._internal._fingerprint import fingerprint
+
+            h = xxhash.xxh3_128()
+            for step in self.steps:
+                if isinstance(step, FnSpec):
+                    h.update(fingerprint(step.fn))
+                else:
+                    h.update(f"graph:{step.name}".encode())
+            salt = self.cache_salt = h.digest()
+        return salt
 
     @property
     def flat_writers(self) -> list[ChannelWrite]:
