@@ -4,9 +4,12 @@ the values it closes over; equal arguments hit whatever the dict order."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -371,3 +374,95 @@ def _strict(value: Any) -> Any:
 def test_two_values_share_a_key_only_when_equal(a: Any, b: Any) -> None:
     same = _strict(a) == _strict(b)
     assert (canonical_bytes(a) == canonical_bytes(b)) == same
+
+
+# one run, one execution per key
+
+
+def test_a_cached_task_called_twice_at_once_in_one_run_runs_once() -> None:
+    runs: list[int] = []
+    started = threading.Event()
+
+    @task(cache_policy=CachePolicy())
+    def slow(x: int) -> int:
+        runs.append(x)
+        started.set()
+        time.sleep(0.05)
+        return x * 2
+
+    @entrypoint(cache=InMemoryCache())
+    def workflow(x: int) -> list[int]:
+        first, second = slow(x), slow(x)  # both in flight together
+        other = slow(x + 1)
+        return [first.result(), second.result(), other.result()]
+
+    assert workflow.invoke(4) == [8, 8, 10]
+    assert sorted(runs) == [4, 5]
+
+
+def test_a_cached_task_called_again_right_after_in_one_run_runs_once() -> None:
+    runs: list[int] = []
+
+    @task(cache_policy=CachePolicy())
+    def quick(x: int) -> int:
+        runs.append(x)
+        return x * 2
+
+    @entrypoint(cache=InMemoryCache())
+    def workflow(n: int) -> list[int]:
+        return [quick(1).result() for _ in range(n)]
+
+    for _ in range(20):  # the result must not race the cache's background write
+        runs.clear()
+        fresh = entrypoint(cache=InMemoryCache())(workflow.__wrapped__)  # type: ignore[attr-defined]
+        assert fresh.invoke(5) == [2] * 5
+        assert runs == [1]
+
+
+def test_a_failed_first_call_does_not_fail_its_twin() -> None:
+    attempts: list[int] = []
+
+    @task(cache_policy=CachePolicy())
+    def flaky(x: int) -> int:
+        attempts.append(x)
+        if len(attempts) == 1:
+            time.sleep(0.05)
+            raise ConnectionError("first attempt fails")
+        return x
+
+    @entrypoint(cache=InMemoryCache())
+    def workflow(x: int) -> list[Any]:
+        first, second = flaky(x), flaky(x)
+        try:
+            first.result()
+        except ConnectionError as exc:
+            a: Any = str(exc)
+        return [a, second.result()]
+
+    assert workflow.invoke(3) == ["first attempt fails", 3]
+    assert attempts == [3, 3]
+
+
+def test_async_twins_run_once() -> None:
+    runs: list[int] = []
+
+    @task(cache_policy=CachePolicy())
+    async def slow(x: int) -> int:
+        runs.append(x)
+        await asyncio.sleep(0.05)
+        return x * 2
+
+    @entrypoint(cache=InMemoryCache())
+    async def workflow(x: int) -> list[int]:
+        return list(await asyncio.gather(slow(x), slow(x), slow(x)))
+
+    assert asyncio.run(workflow.ainvoke(4)) == [8, 8, 8]
+    assert runs == [4]
+    runs.clear()
+
+    @entrypoint(cache=InMemoryCache())
+    async def sequential(x: int) -> list[int]:
+        return [await slow(x) for _ in range(4)]
+
+    assert asyncio.run(sequential.ainvoke(6)) == [12] * 4
+    assert runs == [6]
