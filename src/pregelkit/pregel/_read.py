@@ -13,6 +13,7 @@ from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
 from pregelkit.pregel._call import FnSpec
 from pregelkit.pregel._protocol import PregelProtocol
+from pregelkit.pregel._validate import check_cache_policy, check_retry_policy
 from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
 from pregelkit.types import CachePolicy, RetryPolicy
 
@@ -65,6 +66,8 @@ class PregelNode:
             fns = bound
         else:
             fns = (bound,)  # type: ignore[assignment]
+        check_retry_policy(retry_policy)
+        check_cache_policy(cache_policy)
         self.bound = fns[0] if len(fns) == 1 else (tuple(fns) or None)
         self.steps: tuple[FnSpec | _SubgraphStep, ...] = tuple(
             _SubgraphStep(f) if isinstance(f, PregelProtocol) else FnSpec(f) for f in fns
@@ -231,10 +234,12 @@ class NodeBuilder:
         return self
 
     def add_retry_policies(self, *policies: RetryPolicy) -> Self:
+        check_retry_policy(policies, "add_retry_policies()")
         self._retry_policy.extend(policies)
         return self
 
     def add_cache_policy(self, policy: CachePolicy[Any]) -> Self:
+        check_cache_policy(policy, "add_cache_policy()")
         self._cache_policy = policy
         return self
 

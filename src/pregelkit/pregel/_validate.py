@@ -18,14 +18,17 @@ from pregelkit._internal._policy_checks import describe
 from pregelkit.types import CachePolicy, RetryPolicy, StreamMode
 
 __all__ = [
+    "INVOKE_KEYWORDS",
+    "STREAM_KEYWORDS",
     "check_cache",
+    "check_components",
+    "check_copy_fields",
     "check_cache_policy",
     "check_checkpointer",
     "check_config",
     "check_durability",
     "check_keywords",
     "check_retry_policy",
-    "check_run",
     "check_store",
     "check_stream_mode",
     "did_you_mean",
@@ -41,13 +44,44 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def check_keywords(method: str, kwargs: Mapping[str, Any], known: Iterable[str]) -> None:
-    """Refuse keyword arguments ``method`` does not take, suggesting the closest
-    one it does (a typo'd ``durabilty=`` must not be silently ignored)."""
+INVOKE_KEYWORDS = (
+    "stream_mode",
+    "output_keys",
+    "interrupt_before",
+    "interrupt_after",
+    "durability",
+    "context",
+    "debug",
+)
+STREAM_KEYWORDS = (*INVOKE_KEYWORDS, "subgraphs")
+
+
+def check_keywords(
+    method: str, kwargs: Mapping[str, Any], known: Iterable[str], extra: Iterable[str] = ()
+) -> None:
+    """Refuse keyword arguments ``method`` does not take (other than ``extra``,
+    which it reads from ``**kwargs``), suggesting the closest one it does: a
+    typo'd ``durabilty=`` must not be silently ignored."""
     for key in kwargs:
-        raise TypeError(
-            f"{method}() got an unexpected keyword argument {key!r}{did_you_mean(key, known)}"
-        )
+        if key not in extra:
+            raise TypeError(
+                f"{method}() got an unexpected keyword argument {key!r}{did_you_mean(key, known)}"
+            )
+
+
+def check_copy_fields(current: Mapping[str, Any], changes: Mapping[str, Any]) -> None:
+    """``Pregel.copy`` replaces attributes the graph has; a misspelt one would
+    otherwise be added silently and change nothing."""
+    for key, value in changes.items():
+        if key not in current and not key.startswith("_"):
+            public = [k for k in current if not k.startswith("_")]
+            raise TypeError(f"copy() got an unknown attribute {key!r}{did_you_mean(key, public)}")
+        if key == "checkpointer":
+            check_checkpointer(value)
+        elif key == "store":
+            check_store(value)
+        elif key == "cache":
+            check_cache(value)
 
 
 def _context_manager_hint(param: str, value: Any) -> str | None:
@@ -71,6 +105,10 @@ def _check_component(
 ) -> None:
     if value is None or isinstance(value, base) or (allow_bool and isinstance(value, bool)):
         return
+    if isinstance(value, type):
+        raise TypeError(
+            f"{param}= got the class {value.__name__} itself; pass an instance, e.g. {examples}"
+        )
     hint = _context_manager_hint(param, value)
     if hint is not None:
         raise TypeError(hint)
@@ -102,7 +140,7 @@ def check_cache(value: Any) -> None:
     _check_component("cache", value, BaseCache, 'InMemoryCache() or SqliteCache(path="...")')
 
 
-def check_retry_policy(value: Any, where: str = "retry_policy") -> None:
+def check_retry_policy(value: Any, where: str = "retry_policy=") -> None:
     """A RetryPolicy, a sequence of them, or None."""
     if value is None or isinstance(value, RetryPolicy):
         return
@@ -110,21 +148,32 @@ def check_retry_policy(value: Any, where: str = "retry_policy") -> None:
         for item in value:
             if not isinstance(item, RetryPolicy):
                 raise TypeError(
-                    f"{where}= must hold RetryPolicy objects only, got {describe(item)} in it"
+                    f"{where} must hold RetryPolicy objects only, got {describe(item)} in it"
                 )
         return
     raise TypeError(
-        f"{where}= must be a RetryPolicy (e.g. RetryPolicy(max_attempts=3)) or a list of "
+        f"{where} must be a RetryPolicy (e.g. RetryPolicy(max_attempts=3)) or a list of "
         f"them, got {describe(value)}"
     )
 
 
-def check_cache_policy(value: Any, where: str = "cache_policy") -> None:
+def check_cache_policy(value: Any, where: str = "cache_policy=") -> None:
     if value is None or isinstance(value, CachePolicy):
         return
     raise TypeError(
-        f"{where}= must be a CachePolicy (e.g. CachePolicy(ttl=3600)), got {describe(value)}"
+        f"{where} must be a CachePolicy (e.g. CachePolicy(ttl=3600)), got {describe(value)}"
     )
+
+
+def check_components(
+    checkpointer: Any, store: Any, cache: Any, retry_policy: Any, cache_policy: Any
+) -> None:
+    """What a graph is built with."""
+    check_checkpointer(checkpointer)
+    check_store(store)
+    check_cache(cache)
+    check_retry_policy(retry_policy)
+    check_cache_policy(cache_policy)
 
 
 def check_config(config: Any) -> None:
@@ -176,10 +225,3 @@ def check_durability(value: Any) -> None:
         return
     hint = did_you_mean(value, DURABILITIES) if isinstance(value, str) else ""
     raise ValueError(f"durability= must be 'sync', 'async' or 'exit', got {value!r}{hint}")
-
-
-def check_run(config: Any, stream_mode: Any, durability: Any) -> None:
-    """Everything a run is given that can be checked before it starts."""
-    check_config(config)
-    check_stream_mode(stream_mode)
-    check_durability(durability)
