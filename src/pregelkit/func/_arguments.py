@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = ["refuse_futures"]
 
 _KNOWN: dict[type, bool] = {}
+_PLAIN: set[type] = set()
+"""Types seen before that are neither futures nor lists/tuples to look into:
+the common case costs one set lookup per argument."""
 
 
 def _is_future_type(t: type) -> bool:
@@ -30,6 +33,8 @@ def _is_future_type(t: type) -> bool:
         if asyncio is not None:
             futures += (asyncio.Future,)
         known = _KNOWN[t] = issubclass(t, futures)
+        if not known and t is not list and t is not tuple:
+            _PLAIN.add(t)
     return known
 
 
@@ -40,8 +45,24 @@ def _future_in(value: Any) -> bool:
     return _is_future_type(t)
 
 
+def _all_plain(values: Iterable[Any]) -> bool:
+    """Whether every value is of a type already known not to be (or hold) a
+    future: the common case, at C speed."""
+    plain = _PLAIN
+    for value in values:
+        t = type(value)
+        if t in plain:
+            continue
+        if (t is list or t is tuple) and plain.issuperset(map(type, value)):
+            continue
+        return False
+    return True
+
+
 def refuse_futures(task_name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
     """Raise ``TypeError`` naming the argument if any is a task future."""
+    if _all_plain(args) and (not kwargs or _all_plain(kwargs.values())):
+        return
     for i, arg in enumerate(args):
         if _future_in(arg):
             _refuse(task_name, f"positional argument {i}", arg)

@@ -180,15 +180,16 @@ def check_config(config: Any) -> None:
     """The config of one run: a mapping whose known keys have usable values."""
     if config is None:
         return
-    if not isinstance(config, Mapping):
+    if type(config) is not dict and not isinstance(config, Mapping):
         raise TypeError(
             "config must be a dict, e.g. {'configurable': {'thread_id': '1'}}, "
             f"got {describe(config)}"
         )
-    if CONF in config and not isinstance(config[CONF], Mapping):
+    conf = config.get(CONF, {})
+    if type(conf) is not dict and not isinstance(conf, Mapping):
         raise TypeError(
-            "config['configurable'] must be a dict, e.g. {'thread_id': '1'}, "
-            f"got {describe(config[CONF])}"
+            f"config['configurable'] must be a dict, e.g. {{'thread_id': '1'}}, "
+            f"got {describe(conf)}"
         )
     if "recursion_limit" in config:
         limit = config["recursion_limit"]
@@ -206,7 +207,7 @@ def check_config(config: Any) -> None:
 
 def check_stream_mode(mode: Any) -> None:
     """One stream mode or a sequence of them."""
-    if mode is None:
+    if mode is None or (type(mode) is str and mode in STREAM_MODES):
         return
     modes = [mode] if isinstance(mode, str) else mode
     if not isinstance(modes, Sequence) or isinstance(modes, bytes):
