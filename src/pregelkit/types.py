@@ -10,6 +10,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, T
 
 from pregelkit._internal._cache import default_cache_key
 from pregelkit._internal._ids import interrupt_id
+from pregelkit._internal._policy_checks import (
+    check_cache_fields,
+    check_retry_fields,
+    check_retry_on,
+)
 from pregelkit._internal._scope import require_scope
 
 if TYPE_CHECKING:
@@ -156,19 +161,42 @@ def default_retry_on(exc: Exception) -> bool:
     return True
 
 
-class RetryPolicy(NamedTuple):
-    """How to retry a failing task: backoff grows by ``backoff_factor`` up to
-    ``max_interval``; ``retry_on`` picks the exceptions (a type, a sequence of
-    types, or a predicate)."""
+RetryOn = Union[type[BaseException], Sequence[type[BaseException]], Callable[[Exception], bool]]
 
+
+class _RetryPolicyFields(NamedTuple):
     initial_interval: float = 0.5
     backoff_factor: float = 2.0
     max_interval: float = 128.0
     max_attempts: int = 3
     jitter: bool = True
-    retry_on: type[BaseException] | Sequence[type[BaseException]] | Callable[[Exception], bool] = (
-        default_retry_on
-    )
+    retry_on: RetryOn = default_retry_on
+
+
+class RetryPolicy(_RetryPolicyFields):
+    """How to retry a failing task: backoff grows by ``backoff_factor`` up to
+    ``max_interval``; ``retry_on`` picks the exceptions (a type, a sequence of
+    types, or a predicate).
+
+    The fields are checked here, so a wrong policy fails where it is written,
+    not when a task first fails."""
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        initial_interval: float = 0.5,
+        backoff_factor: float = 2.0,
+        max_interval: float = 128.0,
+        max_attempts: int = 3,
+        jitter: bool = True,
+        retry_on: RetryOn = default_retry_on,
+    ) -> RetryPolicy:
+        check_retry_fields(initial_interval, backoff_factor, max_interval, max_attempts, jitter)
+        check_retry_on(retry_on)
+        return super().__new__(
+            cls, initial_interval, backoff_factor, max_interval, max_attempts, jitter, retry_on
+        )
 
 
 KeyFuncT = TypeVar("KeyFuncT", bound=Callable[..., Union[str, bytes]])
@@ -181,6 +209,9 @@ class CachePolicy(Generic[KeyFuncT]):
 
     key_func: KeyFuncT = default_cache_key  # type: ignore[assignment]
     ttl: int | None = None
+
+    def __post_init__(self) -> None:
+        check_cache_fields(self.key_func, self.ttl)
 
 
 class CacheKey(NamedTuple):

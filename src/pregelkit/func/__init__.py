@@ -16,13 +16,22 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, ov
 import wrapt
 
 from pregelkit._internal._constants import CACHE_NS_WRITES, END, PREVIOUS, START
+from pregelkit._internal._fingerprint import origin
 from pregelkit._internal._scope import CURRENT
 from pregelkit.channels.ephemeral_value import EphemeralValue
 from pregelkit.channels.last_value import LastValue
 from pregelkit.checkpoint.serde._registry import allow_modules
+from pregelkit.func._arguments import refuse_futures
 from pregelkit.func._patch import deprecate_patch, patched
 from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode
+from pregelkit.pregel._validate import (
+    check_cache,
+    check_cache_policy,
+    check_checkpointer,
+    check_retry_policy,
+    check_store,
+)
 from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
 from pregelkit.pregel.main import Pregel
 from pregelkit.types import CachePolicy, RetryPolicy
@@ -49,6 +58,7 @@ S = TypeVar("S")
 def _policies(
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None,
 ) -> tuple[RetryPolicy, ...] | None:
+    check_retry_policy(retry_policy)
     if retry_policy is None:
         return None
     if isinstance(retry_policy, RetryPolicy):
@@ -141,12 +151,17 @@ def task(
     Use ``.result()`` on the future in sync code and ``await`` it in async code.
     """
 
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"task(name=...) must be a str, got {type(name).__name__}")
+    check_cache_policy(cache_policy)
+    policies = _policies(retry_policy)
+
     def decorate(fn: Callable[..., Any]) -> Any:
         _refuse_generators(fn, "task")
         spec = FnSpec(fn, skip_first=False)
         task_name: str = name or getattr(fn, "__name__", None) or "task"
-        identity = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', task_name)}"
-        policies = _policies(retry_policy)
+        identity = origin(fn)
+        salt: list[bytes] = []  # what the code is, for cache keys: computed on first use
         if getattr(fn, "__module__", None):
             allow_modules(fn.__module__)
 
@@ -164,6 +179,11 @@ def task(
                 )
             if instance is not None and not inspect.isclass(instance):
                 args = (instance, *args)
+            refuse_futures(task_name, args, kwargs)
+            if cache_policy is not None and not salt:
+                from pregelkit._internal._fingerprint import fingerprint
+
+                salt.append(fingerprint(fn))
             call = Call(
                 spec,
                 args,
@@ -172,6 +192,7 @@ def task(
                 identity=identity,
                 retry_policy=policies,
                 cache_policy=cache_policy,
+                cache_salt=salt[0] if salt else b"",
             )
             return scope.run.runner.call(scope.task, call)
 
@@ -212,6 +233,11 @@ class entrypoint(Generic[T]):
         cache_policy: CachePolicy[Any] | None = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
     ) -> None:
+        check_checkpointer(checkpointer)
+        check_store(store)
+        check_cache(cache)
+        check_cache_policy(cache_policy)
+        check_retry_policy(retry_policy)
         self.checkpointer = checkpointer
         self.store = store
         self.cache = cache

@@ -159,11 +159,14 @@ class Planner:
         retry_policy: Sequence[RetryPolicy] | None,
         key_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
         cache_id: str | None = None,
+        cache_salt: bytes | None = None,
     ) -> PregelExecutableTask:
         cache_key = None
         policy = cache_policy or self.cache_policy
         if policy is not None and self.run is not None and self.run.cache is not None:
-            cache_key = _cache_key(policy, name, cache_id or name, value, key_args)
+            if cache_salt is None:
+                cache_salt = node.code_fingerprint() if node is not None else b""
+            cache_key = _cache_key(policy, name, cache_id or name, value, key_args, cache_salt)
         task = PregelExecutableTask(
             name,
             value,
@@ -189,12 +192,30 @@ def _cache_key(
     identity: str,
     value: Any,
     key_args: tuple[tuple[Any, ...], dict[str, Any]] | None,
+    salt: bytes,
 ) -> CacheKey:
+    """Where ``name``'s result for this input is cached: the key hashes what the
+    code is (``salt``) with what ``key_func`` makes of the input."""
     import xxhash
 
-    raw = policy.key_func(*key_args[0], **key_args[1]) if key_args else policy.key_func(value)
-    digest = xxhash.xxh3_128_hexdigest(raw.encode() if isinstance(raw, str) else raw)
-    return CacheKey((CACHE_NS_WRITES, identity, name), digest, policy.ttl)
+    key_func = policy.key_func
+    try:
+        raw = key_func(*key_args[0], **key_args[1]) if key_args else key_func(value)
+    except Exception as exc:
+        exc.add_note(f"while computing the cache key of {name!r} with CachePolicy.key_func")
+        raise
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    elif not isinstance(raw, (bytes, bytearray)):
+        func = getattr(key_func, "__qualname__", None) or repr(key_func)
+        raise TypeError(
+            f"CachePolicy(key_func={func}) returned {type(raw).__name__} {raw!r:.60} for "
+            f"{name!r}; it must return str or bytes: build a string of what decides the "
+            "result, e.g. f'{user_id}:{query}'"
+        )
+    h = xxhash.xxh3_128(salt)
+    h.update(raw)
+    return CacheKey((CACHE_NS_WRITES, identity, name), h.hexdigest(), policy.ttl)
 
 
 def _triggers(
@@ -330,6 +351,7 @@ def prepare_push_call(
         call.retry_policy,
         key_args=(call.args, call.kwargs),
         cache_id=call.identity,
+        cache_salt=call.cache_salt,
     )
     task.path_str = f"~{PUSH}, {parent_path_str}, {idx:010d}, {parent.id}"
     return task

@@ -64,6 +64,7 @@ class Call:
     __slots__ = (
         "args",
         "cache_policy",
+        "cache_salt",
         "call_id",
         "identity",
         "kwargs",
@@ -82,6 +83,7 @@ class Call:
         identity: str,
         retry_policy: Any = None,
         cache_policy: Any = None,
+        cache_salt: bytes = b"",
     ) -> None:
         self.spec = spec
         self.args = args
@@ -92,6 +94,8 @@ class Call:
         self.cache_policy = cache_policy
         self.call_id = name
         """What replay compares: name and argument digest (see ``_replay``)."""
+        self.cache_salt = cache_salt
+        """What the task's code is (see ``_fingerprint``): part of its cache key."""
 
     @property
     def input(self) -> Any:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pregelkit._internal._constants import CONF
 from pregelkit.errors import GraphRecursionError
 from pregelkit.pregel._output import DONE, Raw
+from pregelkit.pregel._validate import check_config
 
 if TYPE_CHECKING:
     import asyncio
@@ -196,6 +197,7 @@ def run_config(
 ) -> dict[str, Any]:
     """The config of one run: the graph's defaults, then the caller's, then
     ``context`` (given to ``invoke``) under its own key."""
+    check_config(config)
     merged: dict[str, Any] = dict(base) if base else {}
     if config:
         for k, v in config.items():

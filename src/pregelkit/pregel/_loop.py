@@ -127,6 +127,9 @@ class PregelLoop(LoopInput):
         self._null_writes: list[tuple[str, Any]] = []
         self.checkpoint_pending_writes: list[tuple[str, str, Any]] = []
         self._lock = threading.Lock()
+        self._fresh: dict[tuple[Any, str], list[tuple[str, Any]]] = {}
+        """Results of this run on their way to the cache (written in the
+        background): a same-run call with the same key is served from here."""
         self._relay: tuple[Emit, frozenset[str]] | None = None
 
         parent = CURRENT.get()
@@ -466,8 +469,10 @@ class PregelLoop(LoopInput):
                 and writes[0][0] not in (ERROR, INTERRUPT)
             ):
                 key = task.cache_key
-                pairs = {(key.ns, key.key): (list(writes), key.ttl)}
-                self._background(self.cache.set, self.cache.aset, pairs)
+                full = (key.ns, key.key)
+                self._fresh[full] = list(writes)
+                pairs = {full: (list(writes), key.ttl)}
+                self._background(self._cache_set, self._acache_set, pairs)
         elif writes[0][0] == INTERRUPT:
             self._emit_interrupts([i for c, v in writes if c == INTERRUPT for i in v])
         if task is not None and type(task.proc) is Call:
@@ -509,7 +514,7 @@ class PregelLoop(LoopInput):
             return pushed
         if pushed.cache_key is not None and self.cache is not None:
             key = (pushed.cache_key.ns, pushed.cache_key.key)
-            hit = self.cache.get([key]).get(key)
+            hit = self._fresh.get(key) or self.cache.get([key]).get(key)
             if hit:
                 # the cached writes carry the identity of the call that filled
                 # the cache; this position records this call
@@ -556,6 +561,18 @@ class PregelLoop(LoopInput):
                 task_path_str(task.path),
             )
 
+    def _cache_set(self, pairs: Mapping[tuple[Any, str], Any]) -> None:
+        assert self.cache is not None
+        self.cache.set(pairs)
+        for key in pairs:
+            self._fresh.pop(key, None)
+
+    async def _acache_set(self, pairs: Mapping[tuple[Any, str], Any]) -> None:
+        assert self.cache is not None
+        await self.cache.aset(pairs)
+        for key in pairs:
+            self._fresh.pop(key, None)
+
     def _cached_lookup(self) -> dict[tuple[Any, str], PregelExecutableTask]:
         if self.cache is None:
             return {}
@@ -569,6 +586,9 @@ class PregelLoop(LoopInput):
         self, wanted: dict[tuple[Any, str], PregelExecutableTask], found: Mapping[Any, Any]
     ) -> list[PregelExecutableTask]:
         matched = []
+        if self._fresh:
+            fresh = {k: self._fresh[k] for k in wanted if k in self._fresh}
+            found = {**found, **fresh} if fresh else found
         for key, writes in found.items():
             task = wanted.get(key)
             if task is not None and writes:

@@ -13,6 +13,7 @@ from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
 from pregelkit.pregel._call import FnSpec
 from pregelkit.pregel._protocol import PregelProtocol
+from pregelkit.pregel._validate import check_cache_policy, check_retry_policy
 from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
 from pregelkit.types import CachePolicy, RetryPolicy
 
@@ -26,6 +27,7 @@ class PregelNode:
     __slots__ = (
         "bound",
         "cache_policy",
+        "cache_salt",
         "channels",
         "mapper",
         "metadata",
@@ -64,6 +66,8 @@ class PregelNode:
             fns = bound
         else:
             fns = (bound,)  # type: ignore[assignment]
+        check_retry_policy(retry_policy)
+        check_cache_policy(cache_policy)
         self.bound = fns[0] if len(fns) == 1 else (tuple(fns) or None)
         self.steps: tuple[FnSpec | _SubgraphStep, ...] = tuple(
             _SubgraphStep(f) if isinstance(f, PregelProtocol) else FnSpec(f) for f in fns
@@ -78,8 +82,27 @@ class PregelNode:
         else:
             self.retry_policy = tuple(retry_policy)
         self.cache_policy = cache_policy
+        self.cache_salt: bytes | None = None
         entries = [e for w in self.writers for e in w.entries]
         self.writer = ChannelWrite(entries) if entries else None
+
+    def code_fingerprint(self) -> bytes:
+        """What this node's code is, for its cache keys (see ``_fingerprint``);
+        a subgraph step counts by its graph's name. Computed on first use."""
+        salt = self.cache_salt
+        if salt is None:
+            import xxhash
+
+            from pregelkit._internal._fingerprint import fingerprint
+
+            h = xxhash.xxh3_128()
+            for step in self.steps:
+                if isinstance(step, FnSpec):
+                    h.update(fingerprint(step.fn))
+                else:
+                    h.update(f"graph:{step.name}".encode())
+            salt = self.cache_salt = h.digest()
+        return salt
 
     @property
     def flat_writers(self) -> list[ChannelWrite]:
@@ -211,10 +234,12 @@ class NodeBuilder:
         return self
 
     def add_retry_policies(self, *policies: RetryPolicy) -> Self:
+        check_retry_policy(policies, "add_retry_policies()")
         self._retry_policy.extend(policies)
         return self
 
     def add_cache_policy(self, policy: CachePolicy[Any]) -> Self:
+        check_cache_policy(policy, "add_cache_policy()")
         self._cache_policy = policy
         return self
 

@@ -32,7 +32,15 @@ def _matches(policy: RetryPolicy, exc: Exception) -> bool:
     if isinstance(retry_on, Sequence):
         return isinstance(exc, tuple(retry_on))
     if callable(retry_on):
-        return bool(retry_on(exc))
+        try:
+            return bool(retry_on(exc))
+        except Exception as broken:
+            name = getattr(retry_on, "__qualname__", None) or repr(retry_on)
+            raise RuntimeError(
+                f"RetryPolicy(retry_on={name}) raised {type(broken).__name__}: {broken} "
+                f"while deciding whether to retry {type(exc).__name__}: {exc}; fix the "
+                "predicate (the task's own error is chained below)"
+            ) from exc
     raise TypeError(f"RetryPolicy.retry_on must be a type, types or a predicate, got {retry_on!r}")
 
 

@@ -27,6 +27,7 @@ from pregelkit.pregel._replay import (
     rebuild_failure,
 )
 from pregelkit.pregel._retry import arun_with_retry, run_with_retry
+from pregelkit.pregel._twins import RunningCalls
 from pregelkit.types import Interrupt, PregelExecutableTask, RetryPolicy
 
 if TYPE_CHECKING:
@@ -158,6 +159,7 @@ class PregelRunner:
             None
         )
         """Set by the loop: the id of a call position and the identity recorded there."""
+        self.running = RunningCalls()
 
     # the decision: what a finished task leaves behind
     def commit(self, task: PregelExecutableTask, exception: BaseException | None) -> Any:
@@ -265,7 +267,11 @@ class PregelRunner:
         if parent.retry_policy or self.retry_policy:
             self._retried_callers_calls.add(task.id)
         fut: AnyFuture
-        if self.is_async:
+        first = self.running.first(task)
+        if first is not None:
+            twin = self._arun_twin if self.is_async else self._run_twin
+            fut = self.submit(twin, task, *first, __next_tick__=True, __reraise_on_exit__=False)
+        elif self.is_async:
             fut = self.submit(
                 self._arun_and_commit, task, __next_tick__=True, __reraise_on_exit__=False
             )
@@ -273,6 +279,8 @@ class PregelRunner:
             fut = self.submit(
                 self._run_and_commit, task, __next_tick__=True, __reraise_on_exit__=False
             )
+        if first is None and task.cache_key is not None:
+            self.running.track(task, fut)
         SKIP_RERAISE_SET.add(fut)
         self.futures[fut] = task
         return fut
@@ -301,6 +309,38 @@ class PregelRunner:
             scope.call_counter = idx + 1
             self.put_writes(task_id, [(CALL, marker)])
         return True
+
+    def _run_twin(
+        self, task: PregelExecutableTask, first: AnyFuture, first_task: PregelExecutableTask
+    ) -> Any:
+        """Wait for the running call ``task`` duplicates and take its result."""
+        try:
+            value = first.result()
+        except Exception:  # a failure is not cached: this call runs on its own
+            return self._run_and_commit(task)
+        task.scope = None
+        task.writes.extend(first_task.writes)
+        self.commit(task, None)
+        return value
+
+    async def _arun_twin(
+        self, task: PregelExecutableTask, first: AnyFuture, first_task: PregelExecutableTask
+    ) -> Any:
+        import asyncio
+
+        try:
+            if isinstance(first, concurrent.futures.Future):
+                value = await asyncio.wrap_future(first)
+            else:
+                value = await asyncio.shield(first)
+        except Exception:  # a failure is not cached: this call runs on its own
+            return await self._arun_and_commit(task)
+        task.scope = None
+        task.writes.extend(first_task.writes)
+        pending = self.commit(task, None)
+        if pending is not None:
+            await pending
+        return value
 
     def _finished(self, task: PregelExecutableTask) -> AnyFuture:
         value = None
