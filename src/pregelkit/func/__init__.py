@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 import wrapt
@@ -24,7 +25,7 @@ from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode
 from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
 from pregelkit.pregel.main import Pregel
-from pregelkit.types import CachePolicy, RetryPolicy
+from pregelkit.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
 if TYPE_CHECKING:
     import asyncio
@@ -117,6 +118,7 @@ def task(
     name: str | None = None,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
     cache_policy: CachePolicy[Any] | None = None,
+    timeout: float | timedelta | TimeoutPolicy | None = None,
 ) -> _TaskDecorator: ...
 
 
@@ -126,12 +128,15 @@ def task(
     name: str | None = None,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
     cache_policy: CachePolicy[Any] | None = None,
+    timeout: float | timedelta | TimeoutPolicy | None = None,
 ) -> Any:
     """Make a function a task: each call inside an entrypoint is run, saved,
     retried and cached by the engine, and returns a future.
 
     Use ``.result()`` on the future in sync code and ``await`` it in async code.
+    ``timeout`` bounds each attempt (seconds, a timedelta or a ``TimeoutPolicy``).
     """
+    timeout_policy = TimeoutPolicy.coerce(timeout, "@task(timeout=...)")
 
     def decorate(fn: Callable[..., Any]) -> Any:
         _refuse_generators(fn, "task")
@@ -164,6 +169,7 @@ def task(
                 identity=identity,
                 retry_policy=policies,
                 cache_policy=cache_policy,
+                timeout=timeout_policy,
             )
             return scope.run.runner.call(scope.task, call)
 
@@ -203,7 +209,9 @@ class entrypoint(Generic[T]):
         context_schema: Any = None,
         cache_policy: CachePolicy[Any] | None = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
     ) -> None:
+        self.timeout = TimeoutPolicy.coerce(timeout, "@entrypoint(timeout=...)")
         self.checkpointer = checkpointer
         self.store = store
         self.cache = cache
@@ -249,6 +257,7 @@ class entrypoint(Generic[T]):
             ],
             retry_policy=self.retry_policy,
             cache_policy=self.cache_policy,
+            timeout=self.timeout,
         )
         graph = Pregel(
             nodes={name: node},

@@ -61,7 +61,16 @@ def _injectables(fn: Callable[..., Any], skip_first: bool) -> tuple[tuple[str, i
 class Call:
     """One functional-API task call: the function and the arguments it was given."""
 
-    __slots__ = ("args", "cache_policy", "identity", "kwargs", "name", "retry_policy", "spec")
+    __slots__ = (
+        "args",
+        "cache_policy",
+        "identity",
+        "kwargs",
+        "name",
+        "retry_policy",
+        "spec",
+        "timeout",
+    )
 
     def __init__(
         self,
@@ -73,8 +82,10 @@ class Call:
         identity: str,
         retry_policy: Any = None,
         cache_policy: Any = None,
+        timeout: Any = None,
     ) -> None:
         self.spec = spec
+        self.timeout = timeout
         self.args = args
         self.kwargs = kwargs
         self.name = name

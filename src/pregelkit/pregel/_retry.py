@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._scope import CURRENT
-from pregelkit.errors import GraphBubbleUp, ParentCommand
+from pregelkit.errors import GraphBubbleUp, NodeTimeoutError, ParentCommand
 from pregelkit.pregel._run import arun_task, run_task
+from pregelkit.pregel._timeout import abound, bound, needs_bound
 from pregelkit.types import Command, PregelExecutableTask, RetryPolicy
 
 if TYPE_CHECKING:
@@ -75,15 +76,27 @@ def _parent_command_writes(task: PregelExecutableTask, exc: ParentCommand) -> bo
     return True
 
 
+def _gives_up(exc: Exception) -> bool:
+    """A step that ran out of time is over: nothing of it is retried."""
+    return isinstance(exc, NodeTimeoutError) and exc.kind == "step"
+
+
 def run_with_retry(
     task: PregelExecutableTask, retry_policy: Sequence[RetryPolicy] | None = None
 ) -> Any:
-    """Run ``task`` until it succeeds or its retry policies give up."""
+    """Run ``task`` until it succeeds or its retry policies give up.
+
+    A bounded task (a ``TimeoutPolicy``, or a step with ``step_timeout``)
+    runs each attempt in a thread of its own; a timed-out attempt is a failed
+    attempt like any other."""
     policies = task.retry_policy or retry_policy or ()
+    bounded = needs_bound(task) is not None
     attempts = 0
     while True:
         try:
             task.writes.clear()
+            if bounded:
+                return bound(task, run_task)
             return run_task(task)
         except ParentCommand as exc:
             if _parent_command_writes(task, exc):
@@ -94,7 +107,7 @@ def run_with_retry(
         except Exception as exc:
             attempts += 1
             delay = next_retry_delay(policies, exc, attempts) if policies else None
-            if delay is None:
+            if delay is None or _gives_up(exc):
                 _note(task, exc)
                 raise
             time.sleep(delay)
@@ -107,10 +120,13 @@ async def arun_with_retry(
     import asyncio
 
     policies = task.retry_policy or retry_policy or ()
+    bounded = needs_bound(task) is not None
     attempts = 0
     while True:
         try:
             task.writes.clear()
+            if bounded:
+                return await abound(task, arun_task)
             return await arun_task(task)
         except ParentCommand as exc:
             if _parent_command_writes(task, exc):
@@ -121,7 +137,7 @@ async def arun_with_retry(
         except Exception as exc:
             attempts += 1
             delay = next_retry_delay(policies, exc, attempts) if policies else None
-            if delay is None:
+            if delay is None or _gives_up(exc):
                 _note(task, exc)
                 raise
             await asyncio.sleep(delay)
