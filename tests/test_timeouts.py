@@ -657,6 +657,22 @@ def test_bad_timeouts_fail_at_decoration_naming_the_parameter(value: Any, error:
         TimeoutPolicy(idle_timeout=value)
 
 
+@pytest.mark.parametrize("value", [-1, 0, math.nan, "1", True])
+def test_bad_step_timeout_fails_when_the_graph_is_built(value: Any) -> None:
+    from pregelkit.channels.last_value import LastValue
+    from pregelkit.pregel.main import Pregel
+
+    node = NodeBuilder().subscribe_only("a").do(lambda x: x).write_to("b").build()
+    with pytest.raises((ValueError, TypeError), match="step_timeout"):
+        Pregel(
+            nodes={"n": node},
+            channels={"a": LastValue(int), "b": LastValue(int)},
+            input_channels="a",
+            output_channels="b",
+            step_timeout=value,
+        )
+
+
 def test_timeout_policy_coercion() -> None:
     assert TimeoutPolicy.coerce(2) == TimeoutPolicy(run_timeout=2.0)
     assert TimeoutPolicy.coerce(timedelta(minutes=1)) == TimeoutPolicy(run_timeout=60.0)

@@ -156,12 +156,16 @@ class NodeTimeoutError(TimeoutError):
                 f"the step timed out after {elapsed:.3g}s with tasks {node} still "
                 f"running: step_timeout is {timeout:g}s. Raise step_timeout"
             )
-        else:
-            what = "run_timeout" if kind == "run" else "idle_timeout (no sign of progress)"
+        elif kind == "idle":
             head = (
-                f"{node!r} timed out after {elapsed:.3g}s: its {what} is {timeout:g}s. "
-                "Raise the limit, call get_runtime().heartbeat() while it works, or retry it "
-                "with RetryPolicy(retry_on=NodeTimeoutError)"
+                f"{node!r} timed out after {elapsed:.3g}s: no sign of progress for its "
+                f"idle_timeout of {timeout:g}s. Call get_runtime().heartbeat() while it works, "
+                "raise the limit, or retry it with RetryPolicy(retry_on=NodeTimeoutError)"
+            )
+        else:
+            head = (
+                f"{node!r} timed out after {elapsed:.3g}s: its run_timeout is {timeout:g}s. "
+                "Raise the limit, or retry it with RetryPolicy(retry_on=NodeTimeoutError)"
             )
         super().__init__(f"{head}; the thread can be resumed with invoke(None, config)")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from pregelkit._internal._constants import (
@@ -55,6 +55,7 @@ from pregelkit.types import (
     Send,
     StateSnapshot,
     StreamMode,
+    TimeoutPolicy,
 )
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class Pregel:
         interrupt_after_nodes: Sequence[str] | str = (),
         interrupt_before: Sequence[str] | str | None = None,
         interrupt_after: Sequence[str] | str | None = None,
-        step_timeout: float | None = None,
+        step_timeout: float | timedelta | None = None,
         debug: bool = False,
         name: str = "LangGraph",
         context_schema: Any = None,
@@ -130,7 +131,8 @@ class Pregel:
         self.interrupt_after_nodes = (
             interrupt_after if interrupt_after is not None else interrupt_after_nodes
         )
-        self.step_timeout = step_timeout
+        step_limit = TimeoutPolicy.coerce(step_timeout, "step_timeout")
+        self.step_timeout = None if step_limit is None else step_limit.run_timeout
         self.debug = debug
         self.name = name
         self.context_schema = context_schema
