@@ -198,7 +198,9 @@ class entrypoint(Generic[T]):
     saved as it finishes, ``interrupt()`` pauses it, and
     ``invoke(Command(resume=...), config)`` resumes it. The function may ask
     for ``previous`` (the thread's last saved return value), ``config``,
-    ``writer``, ``store`` or ``runtime`` by parameter name.
+    ``writer``, ``store`` or ``runtime`` by parameter name. ``timeout``
+    bounds each attempt of the function's own body (seconds, a timedelta or a
+    ``TimeoutPolicy``); the tasks it calls have their own.
     """
 
     def __init__(
