@@ -7,7 +7,7 @@ never retries them and never lets them cancel sibling tasks.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from pregelkit.types import Command, Interrupt
@@ -22,6 +22,7 @@ __all__ = [
     "InvalidUpdateError",
     "NondeterminismError",
     "NothingToResumeError",
+    "NodeTimeoutError",
     "ParentCommand",
     "ReplayedTaskError",
     "TaskNotFound",
@@ -164,3 +165,72 @@ class NothingToResumeError(ValueError):
     """``Command(resume=...)`` was given but nothing in the thread waits for a
     resume value: the thread finished, or its last run failed without an
     interrupt."""
+
+
+class NodeTimeoutError(TimeoutError):
+    """A task or node ran past its ``TimeoutPolicy``, or past ``step_timeout``.
+
+    ``kind`` says which limit fired: ``"run"`` (``run_timeout``), ``"idle"``
+    (``idle_timeout``: no progress signal for that long) or ``"step"``
+    (the graph's ``step_timeout``). A subclass of ``TimeoutError`` (hence of
+    ``OSError``), so ``default_retry_on`` does not retry it: name it in a
+    ``RetryPolicy(retry_on=...)`` to retry timed-out attempts.
+    """
+
+    def __init__(
+        self,
+        node: str,
+        elapsed: float,
+        *,
+        kind: Literal["run", "idle", "step"],
+        timeout: float,
+        run_timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> None:
+        self.node = node
+        self.elapsed = elapsed
+        self.kind = kind
+        self.timeout = timeout
+        self.run_timeout = run_timeout
+        self.idle_timeout = idle_timeout
+        if kind == "step":
+            head = (
+                f"the step timed out after {elapsed:.3g}s with tasks {node} still "
+                f"running: step_timeout is {timeout:g}s. Raise step_timeout"
+            )
+        elif kind == "idle":
+            head = (
+                f"{node!r} timed out after {elapsed:.3g}s: no sign of progress for its "
+                f"idle_timeout of {timeout:g}s. Call get_runtime().heartbeat() while it works, "
+                "raise the limit, or retry it with RetryPolicy(retry_on=NodeTimeoutError)"
+            )
+        else:
+            head = (
+                f"{node!r} timed out after {elapsed:.3g}s: its run_timeout is {timeout:g}s. "
+                "Raise the limit, or retry it with RetryPolicy(retry_on=NodeTimeoutError)"
+            )
+        super().__init__(f"{head}; the thread can be resumed with invoke(None, config)")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild_timeout,
+            (self.node, self.elapsed, self.kind, self.timeout, self.run_timeout, self.idle_timeout),
+        )
+
+
+def _rebuild_timeout(
+    node: str,
+    elapsed: float,
+    kind: Literal["run", "idle", "step"],
+    timeout: float,
+    run_timeout: float | None,
+    idle_timeout: float | None,
+) -> NodeTimeoutError:
+    return NodeTimeoutError(
+        node,
+        elapsed,
+        kind=kind,
+        timeout=timeout,
+        run_timeout=run_timeout,
+        idle_timeout=idle_timeout,
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 import wrapt
@@ -34,7 +35,7 @@ from pregelkit.pregel._validate import (
 )
 from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
 from pregelkit.pregel.main import Pregel
-from pregelkit.types import CachePolicy, RetryPolicy
+from pregelkit.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
 if TYPE_CHECKING:
     import asyncio
@@ -135,6 +136,7 @@ def task(
     name: str | None = None,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
     cache_policy: CachePolicy[Any] | None = None,
+    timeout: float | timedelta | TimeoutPolicy | None = None,
 ) -> _TaskDecorator: ...
 
 
@@ -144,12 +146,15 @@ def task(
     name: str | None = None,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
     cache_policy: CachePolicy[Any] | None = None,
+    timeout: float | timedelta | TimeoutPolicy | None = None,
 ) -> Any:
     """Make a function a task: each call inside an entrypoint is run, saved,
     retried and cached by the engine, and returns a future.
 
     Use ``.result()`` on the future in sync code and ``await`` it in async code.
+    ``timeout`` bounds each attempt (seconds, a timedelta or a ``TimeoutPolicy``).
     """
+    timeout_policy = TimeoutPolicy.coerce(timeout, "@task(timeout=...)")
 
     if name is not None and not isinstance(name, str):
         raise TypeError(f"task(name=...) must be a str, got {type(name).__name__}")
@@ -193,6 +198,7 @@ def task(
                 retry_policy=policies,
                 cache_policy=cache_policy,
                 cache_salt=salt[0] if salt else b"",
+                timeout=timeout_policy,
             )
             return scope.run.runner.call(scope.task, call)
 
@@ -221,7 +227,9 @@ class entrypoint(Generic[T]):
     saved as it finishes, ``interrupt()`` pauses it, and
     ``invoke(Command(resume=...), config)`` resumes it. The function may ask
     for ``previous`` (the thread's last saved return value), ``config``,
-    ``writer``, ``store`` or ``runtime`` by parameter name.
+    ``writer``, ``store`` or ``runtime`` by parameter name. ``timeout``
+    bounds each attempt of the function's own body (seconds, a timedelta or a
+    ``TimeoutPolicy``); the tasks it calls have their own.
     """
 
     def __init__(
@@ -232,12 +240,14 @@ class entrypoint(Generic[T]):
         context_schema: Any = None,
         cache_policy: CachePolicy[Any] | None = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
     ) -> None:
         check_checkpointer(checkpointer)
         check_store(store)
         check_cache(cache)
         check_cache_policy(cache_policy)
         check_retry_policy(retry_policy)
+        self.timeout = TimeoutPolicy.coerce(timeout, "@entrypoint(timeout=...)")
         self.checkpointer = checkpointer
         self.store = store
         self.cache = cache
@@ -283,6 +293,7 @@ class entrypoint(Generic[T]):
             ],
             retry_policy=self.retry_policy,
             cache_policy=self.cache_policy,
+            timeout=self.timeout,
         )
         graph = Pregel(
             nodes={name: node},

@@ -71,6 +71,7 @@ class Call:
         "name",
         "retry_policy",
         "spec",
+        "timeout",
     )
 
     def __init__(
@@ -84,8 +85,10 @@ class Call:
         retry_policy: Any = None,
         cache_policy: Any = None,
         cache_salt: bytes = b"",
+        timeout: Any = None,
     ) -> None:
         self.spec = spec
+        self.timeout = timeout
         self.args = args
         self.kwargs = kwargs
         self.name = name

@@ -7,6 +7,7 @@ its compiled form, with every per-call decision (injection, writers) made once.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any, Self
 
 from pregelkit._internal._typing import MISSING
@@ -15,7 +16,7 @@ from pregelkit.pregel._call import FnSpec
 from pregelkit.pregel._protocol import PregelProtocol
 from pregelkit.pregel._validate import check_cache_policy, check_retry_policy
 from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
-from pregelkit.types import CachePolicy, RetryPolicy
+from pregelkit.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
 __all__ = ["NodeBuilder", "PregelNode"]
 
@@ -35,6 +36,7 @@ class PregelNode:
         "steps",
         "subgraphs",
         "tags",
+        "timeout",
         "triggers",
         "writer",
         "writers",
@@ -53,7 +55,9 @@ class PregelNode:
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         cache_policy: CachePolicy[Any] | None = None,
         subgraphs: Sequence[Any] | None = None,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
     ) -> None:
+        self.timeout = TimeoutPolicy.coerce(timeout, "timeout")
         self.channels = channels
         self.triggers = list(triggers)
         self.mapper = mapper
@@ -161,6 +165,7 @@ class NodeBuilder:
         "_metadata",
         "_retry_policy",
         "_tags",
+        "_timeout",
         "_triggers",
         "_writes",
     )
@@ -174,6 +179,7 @@ class NodeBuilder:
         self._fns: list[Any] = []  # functions and Pregel subgraphs
         self._retry_policy: list[RetryPolicy] = []
         self._cache_policy: CachePolicy[Any] | None = None
+        self._timeout: TimeoutPolicy | None = None
 
     def subscribe_only(self, channel: str) -> Self:
         """Run when ``channel`` changes, with its bare value as input."""
@@ -243,6 +249,17 @@ class NodeBuilder:
         self._cache_policy = policy
         return self
 
+    def set_timeout(self, timeout: float | timedelta | TimeoutPolicy | None) -> Self:
+        """Bound each attempt of the node: seconds (``run_timeout``), a timedelta,
+        a ``TimeoutPolicy``, or None for no limit."""
+        self._timeout = TimeoutPolicy.coerce(timeout, "NodeBuilder.set_timeout(timeout)")
+        return self
+
+    def timeout(self, timeout: float | timedelta | TimeoutPolicy | None) -> Self:
+        """Same as ``set_timeout``."""
+        self._timeout = TimeoutPolicy.coerce(timeout, "NodeBuilder.timeout(timeout)")
+        return self
+
     def build(self) -> PregelNode:
         """The compiled node."""
         return PregelNode(
@@ -254,4 +271,5 @@ class NodeBuilder:
             bound=self._fns,
             retry_policy=self._retry_policy or None,
             cache_policy=self._cache_policy,
+            timeout=self._timeout,
         )

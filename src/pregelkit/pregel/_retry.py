@@ -13,8 +13,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._scope import CURRENT
-from pregelkit.errors import GraphBubbleUp, ParentCommand
+from pregelkit.errors import GraphBubbleUp, NodeTimeoutError, ParentCommand
 from pregelkit.pregel._run import arun_task, run_task
+from pregelkit.pregel._timeout import abound, bound, needs_bound
 from pregelkit.types import Command, PregelExecutableTask, RetryPolicy
 
 if TYPE_CHECKING:
@@ -93,6 +94,11 @@ def _fresh_attempt(task: PregelExecutableTask) -> None:
         scope.interrupt_counter = 0
 
 
+def _gives_up(exc: Exception) -> bool:
+    """A step that ran out of time is over: nothing of it is retried."""
+    return isinstance(exc, NodeTimeoutError) and exc.kind == "step"
+
+
 def run_with_retry(
     task: PregelExecutableTask,
     retry_policy: Sequence[RetryPolicy] | None = None,
@@ -101,12 +107,19 @@ def run_with_retry(
     """Run ``task`` until it succeeds or its retry policies give up.
 
     ``attempt_failed`` hears of each failed attempt before the next one starts
-    (the runner records which of the task's calls it handled)."""
+    (the runner records which of the task's calls it handled).
+
+    A bounded task (a ``TimeoutPolicy``, or a step with ``step_timeout``)
+    runs each attempt in a thread of its own; a timed-out attempt is a failed
+    attempt like any other."""
     policies = task.retry_policy or retry_policy or ()
+    bounded = needs_bound(task) is not None
     attempts = 0
     while True:
         try:
             _fresh_attempt(task)
+            if bounded:
+                return bound(task, run_task)
             return run_task(task)
         except ParentCommand as exc:
             if _parent_command_writes(task, exc):
@@ -117,7 +130,7 @@ def run_with_retry(
         except Exception as exc:
             attempts += 1
             delay = next_retry_delay(policies, exc, attempts) if policies else None
-            if delay is None:
+            if delay is None or _gives_up(exc):
                 _note(task, exc)
                 raise
             if attempt_failed is not None:
@@ -134,10 +147,13 @@ async def arun_with_retry(
     import asyncio
 
     policies = task.retry_policy or retry_policy or ()
+    bounded = needs_bound(task) is not None
     attempts = 0
     while True:
         try:
             _fresh_attempt(task)
+            if bounded:
+                return await abound(task, arun_task)
             return await arun_task(task)
         except ParentCommand as exc:
             if _parent_command_writes(task, exc):
@@ -148,7 +164,7 @@ async def arun_with_retry(
         except Exception as exc:
             attempts += 1
             delay = next_retry_delay(policies, exc, attempts) if policies else None
-            if delay is None:
+            if delay is None or _gives_up(exc):
                 _note(task, exc)
                 raise
             if attempt_failed is not None and (pending := attempt_failed(task, exc)) is not None:

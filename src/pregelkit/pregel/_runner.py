@@ -15,9 +15,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from typing import TYPE_CHECKING, Any, Union
 
 from pregelkit._internal._constants import CALL, ERROR, INTERRUPT, NO_WRITES, RESUME, RETURN
-from pregelkit.errors import GraphBubbleUp, GraphInterrupt, NondeterminismError
+from pregelkit._internal._scope import CURRENT
+from pregelkit.errors import GraphBubbleUp, GraphInterrupt, NodeTimeoutError, NondeterminismError
 from pregelkit.pregel._call import Call
-from pregelkit.pregel._executor import Done
+from pregelkit.pregel._executor import Done, abandon
 from pregelkit.pregel._replay import (
     PATCH_PREFIX,
     call_identity,
@@ -27,6 +28,7 @@ from pregelkit.pregel._replay import (
     rebuild_failure,
 )
 from pregelkit.pregel._retry import arun_with_retry, run_with_retry
+from pregelkit.pregel._timeout import Attempt, step_attempt, step_error
 from pregelkit.pregel._twins import RunningCalls
 from pregelkit.types import Interrupt, PregelExecutableTask, RetryPolicy
 
@@ -67,6 +69,7 @@ class FuturesDict(dict[Any, PregelExecutableTask]):
         self.done: list[AnyFuture] = []
         self.failed = False
         self.lock = threading.Lock()
+        self.dropped: set[AnyFuture] = set()
 
     def __setitem__(self, fut: AnyFuture, task: PregelExecutableTask) -> None:
         super().__setitem__(fut, task)
@@ -81,6 +84,9 @@ class FuturesDict(dict[Any, PregelExecutableTask]):
         failed = _is_failure(fut)
         raised = _exception(fut) is not None
         with self.lock:
+            if fut in self.dropped:
+                self.dropped.discard(fut)
+                return
             self.counter -= 1
             if raised:
                 self.done.append(fut)
@@ -91,6 +97,36 @@ class FuturesDict(dict[Any, PregelExecutableTask]):
             last = self.counter == 0
         if last or failed:
             self.wake()
+
+    def drop(self, fut: AnyFuture) -> None:
+        """Walk away from ``fut`` (its attempt timed out): stop counting it,
+        cancel it if it has not started, and never wait for it."""
+        with self.lock:
+            if fut.done() or fut not in self:
+                return
+            super().pop(fut, None)
+            self.dropped.add(fut)
+            self.counter -= 1
+            last = self.counter == 0
+        abandon(fut)
+        if last:
+            self.wake()
+
+    def drop_dead(self) -> None:
+        """Drop the futures of tasks whose attempt (or an attempt above) timed out."""
+        for fut, task in list(self.items()):
+            scope = task.scope
+            if scope is not None and scope.attempt is not None and scope.attempt.is_dead():
+                self.drop(fut)
+
+    def drop_all(self) -> list[str]:
+        """Drop every future still running (the step timed out); their task names."""
+        names = []
+        for fut, task in list(self.items()):
+            if not fut.done():
+                names.append(task.name)
+                self.drop(fut)
+        return sorted(set(names))
 
 
 def merge_interrupts(excs: Iterable[GraphInterrupt]) -> GraphInterrupt:
@@ -160,6 +196,14 @@ class PregelRunner:
         )
         """Set by the loop: the id of a call position and the identity recorded there."""
         self.running = RunningCalls()
+        self.timeouts = False  # set when an attempt timed out: the tick drops what hung from it
+
+    def timed_out(self) -> None:
+        """An attempt timed out (called from the thread that waited for it)."""
+        self.timeouts = True
+        futures = self.futures
+        if futures is not None:
+            futures.wake()
 
     # the decision: what a finished task leaves behind
     def commit(self, task: PregelExecutableTask, exception: BaseException | None) -> Any:
@@ -219,26 +263,38 @@ class PregelRunner:
 
     # running one task
     def _run_and_commit(self, task: PregelExecutableTask) -> Any:
+        fence: Attempt | None = task.scope.attempt
+        if fence is not None and fence.is_dead():
+            raise fence.refusal()  # scheduled by a body that has since timed out
         try:
             value = run_with_retry(task, self.retry_policy, self._settle_failed_calls)
         except BaseException as exc:
-            self.commit(task, exc)
+            if fence is None or not fence.is_dead():
+                self.commit(task, exc)
             raise
         finally:
             task.scope = None  # task <-> scope is a cycle; break it once the task is over
+        if fence is not None and fence.is_dead():
+            return value  # a late result of abandoned work: never written
         self.commit(task, None)
         return value
 
     async def _arun_and_commit(self, task: PregelExecutableTask) -> Any:
+        fence: Attempt | None = task.scope.attempt
+        if fence is not None and fence.is_dead():
+            raise fence.refusal()
         try:
             value = await arun_with_retry(task, self.retry_policy, self._settle_failed_calls)
         except BaseException as exc:
-            pending = self.commit(task, exc)
-            if pending is not None:
-                await pending
+            if fence is None or not fence.is_dead():
+                pending = self.commit(task, exc)
+                if pending is not None:
+                    await pending
             raise
         finally:
             task.scope = None  # task <-> scope is a cycle; break it once the task is over
+        if fence is not None and fence.is_dead():
+            return value
         pending = self.commit(task, None)
         if pending is not None:
             await pending
@@ -252,6 +308,11 @@ class PregelRunner:
         future without running or saving anything again.
         """
         assert self.schedule_task is not None and self.futures is not None
+        attempt: Attempt | None = parent.scope.attempt
+        if attempt is not None:
+            if attempt.is_dead():
+                raise attempt.refusal()  # the caller's attempt timed out: it starts nothing
+            attempt.progress()
         idx = parent.scope.next_call_index()
         call.call_id = call_identity(call.name, call.args, call.kwargs)
         try:
@@ -266,6 +327,8 @@ class PregelRunner:
             return self._finished(task)
         if parent.retry_policy or self.retry_policy:
             self._retried_callers_calls.add(task.id)
+        if attempt is not None:
+            task.scope.attempt = attempt
         fut: AnyFuture
         first = self.running.first(task)
         if first is not None:
@@ -383,13 +446,17 @@ class PregelRunner:
         self.futures = futures
         self.schedule_task = schedule_task
         self.retry_policy = retry_policy
+        self.timeouts = False
         yield
+        step = _fence(tasks, timeout)
         inline: BaseException | None = None
         if len(tasks) == 1 and timeout is None and get_waiter is None:
             try:
                 self._run_and_commit(tasks[0])
             except BaseException as exc:
                 inline = exc
+            if self.timeouts:
+                futures.drop_dead()
             if not futures:
                 if self.poisoned is not None:
                     raise self.poisoned
@@ -399,22 +466,30 @@ class PregelRunner:
         else:
             for t in tasks:
                 futures[self.submit(self._run_and_commit, t, __reraise_on_exit__=reraise)] = t
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if step is None else step.started + (timeout or 0.0)
         while futures.counter > 0 and not futures.failed:
+            if self.timeouts:
+                self.timeouts = False
+                futures.drop_dead()
+                continue
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 break
             event.wait(remaining)
             event.clear()
             yield
+        if self.timeouts:
+            futures.drop_dead()
         if _stops_others(futures, inline):
+            running = _cancel_others(futures)
             concurrent.futures.wait(
-                [f for f in _cancel_others(futures) if isinstance(f, concurrent.futures.Future)]
+                [f for f in running if isinstance(f, concurrent.futures.Future)],
+                timeout=None if deadline is None else max(deadline - time.monotonic(), 0.0),
             )
         yield
         if self.poisoned is not None:
             raise self.poisoned
-        _settle(futures, inline, reraise=reraise, timeout=timeout)
+        _settle(futures, inline, reraise=reraise, timeout=timeout, step=step)
 
     # a step, async
     async def atick(
@@ -446,13 +521,17 @@ class PregelRunner:
         self.futures = futures
         self.schedule_task = schedule_task
         self.retry_policy = retry_policy
+        self.timeouts = False
         yield
+        step = _fence(tasks, timeout)
         inline: BaseException | None = None
         if len(tasks) == 1 and timeout is None and get_waiter is None:
             try:
                 await self._arun_and_commit(tasks[0])
             except BaseException as exc:
                 inline = exc
+            if self.timeouts:
+                futures.drop_dead()
             if not futures:
                 if self.poisoned is not None:
                     raise self.poisoned
@@ -462,9 +541,13 @@ class PregelRunner:
         else:
             for t in tasks:
                 futures[self.submit(self._arun_and_commit, t, __reraise_on_exit__=reraise)] = t
-        deadline = None if timeout is None else loop.time() + timeout
+        deadline = None if step is None else step.started + (timeout or 0.0)
         while futures.counter > 0 and not futures.failed:
-            remaining = None if deadline is None else deadline - loop.time()
+            if self.timeouts:
+                self.timeouts = False
+                futures.drop_dead()
+                continue
+            remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 break
             try:
@@ -473,18 +556,34 @@ class PregelRunner:
                 break
             event.clear()
             yield
+        if self.timeouts:
+            futures.drop_dead()
         if _stops_others(futures, inline) and (running := _cancel_others(futures)):
-            await asyncio.gather(
-                *(
+            await asyncio.wait(
+                [
                     asyncio.wrap_future(f) if isinstance(f, concurrent.futures.Future) else f
                     for f in running
-                ),
-                return_exceptions=True,
+                ],
+                timeout=None if deadline is None else max(deadline - time.monotonic(), 0.0),
             )
         yield
         if self.poisoned is not None:
             raise self.poisoned
-        _settle(futures, inline, reraise=reraise, timeout=timeout)
+        _settle(futures, inline, reraise=reraise, timeout=timeout, step=step)
+
+
+def _fence(tasks: Sequence[PregelExecutableTask], timeout: float | None) -> Attempt | None:
+    """What the step's tasks hang from: the step itself when ``step_timeout`` bounds
+    it, and the attempt of the enclosing task when this graph runs nested in one."""
+    outer = CURRENT.get()
+    parent: Attempt | None = outer.attempt if outer is not None else None
+    if timeout is not None:
+        parent = step_attempt(timeout, parent)
+    if parent is not None:
+        for t in tasks:
+            if t.scope is not None:
+                t.scope.attempt = parent
+    return parent if timeout is not None else None
 
 
 def _chain(first: Any, second: Any) -> Any:
@@ -525,16 +624,31 @@ def _cancel_others(futures: FuturesDict) -> list[AnyFuture]:
 
 
 def _settle(
-    futures: FuturesDict, inline: BaseException | None, *, reraise: bool, timeout: float | None
+    futures: FuturesDict,
+    inline: BaseException | None,
+    *,
+    reraise: bool,
+    timeout: float | None,
+    step: Attempt | None,
 ) -> None:
-    """End the step: raise its failure or its interrupts, or say it timed out."""
-    inflight = [f for f in futures if not f.done()]
-    panic_or_proceed(list(futures.done), inline, panic=reraise)
-    if inflight:
-        raise TimeoutError(
-            f"step timed out after {timeout}s with tasks still running: "
-            f"{sorted({futures[f].name for f in inflight})}"
-        )
+    """End the step: raise its failure or its interrupts, or say it timed out.
+
+    Tasks still running when ``step_timeout`` passed are walked away from:
+    what finished in time is saved, they are not, and a resume runs them."""
+    if step is None:
+        panic_or_proceed(list(futures.done), inline, panic=reraise)
+        return
+    running = futures.drop_all()
+    failed = list(futures.done)
+    late = [f for f in failed if _step_timeout(_exception(f))]
+    running = sorted({*running, *(futures[f].name for f in late)})
+    panic_or_proceed([f for f in failed if f not in late], inline, panic=reraise)
+    if running or step.dead:
+        raise step_error(step, running)
+
+
+def _step_timeout(exc: BaseException | None) -> bool:
+    return isinstance(exc, NodeTimeoutError) and exc.kind == "step"
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

@@ -8,6 +8,7 @@ differ only in how they wait. The state API lives in ``_state.py``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 from pregelkit._internal._constants import RESERVED, TASKS
@@ -29,7 +30,7 @@ from pregelkit.pregel._validate import (
     check_keywords,
     check_stream_mode,
 )
-from pregelkit.types import CachePolicy, RetryPolicy, Send, StreamMode
+from pregelkit.types import CachePolicy, RetryPolicy, Send, StreamMode, TimeoutPolicy
 
 __all__ = ["NodeBuilder", "Pregel"]
 
@@ -59,7 +60,7 @@ class Pregel(StateAPI, PregelProtocol):
         interrupt_after_nodes: Sequence[str] | str = (),
         interrupt_before: Sequence[str] | str | None = None,
         interrupt_after: Sequence[str] | str | None = None,
-        step_timeout: float | None = None,
+        step_timeout: float | timedelta | None = None,
         debug: bool = False,
         name: str = "LangGraph",
         context_schema: Any = None,
@@ -100,7 +101,8 @@ class Pregel(StateAPI, PregelProtocol):
         self.interrupt_after_nodes = (
             interrupt_after if interrupt_after is not None else interrupt_after_nodes
         )
-        self.step_timeout = step_timeout
+        step_limit = TimeoutPolicy.coerce(step_timeout, "step_timeout")
+        self.step_timeout = None if step_limit is None else step_limit.run_timeout
         self.debug = debug
         self.name = name
         self.context_schema = context_schema
