@@ -466,3 +466,12 @@ def test_async_twins_run_once() -> None:
 
     assert asyncio.run(sequential.ainvoke(6)) == [12] * 4
     assert runs == [6]
+
+
+def test_a_very_deep_chain_of_helpers_still_gets_a_fingerprint() -> None:
+    namespace: dict[str, Any] = {"__name__": "deep_helpers"}
+    source = "\n".join(f"def f{i}(x):\n    return f{i + 1}(x)\n" for i in range(3000))
+    exec(compile(source + "def f3000(x):\n    return x\n", "<deep>", "exec"), namespace)
+    first = fingerprint(namespace["f0"])
+    assert first == fingerprint(namespace["f0"])
+    assert first != fingerprint(namespace["f1"])

@@ -47,7 +47,7 @@ def _future_in(value: Any) -> bool:
 
 def _all_plain(values: Iterable[Any]) -> bool:
     """Whether every value is of a type already known not to be (or hold) a
-    future: the common case, at C speed."""
+    future: the common case, one set lookup per value."""
     plain = _PLAIN
     for value in values:
         t = type(value)
