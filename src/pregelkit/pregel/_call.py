@@ -82,7 +82,7 @@ class Call:
         identity: str,
         retry_policy: Any = None,
         cache_policy: Any = None,
-        cache_salt: bytes = b"",
+        cache_salt: Callable[[], bytes] | None = None,
     ) -> None:
         self.spec = spec
         self.args = args
@@ -92,7 +92,8 @@ class Call:
         self.retry_policy = retry_policy
         self.cache_policy = cache_policy
         self.cache_salt = cache_salt
-        """What the task's code is (see ``_fingerprint``): part of its cache key."""
+        """What the task's code is (see ``_fingerprint``), asked for only when the
+        call is cached: part of its cache key."""
 
     @property
     def input(self) -> Any:
