@@ -9,7 +9,6 @@ cost a few dict lookups.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
 
@@ -40,6 +39,8 @@ DURABILITIES = ("sync", "async", "exit")
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` for the closest choice, or ``""``."""
+    import difflib  # only when there is a mistake to explain
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
 
