@@ -9,7 +9,8 @@ cost a few dict lookups.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import numbers
+from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any, get_args
 
 from pregelkit._internal._constants import CONF
@@ -194,7 +195,9 @@ def check_config(config: Any) -> None:
         )
     if "recursion_limit" in config:
         limit = config["recursion_limit"]
-        if not isinstance(limit, int) or isinstance(limit, bool):
+        if type(limit) is not int and (
+            not isinstance(limit, numbers.Integral) or isinstance(limit, bool)
+        ):
             raise TypeError(
                 f"config['recursion_limit'] must be an int, got {describe(limit)}; leave it "
                 "out for the default (25)"
@@ -211,7 +214,7 @@ def check_stream_mode(mode: Any) -> None:
     if mode is None or (type(mode) is str and mode in STREAM_MODES):
         return
     modes = [mode] if isinstance(mode, str) else mode
-    if not isinstance(modes, Sequence) or isinstance(modes, bytes):
+    if not isinstance(modes, (Sequence, Set)) or isinstance(modes, bytes):
         raise TypeError(f"stream_mode= must be a mode name or a list of them, got {describe(mode)}")
     for m in modes:
         if m not in STREAM_MODES:
