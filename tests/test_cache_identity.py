@@ -466,3 +466,44 @@ def test_async_twins_run_once() -> None:
 
     assert asyncio.run(sequential.ainvoke(6)) == [12] * 4
     assert runs == [6]
+
+
+def test_a_very_deep_chain_of_helpers_still_gets_a_fingerprint() -> None:
+    namespace: dict[str, Any] = {"__name__": "deep_helpers"}
+    source = "\n".join(f"def f{i}(x):\n    return f{i + 1}(x)\n" for i in range(3000))
+    exec(compile(source + "def f3000(x):\n    return x\n", "<deep>", "exec"), namespace)
+    first = fingerprint(namespace["f0"])
+    assert first == fingerprint(namespace["f0"])
+    assert first != fingerprint(namespace["f1"])
+
+
+def test_graph_nodes_of_one_name_running_different_code_do_not_share_results() -> None:
+    from pregelkit.channels import LastValue
+    from pregelkit.pregel import NodeBuilder, Pregel
+
+    cache: InMemoryCache[Any] = InMemoryCache()
+    runs: list[str] = []
+
+    def build(fn: Any) -> Pregel:
+        node = NodeBuilder().subscribe_only("a").do(fn).write_to("b")
+        return Pregel(
+            nodes={"n": node.add_cache_policy(CachePolicy())},
+            channels={"a": LastValue(int), "b": LastValue(int)},
+            input_channels="a",
+            output_channels="b",
+            cache=cache,
+        )
+
+    def plus_one(v: int) -> int:
+        runs.append("plus_one")
+        return v + 1
+
+    def times_ten(v: int) -> int:
+        runs.append("times_ten")
+        return v * 10
+
+    first, second = build(plus_one), build(times_ten)
+    assert first.invoke(2) == 3
+    assert second.invoke(2) == 20  # same node name, same input: not the other's result
+    assert first.invoke(2) == 3
+    assert runs == ["plus_one", "times_ten"]

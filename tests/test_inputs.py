@@ -464,3 +464,15 @@ def test_a_connection_shared_between_threads_works(tmp_path: Path) -> None:
     assert workflow.invoke(1, THREAD) == 2
     assert runs == [-1, 1]
     conn.close()
+
+
+def test_numbers_of_other_integral_and_real_types_are_accepted() -> None:
+    from fractions import Fraction
+
+    class Count(int):
+        pass
+
+    workflow, _ = counting_workflow()
+    assert workflow.invoke(1, {"recursion_limit": Count(5)}) == 2
+    assert RetryPolicy(max_attempts=Count(2), initial_interval=Fraction(1, 2)).max_attempts == 2
+    assert list(workflow.stream(1, stream_mode={"values"})) == [("values", 2)]

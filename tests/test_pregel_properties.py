@@ -303,7 +303,7 @@ def stops(draw: st.DrawFn, spec: GraphSpec) -> Stop:
     return Stop(
         how=draw(st.sampled_from(("before", "after", "limit", "crash"))),
         node=draw(st.sampled_from(names)),
-        limit=draw(st.integers(0, 4)),
+        limit=draw(st.integers(1, 4)),  # 0 is refused, as by LangGraph
         durability_first=draw(st.sampled_from(DURABILITIES)),
         durability_resume=draw(st.sampled_from(DURABILITIES)),
     )

@@ -8,6 +8,7 @@ message naming the field.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ def describe(value: Any) -> str:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _seconds(name: str, value: Any) -> None:
@@ -48,7 +49,7 @@ def check_retry_fields(
         raise ValueError(
             f"RetryPolicy(backoff_factor=...) must be 0 or more, got {backoff_factor!r}"
         )
-    if not isinstance(max_attempts, int) or isinstance(max_attempts, bool):
+    if not isinstance(max_attempts, numbers.Integral) or isinstance(max_attempts, bool):
         raise TypeError(
             f"RetryPolicy(max_attempts=...) must be an int, got {describe(max_attempts)}"
         )

@@ -166,7 +166,16 @@ def task(
         spec = FnSpec(fn, skip_first=False)
         task_name: str = name or getattr(fn, "__name__", None) or "task"
         identity = origin(fn)
-        salt: list[bytes] = []  # what the code is, for cache keys: computed on first use
+        salt: list[bytes] = []
+
+        def code_salt() -> bytes:
+            """What the code is, for cache keys: computed on the first cached call."""
+            if not salt:
+                from pregelkit._internal._fingerprint import fingerprint
+
+                salt.append(fingerprint(fn))
+            return salt[0]
+
         if getattr(fn, "__module__", None):
             allow_modules(fn.__module__)
 
@@ -185,10 +194,6 @@ def task(
             if instance is not None and not inspect.isclass(instance):
                 args = (instance, *args)
             refuse_futures(task_name, args, kwargs)
-            if cache_policy is not None and not salt:
-                from pregelkit._internal._fingerprint import fingerprint
-
-                salt.append(fingerprint(fn))
             call = Call(
                 spec,
                 args,
@@ -197,7 +202,7 @@ def task(
                 identity=identity,
                 retry_policy=policies,
                 cache_policy=cache_policy,
-                cache_salt=salt[0] if salt else b"",
+                cache_salt=code_salt,
                 timeout=timeout_policy,
             )
             return scope.run.runner.call(scope.task, call)

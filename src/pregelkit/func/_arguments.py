@@ -10,7 +10,6 @@ deeper nesting is not searched, so the check stays a few type lookups.
 
 from __future__ import annotations
 
-import concurrent.futures
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -28,10 +27,12 @@ def _is_future_type(t: type) -> bool:
     if known is None:
         # a type made while asyncio was not loaded can never be an asyncio
         # future, so the answer is final either way
-        asyncio = sys.modules.get("asyncio")
-        futures: tuple[type, ...] = (concurrent.futures.Future,)
-        if asyncio is not None:
-            futures += (asyncio.Future,)
+        # (likewise concurrent.futures: neither is imported before a run needs it)
+        futures: tuple[type, ...] = ()
+        for module, name in (("concurrent.futures", "Future"), ("asyncio", "Future")):
+            loaded = sys.modules.get(module)
+            if loaded is not None:
+                futures += (getattr(loaded, name),)
         known = _KNOWN[t] = issubclass(t, futures)
         if not known and t is not list and t is not tuple:
             _PLAIN.add(t)
@@ -47,7 +48,7 @@ def _future_in(value: Any) -> bool:
 
 def _all_plain(values: Iterable[Any]) -> bool:
     """Whether every value is of a type already known not to be (or hold) a
-    future: the common case, at C speed."""
+    future: the common case, one set lookup per value."""
     plain = _PLAIN
     for value in values:
         t = type(value)

@@ -9,7 +9,7 @@ channels that hold a value are told about a new step.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from pregelkit._internal._constants import (
@@ -159,14 +159,16 @@ class Planner:
         retry_policy: Sequence[RetryPolicy] | None,
         key_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
         cache_id: str | None = None,
-        cache_salt: bytes | None = None,
+        cache_salt: Callable[[], bytes] | None = None,
     ) -> PregelExecutableTask:
         cache_key = None
         policy = cache_policy or self.cache_policy
         if policy is not None and self.run is not None and self.run.cache is not None:
-            if cache_salt is None:
-                cache_salt = node.code_fingerprint() if node is not None else b""
-            cache_key = _cache_key(policy, name, cache_id or name, value, key_args, cache_salt)
+            if cache_salt is not None:
+                salt = cache_salt()
+            else:
+                salt = node.code_fingerprint() if node is not None else b""
+            cache_key = _cache_key(policy, name, cache_id or name, value, key_args, salt)
         task = PregelExecutableTask(
             name,
             value,

@@ -84,7 +84,7 @@ class Call:
         identity: str,
         retry_policy: Any = None,
         cache_policy: Any = None,
-        cache_salt: bytes = b"",
+        cache_salt: Callable[[], bytes] | None = None,
         timeout: Any = None,
     ) -> None:
         self.spec = spec
@@ -98,7 +98,8 @@ class Call:
         self.call_id = name
         """What replay compares: name and argument digest (see ``_replay``)."""
         self.cache_salt = cache_salt
-        """What the task's code is (see ``_fingerprint``): part of its cache key."""
+        """What the task's code is (see ``_fingerprint``), asked for only when the
+        call is cached: part of its cache key."""
 
     @property
     def input(self) -> Any:

@@ -9,8 +9,8 @@ cost a few dict lookups.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Mapping, Sequence
+import numbers
+from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any, get_args
 
 from pregelkit._internal._constants import CONF
@@ -40,6 +40,8 @@ DURABILITIES = ("sync", "async", "exit")
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` for the closest choice, or ``""``."""
+    import difflib  # only when there is a mistake to explain
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
 
@@ -193,7 +195,9 @@ def check_config(config: Any) -> None:
         )
     if "recursion_limit" in config:
         limit = config["recursion_limit"]
-        if not isinstance(limit, int) or isinstance(limit, bool):
+        if type(limit) is not int and (
+            not isinstance(limit, numbers.Integral) or isinstance(limit, bool)
+        ):
             raise TypeError(
                 f"config['recursion_limit'] must be an int, got {describe(limit)}; leave it "
                 "out for the default (25)"
@@ -210,7 +214,7 @@ def check_stream_mode(mode: Any) -> None:
     if mode is None or (type(mode) is str and mode in STREAM_MODES):
         return
     modes = [mode] if isinstance(mode, str) else mode
-    if not isinstance(modes, Sequence) or isinstance(modes, bytes):
+    if not isinstance(modes, (Sequence, Set)) or isinstance(modes, bytes):
         raise TypeError(f"stream_mode= must be a mode name or a list of them, got {describe(mode)}")
     for m in modes:
         if m not in STREAM_MODES:
