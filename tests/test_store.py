@@ -25,6 +25,7 @@ from pregelkit.store.base import (
     tokenize_path,
     validate_op_namespace,
 )
+from pregelkit.store.base.batch import AsyncBatchedBaseStore
 from pregelkit.store.memory import InMemoryStore
 
 
@@ -328,3 +329,46 @@ def test_bad_calls_never_reach_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(InvalidNamespaceError):
         asyncio.run(store.aget(("a.b",), "k"))
     assert calls == []
+
+
+def test_async_batched_store_gathers_concurrent_calls() -> None:
+    class Batched(AsyncBatchedBaseStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = InMemoryStore()
+            self.batches: list[list[Any]] = []
+
+        def batch(self, ops: Any) -> list[Any]:
+            return self.inner.batch(ops)
+
+        async def abatch(self, ops: Any) -> list[Any]:
+            self.batches.append(list(ops))
+            return self.inner.batch(ops)
+
+    store = Batched()
+
+    async def scenario() -> None:
+        await asyncio.gather(store.aput(("a",), "x", {"v": 1}), store.aput(("a",), "y", {"v": 2}))
+        assert len(store.batches) == 1
+        store.batches.clear()
+        got = await asyncio.gather(
+            store.aget(("a",), "x"), store.aget(("a",), "x"), store.asearch(("a",))
+        )
+        assert [len(b) for b in store.batches] == [2]  # the repeated get is sent once
+        assert got[0] == got[1] and got[0] is not None and got[0].value == {"v": 1}
+        assert [i.key for i in got[2]] == ["x", "y"]
+        # A bad call fails alone, before it is queued.
+        results = await asyncio.gather(
+            store.aget(("a",), "y"), store.aget(("bad.label",), "y"), return_exceptions=True
+        )
+        assert isinstance(results[1], InvalidNamespaceError)
+        assert results[0] is not None and results[0].value == {"v": 2}
+        # A cancelled caller does not break the store.
+        pending = asyncio.ensure_future(store.aget(("a",), "x"))
+        await asyncio.sleep(0)
+        pending.cancel()
+        assert await store.alist_namespaces() == [("a",)]
+        await store.adelete(("a",), "x")
+        assert await store.aget(("a",), "x") is None
+
+    asyncio.run(scenario())

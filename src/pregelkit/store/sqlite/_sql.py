@@ -151,7 +151,7 @@ class SqliteDialect(Dialect):
                 "WHERE v.prefix = s.prefix AND v.key = s.key)"
             )
             params.append(_index.pack(query))
-            order = "score IS NULL, score DESC, s.updated_at DESC, s.prefix, s.key"
+            order = "score DESC NULLS LAST, s.updated_at DESC, s.prefix, s.key"
         where = [_LIVE]
         params.append(now)
         if op.namespace_prefix:
