@@ -347,7 +347,9 @@ def _store_put(kind: str) -> Callable[[Lib, int], Prepared]:
         return Prepared(
             run=run,
             warmup=lambda: store.put(("warmup",), "k", _doc(0)),
-            check=lambda r: _expect(store.get(("users", "9", "memories"), str(n - 1)).value["i"], n - 1),
+            check=lambda r: _expect(
+                store.get(("users", str((n - 1) % 10), "memories"), str(n - 1)).value["i"], n - 1
+            ),
             close=close,
         )
 
@@ -420,9 +422,7 @@ def _store_vector_search(kind: str) -> Callable[[Lib, int], Prepared]:
         index = {"dims": VECTOR_DIMS, "embed": _embed, "fields": ["text"]}
         store, close = _store(lib, kind, index=index)
         batch = lib.module("store.base").PutOp
-        store.batch(
-            [batch(("docs",), str(i), _doc(i)) for i in range(STORE_ITEMS)]
-        )
+        store.batch([batch(("docs",), str(i), _doc(i)) for i in range(STORE_ITEMS)])
 
         def run() -> int:
             return sum(len(store.search(("docs",), query=f"q{i}", limit=5)) for i in range(n))
