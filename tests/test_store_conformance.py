@@ -397,17 +397,22 @@ def test_ttl(make_store: Any) -> None:
         with pytest.raises(NotImplementedError, match="does not expire items"):
             make_store().put(("a",), "k", {}, ttl=1)
         return
-    s: StoreUnderTest = make_store(ttl={"default_ttl": 1 / 60, "refresh_on_read": True})
-    s.put(("a",), "default", {"v": 1})  # expires in 1 s
+    s: StoreUnderTest = make_store(ttl={"default_ttl": 4 / 60, "refresh_on_read": True})
+    start = time.monotonic()
+
+    def at(seconds: float) -> None:  # wide margins: a loaded machine is slow
+        time.sleep(max(0.0, start + seconds - time.monotonic()))
+
+    s.put(("a",), "default", {"v": 1})  # expires at 4 s
     s.put(("a",), "kept", {"v": 2}, ttl=None)  # never
     s.put(("a",), "read", {"v": 3})
-    time.sleep(0.6)
-    assert s.get(("a",), "read") is not None  # restarts its TTL
+    at(2.0)
+    assert s.get(("a",), "read") is not None  # restarts its TTL: expires at 6 s
     assert s.get(("a",), "default", refresh_ttl=False) is not None
-    time.sleep(0.6)
+    at(4.8)
     assert s.get(("a",), "default") is None  # expired: never returned, swept or not
     assert [i.key for i in s.search(("a",), refresh_ttl=False)] == ["read", "kept"]
-    time.sleep(0.6)
+    at(6.8)
     assert [i.key for i in s.search(("a",))] == ["kept"]
     assert s.sweep_ttl() == 2
     assert s.list_namespaces() == [("a",)]
