@@ -10,8 +10,6 @@ shape, sync and async.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import json
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -42,10 +40,20 @@ class Embeddings(Protocol):
     async def aembed_query(self, text: str) -> list[float]: ...
 
 
+async def _to_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """A sync embedder called from async code runs on a worker thread, so
+    the event loop is not blocked by a model call."""
+    import asyncio  # only async callers get here, and they have asyncio loaded
+
+    return await asyncio.to_thread(fn, *args)
+
+
 class _FunctionEmbeddings:
     """A plain (sync or async) function as an embedder."""
 
     def __init__(self, func: Callable[..., Any]) -> None:
+        import inspect  # here, not at import: only stores with an index need it
+
         self.func = func
         self.is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
             getattr(func, "__call__", None)  # noqa: B004 - an async __call__ counts too
@@ -65,7 +73,7 @@ class _FunctionEmbeddings:
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         if self.is_async:
             return cast("list[list[float]]", await self.func(texts))
-        return await asyncio.to_thread(self.func, texts)
+        return cast("list[list[float]]", await _to_thread(self.func, texts))
 
     async def aembed_query(self, text: str) -> list[float]:
         return (await self.aembed_documents([text]))[0]
@@ -87,12 +95,12 @@ class _ObjectEmbeddings:
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         if hasattr(self.obj, "aembed_documents"):
             return cast("list[list[float]]", await self.obj.aembed_documents(texts))
-        return await asyncio.to_thread(self.obj.embed_documents, texts)
+        return cast("list[list[float]]", await _to_thread(self.obj.embed_documents, texts))
 
     async def aembed_query(self, text: str) -> list[float]:
         if hasattr(self.obj, "aembed_query"):
             return cast("list[float]", await self.obj.aembed_query(text))
-        return await asyncio.to_thread(self.obj.embed_query, text)
+        return cast("list[float]", await _to_thread(self.obj.embed_query, text))
 
 
 def ensure_embeddings(embed: object) -> Embeddings:
