@@ -147,6 +147,16 @@ def run_batch(
     return results
 
 
+def one_statement(ops: Sequence[Op], indexed: bool) -> bool:
+    """Whether the plan of ``ops`` writes with at most one statement (its
+    TTL refreshes aside, which may commit on their own): such a batch needs
+    no transaction block, and a server store saves the BEGIN and COMMIT
+    round trips."""
+    if len(ops) != 1:
+        return False
+    return not (indexed and isinstance(ops[0], PutOp))
+
+
 def _get(dialect: Dialect, op: GetOp, deserialize: Deserializer) -> Plan:
     now = datetime.now(UTC)
     text = _namespaces.encode(op.namespace)

@@ -20,6 +20,7 @@ import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, TypedDict
 
 import psycopg
@@ -79,6 +80,9 @@ class PostgresStoreCore(BaseStore):
 
     def _plan(self, ops: list[Op], embedded: _index.Embedded | None) -> _sqlcore.Plan:
         return _sqlcore.run_batch(self._dialect, ops, embedded, self._deserialize)
+
+    def _single(self, ops: list[Op]) -> bool:
+        return _sqlcore.one_statement(ops, self._index is not None)
 
 
 class PostgresStore(PostgresStoreCore):
@@ -149,13 +153,15 @@ class PostgresStore(PostgresStoreCore):
             with self._conn_lock:
                 yield self.conn
 
-    def _transaction(self, plan: _sqlcore.Plan) -> Any:
-        with (
-            self._connection() as conn,
-            conn.transaction(),
-            conn.cursor(row_factory=tuple_row) as cur,
-        ):
-            return _sqlcore.drive(plan, lambda statement: _execute(cur, statement))
+    def _transaction(self, plan: _sqlcore.Plan, single: bool = False) -> Any:
+        """Run ``plan`` in a transaction; a ``single``-statement plan on an
+        autocommit connection without one (one round trip, not three)."""
+        with self._connection() as conn:
+            if single and conn.autocommit:
+                with conn.cursor(row_factory=tuple_row) as cur:
+                    return _sqlcore.drive(plan, partial(_execute, cur))
+            with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+                return _sqlcore.drive(plan, partial(_execute, cur))
 
     def setup(self) -> None:
         """Create or migrate the tables (idempotent; also done on first use);
@@ -163,23 +169,24 @@ class PostgresStore(PostgresStoreCore):
         self._transaction(setup_plan())
         self._ready = True
 
-    def _run(self, plan: _sqlcore.Plan) -> Any:
+    def _run(self, plan: _sqlcore.Plan, single: bool = False) -> Any:
         if not self._ready:
             self.setup()
-        return self._transaction(plan)
+        return self._transaction(plan, single)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order, in one transaction."""
         checked = self.validate_ops(ops)
         embedded = _index.embed(self._index, checked)
-        return list(self._run(self._plan(checked, embedded)))
+        return list(self._run(self._plan(checked, embedded), self._single(checked)))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """:meth:`batch` for async code: the embedder is awaited, the
         database is reached from a worker thread."""
         checked = self.validate_ops(ops)
         embedded = await _index.aembed(self._index, checked)
-        return list(await asyncio.to_thread(self._run, self._plan(checked, embedded)))
+        plan = self._plan(checked, embedded)
+        return list(await asyncio.to_thread(self._run, plan, self._single(checked)))
 
     def sweep_ttl(self) -> int:
         """Delete the expired items now; returns how many."""

@@ -100,29 +100,30 @@ class AsyncPostgresStore(PostgresStoreCore):
             async with self._conn_lock:
                 yield self.conn
 
-    async def _transaction(self, plan: _sqlcore.Plan) -> Any:
-        async with (
-            self._connection() as conn,
-            conn.transaction(),
-            conn.cursor(row_factory=tuple_row) as cur,
-        ):
-            return await _sqlcore.adrive(plan, partial(_execute, cur))
+    async def _transaction(self, plan: _sqlcore.Plan, single: bool = False) -> Any:
+        """As ``PostgresStore._transaction``."""
+        async with self._connection() as conn:
+            if single and conn.autocommit:
+                async with conn.cursor(row_factory=tuple_row) as cur:
+                    return await _sqlcore.adrive(plan, partial(_execute, cur))
+            async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+                return await _sqlcore.adrive(plan, partial(_execute, cur))
 
     async def setup(self) -> None:
         """Create or migrate the tables (idempotent; also done on first use)."""
         await self._transaction(setup_plan())
         self._ready = True
 
-    async def _run(self, plan: _sqlcore.Plan) -> Any:
+    async def _run(self, plan: _sqlcore.Plan, single: bool = False) -> Any:
         if not self._ready:
             await self.setup()
-        return await self._transaction(plan)
+        return await self._transaction(plan, single)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order, in one transaction."""
         checked = self.validate_ops(ops)
         embedded = await _index.aembed(self._index, checked)
-        return list(await self._run(self._plan(checked, embedded)))
+        return list(await self._run(self._plan(checked, embedded), self._single(checked)))
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` from a thread other than the store's loop."""
