@@ -192,6 +192,11 @@ def _condition(condition: Condition) -> tuple[str, list[Any]]:
         sql, params = f"{kind} = ?", [path, "true" if operand else "false"]
     elif isinstance(operand, int | float):
         sql, params = f"({kind} IN ('integer', 'real') AND {value} = ?)", [path, path, operand]
+    elif isinstance(operand, str) and not operand.startswith(("{", "[")):
+        # json_extract gives a string as TEXT, a number or boolean as a
+        # number, an object or array as JSON text (starting "{" or "["): so
+        # equal TEXT means an equal string, and the JSON is parsed once.
+        sql, params = f"{value} IS ?", [path, operand]
     elif isinstance(operand, str):
         sql, params = f"({kind} = 'text' AND {value} = ?)", [path, path, operand]
     else:
