@@ -21,6 +21,7 @@ LINT_PATHS = ["src", "tests", "benchmarks", "examples", "noxfile.py"]
 # release that goes with it.
 LANGGRAPH = "langgraph==1.2.22"
 LANGGRAPH_SQLITE = "langgraph-checkpoint-sqlite==3.1.2"
+LANGGRAPH_POSTGRES = "langgraph-checkpoint-postgres==3.2.0"
 
 
 def _bin(venv: Path, name: str) -> Path:
@@ -60,7 +61,7 @@ def bench(session: nox.Session) -> None:
     beside it, so the two libraries' imports cannot interfere. Options after
     ``--`` go to benchmarks/run.py (e.g. ``nox -s bench -- --quick``).
     """
-    session.install("-e", ".")
+    session.install("-e", ".[postgres]")
     lg_venv = Path(session.virtualenv.location).parent / "bench-langgraph"
     lg_python = _bin(lg_venv, "python")
     if not lg_python.exists():
@@ -74,6 +75,8 @@ def bench(session: nox.Session) -> None:
         "--disable-pip-version-check",
         LANGGRAPH,
         LANGGRAPH_SQLITE,
+        LANGGRAPH_POSTGRES,
+        "psycopg[binary,pool]",
         external=True,
     )
     session.run(

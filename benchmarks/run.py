@@ -61,12 +61,22 @@ LABELS = {
     "pregel_chain": "Pregel chain of N nodes",
     "cached": "cached tasks (all hits)",
     "import": "import `<lib>.func`",
+    "store_sqlite_put": "SqliteStore.put",
+    "store_sqlite_get": "SqliteStore.get (1,000 items)",
+    "store_sqlite_search": "SqliteStore.search, filtered (1,000 items)",
+    "store_sqlite_vector_search": "SqliteStore.search(query=), 1,000 vectors of 384 dims",
+    "store_postgres_put": "PostgresStore.put",
+    "store_postgres_get": "PostgresStore.get (1,000 items)",
+    "store_postgres_search": "PostgresStore.search, filtered (1,000 items)",
+    "store_postgres_vector_search": "PostgresStore.search(query=), 1,000 vectors of 384 dims",
 }
+STORE_KINDS = ("sqlite", "postgres")
 UNITS = {
     "task": "µs/task",
     "replayed task": "µs/replayed task",
     "superstep": "µs/superstep",
     "import": "ms",
+    "op": "µs/call",
 }
 
 
@@ -98,6 +108,7 @@ def plan(quick: bool) -> list[Case]:
                 )
             ),
             Case("import", 0, both),
+            *_store_cases(100, 2),
         ]
     cases: list[Case] = []
     for w in ("fanout", "chain"):
@@ -109,7 +120,20 @@ def plan(quick: bool) -> list[Case]:
     for w in ("chain_memory", "chain_sqlite", "resume", "async_fanout", "pregel_chain", "cached"):
         cases.append(Case(w, 1_000, both))
     cases.append(Case("import", 0, both))
+    cases += _store_cases(1_000, 10)
     return cases
+
+
+def _store_cases(n: int, searches: int) -> list[Case]:
+    """Store workloads; PostgreSQL ones only with BENCH_PG_DSN (a database
+    they may fill and empty). LangGraph's vector search needs sqlite-vec /
+    pgvector, which may be missing: it then shows as failed."""
+    kinds = [k for k in STORE_KINDS if k == "sqlite" or os.environ.get("BENCH_PG_DSN")]
+    return [
+        Case(f"store_{kind}_{what}", searches if what == "vector_search" else n, LIBS)
+        for kind in kinds
+        for what in ("put", "get", "search", "vector_search")
+    ]
 
 
 @dataclass

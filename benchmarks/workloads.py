@@ -294,6 +294,153 @@ def cached(lib: Lib, n: int) -> Prepared:
     return Prepared(run=lambda: main.invoke(n), warmup=warmup, check=check)
 
 
+# Stores: the same calls on both libraries' SqliteStore / PostgresStore.
+# PostgreSQL workloads need BENCH_PG_DSN (a database they may fill and empty).
+
+STORE_ITEMS = 1000
+VECTOR_DIMS = 384
+
+
+def _store(lib: Lib, kind: str, **options: Any) -> tuple[Any, Callable[[], None]]:
+    if kind == "sqlite":
+        tmpdir = tempfile.TemporaryDirectory(prefix="bench-store-")
+        cm = lib.module("store.sqlite").SqliteStore.from_conn_string(
+            os.path.join(tmpdir.name, "store.db"), **options
+        )
+        store = cm.__enter__()
+        store.setup()
+
+        def close() -> None:
+            cm.__exit__(None, None, None)
+            tmpdir.cleanup()
+
+        return store, close
+    dsn = os.environ.get("BENCH_PG_DSN")
+    if not dsn:
+        raise RuntimeError("PostgreSQL store workloads need BENCH_PG_DSN")
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for table in ("store", "store_vectors", "pregelkit_store", "pregelkit_store_vectors"):
+            conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
+        conn.execute("DROP TABLE IF EXISTS store_migrations, vector_migrations")
+        conn.execute("DROP TABLE IF EXISTS pregelkit_store_migrations")
+    cm = lib.module("store.postgres").PostgresStore.from_conn_string(dsn, **options)
+    store = cm.__enter__()
+    store.setup()
+    return store, lambda: cm.__exit__(None, None, None)
+
+
+def _doc(i: int) -> dict[str, Any]:
+    return {"i": i, "kind": ("cat", "dog", "bird")[i % 3], "text": f"memory number {i}"}
+
+
+def _store_put(kind: str) -> Callable[[Lib, int], Prepared]:
+    def workload(lib: Lib, n: int) -> Prepared:
+        store, close = _store(lib, kind)
+
+        def run() -> int:
+            for i in range(n):
+                store.put(("users", str(i % 10), "memories"), str(i), _doc(i))
+            return n
+
+        return Prepared(
+            run=run,
+            warmup=lambda: store.put(("warmup",), "k", _doc(0)),
+            check=lambda r: _expect(
+                store.get(("users", str((n - 1) % 10), "memories"), str(n - 1)).value["i"], n - 1
+            ),
+            close=close,
+        )
+
+    workload.__doc__ = f"N single-item puts into a {kind} store (one transaction each)."
+    return workload
+
+
+def _store_get(kind: str) -> Callable[[Lib, int], Prepared]:
+    def workload(lib: Lib, n: int) -> Prepared:
+        store, close = _store(lib, kind)
+        for i in range(STORE_ITEMS):
+            store.put(("users", str(i % 10)), str(i), _doc(i))
+
+        def run() -> int:
+            found = 0
+            for i in range(n):
+                item = store.get(("users", str(i % 10)), str(i % STORE_ITEMS))
+                found += item is not None
+            return found
+
+        return Prepared(
+            run=run,
+            warmup=lambda: store.get(("users", "0"), "0"),
+            check=lambda r: _expect(r, n),
+            close=close,
+        )
+
+    workload.__doc__ = f"N gets of single items from a {kind} store of {STORE_ITEMS} items."
+    return workload
+
+
+def _store_search(kind: str) -> Callable[[Lib, int], Prepared]:
+    def workload(lib: Lib, n: int) -> Prepared:
+        store, close = _store(lib, kind)
+        for i in range(STORE_ITEMS):
+            store.put(("users", str(i % 10)), str(i), _doc(i))
+
+        def run() -> int:
+            hits = 0
+            for i in range(n):
+                hits += len(store.search(("users", str(i % 10)), filter={"kind": "cat"}, limit=10))
+            return hits
+
+        return Prepared(
+            run=run,
+            warmup=lambda: store.search(("users",), limit=1),
+            check=lambda r: _expect(r, n * 10),
+            close=close,
+        )
+
+    workload.__doc__ = (
+        f"N filtered searches (limit 10) in one namespace of a {kind} store of {STORE_ITEMS}."
+    )
+    return workload
+
+
+def _vector(text: str) -> list[float]:
+    import random
+
+    rng = random.Random(text)
+    return [rng.uniform(-1, 1) for _ in range(VECTOR_DIMS)]
+
+
+def _embed(texts: Any) -> list[list[float]]:
+    return [_vector(text) for text in texts]
+
+
+def _store_vector_search(kind: str) -> Callable[[Lib, int], Prepared]:
+    def workload(lib: Lib, n: int) -> Prepared:
+        index = {"dims": VECTOR_DIMS, "embed": _embed, "fields": ["text"]}
+        store, close = _store(lib, kind, index=index)
+        batch = lib.module("store.base").PutOp
+        store.batch([batch(("docs",), str(i), _doc(i)) for i in range(STORE_ITEMS)])
+
+        def run() -> int:
+            return sum(len(store.search(("docs",), query=f"q{i}", limit=5)) for i in range(n))
+
+        return Prepared(
+            run=run,
+            warmup=lambda: store.search(("docs",), query="warmup", limit=1),
+            check=lambda r: _expect(r, n * 5),
+            close=close,
+        )
+
+    workload.__doc__ = (
+        f"N exact semantic searches over {STORE_ITEMS} vectors of {VECTOR_DIMS} dims "
+        f"in a {kind} store (user embedding function)."
+    )
+    return workload
+
+
 WORKLOADS: dict[str, tuple[Callable[[Lib, int], Prepared], str]] = {
     "fanout": (fanout, "task"),
     "chain": (chain, "task"),
@@ -303,6 +450,16 @@ WORKLOADS: dict[str, tuple[Callable[[Lib, int], Prepared], str]] = {
     "async_fanout": (async_fanout, "task"),
     "pregel_chain": (pregel_chain, "superstep"),
     "cached": (cached, "task"),
+    **{
+        f"store_{kind}_{what}": (make(kind), unit)
+        for kind in ("sqlite", "postgres")
+        for what, make, unit in (
+            ("put", _store_put, "op"),
+            ("get", _store_get, "op"),
+            ("search", _store_search, "op"),
+            ("vector_search", _store_vector_search, "op"),
+        )
+    },
 }
 
 IMPORT_SNIPPET = (

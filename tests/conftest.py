@@ -247,3 +247,104 @@ def async_saver(
 
 async def _make_async_postgres_saver(pool: AsyncConnectionPool[Any]) -> AsyncPostgresSaver:
     return AsyncPostgresSaver(pool)
+
+
+# Stores: every kind behind one calling convention.
+
+STORE_KINDS = ["memory", "sqlite", "async_sqlite", "postgres", "async_postgres"]
+
+
+class StoreUnderTest:
+    """A store and a way to call it: ``call("put", ...)`` runs ``put`` on a
+    sync store, ``aput`` (on the session loop) on an async one."""
+
+    def __init__(self, kind: str, store: Any, arun: Callable[[Awaitable[Any]], Any]) -> None:
+        self.kind = kind
+        self.store = store
+        self.is_async = kind.startswith("async")
+        self._arun = arun
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        if self.is_async:
+            return self._arun(getattr(self.store, "a" + method)(*args, **kwargs))
+        return getattr(self.store, method)(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} store>"
+
+    def sweep_ttl(self) -> Any:
+        # The TTL methods of async stores are coroutines under the same names.
+        swept = self.store.sweep_ttl()
+        return self._arun(swept) if self.is_async else swept
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> Any:
+        stopped = self.store.stop_ttl_sweeper(timeout)
+        return self._arun(stopped) if self.is_async else stopped
+
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return lambda *args, **kwargs: self.call(method, *args, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def _store_dsn(postgres_server: str) -> str:
+    from pregelkit.store.postgres import PostgresStore
+
+    dsn = _create_database(postgres_server, "pregelkit_stores")
+    with PostgresStore.from_conn_string(dsn) as store:
+        store.setup()
+    return dsn
+
+
+@pytest.fixture(params=STORE_KINDS)
+def make_store(
+    request: pytest.FixtureRequest, tmp_path: Path, _loop_runner: asyncio.Runner
+) -> Iterator[Callable[..., StoreUnderTest]]:
+    """Builds an empty store of each kind: ``make_store(index=..., ttl=...)``."""
+    from contextlib import ExitStack
+
+    kind: str = request.param
+    exits = ExitStack()
+    arun = request.getfixturevalue("arun")
+    if kind.endswith("postgres"):
+        dsn = request.getfixturevalue("_store_dsn")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("TRUNCATE pregelkit_store, pregelkit_store_vectors")
+    count = 0
+
+    def make(**options: Any) -> StoreUnderTest:
+        nonlocal count
+        count += 1
+        if kind == "memory":
+            from pregelkit.store.memory import InMemoryStore
+
+            return StoreUnderTest(kind, InMemoryStore(index=options.get("index")), arun)
+        if kind == "sqlite":
+            from pregelkit.store.sqlite import SqliteStore
+
+            path = str(tmp_path / "store.db")
+            return StoreUnderTest(
+                kind, exits.enter_context(SqliteStore.from_conn_string(path, **options)), arun
+            )
+        if kind == "async_sqlite":
+            from pregelkit.store.sqlite.aio import AsyncSqliteStore
+
+            opened = AsyncSqliteStore.from_conn_string(str(tmp_path / "store.db"), **options)
+            store = _loop_runner.run(opened.__aenter__())
+            exits.callback(lambda: _loop_runner.run(opened.__aexit__(None, None, None)))
+            return StoreUnderTest(kind, store, arun)
+        if kind == "postgres":
+            from pregelkit.store.postgres import PostgresStore
+
+            opened_pg = PostgresStore.from_conn_string(dsn, **options)
+            return StoreUnderTest(kind, exits.enter_context(opened_pg), arun)
+        from pregelkit.store.postgres.aio import AsyncPostgresStore
+
+        opened_apg = AsyncPostgresStore.from_conn_string(dsn, **options)
+        store = _loop_runner.run(opened_apg.__aenter__())
+        exits.callback(lambda: _loop_runner.run(opened_apg.__aexit__(None, None, None)))
+        return StoreUnderTest(kind, store, arun)
+
+    with exits:
+        yield make

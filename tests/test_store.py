@@ -21,7 +21,11 @@ from pregelkit.store.base import (
     PutOp,
     SearchItem,
     SearchOp,
+    get_text_at_path,
+    tokenize_path,
+    validate_op_namespace,
 )
+from pregelkit.store.base.batch import AsyncBatchedBaseStore
 from pregelkit.store.memory import InMemoryStore
 
 
@@ -87,167 +91,12 @@ def test_item_dict_and_equality() -> None:
     hit = SearchItem(("a", "b"), "k", {"x": 1}, at, at, score=0.5)
     assert hit.dict()["score"] == 0.5
     assert hit != SearchItem(("a", "b"), "k", {"x": 1}, at, at)
-    assert "key='k'" in repr(hit)
-
-
-def test_search_by_prefix_newest_first(store: InMemoryStore) -> None:
-    store.put(("docs", "a"), "1", {"n": 1})
-    store.put(("docs", "b"), "2", {"n": 2})
-    store.put(("other",), "3", {"n": 3})
-    store.put(("docs", "a"), "1", {"n": 4})  # rewriting moves it to the front
-    assert [(i.namespace, i.key) for i in store.search(("docs",))] == [
-        (("docs", "a"), "1"),
-        (("docs", "b"), "2"),
-    ]
-    assert [i.key for i in store.search(())] == ["1", "3", "2"]
-    assert store.search(("doc",)) == []
-    results = store.search(("docs", "b"))
-    assert all(isinstance(i, SearchItem) and i.score is None for i in results)
-
-
-def test_search_pages(store: InMemoryStore) -> None:
-    for n in range(5):
-        store.put(("p",), str(n), {"n": n})
-    assert [i.key for i in store.search(("p",), limit=2)] == ["4", "3"]
-    assert [i.key for i in store.search(("p",), limit=2, offset=2)] == ["2", "1"]
-    assert [i.key for i in store.search(("p",), limit=2, offset=4)] == ["0"]
-    assert store.search(("p",), limit=0) == []
-
-
-def test_search_filter(store: InMemoryStore) -> None:
-    store.put(("f",), "a", {"kind": "cat", "age": 3, "meta": {"x": 1}})
-    store.put(("f",), "b", {"kind": "dog", "age": 7})
-    store.put(("f",), "c", {"kind": "cat", "age": "old"})
-    store.put(("f",), "d", {"age": 10})
-
-    def keys(spec: dict[str, Any]) -> list[str]:
-        return sorted(i.key for i in store.search(("f",), filter=spec))
-
-    assert keys({"kind": "cat"}) == ["a", "c"]
-    assert keys({"kind": "cat", "age": 3}) == ["a"]
-    assert keys({"meta": {"x": 1}}) == ["a"]
-    assert keys({"kind": {"$eq": "dog"}}) == ["b"]
-    assert keys({"kind": {"$ne": "cat"}}) == ["b", "d"]  # a missing key is "not equal"
-    assert keys({"age": {"$gt": 3}}) == ["b", "d"]  # "old" cannot be ordered: no match
-    assert keys({"age": {"$gte": 3, "$lt": 10}}) == ["a", "b"]
-    assert keys({"age": {"$lte": 3}}) == ["a"]
-    assert keys({"missing": None}) == []
-
-
-@pytest.mark.parametrize(
-    ("spec", "error", "message"),
-    [
-        ({"age": {"$gt": 1, "plain": 2}}, ValueError, "mixes operators and plain keys"),
-        ({"age": {"$regex": "x"}}, ValueError, r"unknown operator\(s\) \['\$regex'\]"),
-        (["age"], TypeError, "filter must be a dict"),
-    ],
-)
-def test_bad_filters_are_refused(
-    store: InMemoryStore, spec: Any, error: type[Exception], message: str
-) -> None:
-    with pytest.raises(error, match=message):
-        store.search(("f",), filter=spec)
-
-
-def test_list_namespaces(store: InMemoryStore) -> None:
-    for namespace in [
-        ("a", "b", "c"),
-        ("a", "b", "d", "e"),
-        ("a", "b", "d", "i"),
-        ("a", "b", "f"),
-        ("a", "c", "f"),
-        ("x", "v1"),
-    ]:
-        store.put(namespace, "k", {})
-    assert store.list_namespaces(prefix=("a", "b")) == [
-        ("a", "b", "c"),
-        ("a", "b", "d", "e"),
-        ("a", "b", "d", "i"),
-        ("a", "b", "f"),
-    ]
-    assert store.list_namespaces(prefix=("a", "b"), max_depth=3) == [
-        ("a", "b", "c"),
-        ("a", "b", "d"),
-        ("a", "b", "f"),
-    ]
-    assert store.list_namespaces(suffix=("f",)) == [("a", "b", "f"), ("a", "c", "f")]
-    assert store.list_namespaces(prefix=("a", "*", "f")) == [("a", "b", "f"), ("a", "c", "f")]
-    assert store.list_namespaces(prefix=("a",), suffix=("*", "f")) == [
-        ("a", "b", "f"),
-        ("a", "c", "f"),
-    ]
-    assert store.list_namespaces(max_depth=1) == [("a",), ("x",)]
-    assert store.list_namespaces(limit=2, offset=1) == [("a", "b", "d", "e"), ("a", "b", "d", "i")]
-    assert store.list_namespaces(suffix=("a", "b", "c", "d", "e")) == []
-
-
-def test_deleted_namespace_is_not_listed(store: InMemoryStore) -> None:
-    store.put(("gone",), "k", {})
-    store.put(("kept",), "k", {})
-    store.delete(("gone",), "k")
-    assert store.list_namespaces() == [("kept",)]
-
-
-@pytest.mark.parametrize(
-    ("namespace", "message"),
-    [
-        ((), "namespace is empty"),
-        (("users", ""), r"\('users', ''\) has an empty label"),
-        (("users", "a.b"), r"label 'a\.b' containing '\.'"),
-        (("users", 42), r"label 42 of type int"),
-        ("users", r"must be a tuple of strings .* got str 'users'"),
-        (["users"], r"must be a tuple of strings .* got list"),
-    ],
-)
-def test_invalid_namespaces_are_refused(store: InMemoryStore, namespace: Any, message: str) -> None:
-    with pytest.raises(InvalidNamespaceError, match=message):
-        store.put(namespace, "k", {"v": 1})
-    with pytest.raises(ValueError, match=message):
-        store.get(namespace, "k")
-    assert store.list_namespaces() == []
-
-
-def test_invalid_search_prefix_and_patterns(store: InMemoryStore) -> None:
-    with pytest.raises(InvalidNamespaceError, match=r"namespace_prefix \('a\.b',\)"):
-        store.search(("a.b",))
-    with pytest.raises(InvalidNamespaceError, match="prefix"):
-        store.list_namespaces(prefix=("",))
-    with pytest.raises(ValueError, match="match_type must be 'prefix' or 'suffix'"):
-        store.batch([ListNamespacesOp((MatchCondition("infix", ("a",)),))])  # type: ignore[arg-type]
-
-
-def test_bad_arguments_are_refused(store: InMemoryStore) -> None:
-    with pytest.raises(TypeError, match=r"value for key 'k' in namespace \('a',\) must be a dict"):
-        store.put(("a",), "k", ["not", "a", "dict"])  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="key must be a string"):
-        store.put(("a",), 1, {})  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="limit must be a non-negative int"):
-        store.search(("a",), limit=-1)
-    with pytest.raises(ValueError, match="offset must be a non-negative int"):
-        store.list_namespaces(offset=-1)
-    with pytest.raises(ValueError, match="max_depth must be a positive int"):
-        store.list_namespaces(max_depth=0)
-    with pytest.raises(TypeError, match="unknown store op"):
-        store.batch([("get", ("a",), "k")])  # type: ignore[list-item]
-
-
-def test_semantic_search_and_ttl_are_refused_clearly(store: InMemoryStore) -> None:
-    with pytest.raises(NotImplementedError, match=r"semantic search.*use filter="):
-        store.search(("a",), query="cats")
-    with pytest.raises(NotImplementedError, match=r"put\(index=\['text'\]\).*index=None"):
-        store.put(("a",), "k", {"text": "hi"}, index=["text"])
-    with pytest.raises(NotImplementedError, match=r"InMemoryStore does not expire items"):
-        store.put(("a",), "k", {"text": "hi"}, ttl=5)
-    with pytest.raises(NotImplementedError, match=r"InMemoryStore\(index=\.\.\.\)"):
-        InMemoryStore(index={"dims": 3})
-    store.put(("a",), "k", {"text": "hi"}, index=False)
-    assert store.get(("a",), "k") is not None
-
-
-def test_invalid_batch_changes_nothing(store: InMemoryStore) -> None:
-    with pytest.raises(InvalidNamespaceError):
-        store.batch([PutOp(("a",), "k", {"v": 1}), PutOp(("bad.label",), "k", {"v": 2})])
-    assert store.get(("a",), "k") is None
+    # LangGraph prints search results as "Item(...)" too.
+    assert repr(hit) == (
+        "Item(namespace=['a', 'b'], key='k', value={'x': 1}, "
+        "created_at='2024-01-02T03:04:05+00:00', updated_at='2024-01-02T03:04:05+00:00', "
+        "score=0.5)"
+    )
 
 
 def test_batch_runs_in_order(store: InMemoryStore) -> None:
@@ -273,23 +122,6 @@ def test_refresh_ttl_is_accepted(store: InMemoryStore) -> None:
     store.put(("a",), "k", {"v": 1})
     assert store.get(("a",), "k", refresh_ttl=False) is not None
     assert len(store.search(("a",), refresh_ttl=False)) == 1
-
-
-def test_async_twins(store: InMemoryStore) -> None:
-    async def scenario() -> None:
-        await store.aput(("users", "1"), "k", {"v": 1})
-        await store.aput(("users", "2"), "k", {"v": 2})
-        item = await store.aget(("users", "1"), "k")
-        assert item is not None and item.value == {"v": 1}
-        found = await store.asearch(("users",), filter={"v": {"$gt": 1}})
-        assert [i.namespace for i in found] == [("users", "2")]
-        assert await store.alist_namespaces(prefix=("users",)) == [("users", "1"), ("users", "2")]
-        await store.adelete(("users", "1"), "k")
-        assert await store.aget(("users", "1"), "k") is None
-        with pytest.raises(NotImplementedError):
-            await store.asearch(("users",), query="q")
-
-    asyncio.run(scenario())
 
 
 def test_threads_share_one_store(store: InMemoryStore) -> None:
@@ -331,11 +163,13 @@ def test_prefix_search_and_listing_match_a_plain_reference(
     for n, namespace in enumerate(namespaces):
         store.put(namespace, str(n), {"n": n})
 
-    # Search: every item whose namespace starts with the prefix, newest first.
+    # Search: every item under the prefix, in LangGraph's InMemoryStore order:
+    # namespaces as first written, then items as written.
     expected = [
         (namespace, str(n))
-        for n, namespace in reversed(list(enumerate(namespaces)))
-        if namespace[: len(prefix)] == prefix
+        for first in dict.fromkeys(namespaces)
+        for n, namespace in enumerate(namespaces)
+        if namespace == first and namespace[: len(prefix)] == prefix
     ]
     got = [(i.namespace, i.key) for i in store.search(prefix, limit=100)]
     assert got == expected
@@ -351,3 +185,190 @@ def test_prefix_search_and_listing_match_a_plain_reference(
     listed = {ns[:max_depth] if max_depth else ns for ns in namespaces if fits(ns)}
     kwargs: dict[str, Any] = {match_type: pattern, "max_depth": max_depth, "limit": 1000}
     assert store.list_namespaces(**kwargs) == sorted(listed)
+
+
+def test_search_keeps_langgraph_order(store: InMemoryStore) -> None:
+    store.put(("a",), "k1", {})
+    store.put(("b",), "k2", {})
+    store.put(("a",), "k3", {})
+    store.put(("a", "x"), "k4", {})
+    assert [i.key for i in store.search(())] == ["k1", "k3", "k2", "k4"]
+    store.delete(("a",), "k1")
+    store.put(("a",), "k1", {})  # deleted and written again: last of its namespace
+    store.put(("b",), "k2", {"v": 2})  # rewritten: keeps its place
+    assert [i.key for i in store.search(())] == ["k3", "k1", "k2", "k4"]
+
+
+def _letters(texts: list[str]) -> list[list[float]]:
+    return [[float(text.count(c)) for c in "abc"] for text in texts]
+
+
+def test_semantic_search_with_a_user_function() -> None:
+    store = InMemoryStore(index={"embed": _letters, "dims": 3, "fields": ["text"]})
+    assert store.index_config == {"embed": _letters, "dims": 3, "fields": ["text"]}
+    store.put(("d",), "a", {"text": "aaa"})
+    store.put(("d",), "b", {"text": "bbb"})
+    store.put(("d",), "ab", {"text": "ab"})
+    store.put(("d",), "skip", {"text": "aaa"}, index=False)
+    hits = store.search(("d",), query="a")
+    assert [(h.key, round(h.score, 4) if h.score is not None else None) for h in hits] == [
+        ("a", 1.0),
+        ("ab", 0.7071),
+        ("b", 0.0),
+        ("skip", None),  # stored without vectors: after every scored item
+    ]
+    assert [h.key for h in store.search(("d",))] == ["a", "b", "ab", "skip"]
+    assert [h.key for h in store.search(("d",), query="")] == ["a", "b", "ab", "skip"]
+
+
+def test_embedder_objects_and_async_functions() -> None:
+    class Embedder:
+        def __init__(self) -> None:
+            self.calls: list[list[str]] = []
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            self.calls.append(texts)
+            return _letters(texts)
+
+        def embed_query(self, text: str) -> list[float]:
+            return _letters([text])[0]
+
+    embedder = Embedder()
+    store = InMemoryStore(index={"embed": embedder, "dims": 3, "fields": ["t", "u"]})
+    assert store.embeddings is embedder
+    store.batch([PutOp(("d",), "x", {"t": "a", "u": "b"}), PutOp(("d",), "y", {"t": "c"})])
+    assert embedder.calls == [["a", "b", "c"]]  # one call for the whole batch
+
+    async def aembed(texts: list[str]) -> list[list[float]]:
+        return _letters(texts)
+
+    async_store = InMemoryStore(index={"embed": aembed, "dims": 3})
+    with pytest.raises(TypeError, match="embed function is async"):
+        async_store.put(("d",), "x", {"t": "a"})
+    assert asyncio.run(async_store.aget(("d",), "x")) is None
+
+    async def scenario() -> list[SearchItem]:
+        await async_store.aput(("d",), "x", {"t": "a"})
+        return await async_store.asearch(("d",), query="a")
+
+    assert [h.key for h in asyncio.run(scenario())] == ["x"]
+
+
+@pytest.mark.parametrize(
+    ("index", "error", "message"),
+    [
+        ({"embed": "openai:text-embedding-3-small", "dims": 3}, ValueError, "needs LangChain"),
+        ({"embed": _letters, "dims": 0}, ValueError, "dims must be a positive int"),
+        ({"embed": _letters}, ValueError, "dims must be a positive int"),
+        ({"dims": 3}, ValueError, "needs 'embed'"),
+        ({"embed": 3, "dims": 3}, TypeError, "embed must be a function"),
+        ({"embed": _letters, "dims": 3, "distance_type": "l2"}, ValueError, "cosine"),
+        ({"embed": _letters, "dims": 3, "fields": "text"}, TypeError, "list of field paths"),
+    ],
+)
+def test_bad_index_configs_are_refused(
+    index: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        InMemoryStore(index=index)
+
+
+def test_get_text_at_path() -> None:
+    doc = {"a": {"b": [{"c": "x"}, {"c": "y"}], "d": "z"}, "t": "top", "n": [1, "s"]}
+    assert tokenize_path("a.b[0].c") == ["a", "b", "[0]", "c"]
+    assert tokenize_path("a.{b,d}") == ["a", "{b,d}"]
+    assert get_text_at_path(doc, "a.b[0].c") == ["x"]
+    assert get_text_at_path(doc, "a.b[*].c") == ["x", "y"]
+    assert get_text_at_path(doc, "a.b[-1].c") == ["y"]
+    assert get_text_at_path(doc, "a.{b,d}") == ['[{"c": "x"}, {"c": "y"}]', "z"]
+    assert get_text_at_path(doc, "n[*]") == ["1", "s"]
+    assert get_text_at_path(doc, "a.*") == ['[{"c": "x"}, {"c": "y"}]', "z"]
+    assert get_text_at_path(doc, "missing") == []
+    assert get_text_at_path(doc, "a.b[5].c") == []
+    assert get_text_at_path({"x": "é"}, "$") == ['{"x": "é"}']
+    with pytest.raises(ValueError, match="unclosed"):
+        tokenize_path("a[0")
+
+
+@pytest.mark.parametrize("namespace", [("foo.bar",), ("foo\x00",), ("foo", ""), (123,)])
+def test_validate_op_namespace(namespace: Any) -> None:
+    for op in (
+        GetOp(namespace, "k"),
+        PutOp(namespace, "k", {}),
+        PutOp(namespace, "k", None),
+        SearchOp(namespace),
+        ListNamespacesOp((MatchCondition("prefix", namespace),)),
+        ListNamespacesOp((MatchCondition("suffix", namespace),)),
+    ):
+        with pytest.raises(InvalidNamespaceError):
+            validate_op_namespace(op)
+    for op in (
+        SearchOp(()),
+        ListNamespacesOp((MatchCondition("prefix", ("t", "*")),)),
+        GetOp(("tenant", "a_%"), "k"),
+        PutOp(("langgraph", "x"), "k", {}),  # put()'s own rule, not an op rule
+    ):
+        validate_op_namespace(op)
+
+
+def test_bad_calls_never_reach_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = InMemoryStore()
+    calls: list[Any] = []
+    monkeypatch.setattr(InMemoryStore, "batch", lambda self, ops: calls.append(ops))
+    monkeypatch.setattr(InMemoryStore, "abatch", lambda self, ops: calls.append(ops))
+    for call in (
+        lambda: store.get(("a.b",), "k"),
+        lambda: store.delete(("a", ""), "k"),
+        lambda: store.search(("a", 1)),  # type: ignore[arg-type]
+        lambda: store.list_namespaces(suffix=("x.y",)),
+        lambda: store.put(("langgraph",), "k", {}),
+        lambda: store.put((), "k", {}),
+    ):
+        with pytest.raises(InvalidNamespaceError):
+            call()
+    with pytest.raises(InvalidNamespaceError):
+        asyncio.run(store.aget(("a.b",), "k"))
+    assert calls == []
+
+
+def test_async_batched_store_gathers_concurrent_calls() -> None:
+    class Batched(AsyncBatchedBaseStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = InMemoryStore()
+            self.batches: list[list[Any]] = []
+
+        def batch(self, ops: Any) -> list[Any]:
+            return self.inner.batch(ops)
+
+        async def abatch(self, ops: Any) -> list[Any]:
+            self.batches.append(list(ops))
+            return self.inner.batch(ops)
+
+    store = Batched()
+
+    async def scenario() -> None:
+        await asyncio.gather(store.aput(("a",), "x", {"v": 1}), store.aput(("a",), "y", {"v": 2}))
+        assert len(store.batches) == 1
+        store.batches.clear()
+        got = await asyncio.gather(
+            store.aget(("a",), "x"), store.aget(("a",), "x"), store.asearch(("a",))
+        )
+        assert [len(b) for b in store.batches] == [2]  # the repeated get is sent once
+        assert got[0] == got[1] and got[0] is not None and got[0].value == {"v": 1}
+        assert [i.key for i in got[2]] == ["x", "y"]
+        # A bad call fails alone, before it is queued.
+        results = await asyncio.gather(
+            store.aget(("a",), "y"), store.aget(("bad.label",), "y"), return_exceptions=True
+        )
+        assert isinstance(results[1], InvalidNamespaceError)
+        assert results[0] is not None and results[0].value == {"v": 2}
+        # A cancelled caller does not break the store.
+        pending = asyncio.ensure_future(store.aget(("a",), "x"))
+        await asyncio.sleep(0)
+        pending.cancel()
+        assert await store.alist_namespaces() == [("a",)]
+        await store.adelete(("a",), "x")
+        assert await store.aget(("a",), "x") is None
+
+    asyncio.run(scenario())

@@ -4,36 +4,59 @@ A checkpoint holds one thread's state; a store holds what many threads share
 (user profiles, memories), addressed by a namespace such as
 ``("users", "42", "memories")`` and a key inside it. Every operation is an op
 value so a store can run a mixed batch in one round trip; the convenience
-methods (``get``, ``put``, ``search``...) build one op and run it through
-``batch``/``abatch``, which is all an implementation has to provide.
+methods (``get``, ``put``, ``search``...) check their arguments, build one op
+and run it through ``batch``/``abatch``, which is all an implementation has
+to provide.
 
-Semantic (vector) search is not available: pregelkit has no embeddings
-dependency, so ``query=`` and ``index=`` raise :class:`NotImplementedError`
-instead of being silently ignored.
+Semantic search needs an embedding function from the user
+(``index={"embed": ..., "dims": ..., "fields": [...]}``): pregelkit has no
+model dependency. A store without an index ignores ``query=`` and returns
+its plain search order, as LangGraph's stores do.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, Literal, NamedTuple, Union, cast
+from typing import Any, Literal, NamedTuple, TypedDict, Union, cast
+
+from pregelkit.store._filter import FILTER_OPERATORS, parse_filter
+from pregelkit.store.base.embed import (
+    AEmbeddingsFunc,
+    Embeddings,
+    EmbeddingsFunc,
+    ensure_embeddings,
+    get_text_at_path,
+    tokenize_path,
+)
 
 __all__ = [
     "FILTER_OPERATORS",
+    "NOT_PROVIDED",
+    "AEmbeddingsFunc",
     "BaseStore",
+    "Embeddings",
+    "EmbeddingsFunc",
     "GetOp",
+    "IndexConfig",
     "InvalidNamespaceError",
     "Item",
     "ListNamespacesOp",
     "MatchCondition",
     "NamespaceMatchType",
     "NamespacePath",
+    "NotProvided",
     "Op",
     "PutOp",
     "Result",
     "SearchItem",
     "SearchOp",
+    "TTLConfig",
+    "ensure_embeddings",
+    "get_text_at_path",
+    "tokenize_path",
+    "validate_op_namespace",
 ]
 
 NamespacePath = tuple[str, ...]
@@ -41,21 +64,47 @@ NamespacePath = tuple[str, ...]
 
 NamespaceMatchType = Literal["prefix", "suffix"]
 
-FILTER_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
-"""Comparison operators a search filter may use, e.g. ``{"age": {"$gte": 18}}``."""
 
-_NO_SEMANTIC_SEARCH = (
-    "pregelkit stores have no semantic (vector) index because pregelkit ships without an "
-    "embeddings dependency"
-)
+class TTLConfig(TypedDict, total=False):
+    """How a store with ``supports_ttl`` expires items (times in minutes)."""
+
+    refresh_on_read: bool
+    """Whether ``get``/``search`` restart the TTL of what they return by
+    default (``True``); a call's ``refresh_ttl=`` overrides it."""
+    default_ttl: float | None
+    """TTL of a ``put`` that does not pass ``ttl=``; ``None``: never expire."""
+    sweep_interval_minutes: int | None
+    """How often the sweeper started by ``start_ttl_sweeper()`` deletes
+    expired items. Expired items are never returned, swept or not."""
+
+
+class IndexConfig(TypedDict, total=False):
+    """Semantic search: ``embed`` turns texts into ``dims``-long vectors, and
+    ``fields`` are the paths of the texts to embed in each document
+    (``["$"]``, the whole document, by default)."""
+
+    dims: int
+    embed: Any
+    fields: list[str] | None
+
+
+class NotProvided:
+    """The type of :data:`NOT_PROVIDED`."""
+
+    def __repr__(self) -> str:
+        return "NOT_PROVIDED"
+
+
+NOT_PROVIDED = NotProvided()
+"""``put(ttl=NOT_PROVIDED)`` (the default) means the store's ``default_ttl``."""
 
 
 class InvalidNamespaceError(ValueError):
-    """A namespace is not a tuple of non-empty, dot-free string labels.
+    """A namespace is not a sequence of non-empty, dot-free string labels.
 
-    Dots are refused, as in langgraph, because a store that keeps the namespace
-    in one text column joins the labels with ``"."``: a label containing one
-    would then read back as two labels.
+    Dots are refused, as in LangGraph, because a store that keeps the
+    namespace in one text column joins the labels with ``"."``: a label
+    containing one would then read back as two labels.
     """
 
 
@@ -105,13 +154,15 @@ class Item:
         return hash((self.namespace, self.key))
 
     def __repr__(self) -> str:
+        # "Item" for search results too, as LangGraph prints them.
         args = ", ".join(f"{name}={value!r}" for name, value in self.dict().items())
-        return f"{type(self).__name__}({args})"
+        return f"Item({args})"
 
 
 class SearchItem(Item):
-    """An item returned by ``search``; ``score`` is the relevance of a semantic
-    match, so it is always ``None`` here (no semantic search)."""
+    """An item returned by ``search``; ``score`` is the cosine similarity of
+    its closest embedded text to the query (``None`` without a query, or for
+    an item that was not embedded)."""
 
     __slots__ = ("score",)
 
@@ -156,12 +207,14 @@ class SearchOp(NamedTuple):
     namespace_prefix: tuple[str, ...]
     """``()`` searches the whole store."""
     filter: dict[str, Any] | None = None
-    """Top-level value key -> expected value, or -> ``{operator: operand}`` using
-    :data:`FILTER_OPERATORS`; every entry must match."""
+    """Value key -> expected value, or -> ``{operator: operand}`` using
+    :data:`FILTER_OPERATORS`; every entry must match. A key is a path:
+    ``"meta.author"`` looks inside ``meta``."""
     limit: int = 10
     offset: int = 0
     query: str | None = None
-    """Natural-language query for semantic search: not supported, must be ``None``."""
+    """Natural-language query: with an index, results are ordered by
+    similarity to it; without one it is ignored."""
     refresh_ttl: bool = True
 
 
@@ -190,7 +243,8 @@ class PutOp(NamedTuple):
     value: dict[str, Any] | None
     # The field shadows tuple.index; the name is kept for compatibility with langgraph.
     index: Literal[False] | list[str] | None = None  # type: ignore[assignment]
-    """Fields to embed for semantic search: not supported, must be ``None``/``False``."""
+    """Fields to embed for semantic search: ``None`` the index's ``fields``,
+    ``False`` none (the item is stored but not embedded)."""
     ttl: float | None = None
     """Minutes until the item expires; only for stores with ``supports_ttl``."""
 
@@ -199,61 +253,77 @@ Op = Union[GetOp, SearchOp, PutOp, ListNamespacesOp]
 Result = Union[Item, list[Item], list[SearchItem], list[tuple[str, ...]], None]
 
 
-def _check_namespace(namespace: object, *, what: str, allow_empty: bool) -> None:
+def _check_labels(namespace: object, *, what: str) -> None:
     if not isinstance(namespace, tuple):
         raise InvalidNamespaceError(
             f"{what} must be a tuple of strings such as ('users', '42'), "
             f"got {type(namespace).__name__} {namespace!r}"
         )
-    if not namespace and not allow_empty:
-        raise InvalidNamespaceError(f"{what} is empty; give at least one label, e.g. ('memories',)")
     for label in namespace:
         if not isinstance(label, str):
             raise InvalidNamespaceError(
-                f"{what} {namespace!r} has label {label!r} of type "
-                f"{type(label).__name__}; every label must be a string"
+                f"Invalid namespace label {label!r} found in {namespace!r}: labels must be "
+                f"strings, got {type(label).__name__}"
             )
         if not label:
             raise InvalidNamespaceError(
-                f"{what} {namespace!r} has an empty label; every label must be non-empty"
+                f"Namespace labels cannot be empty strings: {what} {namespace!r} has one"
             )
         if "." in label:
             raise InvalidNamespaceError(
-                f"{what} {namespace!r} has label {label!r} containing '.'; split it "
-                f"into separate labels or use another separator such as '-'"
+                f"Invalid namespace label {label!r} found in {namespace!r}: labels cannot "
+                f"contain periods ('.'); split it into separate labels or use another "
+                f"separator such as '-'"
             )
+        if "\x00" in label:
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} found in {namespace!r}: labels cannot "
+                "contain NUL characters"
+            )
+
+
+def validate_op_namespace(op: Op) -> None:
+    """Refuse an op whose namespace (or namespace pattern) has a label that is
+    not a non-empty string free of ``'.'`` and NUL. An empty prefix and ``"*"``
+    wildcards are fine; the rules only ``put`` has (a non-empty namespace not
+    rooted at ``"langgraph"``) are checked by ``put``."""
+    if isinstance(op, GetOp | PutOp):
+        _check_labels(op.namespace, what="namespace")
+    elif isinstance(op, SearchOp):
+        _check_labels(op.namespace_prefix, what="namespace_prefix")
+    elif isinstance(op, ListNamespacesOp):
+        for condition in op.match_conditions or ():
+            _check_labels(condition.path, what=f"{condition.match_type} pattern")
+
+
+def _check_put_namespace(namespace: tuple[str, ...]) -> None:
+    if not namespace:
+        raise InvalidNamespaceError(
+            "Namespace cannot be empty: give at least one label, e.g. ('memories',)"
+        )
+    if namespace[0] == "langgraph":
+        raise InvalidNamespaceError(
+            f'Root label for namespace cannot be "langgraph" (reserved), got {namespace!r}'
+        )
+
+
+def _as_namespace(namespace: object) -> Any:
+    # Lists are accepted as LangGraph accepts them; a str is not a namespace
+    # (it would read as one label per character) and is refused by the checks.
+    return tuple(namespace) if isinstance(namespace, list) else namespace
 
 
 def _check_page(limit: object, offset: object) -> None:
     for name, number in (("limit", limit), ("offset", offset)):
-        if not isinstance(number, int) or number < 0:
+        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
             raise ValueError(f"{name} must be a non-negative int, got {number!r}")
 
 
-def _check_filter(spec: object) -> None:
-    if spec is None:
-        return
-    if not isinstance(spec, dict):
-        raise TypeError(
-            f"filter must be a dict of value key -> expected value, got {type(spec).__name__}"
-        )
-    for field, expected in spec.items():
-        if not isinstance(expected, dict):
-            continue
-        operators = [name for name in expected if isinstance(name, str) and name.startswith("$")]
-        if not operators:
-            continue
-        if len(operators) != len(expected):
-            raise ValueError(
-                f"filter on {field!r} mixes operators and plain keys: {expected!r}; use "
-                f"either only operators like {{'$gt': 1}} or a plain dict to compare equal"
-            )
-        unknown = sorted(set(operators) - FILTER_OPERATORS)
-        if unknown:
-            raise ValueError(
-                f"filter on {field!r} uses unknown operator(s) {unknown}; "
-                f"supported: {sorted(FILTER_OPERATORS)}"
-            )
+def _check_key(key: object) -> None:
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a string, got {type(key).__name__} {key!r}")
+    if "\x00" in key:
+        raise ValueError(f"key {key!r} contains a NUL character, which no store can keep")
 
 
 class BaseStore(ABC):
@@ -261,12 +331,14 @@ class BaseStore(ABC):
 
     Implementations provide ``batch`` and ``abatch`` and call
     :meth:`validate_ops` on the ops they are given, so bad input fails with the
-    same message whichever store runs it.
+    same message whichever store runs it, before any op runs.
     """
 
     supports_ttl: bool = False
     """Whether ``put(..., ttl=...)`` is honoured; stores without TTLs refuse it
     rather than keep data the caller expects to expire."""
+    ttl_config: TTLConfig | None = None
+    index_config: IndexConfig | None = None
 
     @abstractmethod
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -281,44 +353,45 @@ class BaseStore(ABC):
 
         Raises :class:`InvalidNamespaceError` (a ``ValueError``), ``ValueError``
         or ``TypeError`` naming the bad argument, and ``NotImplementedError``
-        for semantic search or TTLs the store does not support.
+        for TTLs the store does not support.
         """
         checked = list(ops)
         for op in checked:
-            if isinstance(op, GetOp):
-                _check_namespace(op.namespace, what="namespace", allow_empty=False)
-                _check_key(op.key)
-            elif isinstance(op, PutOp):
-                self._check_put(op)
-            elif isinstance(op, SearchOp):
-                _check_namespace(op.namespace_prefix, what="namespace_prefix", allow_empty=True)
-                if op.query is not None:
-                    raise NotImplementedError(
-                        f"search(query={op.query!r}) needs semantic search, and "
-                        f"{_NO_SEMANTIC_SEARCH}; drop query= and use filter= to match values"
-                    )
-                _check_filter(op.filter)
-                _check_page(op.limit, op.offset)
-            elif isinstance(op, ListNamespacesOp):
-                for condition in op.match_conditions or ():
-                    if condition.match_type not in ("prefix", "suffix"):
-                        raise ValueError(
-                            f"match_type must be 'prefix' or 'suffix', got {condition.match_type!r}"
-                        )
-                    _check_namespace(condition.path, what=condition.match_type, allow_empty=True)
-                if op.max_depth is not None and (
-                    not isinstance(op.max_depth, int) or op.max_depth < 1
-                ):
-                    raise ValueError(f"max_depth must be a positive int, got {op.max_depth!r}")
-                _check_page(op.limit, op.offset)
-            else:
-                raise TypeError(
-                    f"unknown store op {op!r}; expected GetOp, PutOp, SearchOp or ListNamespacesOp"
-                )
+            self._validate_op(op)
         return checked
 
+    def _validate_op(self, op: Op) -> None:
+        validate_op_namespace(op)
+        if isinstance(op, GetOp):
+            _check_key(op.key)
+        elif isinstance(op, PutOp):
+            self._check_put(op)
+        elif isinstance(op, SearchOp):
+            if op.query is not None and not isinstance(op.query, str):
+                raise TypeError(f"query must be a string, got {type(op.query).__name__}")
+            parse_filter(op.filter)
+            _check_page(op.limit, op.offset)
+        elif isinstance(op, ListNamespacesOp):
+            for condition in op.match_conditions or ():
+                if condition.match_type not in ("prefix", "suffix"):
+                    raise ValueError(
+                        f"match_type must be 'prefix' or 'suffix', got {condition.match_type!r}"
+                    )
+            if op.max_depth is not None and (
+                isinstance(op.max_depth, bool)
+                or not isinstance(op.max_depth, int)
+                or op.max_depth < 1
+            ):
+                raise ValueError(f"max_depth must be a positive int, got {op.max_depth!r}")
+            _check_page(op.limit, op.offset)
+        else:
+            raise TypeError(
+                f"unknown store op {op!r}; expected GetOp, PutOp, SearchOp or ListNamespacesOp"
+            )
+
     def _check_put(self, op: PutOp) -> None:
-        _check_namespace(op.namespace, what="namespace", allow_empty=False)
+        if op.value is not None and not op.namespace:
+            _check_put_namespace(op.namespace)
         _check_key(op.key)
         if op.value is not None and not isinstance(op.value, dict):
             raise TypeError(
@@ -326,17 +399,66 @@ class BaseStore(ABC):
                 f"got {type(op.value).__name__}; wrap it, e.g. {{'data': value}}"
             )
         if op.index is not None and op.index is not False:
-            raise NotImplementedError(
-                f"put(index={op.index!r}) asks for semantic indexing, and {_NO_SEMANTIC_SEARCH}; "
-                f"pass index=None or index=False"
-            )
+            if not isinstance(op.index, list) or not all(isinstance(f, str) for f in op.index):
+                raise TypeError(
+                    f"index must be None, False or a list of field paths, got {op.index!r}"
+                )
+            for path in op.index:
+                tokenize_path(path)
         if op.ttl is not None and not self.supports_ttl:
             raise NotImplementedError(
                 f"{type(self).__name__} does not expire items, so put(ttl={op.ttl!r}) "
                 f"cannot be honoured; pass ttl=None and delete the item when it is stale"
             )
-        if op.ttl is not None and not op.ttl > 0:
+        if op.ttl is not None and (
+            isinstance(op.ttl, bool) or not isinstance(op.ttl, int | float) or not op.ttl > 0
+        ):
             raise ValueError(f"ttl must be a positive number of minutes or None, got {op.ttl!r}")
+
+    def _checked(self, op: Op) -> list[Op]:
+        """Validate one op before ``batch`` sees it, so a bad call reaches no
+        store code (and, in a batching store, no other caller's batch)."""
+        self._validate_op(op)
+        return [op]
+
+    def _refresh(self, refresh_ttl: bool | None) -> bool:
+        if refresh_ttl is not None:
+            return refresh_ttl
+        return bool((self.ttl_config or {}).get("refresh_on_read", True))
+
+    def _put_op(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: dict[str, Any],
+        index: Literal[False] | list[str] | None,
+        ttl: float | NotProvided | None,
+    ) -> list[Op]:
+        ns = _as_namespace(namespace)
+        _check_labels(ns, what="namespace")
+        _check_put_namespace(ns)
+        if isinstance(ttl, NotProvided):
+            ttl = (self.ttl_config or {}).get("default_ttl") if self.supports_ttl else None
+        return self._checked(PutOp(ns, key, value, index, ttl))
+
+    def _search_op(
+        self,
+        namespace_prefix: Sequence[str],
+        query: str | None,
+        filter: dict[str, Any] | None,
+        limit: int,
+        offset: int,
+        refresh_ttl: bool | None,
+    ) -> list[Op]:
+        op = SearchOp(
+            _as_namespace(namespace_prefix),
+            filter,
+            limit,
+            offset,
+            query,
+            self._refresh(refresh_ttl),
+        )
+        return self._checked(op)
 
     def get(
         self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
@@ -344,11 +466,10 @@ class BaseStore(ABC):
         """The item at ``namespace``/``key``, or ``None`` if there is none.
 
         ``refresh_ttl`` says whether reading restarts the item's TTL (``None``:
-        yes); stores without TTLs accept and ignore it, so callers need not
-        know which store they have.
+        the store's ``refresh_on_read``); stores without TTLs ignore it.
         """
-        result = self.batch([GetOp(namespace, key, _refresh(refresh_ttl))])[0]
-        return cast("Item | None", result)
+        ops = self._checked(GetOp(_as_namespace(namespace), key, self._refresh(refresh_ttl)))
+        return cast("Item | None", self.batch(ops)[0])
 
     def put(
         self,
@@ -357,14 +478,16 @@ class BaseStore(ABC):
         value: dict[str, Any],
         index: Literal[False] | list[str] | None = None,
         *,
-        ttl: float | None = None,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
     ) -> None:
-        """Create or replace the item at ``namespace``/``key``."""
-        self.batch([PutOp(namespace, key, value, index, ttl)])
+        """Create or replace the item at ``namespace``/``key``. ``index``: the
+        fields to embed (``None``: the index's, ``False``: none); ``ttl``:
+        minutes until it expires (default: the store's ``default_ttl``)."""
+        self.batch(self._put_op(namespace, key, value, index, ttl))
 
     def delete(self, namespace: tuple[str, ...], key: str) -> None:
         """Remove the item at ``namespace``/``key``; a missing item is not an error."""
-        self.batch([PutOp(namespace, key, None)])
+        self.batch(self._checked(PutOp(_as_namespace(namespace), key, None)))
 
     def search(
         self,
@@ -378,9 +501,10 @@ class BaseStore(ABC):
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
         """Items whose namespace starts with ``namespace_prefix`` and whose value
-        matches ``filter``, paged by ``limit``/``offset``."""
-        op = SearchOp(namespace_prefix, filter, limit, offset, query, _refresh(refresh_ttl))
-        return cast("list[SearchItem]", self.batch([op])[0])
+        matches ``filter``, paged by ``limit``/``offset``; with ``query`` and an
+        index, most similar first."""
+        ops = self._search_op(namespace_prefix, query, filter, limit, offset, refresh_ttl)
+        return cast("list[SearchItem]", self.batch(ops)[0])
 
     def list_namespaces(
         self,
@@ -392,16 +516,16 @@ class BaseStore(ABC):
         offset: int = 0,
     ) -> list[tuple[str, ...]]:
         """Distinct namespaces holding items, filtered by prefix/suffix patterns
-        (``"*"`` matches any label) and truncated to ``max_depth`` labels."""
-        op = _list_op(prefix, suffix, max_depth, limit, offset)
-        return cast("list[tuple[str, ...]]", self.batch([op])[0])
+        (``"*"`` matches any label), truncated to ``max_depth`` labels, sorted."""
+        ops = self._checked(_list_op(prefix, suffix, max_depth, limit, offset))
+        return cast("list[tuple[str, ...]]", self.batch(ops)[0])
 
     async def aget(
         self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
     ) -> Item | None:
         """Async :meth:`get`."""
-        result = (await self.abatch([GetOp(namespace, key, _refresh(refresh_ttl))]))[0]
-        return cast("Item | None", result)
+        ops = self._checked(GetOp(_as_namespace(namespace), key, self._refresh(refresh_ttl)))
+        return cast("Item | None", (await self.abatch(ops))[0])
 
     async def aput(
         self,
@@ -410,14 +534,14 @@ class BaseStore(ABC):
         value: dict[str, Any],
         index: Literal[False] | list[str] | None = None,
         *,
-        ttl: float | None = None,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
     ) -> None:
         """Async :meth:`put`."""
-        await self.abatch([PutOp(namespace, key, value, index, ttl)])
+        await self.abatch(self._put_op(namespace, key, value, index, ttl))
 
     async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
         """Async :meth:`delete`."""
-        await self.abatch([PutOp(namespace, key, None)])
+        await self.abatch(self._checked(PutOp(_as_namespace(namespace), key, None)))
 
     async def asearch(
         self,
@@ -431,8 +555,8 @@ class BaseStore(ABC):
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
         """Async :meth:`search`."""
-        op = SearchOp(namespace_prefix, filter, limit, offset, query, _refresh(refresh_ttl))
-        return cast("list[SearchItem]", (await self.abatch([op]))[0])
+        ops = self._search_op(namespace_prefix, query, filter, limit, offset, refresh_ttl)
+        return cast("list[SearchItem]", (await self.abatch(ops))[0])
 
     async def alist_namespaces(
         self,
@@ -444,18 +568,8 @@ class BaseStore(ABC):
         offset: int = 0,
     ) -> list[tuple[str, ...]]:
         """Async :meth:`list_namespaces`."""
-        op = _list_op(prefix, suffix, max_depth, limit, offset)
-        return cast("list[tuple[str, ...]]", (await self.abatch([op]))[0])
-
-
-def _check_key(key: object) -> None:
-    if not isinstance(key, str):
-        raise TypeError(f"key must be a string, got {type(key).__name__} {key!r}")
-
-
-def _refresh(refresh_ttl: bool | None) -> bool:
-    # None means "the store's default", which is to refresh on read.
-    return True if refresh_ttl is None else refresh_ttl
+        ops = self._checked(_list_op(prefix, suffix, max_depth, limit, offset))
+        return cast("list[tuple[str, ...]]", (await self.abatch(ops))[0])
 
 
 def _list_op(
@@ -467,7 +581,7 @@ def _list_op(
 ) -> ListNamespacesOp:
     conditions: list[MatchCondition] = []
     if prefix is not None:
-        conditions.append(MatchCondition("prefix", prefix))
+        conditions.append(MatchCondition("prefix", _as_namespace(prefix)))
     if suffix is not None:
-        conditions.append(MatchCondition("suffix", suffix))
+        conditions.append(MatchCondition("suffix", _as_namespace(suffix)))
     return ListNamespacesOp(tuple(conditions) or None, max_depth, limit, offset)

@@ -8,21 +8,21 @@ start to behave differently when it moves to one.
 
 from __future__ import annotations
 
-import itertools
-import operator
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from copy import deepcopy
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pregelkit.store import _index
+from pregelkit.store._filter import matches, parse_filter
+from pregelkit.store._namespaces import list_namespaces
 from pregelkit.store.base import (
     BaseStore,
     GetOp,
+    IndexConfig,
     Item,
-    ListNamespacesOp,
-    MatchCondition,
     Op,
     PutOp,
     Result,
@@ -32,60 +32,56 @@ from pregelkit.store.base import (
 
 __all__ = ["InMemoryStore"]
 
-_MISSING: Any = object()
-
-# Missing keys match no operator except $ne (as in MongoDB), and values that
-# cannot be ordered against the operand (None < 3) simply do not match.
-_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
-    "$eq": operator.eq,
-    "$ne": operator.ne,
-    "$gt": operator.gt,
-    "$gte": operator.ge,
-    "$lt": operator.lt,
-    "$lte": operator.le,
-}
-
 
 @dataclass
 class _Record:
     value: dict[str, Any]
     created_at: datetime
     updated_at: datetime
-    seq: int
-    """Write order; search sorts on it rather than on ``updated_at`` because
-    two writes can share a clock tick."""
+    vectors: list[list[float]]
+    """Normalized; empty when the item was not embedded."""
 
 
 class InMemoryStore(BaseStore):
     """A thread-safe :class:`~pregelkit.store.base.BaseStore` held in a dict.
 
     A batch runs in order under one lock, so other threads see all of it or
-    none of it. ``search`` returns the most recently written items first.
-    Items never expire (``put(ttl=...)`` is refused) and there is no semantic
-    search; passing ``index=`` raises :class:`NotImplementedError`.
+    none of it. ``search`` returns items in LangGraph's order for this store:
+    namespaces in the order they were first written, items in the order they
+    were created (rewriting keeps an item's place); with ``query`` and an
+    ``index``, the most similar first. Items never expire (``put(ttl=...)``
+    is refused).
+
+    ``index={"embed": f, "dims": n, "fields": [...]}`` turns on semantic
+    search: ``f`` maps a list of texts to a list of ``n``-long vectors (or
+    is an object with ``embed_documents``/``embed_query``), and ``fields``
+    are the paths of the texts to embed (``["$"]``, the whole document, by
+    default).
     """
 
-    def __init__(self, *, index: Mapping[str, Any] | None = None) -> None:
-        if index is not None:
-            raise NotImplementedError(
-                "InMemoryStore(index=...) configures semantic search, which pregelkit "
-                "does not provide (it has no embeddings dependency); drop index="
-            )
+    def __init__(self, *, index: IndexConfig | Mapping[str, Any] | None = None) -> None:
+        self._index = None if index is None else _index.Index(index)
+        self.index_config: IndexConfig | None = None if index is None else dict(index)  # type: ignore[assignment]
+        self.embeddings = None if self._index is None else self._index.user_embeddings
         self._lock = threading.Lock()
+        # Empty namespaces keep their entry: their place in the search order.
         self._data: dict[tuple[str, ...], dict[str, _Record]] = {}
-        self._seq = itertools.count()
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order; see :meth:`BaseStore.batch`."""
         checked = self.validate_ops(ops)
+        embedded = _index.embed(self._index, checked)
         with self._lock:
-            return [self._run(op) for op in checked]
+            return [self._run(position, op, embedded) for position, op in enumerate(checked)]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order; memory access does not block, so no thread hop."""
-        return self.batch(ops)
+        """Run ``ops`` in order; only the embedder, if any, is awaited."""
+        checked = self.validate_ops(ops)
+        embedded = await _index.aembed(self._index, checked)
+        with self._lock:
+            return [self._run(position, op, embedded) for position, op in enumerate(checked)]
 
-    def _run(self, op: Op) -> Result:
+    def _run(self, position: int, op: Op, embedded: _index.Embedded | None) -> Result:
         if isinstance(op, GetOp):
             record = self._data.get(op.namespace, {}).get(op.key)
             if record is None:
@@ -98,83 +94,59 @@ class InMemoryStore(BaseStore):
                 updated_at=record.updated_at,
             )
         if isinstance(op, PutOp):
-            self._put(op)
+            vectors = [] if embedded is None else embedded.documents.get(position, [])
+            self._put(op, [vector for _, vector in vectors])
             return None
         if isinstance(op, SearchOp):
-            return self._search(op)
-        return self._list_namespaces(op)
+            query = None if embedded is None else embedded.queries.get(position)
+            return self._search(op, query)
+        return list_namespaces((ns for ns, records in self._data.items() if records), op)
 
-    def _put(self, op: PutOp) -> None:
-        records = self._data.get(op.namespace)
+    def _put(self, op: PutOp, vectors: list[list[float]]) -> None:
+        records = self._data.setdefault(op.namespace, {})
         if op.value is None:
-            if records is not None:
-                records.pop(op.key, None)
-                if not records:
-                    del self._data[op.namespace]
+            records.pop(op.key, None)
             return
         now = datetime.now(UTC)
-        if records is None:
-            records = self._data[op.namespace] = {}
         previous = records.get(op.key)
         records[op.key] = _Record(
             value=deepcopy(op.value),
             created_at=now if previous is None else previous.created_at,
             updated_at=now,
-            seq=next(self._seq),
+            vectors=vectors,
         )
 
-    def _search(self, op: SearchOp) -> list[SearchItem]:
+    def _search(self, op: SearchOp, query: list[float] | None) -> list[SearchItem]:
+        conditions = parse_filter(op.filter)
         depth = len(op.namespace_prefix)
         hits = [
             (namespace, key, record)
             for namespace, records in self._data.items()
             if namespace[:depth] == op.namespace_prefix
             for key, record in records.items()
-            if op.filter is None or _matches(record.value, op.filter)
+            if not conditions or matches(record.value, conditions)
         ]
-        hits.sort(key=lambda hit: hit[2].seq, reverse=True)
+        scores: list[float | None] = [None] * len(hits)
+        if query is not None:
+            scores = [
+                max((_index.dot(query, v) for v in record.vectors), default=None)
+                for _, _, record in hits
+            ]
+            # Most similar first; items without vectors after, in store order.
+            order = sorted(
+                range(len(hits)),
+                key=lambda i: (scores[i] is None, -(scores[i] or 0.0)),
+            )
+        else:
+            order = list(range(len(hits)))
         return [
-            SearchItem(namespace, key, deepcopy(record.value), record.created_at, record.updated_at)
-            for namespace, key, record in hits[op.offset : op.offset + op.limit]
+            SearchItem(
+                hits[i][0],
+                hits[i][1],
+                deepcopy(hits[i][2].value),
+                hits[i][2].created_at,
+                hits[i][2].updated_at,
+                scores[i],
+            )
+            for i in order[op.offset : op.offset + op.limit]
         ]
-
-    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        conditions = op.match_conditions or ()
-        found = {
-            namespace[: op.max_depth] if op.max_depth is not None else namespace
-            for namespace in self._data
-            if all(_namespace_matches(namespace, condition) for condition in conditions)
-        }
-        return sorted(found)[op.offset : op.offset + op.limit]
-
-
-def _namespace_matches(namespace: tuple[str, ...], condition: MatchCondition) -> bool:
-    path = condition.path
-    if len(path) > len(namespace):
-        return False
-    labels = namespace[: len(path)] if condition.match_type == "prefix" else namespace[-len(path) :]
-    return all(pattern in ("*", label) for pattern, label in zip(path, labels))
-
-
-def _matches(value: dict[str, Any], spec: dict[str, Any]) -> bool:
-    for field, expected in spec.items():
-        actual = value.get(field, _MISSING)
-        if (
-            isinstance(expected, dict)
-            and expected
-            and all(isinstance(k, str) and k.startswith("$") for k in expected)
-        ):
-            if not all(_compare(name, actual, operand) for name, operand in expected.items()):
-                return False
-        elif actual is _MISSING or actual != expected:
-            return False
-    return True
-
-
-def _compare(name: str, actual: Any, operand: Any) -> bool:
-    if actual is _MISSING:
-        return name == "$ne"
-    try:
-        return bool(_COMPARE[name](actual, operand))
-    except TypeError:
-        return False

@@ -1,0 +1,225 @@
+"""A store in PostgreSQL, for any number of processes and machines.
+
+Needs the ``postgres`` extra (``pip install pregelkit[postgres]``); importing
+pregelkit alone never imports psycopg. Takes a ``psycopg.Connection`` (one
+call at a time, under a lock) or a ``psycopg_pool.ConnectionPool``. Each
+batch is one transaction. Semantic search needs no extension: vectors are
+``real[]`` columns scored by exact cosine similarity in SQL (see
+``docs/storage.md`` for the sizes this stays fast at).
+
+What each batch does is decided in ``pregelkit.store._sqlcore``, shared with
+the SQLite stores and with
+:class:`~pregelkit.store.postgres.aio.AsyncPostgresStore`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from functools import partial
+from typing import Any, TypedDict
+
+import psycopg
+from psycopg.rows import tuple_row
+from psycopg_pool import ConnectionPool
+
+from pregelkit.store import _index, _sqlcore
+from pregelkit.store._sweeper import ThreadSweeper, interval_minutes
+from pregelkit.store.base import BaseStore, IndexConfig, Op, Result, TTLConfig
+from pregelkit.store.postgres import _sql
+
+__all__ = ["AsyncPostgresStore", "PoolConfig", "PostgresStore"]
+
+
+class PoolConfig(TypedDict, total=False):
+    """``from_conn_string(pool_config=...)``: open a pool instead of one connection."""
+
+    min_size: int
+    max_size: int | None
+    kwargs: dict[str, Any]
+
+
+def setup_plan() -> _sqlcore.Plan:
+    """Create or migrate the tables, one process at a time."""
+    yield _sqlcore.Statement(_sql.LOCK_MIGRATIONS, (_sql.MIGRATION_LOCK_KEY,))
+    yield _sqlcore.Statement(_sql.CREATE_MIGRATIONS_TABLE)
+    (current,) = yield _sqlcore.Statement(_sql.SELECT_SCHEMA_VERSION, (), "one")
+    if current > len(_sql.MIGRATIONS):
+        raise RuntimeError(
+            f"the store tables are at schema version {current}, newer than this pregelkit "
+            f"knows ({len(_sql.MIGRATIONS)}): upgrade pregelkit"
+        )
+    for version in range(current + 1, len(_sql.MIGRATIONS) + 1):
+        for statement in _sql.MIGRATIONS[version - 1]:
+            yield _sqlcore.Statement(statement)
+        yield _sqlcore.Statement(_sql.RECORD_MIGRATION, (version,))
+
+
+class PostgresStoreCore(BaseStore):
+    """Configuration both PostgreSQL stores share."""
+
+    supports_ttl = True
+
+    def _configure(
+        self,
+        deserializer: Callable[[Any], dict[str, Any]] | None,
+        index: IndexConfig | Mapping[str, Any] | None,
+        ttl: TTLConfig | None,
+    ) -> None:
+        self._index = None if index is None else _index.Index(index)
+        self.index_config: IndexConfig | None = None if index is None else dict(index)  # type: ignore[assignment]
+        self.embeddings = None if self._index is None else self._index.user_embeddings
+        self.ttl_config: TTLConfig | None = ttl
+        self._deserialize = deserializer or json.loads
+        self._dialect = _sql.PostgresDialect()
+        self._ready = False
+
+    def _plan(self, ops: list[Op], embedded: _index.Embedded | None) -> _sqlcore.Plan:
+        return _sqlcore.run_batch(self._dialect, ops, embedded, self._deserialize)
+
+    def _single(self, ops: list[Op]) -> bool:
+        return _sqlcore.one_statement(ops, self._index is not None)
+
+
+class PostgresStore(PostgresStoreCore):
+    """A :class:`~pregelkit.store.base.BaseStore` in PostgreSQL.
+
+    ``with PostgresStore.from_conn_string(dsn) as store:`` opens (and later
+    closes) one connection, or a pool with ``pool_config=``. Tables are
+    created on first use, or by :meth:`setup`.
+    """
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any] | ConnectionPool[Any],
+        *,
+        pipe: Any = None,
+        deserializer: Callable[[Any], dict[str, Any]] | None = None,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> None:
+        """``pipe`` is accepted for LangGraph compatibility and not used: a
+        batch is sent as one transaction either way."""
+        self.conn = conn
+        self._configure(deserializer, index, ttl)
+        self._conn_lock = threading.Lock()
+        self._sweeper = ThreadSweeper(self.sweep_ttl)
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        pipeline: bool = False,
+        pool_config: PoolConfig | None = None,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> Iterator[PostgresStore]:
+        """A store on a new autocommit connection to ``conn_string`` (or a
+        pool, with ``pool_config``), closed when the block ends; with
+        ``ttl={"sweep_interval_minutes": n}`` a sweeper runs meanwhile."""
+        conn: psycopg.Connection[Any] | ConnectionPool[Any]
+        if pool_config is not None:
+            kwargs = {"autocommit": True, **pool_config.get("kwargs", {})}
+            conn = ConnectionPool(
+                conn_string,
+                min_size=pool_config.get("min_size", 1),
+                max_size=pool_config.get("max_size"),
+                kwargs=kwargs,
+                open=True,
+            )
+        else:
+            conn = psycopg.Connection.connect(conn_string, autocommit=True)
+        store = cls(conn, index=index, ttl=ttl)
+        try:
+            if ttl and ttl.get("sweep_interval_minutes"):
+                store.start_ttl_sweeper()
+            yield store
+        finally:
+            store.stop_ttl_sweeper()
+            conn.close()
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        if isinstance(self.conn, ConnectionPool):
+            with self.conn.connection() as conn:
+                yield conn
+        else:
+            with self._conn_lock:
+                yield self.conn
+
+    def _transaction(self, plan: _sqlcore.Plan, single: bool = False) -> Any:
+        """Run ``plan`` in a transaction; a ``single``-statement plan on an
+        autocommit connection without one (one round trip, not three)."""
+        with self._connection() as conn:
+            if single and conn.autocommit:
+                with conn.cursor(row_factory=tuple_row) as cur:
+                    return _sqlcore.drive(plan, partial(_execute, cur))
+            with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+                return _sqlcore.drive(plan, partial(_execute, cur))
+
+    def setup(self) -> None:
+        """Create or migrate the tables (idempotent; also done on first use);
+        several processes may run it at once."""
+        self._transaction(setup_plan())
+        self._ready = True
+
+    def _run(self, plan: _sqlcore.Plan, single: bool = False) -> Any:
+        if not self._ready:
+            self.setup()
+        return self._transaction(plan, single)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` in order, in one transaction."""
+        checked = self.validate_ops(ops)
+        embedded = _index.embed(self._index, checked)
+        return list(self._run(self._plan(checked, embedded), self._single(checked)))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` for async code: the embedder is awaited, the
+        database is reached from a worker thread."""
+        checked = self.validate_ops(ops)
+        embedded = await _index.aembed(self._index, checked)
+        plan = self._plan(checked, embedded)
+        return list(await asyncio.to_thread(self._run, plan, self._single(checked)))
+
+    def sweep_ttl(self) -> int:
+        """Delete the expired items now; returns how many."""
+        return int(self._run(_sqlcore.sweep(self._dialect)))
+
+    def start_ttl_sweeper(
+        self, sweep_interval_minutes: int | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's,
+        else 5) on a daemon thread; the future completes when it stops."""
+        configured = (self.ttl_config or {}).get("sweep_interval_minutes")
+        return self._sweeper.start(interval_minutes(sweep_interval_minutes, configured))
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper; ``False`` if it did not stop within ``timeout``."""
+        return self._sweeper.stop(timeout)
+
+
+def _execute(cur: psycopg.Cursor[Any], statement: _sqlcore.Statement) -> Any:
+    if statement.fetch == "many":
+        cur.executemany(statement.sql, statement.params)
+        return None
+    cur.execute(statement.sql, statement.params)
+    if statement.fetch == "one":
+        return cur.fetchone()
+    if statement.fetch == "all":
+        return cur.fetchall()
+    return cur.rowcount if statement.fetch == "count" else None
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AsyncPostgresStore":
+        from pregelkit.store.postgres.aio import AsyncPostgresStore
+
+        return AsyncPostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

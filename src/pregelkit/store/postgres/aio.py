@@ -1,0 +1,180 @@
+"""The PostgreSQL store for asyncio code, on psycopg's async connections.
+
+Same tables, SQL and plans as :class:`~pregelkit.store.postgres.PostgresStore`;
+only the way statements reach the server differs. The sync methods work
+from other threads (they run the async ones on the store's loop); on the
+loop's own thread they would deadlock, so they raise and name the async
+method to await instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.rows import tuple_row
+from psycopg_pool import AsyncConnectionPool
+
+from pregelkit.store import _index, _sqlcore
+from pregelkit.store._sweeper import TaskSweeper, interval_minutes
+from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig
+from pregelkit.store.postgres import PoolConfig, PostgresStoreCore, setup_plan
+
+__all__ = ["AsyncPostgresStore"]
+
+T = TypeVar("T")
+
+
+class AsyncPostgresStore(PostgresStoreCore):
+    """A PostgreSQL store for asyncio code: takes a ``psycopg.AsyncConnection``
+    (one call at a time) or a ``psycopg_pool.AsyncConnectionPool``; both
+    belong to the event loop they were opened in, and so does the store."""
+
+    def __init__(
+        self,
+        conn: psycopg.AsyncConnection[Any] | AsyncConnectionPool[Any],
+        *,
+        pipe: Any = None,
+        deserializer: Callable[[Any], dict[str, Any]] | None = None,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> None:
+        """``pipe`` is accepted for LangGraph compatibility and not used."""
+        self.conn = conn
+        self._configure(deserializer, index, ttl)
+        self._conn_lock = asyncio.Lock()
+        self._sweeper = TaskSweeper(self.sweep_ttl)
+        try:
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        pipeline: bool = False,
+        pool_config: PoolConfig | None = None,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> AsyncIterator[AsyncPostgresStore]:
+        """A store on a new autocommit connection (or pool) to ``conn_string``,
+        closed when the block ends."""
+        conn: psycopg.AsyncConnection[Any] | AsyncConnectionPool[Any]
+        if pool_config is not None:
+            kwargs = {"autocommit": True, **pool_config.get("kwargs", {})}
+            pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+                conn_string,
+                min_size=pool_config.get("min_size", 1),
+                max_size=pool_config.get("max_size"),
+                kwargs=kwargs,
+                open=False,
+            )
+            await pool.open(wait=True)
+            conn = pool
+        else:
+            conn = await psycopg.AsyncConnection.connect(conn_string, autocommit=True)
+        store = cls(conn, index=index, ttl=ttl)
+        try:
+            if ttl and ttl.get("sweep_interval_minutes"):
+                await store.start_ttl_sweeper()
+            yield store
+        finally:
+            await store.stop_ttl_sweeper()
+            await conn.close()
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        if isinstance(self.conn, AsyncConnectionPool):
+            async with self.conn.connection() as conn:
+                yield conn
+        else:
+            async with self._conn_lock:
+                yield self.conn
+
+    async def _transaction(self, plan: _sqlcore.Plan, single: bool = False) -> Any:
+        """As ``PostgresStore._transaction``."""
+        async with self._connection() as conn:
+            if single and conn.autocommit:
+                async with conn.cursor(row_factory=tuple_row) as cur:
+                    return await _sqlcore.adrive(plan, partial(_execute, cur))
+            async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+                return await _sqlcore.adrive(plan, partial(_execute, cur))
+
+    async def setup(self) -> None:
+        """Create or migrate the tables (idempotent; also done on first use)."""
+        await self._transaction(setup_plan())
+        self._ready = True
+
+    async def _run(self, plan: _sqlcore.Plan, single: bool = False) -> Any:
+        if not self._ready:
+            await self.setup()
+        return await self._transaction(plan, single)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` in order, in one transaction."""
+        checked = self.validate_ops(ops)
+        embedded = await _index.aembed(self._index, checked)
+        return list(await self._run(self._plan(checked, embedded), self._single(checked)))
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` from a thread other than the store's loop."""
+        return self._sync(self.abatch(ops), "batch")
+
+    async def sweep_ttl(self) -> int:
+        """Delete the expired items now; returns how many."""
+        return int(await self._run(_sqlcore.sweep(self._dialect)))
+
+    async def start_ttl_sweeper(
+        self, sweep_interval_minutes: int | None = None
+    ) -> asyncio.Task[None]:
+        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's,
+        else 5) in a task of the running loop."""
+        configured = (self.ttl_config or {}).get("sweep_interval_minutes")
+        return self._sweeper.start(interval_minutes(sweep_interval_minutes, configured))
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper; ``False`` if it did not stop within ``timeout``."""
+        return await self._sweeper.stop(timeout)
+
+    def _sync(self, coro: Coroutine[Any, Any, T], method: str) -> T:
+        loop = self.loop
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is not None and running is loop:
+            coro.close()
+            raise RuntimeError(
+                f"AsyncPostgresStore.{method}() was called on its event loop's thread, where "
+                f"waiting would deadlock: await a{method}() instead"
+            )
+        if loop is not None and loop.is_running():
+            return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        if loop is not None and not loop.is_closed() and running is None:
+            return loop.run_until_complete(coro)
+        coro.close()
+        raise RuntimeError(
+            f"AsyncPostgresStore.{method}() needs the event loop its connection belongs to "
+            f"running: await a{method}() from async code, or use PostgresStore in sync code"
+        )
+
+
+async def _execute(cur: psycopg.AsyncCursor[Any], statement: _sqlcore.Statement) -> Any:
+    if statement.fetch == "many":
+        await cur.executemany(statement.sql, statement.params)
+        return None
+    await cur.execute(statement.sql, statement.params)
+    if statement.fetch == "one":
+        return await cur.fetchone()
+    if statement.fetch == "all":
+        return await cur.fetchall()
+    return cur.rowcount if statement.fetch == "count" else None

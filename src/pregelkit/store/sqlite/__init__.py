@@ -1,0 +1,243 @@
+"""A store in a SQLite file: documents that outlive the process, on one machine.
+
+Same file settings as the SQLite saver (WAL, ``synchronous=NORMAL``, a busy
+timeout): a committed batch survives the process being killed, and several
+processes can share the file. Each batch is one transaction. Items can
+expire (``ttl=``), and with ``index=`` searches rank items by the cosine
+similarity of their embedded texts to a query, computed in SQLite over every
+stored vector (exact, no approximate index: see ``docs/storage.md`` for the
+sizes this stays fast at).
+
+What each batch does is decided in ``pregelkit.store._sqlcore``, shared with
+the PostgreSQL stores; this module runs it over a ``sqlite3`` connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from pregelkit.store import _index, _sqlcore
+from pregelkit.store._sweeper import ThreadSweeper, interval_minutes
+from pregelkit.store.base import BaseStore, IndexConfig, Op, PutOp, Result, TTLConfig
+from pregelkit.store.sqlite import _sql
+
+__all__ = ["AsyncSqliteStore", "SqliteStore"]
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """A connection the store can use from any thread; ``file:`` paths are URIs."""
+    return sqlite3.connect(
+        path, check_same_thread=False, isolation_level=None, uri=path.startswith("file:")
+    )
+
+
+class SqliteStoreCore(BaseStore):
+    """Everything the sync and async SQLite stores share."""
+
+    supports_ttl = True
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        deserializer: Callable[[Any], dict[str, Any]] | None = None,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> None:
+        """``conn`` must allow use from other threads
+        (``check_same_thread=False``) if the store is used from several; the
+        store runs its own transactions, so it sets ``isolation_level=None``.
+        ``deserializer`` turns a stored JSON text into the value returned
+        (``json.loads`` by default)."""
+        conn.isolation_level = None
+        self.conn = conn
+        self._index = None if index is None else _index.Index(index)
+        self.index_config: IndexConfig | None = None if index is None else dict(index)  # type: ignore[assignment]
+        self.embeddings = None if self._index is None else self._index.user_embeddings
+        self.ttl_config: TTLConfig | None = ttl
+        self._deserialize = deserializer or json.loads
+        self._dialect = _sql.SqliteDialect()
+        self._lock = threading.Lock()
+        self._ready = False
+
+    def _setup(self) -> None:
+        with self._lock:
+            self._setup_locked()
+
+    def _setup_locked(self) -> None:
+        if self._ready:
+            return
+        conn = self.conn
+        _sql.register_functions(conn)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(_sql.CREATE_MIGRATIONS_TABLE)
+            (current,) = conn.execute(_sql.SELECT_SCHEMA_VERSION).fetchone()
+            if current > len(_sql.MIGRATIONS):
+                raise RuntimeError(
+                    f"the store tables are at schema version {current}, newer than this "
+                    f"pregelkit knows ({len(_sql.MIGRATIONS)}): upgrade pregelkit"
+                )
+            for version in range(current + 1, len(_sql.MIGRATIONS) + 1):
+                for statement in _sql.MIGRATIONS[version - 1]:
+                    conn.execute(statement)
+                conn.execute(_sql.RECORD_MIGRATION, (version,))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self._ready = True
+
+    def _run(self, ops: list[Op], embedded: _index.Embedded | None) -> list[Result]:
+        """Run a checked batch: one transaction (IMMEDIATE if it writes), then
+        the TTL refreshes its reads asked for, in a short write transaction of
+        their own (a read transaction cannot safely become a write one in WAL)."""
+        plan = _sqlcore.run_batch(self._dialect, ops, embedded, self._deserialize)
+        writes = any(isinstance(op, PutOp) for op in ops)
+        later: list[_sqlcore.Statement] = []
+        with self._lock:
+            self._setup_locked()
+            results = self._transaction(plan, writes, later)
+            if later:
+                self._transaction(_replay(later), True, [])
+        return list(results)
+
+    def _transaction(
+        self, plan: _sqlcore.Plan, write: bool, later: list[_sqlcore.Statement]
+    ) -> Any:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            result = _sqlcore.drive(plan, lambda statement: _execute(conn, statement, later))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return result
+
+    def _sweep(self) -> int:
+        with self._lock:
+            self._setup_locked()
+            return int(self._transaction(_sqlcore.sweep(self._dialect), True, []))
+
+    def _batch(self, ops: Iterable[Op]) -> list[Result]:
+        checked = self.validate_ops(ops)
+        return self._run(checked, _index.embed(self._index, checked))
+
+
+def _replay(statements: list[_sqlcore.Statement]) -> _sqlcore.Plan:
+    for statement in statements:
+        yield _sqlcore.Statement(statement.sql, statement.params, statement.fetch)
+
+
+def _execute(
+    conn: sqlite3.Connection, statement: _sqlcore.Statement, later: list[_sqlcore.Statement]
+) -> Any:
+    if statement.later:
+        later.append(statement)
+        return None
+    if statement.fetch == "many":
+        conn.executemany(statement.sql, statement.params)
+        return None
+    cursor = conn.execute(statement.sql, statement.params)
+    if statement.fetch == "one":
+        return cursor.fetchone()
+    if statement.fetch == "all":
+        return cursor.fetchall()
+    return cursor.rowcount if statement.fetch == "count" else None
+
+
+class SqliteStore(SqliteStoreCore):
+    """A :class:`~pregelkit.store.base.BaseStore` in a SQLite database.
+
+    ``with SqliteStore.from_conn_string("memories.db") as store:`` opens the
+    file and closes it when the block ends. Tables are created on first use,
+    or by :meth:`setup`.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        deserializer: Callable[[Any], dict[str, Any]] | None = None,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> None:
+        super().__init__(conn, deserializer=deserializer, index=index, ttl=ttl)
+        self._sweeper = ThreadSweeper(self.sweep_ttl)
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> Iterator[SqliteStore]:
+        """A store on the database at ``conn_string`` (``":memory:"`` for a
+        private one), closed when the block ends. With
+        ``ttl={"sweep_interval_minutes": n}`` a sweeper runs meanwhile."""
+        conn = connect(conn_string)
+        store = cls(conn, index=index, ttl=ttl)
+        try:
+            if ttl and ttl.get("sweep_interval_minutes"):
+                store.start_ttl_sweeper()
+            yield store
+        finally:
+            store.stop_ttl_sweeper()
+            conn.close()
+
+    def setup(self) -> None:
+        """Create or migrate the tables (idempotent; also done on first use)."""
+        self._setup()
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` in order, in one transaction."""
+        return self._batch(ops)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` for async code: the embedder is awaited, SQLite runs
+        in a worker thread."""
+        checked = self.validate_ops(ops)
+        embedded = await _index.aembed(self._index, checked)
+        return await asyncio.to_thread(self._run, checked, embedded)
+
+    def sweep_ttl(self) -> int:
+        """Delete the expired items now; returns how many."""
+        return self._sweep()
+
+    def start_ttl_sweeper(
+        self, sweep_interval_minutes: int | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's,
+        else 5) on a daemon thread; the future completes when it stops."""
+        configured = (self.ttl_config or {}).get("sweep_interval_minutes")
+        return self._sweeper.start(interval_minutes(sweep_interval_minutes, configured))
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper; ``False`` if it did not stop within ``timeout``."""
+        return self._sweeper.stop(timeout)
+
+
+def __getattr__(name: str) -> Any:
+    # AsyncSqliteStore lives in .aio (asyncio machinery), imported on first use.
+    if name == "AsyncSqliteStore":
+        from pregelkit.store.sqlite.aio import AsyncSqliteStore
+
+        return AsyncSqliteStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,104 @@
+"""The SQLite store for asyncio code, without aiosqlite.
+
+``sqlite3`` calls block, so every async method runs the same code as
+:class:`~pregelkit.store.sqlite.SqliteStore` on one dedicated worker thread
+(as :class:`~pregelkit.checkpoint.sqlite.aio.AsyncSqliteSaver` does): the
+event loop never waits on the disk. The embedder, if any, is awaited on the
+loop first. The sync methods work too, on the calling thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+from pregelkit.store import _index
+from pregelkit.store._sweeper import TaskSweeper, interval_minutes
+from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig
+from pregelkit.store.sqlite import SqliteStoreCore, connect
+
+__all__ = ["AsyncSqliteStore"]
+
+T = TypeVar("T")
+
+
+class AsyncSqliteStore(SqliteStoreCore):
+    """A SQLite store whose async methods run on a worker thread of its own.
+
+    ``async with AsyncSqliteStore.from_conn_string("memories.db") as store``
+    opens the file and, on exit, closes it and stops the worker.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        deserializer: Callable[[Any], dict[str, Any]] | None = None,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> None:
+        super().__init__(conn, deserializer=deserializer, index=index, ttl=ttl)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pregelkit-store")
+        self._sweeper = TaskSweeper(self.sweep_ttl)
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> AsyncIterator[AsyncSqliteStore]:
+        """A store on the database at ``conn_string``, closed when the block
+        ends; with ``ttl={"sweep_interval_minutes": n}`` a sweeper runs meanwhile."""
+        conn = await asyncio.to_thread(connect, conn_string)
+        store = cls(conn, index=index, ttl=ttl)
+        try:
+            if ttl and ttl.get("sweep_interval_minutes"):
+                await store.start_ttl_sweeper()
+            yield store
+        finally:
+            await store.stop_ttl_sweeper()
+            await store._in_thread(conn.close)
+            store._executor.shutdown(wait=False)
+
+    async def _in_thread(self, fn: Callable[..., T], /, *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+
+    async def setup(self) -> None:
+        """Create or migrate the tables (idempotent; also done on first use)."""
+        await self._in_thread(self._setup)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` on the calling thread (blocks an event loop if called
+        from one: await :meth:`abatch` there)."""
+        return self._batch(ops)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` in order, in one transaction, on the worker thread."""
+        checked = self.validate_ops(ops)
+        embedded = await _index.aembed(self._index, checked)
+        return await self._in_thread(self._run, checked, embedded)
+
+    async def sweep_ttl(self) -> int:
+        """Delete the expired items now; returns how many."""
+        return await self._in_thread(self._sweep)
+
+    async def start_ttl_sweeper(
+        self, sweep_interval_minutes: int | None = None
+    ) -> asyncio.Task[None]:
+        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's,
+        else 5) in a task of the running loop."""
+        configured = (self.ttl_config or {}).get("sweep_interval_minutes")
+        return self._sweeper.start(interval_minutes(sweep_interval_minutes, configured))
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper; ``False`` if it did not stop within ``timeout``."""
+        return await self._sweeper.stop(timeout)
