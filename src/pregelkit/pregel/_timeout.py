@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from pregelkit.types import PregelExecutableTask
 
-__all__ = ["Attempt", "abound", "bound", "needs_bound", "step_attempt"]
+__all__ = ["Attempt", "abound", "bound", "in_thread", "is_bounded", "step_attempt", "step_error"]
 
 _monotonic = time.monotonic
 
@@ -143,20 +143,21 @@ class Attempt:
             idle_timeout=policy.idle_timeout if policy is not None else None,
         )
 
-    def kill(self, error: NodeTimeoutError) -> None:
+    def kill(self, error: NodeTimeoutError | None = None) -> None:
+        """Walk away: from now on nothing this attempt (or what it started) does is kept."""
         if self.error is None:
             self.error = error
         self.dead = True
 
-    def refusal(self) -> NodeTimeoutError:
+    def refusal(self) -> Exception:
         """What a body still running after its attempt was abandoned gets when it
-        tries to do more (call a task)."""
+        tries to do more (call a task): the timeout that stopped it."""
         a: Attempt | None = self
         while a is not None:
             if a.dead and a.error is not None:
                 return a.error
             a = a.parent
-        return NodeTimeoutError(self.name, _monotonic() - self.started, kind="run", timeout=0.0)
+        return RuntimeError(f"{self.name!r} was stopped: it can start nothing more")
 
 
 def step_attempt(timeout: float, parent: Attempt | None) -> Attempt:
@@ -181,15 +182,14 @@ def step_error(step: Attempt, running: list[str]) -> NodeTimeoutError:
     return err
 
 
-def needs_bound(task: PregelExecutableTask) -> TimeoutPolicy | Attempt | None:
-    """What bounds ``task``'s attempts: its policy, or the step above it, or nothing."""
-    policy: TimeoutPolicy | None = getattr(task.proc, "timeout", None)
-    if policy is not None:
-        return policy
+def is_bounded(task: PregelExecutableTask) -> bool:
+    """Whether ``task``'s attempts run bounded: it has a ``TimeoutPolicy``, or it
+    is a task of a step with ``step_timeout``. (Calls made by a bounded attempt
+    are not bounded themselves: they are fenced by their caller's attempt.)"""
+    if getattr(task.proc, "timeout", None) is not None:
+        return True
     scope = task.scope
-    if scope is not None and scope.attempt is not None and scope.attempt._step:
-        return scope.attempt  # type: ignore[no-any-return]
-    return None
+    return scope is not None and scope.attempt is not None and bool(scope.attempt._step)
 
 
 def _start(task: PregelExecutableTask) -> tuple[Attempt, PregelExecutableTask]:
@@ -229,10 +229,14 @@ def bound(task: PregelExecutableTask, run: Any) -> Any:
     attempt, twin = _start(task)
     handle: Detached = detach(run, twin)
     wait = handle.event.wait
-    while not wait(attempt.remaining()):
-        error = attempt.expired()
-        if error is not None:
-            raise _timed_out(task, error)
+    try:
+        while not wait(attempt.remaining()):
+            error = attempt.expired()
+            if error is not None:
+                raise _timed_out(task, error)
+    except BaseException:
+        attempt.kill()  # a timeout, or Ctrl-C while waiting: the body is on its own now
+        raise
     _adopt(task, twin)
     if handle.exc is not None:
         raise handle.exc
@@ -257,8 +261,8 @@ async def abound(task: PregelExecutableTask, arun: Any) -> Any:
                 inner.add_done_callback(_consume)
                 raise _timed_out(task, error)
     finally:
-        if not inner.done():
-            attempt.kill(attempt.refusal())
+        if not inner.done():  # the task itself was cancelled (its step timed out, or failed)
+            attempt.kill()
             inner.cancel()
             inner.add_done_callback(_consume)
     _adopt(task, twin)
