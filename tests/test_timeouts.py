@@ -418,6 +418,46 @@ def test_caller_that_runs_a_deferred_call_itself_is_not_stuck_in_it(tmp_path: Pa
     assert out["node"] == "hang" and out["seconds"] < LIMIT
 
 
+def test_sync_task_in_an_async_run_does_not_hold_up_asyncio_run(tmp_path: Path) -> None:
+    """A sync task of an async workflow runs off the event loop; if it hangs past
+    its timeout, it must not sit on the loop's default executor, which
+    ``asyncio.run`` waits for on exit."""
+    out = run(
+        """
+        @task(timeout=0.5)
+        def hang(x):
+            time.sleep(60)
+
+        @entrypoint(checkpointer=InMemorySaver())
+        async def wf(x):
+            return await hang(x)
+
+        report(**atimed(wf.ainvoke(1, CONFIG)))
+        """,
+        tmp_path,
+    )
+    assert out["node"] == "hang" and out["seconds"] < LIMIT
+
+
+def test_interrupt_inside_a_timed_task_resumes() -> None:
+    from pregelkit.checkpoint.memory import InMemorySaver
+    from pregelkit.types import Command, interrupt
+
+    @task(timeout=30)
+    def ask(question: str) -> str:
+        answer: str = interrupt(question)
+        return answer.upper()
+
+    @entrypoint(checkpointer=InMemorySaver(), timeout=30)
+    def wf(question: str) -> str:
+        return ask(question).result()
+
+    config = {"configurable": {"thread_id": "t"}}
+    first = wf.invoke("name?", config)
+    assert [i.value for i in first["__interrupt__"]] == ["name?"]
+    assert wf.invoke(Command(resume="ada"), config) == "ADA"
+
+
 # entrypoints and nodes
 
 
