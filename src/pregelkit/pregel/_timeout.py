@@ -14,13 +14,13 @@ are dropped. Deadness is inherited: an attempt's ``parent`` is the attempt
 
 from __future__ import annotations
 
-import copy
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from pregelkit.errors import NodeTimeoutError
 from pregelkit.pregel._executor import Detached, detach
+from pregelkit.pregel._scope import TaskScope
 from pregelkit.types import TimeoutPolicy
 
 if TYPE_CHECKING:
@@ -197,14 +197,21 @@ def _start(task: PregelExecutableTask) -> tuple[Attempt, PregelExecutableTask]:
     scope = task.scope
     policy: TimeoutPolicy | None = getattr(task.proc, "timeout", None)
     attempt = Attempt(task.name, policy, scope.attempt)
-    twin = copy.copy(task)
+    # field by field: copy.copy of a dataclass costs ~20 us, this ~1 us
+    twin = object.__new__(type(task))
+    twin.__dict__.update(task.__dict__)
     twin.writes = deque()
-    twin_scope = copy.copy(scope)
+    twin_scope = object.__new__(type(scope))
+    for name in _SCOPE_SLOTS:
+        setattr(twin_scope, name, getattr(scope, name))
     twin_scope.task = twin
     twin_scope.resume = list(scope.resume)
     twin_scope.attempt = attempt
     twin.scope = twin_scope
     return attempt, twin
+
+
+_SCOPE_SLOTS = TaskScope.__slots__
 
 
 def _adopt(task: PregelExecutableTask, twin: PregelExecutableTask) -> None:
@@ -228,7 +235,7 @@ def bound(task: PregelExecutableTask, run: Any) -> Any:
     """``run(copy)`` in a thread of its own; wait for it until the deadline."""
     attempt, twin = _start(task)
     handle: Detached = detach(run, twin)
-    wait = handle.event.wait
+    wait = handle.wait
     try:
         while not wait(attempt.remaining()):
             error = attempt.expired()
