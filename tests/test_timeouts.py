@@ -520,6 +520,40 @@ def test_node_timeout(tmp_path: Path, mode: str, how: str) -> None:
     assert out["seconds"] < LIMIT
 
 
+def test_subgraph_in_a_timed_out_node_saves_nothing_late(tmp_path: Path) -> None:
+    """A node whose step is a subgraph times out; the subgraph runs on in the
+    abandoned thread and finishes, but its late result is neither applied
+    nor saved, in its own namespace or anywhere."""
+    out = run(
+        """
+        def work(x):
+            time.sleep(1.5)
+            return "LATE"
+
+        inner = Pregel(
+            nodes={"work": NodeBuilder().subscribe_only("x").do(work).write_to("y").build()},
+            channels={"x": LastValue(object), "y": LastValue(object)},
+            input_channels="x", output_channels="y",
+        )
+        saver = InMemorySaver()
+        outer = Pregel(
+            nodes={"sub": NodeBuilder().subscribe_only("a").do(inner).write_to("b").timeout(0.5)
+                   .build()},
+            channels={"a": LastValue(object), "b": LastValue(object)},
+            input_channels="a", output_channels="b", checkpointer=saver,
+        )
+        first = timed(lambda: outer.invoke("go", CONFIG))
+        time.sleep(2.5)
+        seen = [repr((t.checkpoint["channel_values"], t.pending_writes))
+                for t in saver.list(None)]
+        report(first=first, late=[s for s in seen if "LATE" in s], saved=len(seen))
+        """,
+        tmp_path,
+    )
+    assert out["first"]["node"] == "sub" and out["first"]["seconds"] < LIMIT
+    assert out["saved"] > 0 and out["late"] == []
+
+
 # idle_timeout
 
 
