@@ -418,6 +418,46 @@ def test_caller_that_runs_a_deferred_call_itself_is_not_stuck_in_it(tmp_path: Pa
     assert out["node"] == "hang" and out["seconds"] < LIMIT
 
 
+def test_sync_task_in_an_async_run_does_not_hold_up_asyncio_run(tmp_path: Path) -> None:
+    """A sync task of an async workflow runs off the event loop; if it hangs past
+    its timeout, it must not sit on the loop's default executor, which
+    ``asyncio.run`` waits for on exit."""
+    out = run(
+        """
+        @task(timeout=0.5)
+        def hang(x):
+            time.sleep(60)
+
+        @entrypoint(checkpointer=InMemorySaver())
+        async def wf(x):
+            return await hang(x)
+
+        report(**atimed(wf.ainvoke(1, CONFIG)))
+        """,
+        tmp_path,
+    )
+    assert out["node"] == "hang" and out["seconds"] < LIMIT
+
+
+def test_interrupt_inside_a_timed_task_resumes() -> None:
+    from pregelkit.checkpoint.memory import InMemorySaver
+    from pregelkit.types import Command, interrupt
+
+    @task(timeout=30)
+    def ask(question: str) -> str:
+        answer: str = interrupt(question)
+        return answer.upper()
+
+    @entrypoint(checkpointer=InMemorySaver(), timeout=30)
+    def wf(question: str) -> str:
+        return ask(question).result()
+
+    config = {"configurable": {"thread_id": "t"}}
+    first = wf.invoke("name?", config)
+    assert [i.value for i in first["__interrupt__"]] == ["name?"]
+    assert wf.invoke(Command(resume="ada"), config) == "ADA"
+
+
 # entrypoints and nodes
 
 
@@ -478,6 +518,40 @@ def test_node_timeout(tmp_path: Path, mode: str, how: str) -> None:
     )
     assert out["node"] == "stuck" and out["kind"] == "run" and out["timeout"] == 0.5
     assert out["seconds"] < LIMIT
+
+
+def test_subgraph_in_a_timed_out_node_saves_nothing_late(tmp_path: Path) -> None:
+    """A node whose step is a subgraph times out; the subgraph runs on in the
+    abandoned thread and finishes, but its late result is neither applied
+    nor saved, in its own namespace or anywhere."""
+    out = run(
+        """
+        def work(x):
+            time.sleep(1.5)
+            return "LATE"
+
+        inner = Pregel(
+            nodes={"work": NodeBuilder().subscribe_only("x").do(work).write_to("y").build()},
+            channels={"x": LastValue(object), "y": LastValue(object)},
+            input_channels="x", output_channels="y",
+        )
+        saver = InMemorySaver()
+        outer = Pregel(
+            nodes={"sub": NodeBuilder().subscribe_only("a").do(inner).write_to("b").timeout(0.5)
+                   .build()},
+            channels={"a": LastValue(object), "b": LastValue(object)},
+            input_channels="a", output_channels="b", checkpointer=saver,
+        )
+        first = timed(lambda: outer.invoke("go", CONFIG))
+        time.sleep(2.5)
+        seen = [repr((t.checkpoint["channel_values"], t.pending_writes))
+                for t in saver.list(None)]
+        report(first=first, late=[s for s in seen if "LATE" in s], saved=len(seen))
+        """,
+        tmp_path,
+    )
+    assert out["first"]["node"] == "sub" and out["first"]["seconds"] < LIMIT
+    assert out["saved"] > 0 and out["late"] == []
 
 
 # idle_timeout

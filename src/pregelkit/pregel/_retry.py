@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pregelkit._internal._scope import CURRENT
 from pregelkit.errors import GraphBubbleUp, NodeTimeoutError, ParentCommand
 from pregelkit.pregel._run import arun_task, run_task
-from pregelkit.pregel._timeout import abound, bound, needs_bound
+from pregelkit.pregel._timeout import abound, bound, is_bounded
 from pregelkit.types import Command, PregelExecutableTask, RetryPolicy
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def run_with_retry(
     runs each attempt in a thread of its own; a timed-out attempt is a failed
     attempt like any other."""
     policies = task.retry_policy or retry_policy or ()
-    bounded = needs_bound(task) is not None
+    bounded = is_bounded(task)
     attempts = 0
     while True:
         try:
@@ -147,7 +147,7 @@ async def arun_with_retry(
     import asyncio
 
     policies = task.retry_policy or retry_policy or ()
-    bounded = needs_bound(task) is not None
+    bounded = is_bounded(task)
     attempts = 0
     while True:
         try:

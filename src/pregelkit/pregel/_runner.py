@@ -448,7 +448,7 @@ class PregelRunner:
         self.retry_policy = retry_policy
         self.timeouts = False
         yield
-        step = _fence(tasks, timeout)
+        step, root = _fence(tasks, timeout)
         inline: BaseException | None = None
         if len(tasks) == 1 and timeout is None and get_waiter is None:
             try:
@@ -462,6 +462,7 @@ class PregelRunner:
                     raise self.poisoned
                 if inline is not None and reraise:
                     panic_or_proceed((), inline)
+                _refuse_if_dead(root)
                 return
         else:
             for t in tasks:
@@ -490,6 +491,7 @@ class PregelRunner:
         if self.poisoned is not None:
             raise self.poisoned
         _settle(futures, inline, reraise=reraise, timeout=timeout, step=step)
+        _refuse_if_dead(root)
 
     # a step, async
     async def atick(
@@ -523,7 +525,7 @@ class PregelRunner:
         self.retry_policy = retry_policy
         self.timeouts = False
         yield
-        step = _fence(tasks, timeout)
+        step, root = _fence(tasks, timeout)
         inline: BaseException | None = None
         if len(tasks) == 1 and timeout is None and get_waiter is None:
             try:
@@ -537,6 +539,7 @@ class PregelRunner:
                     raise self.poisoned
                 if inline is not None and reraise:
                     panic_or_proceed((), inline)
+                _refuse_if_dead(root)
                 return
         else:
             for t in tasks:
@@ -570,20 +573,32 @@ class PregelRunner:
         if self.poisoned is not None:
             raise self.poisoned
         _settle(futures, inline, reraise=reraise, timeout=timeout, step=step)
+        _refuse_if_dead(root)
 
 
-def _fence(tasks: Sequence[PregelExecutableTask], timeout: float | None) -> Attempt | None:
+def _fence(
+    tasks: Sequence[PregelExecutableTask], timeout: float | None
+) -> tuple[Attempt | None, Attempt | None]:
     """What the step's tasks hang from: the step itself when ``step_timeout`` bounds
-    it, and the attempt of the enclosing task when this graph runs nested in one."""
+    it, and the attempt of the enclosing task when this graph runs nested in one.
+    Returns (the step's own attempt, the root the tasks hang from)."""
     outer = CURRENT.get()
-    parent: Attempt | None = outer.attempt if outer is not None else None
+    root: Attempt | None = outer.attempt if outer is not None else None
+    step = None
     if timeout is not None:
-        parent = step_attempt(timeout, parent)
-    if parent is not None:
+        root = step = step_attempt(timeout, root)
+    if root is not None:
         for t in tasks:
             if t.scope is not None:
-                t.scope.attempt = parent
-    return parent if timeout is not None else None
+                t.scope.attempt = root
+    return step, root
+
+
+def _refuse_if_dead(root: Attempt | None) -> None:
+    """A graph nested in a body that timed out must not apply or save the step
+    that just ended: its results are as late as the body's own."""
+    if root is not None and root.is_dead():
+        raise root.refusal()
 
 
 def _chain(first: Any, second: Any) -> Any:
