@@ -31,7 +31,6 @@ __all__ = [
     "exception_chain",
     "identity_of",
     "is_failure",
-    "is_marker",
     "rebuild_failure",
     "replays",
 ]
@@ -40,8 +39,8 @@ PATCH_PREFIX = "__patch__:"
 """Identity of a ``patched()`` marker: it takes a position in the call sequence."""
 
 _BUDGET = 10_000
-"""Atoms digested per call at most: a bigger argument is identified by its type
-and length only, so a call never pays for hashing a huge value."""
+"""Values walked per call at most: a call with bigger (non-plain) arguments is
+identified by its task name only, so no call pays for walking a huge value."""
 
 _ATOMS = (str, int, float, bool, type(None), bytes)
 _ATOM_TYPES = frozenset(_ATOMS)
@@ -157,14 +156,10 @@ def replays(
     the call must run (it was interrupted, or its failure ended the run)."""
     if record is None:
         return done is not None  # recorded before identities were: nothing to check
-    check_call(record if isinstance(record, str) else str(record[0]), identity, position, parent)
+    check_call(identity_of(record), identity, position, parent)
     if done is not None:
         return True
     return isinstance(record, list) and failure_handled(record)
-
-
-def is_marker(identity: str | None, patch_id: str) -> bool:
-    return identity == PATCH_PREFIX + patch_id
 
 
 # failures

@@ -153,7 +153,9 @@ class PregelRunner:
         saved, and the step raises it whatever the code did with it."""
         self._failed_calls: dict[str, dict[str, tuple[str, BaseException]]] = {}
         self._failed_lock = threading.Lock()
-        self._retried_callers_calls: set[str] = set()
+        self._kept_for_retry: set[str] = set()
+        """Calls whose caller may run again (it has a retry policy): their
+        results are kept for its next attempt."""
         self.recorded_call: Callable[[PregelExecutableTask, int], tuple[str, str | None]] | None = (
             None
         )
@@ -170,8 +172,10 @@ class PregelRunner:
                 self.node_finished(task.name)
             if call is not None:
                 task.writes.append((CALL, call.call_id))
-                if self.remember is not None and task.id in self._retried_callers_calls:
-                    self.remember(task.id, list(task.writes))
+                if self._kept_for_retry and task.id in self._kept_for_retry:
+                    self._kept_for_retry.discard(task.id)
+                    if self.remember is not None:
+                        self.remember(task.id, list(task.writes))
             elif not task.writes:
                 task.writes.append((NO_WRITES, None))
             return _chain(pending, self.put_writes(task.id, task.writes))
@@ -263,7 +267,7 @@ class PregelRunner:
         if task.writes:
             return self._finished(task)
         if parent.retry_policy or self.retry_policy:
-            self._retried_callers_calls.add(task.id)
+            self._kept_for_retry.add(task.id)
         fut: AnyFuture
         if self.is_async:
             fut = self.submit(
