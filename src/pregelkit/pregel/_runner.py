@@ -148,6 +148,10 @@ class PregelRunner:
         self.remember: Callable[[str, list[tuple[str, Any]]], None] | None = None
         """Set by the loop: keeps a finished call's writes for a later attempt
         of its caller (an entrypoint-level retry replays them)."""
+        self.records = True
+        """Whether calls are recorded (the run has a checkpointer). Without one
+        nothing is replayed from storage, so arguments are not digested: a
+        call's identity is its task name."""
         self.poisoned: NondeterminismError | None = None
         """The replay mismatch of this run, if any: from then on nothing is
         saved, and the step raises it whatever the code did with it."""
@@ -166,7 +170,7 @@ class PregelRunner:
         if self.poisoned is not None:
             return None
         call = task.proc if type(task.proc) is Call else None
-        pending = self._settle_failed_calls(task, exception)
+        pending = self._settle_failed_calls(task, exception) if self._failed_calls else None
         if exception is None:
             if self.node_finished is not None:
                 self.node_finished(task.name)
@@ -255,7 +259,8 @@ class PregelRunner:
         """
         assert self.schedule_task is not None and self.futures is not None
         idx = parent.scope.next_call_index()
-        call.call_id = call_identity(call.name, call.args, call.kwargs)
+        if self.records:
+            call.call_id = call_identity(call.name, call.args, call.kwargs)
         try:
             task = self.schedule_task(parent, idx, call)
         except NondeterminismError as exc:
