@@ -103,7 +103,7 @@ def call_identity(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> s
         if not kwargs:
             # plain arguments (the common case): their repr is already canonical
             # (1, True, 1.0, '1' and b'1' all differ), so no walk is needed
-            return f"{name}#{xxh3_64_hexdigest(repr(args).encode('utf-8', 'surrogatepass'))}"
+            return f"{name}#{xxh3_64_hexdigest(repr(args).encode())}"
     out: list[str] = []
     try:
         _canon(args, out, [_BUDGET])
@@ -111,7 +111,7 @@ def call_identity(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> s
             _canon(kwargs, out, [_BUDGET])
     except _Budget:
         return name
-    return f"{name}#{xxh3_64_hexdigest(''.join(out).encode('utf-8', 'surrogatepass'))}"
+    return f"{name}#{xxh3_64_hexdigest(''.join(out).encode())}"
 
 
 def _describe(identity: str, other: str) -> str:
