@@ -104,6 +104,7 @@ class RunDriver:
         with loop:
             runner = PregelRunner(submit=loop.submit, put_writes=loop.put_writes)
             runner.remember = loop.remember_call
+            runner.records = loop.checkpointer is not None
             runner.recorded_call = loop.recorded_call
             loop.run.runner = runner
             while loop.tick():
@@ -147,6 +148,7 @@ class RunDriver:
         async with loop:
             runner = PregelRunner(submit=loop.submit, put_writes=loop.put_writes, is_async=True)
             runner.remember = loop.remember_call
+            runner.records = loop.checkpointer is not None
             runner.recorded_call = loop.recorded_call
             loop.run.runner = runner
             while loop.tick():

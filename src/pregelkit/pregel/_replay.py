@@ -31,7 +31,6 @@ __all__ = [
     "exception_chain",
     "identity_of",
     "is_failure",
-    "is_marker",
     "rebuild_failure",
     "replays",
 ]
@@ -40,8 +39,8 @@ PATCH_PREFIX = "__patch__:"
 """Identity of a ``patched()`` marker: it takes a position in the call sequence."""
 
 _BUDGET = 10_000
-"""Atoms digested per call at most: a bigger argument is identified by its type
-and length only, so a call never pays for hashing a huge value."""
+"""Values walked per call at most: a call with bigger (non-plain) arguments is
+identified by its task name only, so no call pays for walking a huge value."""
 
 _ATOMS = (str, int, float, bool, type(None), bytes)
 _ATOM_TYPES = frozenset(_ATOMS)
@@ -104,7 +103,7 @@ def call_identity(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> s
         if not kwargs:
             # plain arguments (the common case): their repr is already canonical
             # (1, True, 1.0, '1' and b'1' all differ), so no walk is needed
-            return f"{name}#{xxh3_64_hexdigest(repr(args).encode('utf-8', 'surrogatepass'))}"
+            return f"{name}#{xxh3_64_hexdigest(repr(args).encode())}"
     out: list[str] = []
     try:
         _canon(args, out, [_BUDGET])
@@ -112,7 +111,7 @@ def call_identity(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> s
             _canon(kwargs, out, [_BUDGET])
     except _Budget:
         return name
-    return f"{name}#{xxh3_64_hexdigest(''.join(out).encode('utf-8', 'surrogatepass'))}"
+    return f"{name}#{xxh3_64_hexdigest(''.join(out).encode())}"
 
 
 def _describe(identity: str, other: str) -> str:
@@ -157,14 +156,10 @@ def replays(
     the call must run (it was interrupted, or its failure ended the run)."""
     if record is None:
         return done is not None  # recorded before identities were: nothing to check
-    check_call(record if isinstance(record, str) else str(record[0]), identity, position, parent)
+    check_call(identity_of(record), identity, position, parent)
     if done is not None:
         return True
     return isinstance(record, list) and failure_handled(record)
-
-
-def is_marker(identity: str | None, patch_id: str) -> bool:
-    return identity == PATCH_PREFIX + patch_id
 
 
 # failures

@@ -185,12 +185,18 @@ class PregelRunner:
         self.remember: Callable[[str, list[tuple[str, Any]]], None] | None = None
         """Set by the loop: keeps a finished call's writes for a later attempt
         of its caller (an entrypoint-level retry replays them)."""
+        self.records = True
+        """Whether calls are recorded (the run has a checkpointer). Without one
+        nothing is replayed from storage, so arguments are not digested: a
+        call's identity is its task name."""
         self.poisoned: NondeterminismError | None = None
         """The replay mismatch of this run, if any: from then on nothing is
         saved, and the step raises it whatever the code did with it."""
         self._failed_calls: dict[str, dict[str, tuple[str, BaseException]]] = {}
         self._failed_lock = threading.Lock()
-        self._retried_callers_calls: set[str] = set()
+        self._kept_for_retry: set[str] = set()
+        """Calls whose caller may run again (it has a retry policy): their
+        results are kept for its next attempt."""
         self.recorded_call: Callable[[PregelExecutableTask, int], tuple[str, str | None]] | None = (
             None
         )
@@ -210,14 +216,16 @@ class PregelRunner:
         if self.poisoned is not None:
             return None
         call = task.proc if type(task.proc) is Call else None
-        pending = self._settle_failed_calls(task, exception)
+        pending = self._settle_failed_calls(task, exception) if self._failed_calls else None
         if exception is None:
             if self.node_finished is not None:
                 self.node_finished(task.name)
             if call is not None:
                 task.writes.append((CALL, call.call_id))
-                if self.remember is not None and task.id in self._retried_callers_calls:
-                    self.remember(task.id, list(task.writes))
+                if self._kept_for_retry and task.id in self._kept_for_retry:
+                    self._kept_for_retry.discard(task.id)
+                    if self.remember is not None:
+                        self.remember(task.id, list(task.writes))
             elif not task.writes:
                 task.writes.append((NO_WRITES, None))
             return _chain(pending, self.put_writes(task.id, task.writes))
@@ -314,7 +322,8 @@ class PregelRunner:
                 raise attempt.refusal()  # the caller's attempt timed out: it starts nothing
             attempt.progress()
         idx = parent.scope.next_call_index()
-        call.call_id = call_identity(call.name, call.args, call.kwargs)
+        if self.records:
+            call.call_id = call_identity(call.name, call.args, call.kwargs)
         try:
             task = self.schedule_task(parent, idx, call)
         except NondeterminismError as exc:
@@ -326,7 +335,7 @@ class PregelRunner:
         if task.writes:
             return self._finished(task)
         if parent.retry_policy or self.retry_policy:
-            self._retried_callers_calls.add(task.id)
+            self._kept_for_retry.add(task.id)
         if attempt is not None:
             task.scope.attempt = attempt
         fut: AnyFuture
