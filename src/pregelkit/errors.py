@@ -21,6 +21,7 @@ __all__ = [
     "GraphRecursionError",
     "InvalidUpdateError",
     "ParentCommand",
+    "StorageError",
     "TaskNotFound",
     "ThreadBusyError",
 ]
@@ -122,3 +123,18 @@ class CheckpointCorruptError(Exception):
             if value is not None
         ]
         super().__init__(f"cannot load stored data ({', '.join(where)}): {reason}")
+
+
+class StorageError(Exception):
+    """The checkpoint database failed: down, unreachable, full, read-only, or
+    busy past its timeout. The driver's error is the ``__cause__``.
+
+    Nothing the message calls unsaved reached the database; everything saved
+    before is intact. Once the database is back, resume the thread with
+    ``invoke(None, config)``: only the tasks whose results were not saved run
+    again.
+    """
+
+    def __init__(self, message: str, *, thread_id: str | None = None) -> None:
+        self.thread_id = thread_id
+        super().__init__(message)
