@@ -14,10 +14,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from pgserver import PgServer
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from pgserver import PgServer
 from pregelkit.checkpoint import StorageRetry
 from pregelkit.checkpoint.base import empty_checkpoint
 from pregelkit.checkpoint.postgres import PostgresSaver

@@ -12,12 +12,13 @@ failure is not transient (disk full, read-only), the caller gets a
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pregelkit.errors import StorageError
 
-__all__ = ["StorageRetry", "storage_error"]
+__all__ = ["Attempts", "StorageRetry", "storage_error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,23 @@ class StorageRetry:
             delay *= self.backoff
 
 
-NO_RETRY = StorageRetry(attempts=1)
+class Attempts:
+    """One operation's use of a ``StorageRetry`` budget."""
+
+    __slots__ = ("_deadline", "_delays", "tries")
+
+    def __init__(self, retry: StorageRetry) -> None:
+        self._delays = retry.delays()
+        self._deadline = time.monotonic() + retry.deadline
+        self.tries = 0
+
+    def pause_after_failure(self, transient: bool) -> float | None:
+        """How long to wait before the next try, or ``None`` when there is to
+        be none (the failure is not transient, or the budget is spent)."""
+        delay = next(self._delays, None) if transient else None
+        if delay is None or time.monotonic() + delay > self._deadline:
+            return None
+        return delay
 
 
 def storage_error(

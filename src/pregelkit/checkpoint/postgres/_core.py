@@ -15,7 +15,6 @@ do (``put_writes`` without writes) never touch the database.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 import psycopg
 
-from pregelkit.checkpoint._faults import StorageRetry, storage_error
+from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._rows import (
     check_filter,
     checkpoint_config,
@@ -279,13 +278,11 @@ def retrying(
     tries while its failures are transient and ``retry``'s budget lasts;
     then a ``StorageError``. ``after_failure`` runs after each failure and
     may raise instead, when trying again would not be safe."""
-    delays = retry.delays()
-    start = time.monotonic()
-    tries = 0
+    attempts = Attempts(retry)
     while True:
-        tries += 1
+        attempts.tries += 1
         try:
-            if tries > 1:
+            if attempts.tries > 1:
                 yield Reconnect()
             return (yield from attempt())
         except psycopg.Error as exc:
@@ -296,9 +293,11 @@ def retrying(
                     yield from after_failure()
                 except StorageError as refused:
                     raise refused from exc
-            delay = next(delays, None) if is_transient(exc) else None
-            if delay is None or time.monotonic() - start + delay > retry.deadline:
-                raise storage_error("PostgreSQL", operation, thread_id, exc, tries=tries) from exc
+            delay = attempts.pause_after_failure(is_transient(exc))
+            if delay is None:
+                raise storage_error(
+                    "PostgreSQL", operation, thread_id, exc, tries=attempts.tries
+                ) from exc
             yield Sleep(delay)
 
 
