@@ -10,7 +10,6 @@ raises are explained here, naming the task that wrote.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
@@ -76,7 +75,12 @@ def _type_name(value: Any) -> str:
 
 
 class SerialLane:
-    """Runs submitted calls one after another on the shared pool, in order."""
+    """Runs submitted calls one after another on the shared pool, in order.
+
+    The first call that fails stops the lane: the calls queued behind it,
+    and any submitted later, never run (a checkpoint must not be saved after
+    writes it follows were lost). ``error`` is that failure, and
+    ``not_run`` the calls that were dropped for it."""
 
     GATHER_SECONDS = 0.001
 
@@ -86,10 +90,15 @@ class SerialLane:
         self.lock = threading.Lock()
         self.idle = threading.Event()
         self.idle.set()
+        self.flushing = threading.Event()
         self.error: BaseException | None = None
+        self.not_run: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
 
     def put(self, fn: Callable[..., Any], *args: Any) -> None:
         with self.lock:
+            if self.error is not None:
+                self.not_run.append((fn, args))
+                return
             self.queue.append((fn, args))
             if not self.idle.is_set():
                 return
@@ -98,8 +107,9 @@ class SerialLane:
 
     def _drain(self) -> None:
         # Let a group of calls gather first: one thread hand-off per group
-        # instead of one per task write; each call still runs in order.
-        time.sleep(self.GATHER_SECONDS)
+        # instead of one per task write; each call still runs in order. The
+        # end of the run (``wait``) cuts the pause short.
+        self.flushing.wait(self.GATHER_SECONDS)
         while True:
             with self.lock:
                 if not self.queue:
@@ -109,10 +119,16 @@ class SerialLane:
             try:
                 fn(*args)
             except BaseException as exc:
-                if self.error is None:
-                    self.error = exc
+                with self.lock:
+                    if self.error is None:
+                        self.error = exc
+                    self.not_run.extend(self.queue)
+                    self.queue.clear()
 
     def wait(self) -> None:
+        """Wait until every call submitted so far has run (or was dropped);
+        raise the lane's failure, if any."""
+        self.flushing.set()
         self.idle.wait()
         if self.error is not None:
             err, self.error = self.error, None
