@@ -31,13 +31,14 @@ import pytest
 from hypothesis import settings
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from pgserver import PgServer
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.memory import InMemorySaver
 from pregelkit.checkpoint.postgres import PostgresSaver
 from pregelkit.checkpoint.postgres.aio import AsyncPostgresSaver
 from pregelkit.checkpoint.sqlite import SqliteSaver
 from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from pgserver import PgServer
 
 # No per-example deadline: a slow moment of a busy machine is not a failure.
 # Under CI the examples are derandomized, so a run explores what the previous

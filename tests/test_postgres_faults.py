@@ -17,13 +17,14 @@ import pytest
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from pgserver import PgServer
 from pregelkit.checkpoint import StorageRetry
 from pregelkit.checkpoint.base import empty_checkpoint
 from pregelkit.checkpoint.postgres import PostgresSaver
 from pregelkit.checkpoint.postgres.aio import AsyncPostgresSaver
 from pregelkit.errors import StorageError
 from pregelkit.func import entrypoint, task
+
+from pgserver import PgServer
 
 # LangGraph's documented settings for a pool shared with its saver.
 LANGGRAPH_POOL_KWARGS = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
@@ -88,9 +89,7 @@ def test_pool_with_langgraph_documented_settings(up: PgServer) -> None:
 
 def test_async_pool_with_langgraph_documented_settings(up: PgServer) -> None:
     async def main() -> None:
-        async with AsyncConnectionPool(
-            up.dsn, kwargs=LANGGRAPH_POOL_KWARGS, open=False
-        ) as pool:
+        async with AsyncConnectionPool(up.dsn, kwargs=LANGGRAPH_POOL_KWARGS, open=False) as pool:
             saver = AsyncPostgresSaver(pool)
             await saver.setup()
             wf = _workflow(saver)

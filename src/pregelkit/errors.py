@@ -135,6 +135,10 @@ class StorageError(Exception):
     again.
     """
 
-    def __init__(self, message: str, *, thread_id: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, thread_id: str | None = None, not_saved: Sequence[str] = ()
+    ) -> None:
         self.thread_id = thread_id
+        self.not_saved = list(not_saved)
+        """What the run could not save: one line per task's writes or checkpoint."""
         super().__init__(message)

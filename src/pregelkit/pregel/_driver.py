@@ -101,7 +101,9 @@ class RunDriver:
         graph = self.graph
         loop: SyncPregelLoop = self._loop(SyncPregelLoop, emit, False)
         with loop:
-            runner = PregelRunner(submit=loop.submit, put_writes=loop.put_writes)
+            runner = PregelRunner(
+                submit=loop.submit, put_writes=loop.put_writes, check_saved=loop.check_saved
+            )
             loop.run.runner = runner
             while loop.tick():
                 loop.match_cached_writes()
@@ -142,7 +144,12 @@ class RunDriver:
         graph = self.graph
         loop: AsyncPregelLoop = self._loop(AsyncPregelLoop, emit, True)
         async with loop:
-            runner = PregelRunner(submit=loop.submit, put_writes=loop.put_writes, is_async=True)
+            runner = PregelRunner(
+                submit=loop.submit,
+                put_writes=loop.put_writes,
+                is_async=True,
+                check_saved=loop.check_saved,
+            )
             loop.run.runner = runner
             while loop.tick():
                 await loop.amatch_cached_writes()

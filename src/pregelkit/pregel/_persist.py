@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pregelkit._internal._constants import NULL_TASK_ID
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.serde.base import SerdeError
+from pregelkit.pregel._faults import RunFaults, describe_call
 from pregelkit.types import PregelExecutableTask
 
 if TYPE_CHECKING:
@@ -77,28 +78,24 @@ def _type_name(value: Any) -> str:
 class SerialLane:
     """Runs submitted calls one after another on the shared pool, in order.
 
-    The first call that fails stops the lane: the calls queued behind it,
-    and any submitted later, never run (a checkpoint must not be saved after
-    writes it follows were lost). ``error`` is that failure, and
-    ``not_run`` the calls that were dropped for it."""
+    Once a save of the run has failed (``faults``), the lane makes no more
+    calls: those queued and those submitted later are only listed as not
+    saved (a checkpoint must never be saved after writes it follows were
+    lost)."""
 
-    GATHER_SECONDS = 0.001
-
-    def __init__(self, submit: Callable[..., Any]) -> None:
+    def __init__(self, submit: Callable[..., Any], faults: RunFaults) -> None:
         self.submit = submit
+        self.faults = faults
         self.queue: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         self.lock = threading.Lock()
         self.idle = threading.Event()
         self.idle.set()
-        self.flushing = threading.Event()
-        self.error: BaseException | None = None
-        self.not_run: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
 
     def put(self, fn: Callable[..., Any], *args: Any) -> None:
+        if self.faults.failure is not None:
+            self.faults.skip(describe_call(fn, args))
+            return
         with self.lock:
-            if self.error is not None:
-                self.not_run.append((fn, args))
-                return
             self.queue.append((fn, args))
             if not self.idle.is_set():
                 return
@@ -106,33 +103,26 @@ class SerialLane:
         self.submit(self._drain, __reraise_on_exit__=False)
 
     def _drain(self) -> None:
-        # Let a group of calls gather first: one thread hand-off per group
-        # instead of one per task write; each call still runs in order. The
-        # end of the run (``wait``) cuts the pause short.
-        self.flushing.wait(self.GATHER_SECONDS)
+        # No pause to gather calls: what queues while a call runs is taken by
+        # the same hand-off, and a failed save is known as soon as it fails.
+        faults = self.faults
         while True:
             with self.lock:
                 if not self.queue:
                     self.idle.set()
                     return
                 fn, args = self.queue.popleft()
+            if faults.failure is not None:
+                faults.skip(describe_call(fn, args))
+                continue
             try:
                 fn(*args)
             except BaseException as exc:
-                with self.lock:
-                    if self.error is None:
-                        self.error = exc
-                    self.not_run.extend(self.queue)
-                    self.queue.clear()
+                faults.record(exc, describe_call(fn, args))
 
     def wait(self) -> None:
-        """Wait until every call submitted so far has run (or was dropped);
-        raise the lane's failure, if any."""
-        self.flushing.set()
+        """Wait until every call submitted so far has run or been dropped."""
         self.idle.wait()
-        if self.error is not None:
-            err, self.error = self.error, None
-            raise err
 
 
 class Awaited:

@@ -128,9 +128,11 @@ class PregelRunner:
         put_writes: Callable[[str, Sequence[tuple[str, Any]]], Awaitable[None] | None],
         is_async: bool = False,
         node_finished: Callable[[str], None] | None = None,
+        check_saved: Callable[[], None] | None = None,
     ) -> None:
         self.submit = submit
         self.put_writes = put_writes
+        self.check_saved = check_saved
         self.is_async = is_async
         self.node_finished = node_finished
         self.retry_policy: Sequence[RetryPolicy] | None = None
@@ -158,6 +160,8 @@ class PregelRunner:
 
     # running one task
     def _run_and_commit(self, task: PregelExecutableTask) -> Any:
+        if self.check_saved is not None:
+            self.check_saved()  # no body starts once a save of the run has failed
         try:
             value = run_with_retry(task, self.retry_policy)
         except BaseException as exc:
@@ -169,6 +173,8 @@ class PregelRunner:
         return value
 
     async def _arun_and_commit(self, task: PregelExecutableTask) -> Any:
+        if self.check_saved is not None:
+            self.check_saved()
         try:
             value = await arun_with_retry(task, self.retry_policy)
         except BaseException as exc:
