@@ -1293,11 +1293,14 @@ def test_get_stream_writer_and_get_config_outside_a_run() -> None:
 
 
 def test_get_config_inside_a_node() -> None:
+    from pregelkit.store.memory import InMemoryStore
+
     seen: list[dict[str, Any]] = []
+    store = InMemoryStore()
 
     def node(v: str) -> str:
         seen.append(get_config())
-        assert get_store() == "the store"
+        assert get_store() is store
         return v
 
     app = Pregel(
@@ -1306,7 +1309,7 @@ def test_get_config_inside_a_node() -> None:
         input_channels="a",
         output_channels="b",
         checkpointer=InMemorySaver(),
-        store="the store",
+        store=store,
     )
     app.invoke("x", cfg("th", user="u1"))
     (config,) = seen

@@ -7,7 +7,7 @@ never retries them and never lets them cancel sibling tasks.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from pregelkit.types import Command, Interrupt
@@ -20,8 +20,12 @@ __all__ = [
     "GraphInterrupt",
     "GraphRecursionError",
     "InvalidUpdateError",
+    "NondeterminismError",
+    "NothingToResumeError",
+    "NodeTimeoutError",
     "ParentCommand",
     "StorageError",
+    "ReplayedTaskError",
     "TaskNotFound",
     "ThreadBusyError",
 ]
@@ -142,3 +146,109 @@ class StorageError(Exception):
         self.not_saved = list(not_saved)
         """What the run could not save: one line per task's writes or checkpoint."""
         super().__init__(message)
+class NondeterminismError(RuntimeError):
+    """A resumed run made a different task call than the run it resumes.
+
+    The code changed between the run that was recorded and this resume: a call
+    was swapped, inserted before a recorded one, or given other arguments.
+    Nothing this resume did was saved, so the thread still resumes with the
+    code that recorded it. Guard new behaviour with ``patched()`` to change
+    code while threads are in flight (see the "Changing code" guide).
+    """
+
+    def __init__(self, *, position: int, parent: str, recorded: str, new: str) -> None:
+        self.position = position
+        self.parent = parent
+        self.recorded = recorded
+        self.new = new
+        super().__init__(
+            f"replay of task {parent!r} diverged at call #{position}: the recorded run "
+            f"called {recorded} there, this code calls {new}. The code changed since "
+            "the thread was recorded: resume it with the code that recorded it, or guard "
+            "the change with `if patched(...)` (pregelkit.func)"
+        )
+
+
+class ReplayedTaskError(Exception):
+    """Stands in, on replay, for a recorded task failure whose exception class
+    cannot be rebuilt safely (not a builtin and not from an allowed module)."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        self.type_name = type_name
+        self.message = message
+        super().__init__(f"{type_name}: {message}")
+
+
+class NothingToResumeError(ValueError):
+    """``Command(resume=...)`` was given but nothing in the thread waits for a
+    resume value: the thread finished, or its last run failed without an
+    interrupt."""
+
+
+class NodeTimeoutError(TimeoutError):
+    """A task or node ran past its ``TimeoutPolicy``, or past ``step_timeout``.
+
+    ``kind`` says which limit fired: ``"run"`` (``run_timeout``), ``"idle"``
+    (``idle_timeout``: no progress signal for that long) or ``"step"``
+    (the graph's ``step_timeout``). A subclass of ``TimeoutError`` (hence of
+    ``OSError``), so ``default_retry_on`` does not retry it: name it in a
+    ``RetryPolicy(retry_on=...)`` to retry timed-out attempts.
+    """
+
+    def __init__(
+        self,
+        node: str,
+        elapsed: float,
+        *,
+        kind: Literal["run", "idle", "step"],
+        timeout: float,
+        run_timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> None:
+        self.node = node
+        self.elapsed = elapsed
+        self.kind = kind
+        self.timeout = timeout
+        self.run_timeout = run_timeout
+        self.idle_timeout = idle_timeout
+        if kind == "step":
+            head = (
+                f"the step timed out after {elapsed:.3g}s with tasks {node} still "
+                f"running: step_timeout is {timeout:g}s. Raise step_timeout"
+            )
+        elif kind == "idle":
+            head = (
+                f"{node!r} timed out after {elapsed:.3g}s: no sign of progress for its "
+                f"idle_timeout of {timeout:g}s. Call get_runtime().heartbeat() while it works, "
+                "raise the limit, or retry it with RetryPolicy(retry_on=NodeTimeoutError)"
+            )
+        else:
+            head = (
+                f"{node!r} timed out after {elapsed:.3g}s: its run_timeout is {timeout:g}s. "
+                "Raise the limit, or retry it with RetryPolicy(retry_on=NodeTimeoutError)"
+            )
+        super().__init__(f"{head}; the thread can be resumed with invoke(None, config)")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild_timeout,
+            (self.node, self.elapsed, self.kind, self.timeout, self.run_timeout, self.idle_timeout),
+        )
+
+
+def _rebuild_timeout(
+    node: str,
+    elapsed: float,
+    kind: Literal["run", "idle", "step"],
+    timeout: float,
+    run_timeout: float | None,
+    idle_timeout: float | None,
+) -> NodeTimeoutError:
+    return NodeTimeoutError(
+        node,
+        elapsed,
+        kind=kind,
+        timeout=timeout,
+        run_timeout=run_timeout,
+        idle_timeout=idle_timeout,
+    )

@@ -3,13 +3,20 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, Union
 
 from pregelkit._internal._cache import default_cache_key
 from pregelkit._internal._ids import interrupt_id
+from pregelkit._internal._policy_checks import (
+    check_cache_fields,
+    check_retry_fields,
+    check_retry_on,
+)
 from pregelkit._internal._scope import require_scope
 
 if TYPE_CHECKING:
@@ -30,6 +37,7 @@ __all__ = [
     "StateSnapshot",
     "StreamMode",
     "StreamWriter",
+    "TimeoutPolicy",
     "default_retry_on",
     "interrupt",
 ]
@@ -156,19 +164,117 @@ def default_retry_on(exc: Exception) -> bool:
     return True
 
 
-class RetryPolicy(NamedTuple):
-    """How to retry a failing task: backoff grows by ``backoff_factor`` up to
-    ``max_interval``; ``retry_on`` picks the exceptions (a type, a sequence of
-    types, or a predicate)."""
+RetryOn = Union[type[BaseException], Sequence[type[BaseException]], Callable[[Exception], bool]]
 
+
+class _RetryPolicyFields(NamedTuple):
     initial_interval: float = 0.5
     backoff_factor: float = 2.0
     max_interval: float = 128.0
     max_attempts: int = 3
     jitter: bool = True
-    retry_on: type[BaseException] | Sequence[type[BaseException]] | Callable[[Exception], bool] = (
-        default_retry_on
-    )
+    retry_on: RetryOn = default_retry_on
+
+
+class RetryPolicy(_RetryPolicyFields):
+    """How to retry a failing task: backoff grows by ``backoff_factor`` up to
+    ``max_interval``; ``retry_on`` picks the exceptions (a type, a sequence of
+    types, or a predicate).
+
+    The fields are checked here, so a wrong policy fails where it is written,
+    not when a task first fails."""
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        initial_interval: float = 0.5,
+        backoff_factor: float = 2.0,
+        max_interval: float = 128.0,
+        max_attempts: int = 3,
+        jitter: bool = True,
+        retry_on: RetryOn = default_retry_on,
+    ) -> RetryPolicy:
+        check_retry_fields(initial_interval, backoff_factor, max_interval, max_attempts, jitter)
+        check_retry_on(retry_on)
+        return super().__new__(
+            cls, initial_interval, backoff_factor, max_interval, max_attempts, jitter, retry_on
+        )
+
+
+def _seconds(value: Any, name: str) -> float | None:
+    """``value`` as positive finite seconds; a clear error naming ``name`` otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise TypeError(
+            f"{name} must be a number of seconds or a timedelta, got {type(value).__name__}: "
+            f"{value!r}"
+        )
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(
+            f"{name} must be a positive, finite number of seconds, got {value!r}; "
+            "pass None for no limit"
+        )
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class TimeoutPolicy:
+    """How long one attempt of a task or node may take.
+
+    ``run_timeout`` bounds the attempt's wall-clock time; ``idle_timeout``
+    bounds the time between two signs of progress: each chunk written to the
+    stream writer, each task call, each ``get_runtime().heartbeat()``
+    (``refresh_on="auto"``), or heartbeats only (``refresh_on="heartbeat"``).
+    An attempt that exceeds either fails with ``NodeTimeoutError``; a
+    ``RetryPolicy`` retries it only if its ``retry_on`` names that error. Sync
+    and async functions alike: the caller gets control back, a sync body
+    left running in its thread can no longer write anything.
+    """
+
+    run_timeout: float | None = None
+    idle_timeout: float | None = None
+    refresh_on: Literal["auto", "heartbeat"] = "auto"
+
+    def __init__(
+        self,
+        *,
+        run_timeout: float | timedelta | None = None,
+        idle_timeout: float | timedelta | None = None,
+        refresh_on: Literal["auto", "heartbeat"] = "auto",
+    ) -> None:
+        run = _seconds(run_timeout, "TimeoutPolicy.run_timeout")
+        idle = _seconds(idle_timeout, "TimeoutPolicy.idle_timeout")
+        if run is None and idle is None:
+            raise ValueError(
+                "TimeoutPolicy needs run_timeout or idle_timeout (or both); "
+                "for no timeout pass timeout=None"
+            )
+        if refresh_on not in ("auto", "heartbeat"):
+            raise ValueError(
+                f"TimeoutPolicy.refresh_on must be 'auto' or 'heartbeat', got {refresh_on!r}"
+            )
+        object.__setattr__(self, "run_timeout", run)
+        object.__setattr__(self, "idle_timeout", idle)
+        object.__setattr__(self, "refresh_on", refresh_on)
+
+    @classmethod
+    def coerce(cls, value: Any, name: str = "timeout") -> TimeoutPolicy | None:
+        """A policy from what a user may pass as ``name``: a policy, seconds
+        (``run_timeout``), a timedelta, or None."""
+        if value is None or isinstance(value, TimeoutPolicy):
+            return value
+        if isinstance(value, (int, float, timedelta)) and not isinstance(value, bool):
+            return cls(run_timeout=_seconds(value, name))
+        raise TypeError(
+            f"{name} must be a TimeoutPolicy, a number of seconds, a timedelta or None, "
+            f"got {type(value).__name__}: {value!r}"
+        )
 
 
 KeyFuncT = TypeVar("KeyFuncT", bound=Callable[..., Union[str, bytes]])
@@ -181,6 +287,9 @@ class CachePolicy(Generic[KeyFuncT]):
 
     key_func: KeyFuncT = default_cache_key  # type: ignore[assignment]
     ttl: int | None = None
+
+    def __post_init__(self) -> None:
+        check_cache_fields(self.key_func, self.ttl)
 
 
 class CacheKey(NamedTuple):

@@ -20,6 +20,8 @@ TASKS: Final = "__pregel_tasks"
 RETURN: Final = "__return__"
 PREVIOUS: Final = "__previous__"
 SCHEDULED: Final = "__scheduled__"
+CALL: Final = "__call__"
+"""A task call's identity (name and argument digest), checked on replay."""
 
 # task kinds, the first element of a task path
 PUSH: Final = "__pregel_push"
@@ -39,11 +41,17 @@ CACHE_NS_WRITES: Final = "__pregel_ns_writes"
 
 # Writes to these channels replace an earlier write of the same task instead of
 # being appended; the negative index is their slot in a saver's write table.
-WRITES_IDX_MAP: Final[dict[str, int]] = {ERROR: -1, SCHEDULED: -2, INTERRUPT: -3, RESUME: -4}
+WRITES_IDX_MAP: Final[dict[str, int]] = {
+    ERROR: -1,
+    SCHEDULED: -2,
+    INTERRUPT: -3,
+    RESUME: -4,
+    CALL: -5,
+}
 
 # Writes that do not address a channel.
 RESERVED: Final = frozenset(
-    {INTERRUPT, RESUME, ERROR, NO_WRITES, TASKS, RETURN, SCHEDULED, PUSH, INPUT}
+    {INTERRUPT, RESUME, ERROR, NO_WRITES, TASKS, RETURN, SCHEDULED, PUSH, INPUT, CALL}
 )
 
 # keys of config["configurable"] the engine fills in for a running task

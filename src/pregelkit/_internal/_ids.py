@@ -33,18 +33,23 @@ def interrupt_id(namespace: str) -> str:
     return xxhash.xxh3_128_hexdigest(namespace.encode())
 
 
-def uuid6(clock_seq: int | None = None) -> str:
+def uuid6(clock_seq: int | None = None, after: str | None = None) -> str:
     """A UUIDv6: time-ordered, so string order is creation order.
 
-    Checkpoint ids must sort from first to last; the timestamp is forced to
-    increase strictly within the process.
+    Checkpoint ids must sort from first to last. Within a process the
+    timestamp increases strictly; across processes and clock changes, a
+    thread's order comes from its previous checkpoint: ``after`` (that
+    checkpoint's id) is always exceeded, whatever the wall clock says.
     """
     global _last_ts
+    floor = _timestamp(after) if after else 0
     with _lock:
         ns = time.time_ns()
         ts = ns // 100 + 0x01B21DD213814000  # 100ns intervals since 1582-10-15
         if ts <= _last_ts:
             ts = _last_ts + 1
+        if ts <= floor:
+            ts = floor + 1
         _last_ts = ts
     if clock_seq is None:
         clock_seq = random.getrandbits(14)
@@ -55,3 +60,14 @@ def uuid6(clock_seq: int | None = None) -> str:
     value |= ((clock_seq & 0x3FFF) | 0x8000) << 48
     value |= node & 0xFFFFFFFFFFFF
     return str(uuid.UUID(int=value))
+
+
+def _timestamp(checkpoint_id: str) -> int:
+    """The 60-bit timestamp of a UUIDv6 id; 0 for an id of another form."""
+    try:
+        value = uuid.UUID(checkpoint_id).int
+    except (ValueError, TypeError, AttributeError):
+        return 0
+    if (value >> 76) & 0xF != 6:
+        return 0
+    return (((value >> 80) & 0xFFFFFFFFFFFF) << 12) | ((value >> 64) & 0x0FFF)

@@ -11,26 +11,44 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 import wrapt
 
 from pregelkit._internal._constants import CACHE_NS_WRITES, END, PREVIOUS, START
+from pregelkit._internal._fingerprint import origin
 from pregelkit._internal._scope import CURRENT
 from pregelkit.channels.ephemeral_value import EphemeralValue
 from pregelkit.channels.last_value import LastValue
 from pregelkit.checkpoint.serde._registry import allow_modules
+from pregelkit.func._arguments import refuse_futures
+from pregelkit.func._patch import deprecate_patch, patched
 from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode
+from pregelkit.pregel._validate import (
+    check_cache,
+    check_cache_policy,
+    check_checkpointer,
+    check_retry_policy,
+    check_store,
+)
 from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
 from pregelkit.pregel.main import Pregel
-from pregelkit.types import CachePolicy, RetryPolicy
+from pregelkit.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
 if TYPE_CHECKING:
     import asyncio
     import concurrent.futures
 
-__all__ = ["AsyncTaskFunction", "TaskFunction", "entrypoint", "task"]
+__all__ = [
+    "AsyncTaskFunction",
+    "TaskFunction",
+    "deprecate_patch",
+    "entrypoint",
+    "patched",
+    "task",
+]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -41,6 +59,7 @@ S = TypeVar("S")
 def _policies(
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None,
 ) -> tuple[RetryPolicy, ...] | None:
+    check_retry_policy(retry_policy)
     if retry_policy is None:
         return None
     if isinstance(retry_policy, RetryPolicy):
@@ -117,6 +136,7 @@ def task(
     name: str | None = None,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
     cache_policy: CachePolicy[Any] | None = None,
+    timeout: float | timedelta | TimeoutPolicy | None = None,
 ) -> _TaskDecorator: ...
 
 
@@ -126,19 +146,27 @@ def task(
     name: str | None = None,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
     cache_policy: CachePolicy[Any] | None = None,
+    timeout: float | timedelta | TimeoutPolicy | None = None,
 ) -> Any:
     """Make a function a task: each call inside an entrypoint is run, saved,
     retried and cached by the engine, and returns a future.
 
     Use ``.result()`` on the future in sync code and ``await`` it in async code.
+    ``timeout`` bounds each attempt (seconds, a timedelta or a ``TimeoutPolicy``).
     """
+    timeout_policy = TimeoutPolicy.coerce(timeout, "@task(timeout=...)")
+
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"task(name=...) must be a str, got {type(name).__name__}")
+    check_cache_policy(cache_policy)
+    policies = _policies(retry_policy)
 
     def decorate(fn: Callable[..., Any]) -> Any:
         _refuse_generators(fn, "task")
         spec = FnSpec(fn, skip_first=False)
         task_name: str = name or getattr(fn, "__name__", None) or "task"
-        identity = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', task_name)}"
-        policies = _policies(retry_policy)
+        identity = origin(fn)
+        salt: list[bytes] = []  # what the code is, for cache keys: computed on first use
         if getattr(fn, "__module__", None):
             allow_modules(fn.__module__)
 
@@ -156,6 +184,11 @@ def task(
                 )
             if instance is not None and not inspect.isclass(instance):
                 args = (instance, *args)
+            refuse_futures(task_name, args, kwargs)
+            if cache_policy is not None and not salt:
+                from pregelkit._internal._fingerprint import fingerprint
+
+                salt.append(fingerprint(fn))
             call = Call(
                 spec,
                 args,
@@ -164,6 +197,8 @@ def task(
                 identity=identity,
                 retry_policy=policies,
                 cache_policy=cache_policy,
+                cache_salt=salt[0] if salt else b"",
+                timeout=timeout_policy,
             )
             return scope.run.runner.call(scope.task, call)
 
@@ -192,7 +227,9 @@ class entrypoint(Generic[T]):
     saved as it finishes, ``interrupt()`` pauses it, and
     ``invoke(Command(resume=...), config)`` resumes it. The function may ask
     for ``previous`` (the thread's last saved return value), ``config``,
-    ``writer``, ``store`` or ``runtime`` by parameter name.
+    ``writer``, ``store`` or ``runtime`` by parameter name. ``timeout``
+    bounds each attempt of the function's own body (seconds, a timedelta or a
+    ``TimeoutPolicy``); the tasks it calls have their own.
     """
 
     def __init__(
@@ -203,7 +240,14 @@ class entrypoint(Generic[T]):
         context_schema: Any = None,
         cache_policy: CachePolicy[Any] | None = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
     ) -> None:
+        check_checkpointer(checkpointer)
+        check_store(store)
+        check_cache(cache)
+        check_cache_policy(cache_policy)
+        check_retry_policy(retry_policy)
+        self.timeout = TimeoutPolicy.coerce(timeout, "@entrypoint(timeout=...)")
         self.checkpointer = checkpointer
         self.store = store
         self.cache = cache
@@ -249,6 +293,7 @@ class entrypoint(Generic[T]):
             ],
             retry_policy=self.retry_policy,
             cache_policy=self.cache_policy,
+            timeout=self.timeout,
         )
         graph = Pregel(
             nodes={name: node},

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from pregelkit._internal._constants import (
     CACHE_NS_WRITES,
+    CALL,
     INTERRUPT,
     NS_END,
     NS_SEP,
@@ -44,6 +45,8 @@ __all__ = [
     "increment",
     "prepare_next_tasks",
     "prepare_push_call",
+    "legacy_push_call_id",
+    "push_call_id",
     "should_interrupt",
     "task_path_str",
 ]
@@ -156,11 +159,14 @@ class Planner:
         retry_policy: Sequence[RetryPolicy] | None,
         key_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
         cache_id: str | None = None,
+        cache_salt: bytes | None = None,
     ) -> PregelExecutableTask:
         cache_key = None
         policy = cache_policy or self.cache_policy
         if policy is not None and self.run is not None and self.run.cache is not None:
-            cache_key = _cache_key(policy, name, cache_id or name, value, key_args)
+            if cache_salt is None:
+                cache_salt = node.code_fingerprint() if node is not None else b""
+            cache_key = _cache_key(policy, name, cache_id or name, value, key_args, cache_salt)
         task = PregelExecutableTask(
             name,
             value,
@@ -186,12 +192,30 @@ def _cache_key(
     identity: str,
     value: Any,
     key_args: tuple[tuple[Any, ...], dict[str, Any]] | None,
+    salt: bytes,
 ) -> CacheKey:
+    """Where ``name``'s result for this input is cached: the key hashes what the
+    code is (``salt``) with what ``key_func`` makes of the input."""
     import xxhash
 
-    raw = policy.key_func(*key_args[0], **key_args[1]) if key_args else policy.key_func(value)
-    digest = xxhash.xxh3_128_hexdigest(raw.encode() if isinstance(raw, str) else raw)
-    return CacheKey((CACHE_NS_WRITES, identity, name), digest, policy.ttl)
+    key_func = policy.key_func
+    try:
+        raw = key_func(*key_args[0], **key_args[1]) if key_args else key_func(value)
+    except Exception as exc:
+        exc.add_note(f"while computing the cache key of {name!r} with CachePolicy.key_func")
+        raise
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    elif not isinstance(raw, (bytes, bytearray)):
+        func = getattr(key_func, "__qualname__", None) or repr(key_func)
+        raise TypeError(
+            f"CachePolicy(key_func={func}) returned {type(raw).__name__} {raw!r:.60} for "
+            f"{name!r}; it must return str or bytes: build a string of what decides the "
+            "result, e.g. f'{user_id}:{query}'"
+        )
+    h = xxhash.xxh3_128(salt)
+    h.update(raw)
+    return CacheKey((CACHE_NS_WRITES, identity, name), h.hexdigest(), policy.ttl)
 
 
 def _triggers(
@@ -310,24 +334,11 @@ def prepare_push_call(
     call: Any,
 ) -> PregelExecutableTask:
     """The task for a functional-API call made by ``parent``: its id depends only
-    on the parent's path and the call's index, so a replay finds its saved result."""
-    parent_path = parent.path
-    path: tuple[Any, ...] = (PUSH, parent_path, idx, parent.id)
-    scope = parent.scope
-    parent_path_str = scope.path_str if scope is not None else None
-    if parent_path_str is None:
-        parent_path_str = task_path_str(parent_path)
-        if scope is not None:
-            scope.path_str = parent_path_str
-    tid = make_task_id(
-        planner.checkpoint_id,
-        planner.ns,
-        planner.step_str,
-        call.name,
-        PUSH,
-        parent_path_str,
-        str(idx),
-    )
+    on the parent's path and the call's position, not on what is called, so a
+    replay finds the call recorded at that position and can check it is the
+    same call (see ``_replay``)."""
+    path: tuple[Any, ...] = (PUSH, parent.path, idx, parent.id)
+    tid, parent_path_str = _push_call_id(planner, parent, idx)
     task = planner.make(
         call.name,
         call.input,
@@ -340,9 +351,48 @@ def prepare_push_call(
         call.retry_policy,
         key_args=(call.args, call.kwargs),
         cache_id=call.identity,
+        cache_salt=call.cache_salt,
     )
     task.path_str = f"~{PUSH}, {parent_path_str}, {idx:010d}, {parent.id}"
     return task
+
+
+def push_call_id(planner: Planner, parent: PregelExecutableTask, idx: int) -> str:
+    """The id of the call ``parent`` makes at position ``idx``."""
+    return _push_call_id(planner, parent, idx)[0]
+
+
+def _push_call_id(planner: Planner, parent: PregelExecutableTask, idx: int) -> tuple[str, str]:
+    scope = parent.scope
+    parent_path_str = scope.path_str if scope is not None else None
+    if parent_path_str is None:
+        parent_path_str = task_path_str(parent.path)
+        if scope is not None:
+            scope.path_str = parent_path_str
+    tid = make_task_id(
+        planner.checkpoint_id,
+        planner.ns,
+        planner.step_str,
+        PUSH,
+        parent_path_str,
+        str(idx),
+    )
+    return tid, parent_path_str
+
+
+def legacy_push_call_id(planner: Planner, parent: PregelExecutableTask, idx: int, name: str) -> str:
+    """The id a call had before ids left the task name out: threads recorded
+    then still find their results (unchecked, as they carry no identity)."""
+    parent_path_str = _push_call_id(planner, parent, idx)[1]
+    return make_task_id(
+        planner.checkpoint_id,
+        planner.ns,
+        planner.step_str,
+        name,
+        PUSH,
+        parent_path_str,
+        str(idx),
+    )
 
 
 def _path_key(task: WritesProtocol) -> str:
@@ -476,4 +526,4 @@ def is_done_write(channel: str) -> bool:
     return channel not in _NOT_DONE
 
 
-_NOT_DONE = frozenset({"__error__", INTERRUPT, "__resume__", "__scheduled__"})
+_NOT_DONE = frozenset({"__error__", INTERRUPT, "__resume__", "__scheduled__", CALL})

@@ -61,7 +61,18 @@ def _injectables(fn: Callable[..., Any], skip_first: bool) -> tuple[tuple[str, i
 class Call:
     """One functional-API task call: the function and the arguments it was given."""
 
-    __slots__ = ("args", "cache_policy", "identity", "kwargs", "name", "retry_policy", "spec")
+    __slots__ = (
+        "args",
+        "cache_policy",
+        "cache_salt",
+        "call_id",
+        "identity",
+        "kwargs",
+        "name",
+        "retry_policy",
+        "spec",
+        "timeout",
+    )
 
     def __init__(
         self,
@@ -73,14 +84,21 @@ class Call:
         identity: str,
         retry_policy: Any = None,
         cache_policy: Any = None,
+        cache_salt: bytes = b"",
+        timeout: Any = None,
     ) -> None:
         self.spec = spec
+        self.timeout = timeout
         self.args = args
         self.kwargs = kwargs
         self.name = name
         self.identity = identity
         self.retry_policy = retry_policy
         self.cache_policy = cache_policy
+        self.call_id = name
+        """What replay compares: name and argument digest (see ``_replay``)."""
+        self.cache_salt = cache_salt
+        """What the task's code is (see ``_fingerprint``): part of its cache key."""
 
     @property
     def input(self) -> Any:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pregelkit._internal._constants import CONF
 from pregelkit.errors import GraphRecursionError
 from pregelkit.pregel._output import DONE, Raw
+from pregelkit.pregel._validate import check_config
 
 if TYPE_CHECKING:
     import asyncio
@@ -104,6 +105,8 @@ class RunDriver:
             runner = PregelRunner(
                 submit=loop.submit, put_writes=loop.put_writes, check_saved=loop.check_saved
             )
+            runner.remember = loop.remember_call
+            runner.recorded_call = loop.recorded_call
             loop.run.runner = runner
             while loop.tick():
                 loop.match_cached_writes()
@@ -150,6 +153,8 @@ class RunDriver:
                 is_async=True,
                 check_saved=loop.check_saved,
             )
+            runner.remember = loop.remember_call
+            runner.recorded_call = loop.recorded_call
             loop.run.runner = runner
             while loop.tick():
                 await loop.amatch_cached_writes()
@@ -199,6 +204,7 @@ def run_config(
 ) -> dict[str, Any]:
     """The config of one run: the graph's defaults, then the caller's, then
     ``context`` (given to ``invoke``) under its own key."""
+    check_config(config)
     merged: dict[str, Any] = dict(base) if base else {}
     if config:
         for k, v in config.items():

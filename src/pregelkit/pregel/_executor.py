@@ -15,6 +15,7 @@ import os
 import queue
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures._base import (
@@ -36,7 +37,15 @@ T = TypeVar("T")
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["AsyncBackgroundExecutor", "BackgroundExecutor", "Submit"]
+__all__ = [
+    "ABANDONED",
+    "AsyncBackgroundExecutor",
+    "BackgroundExecutor",
+    "Detached",
+    "Submit",
+    "abandon",
+    "detach",
+]
 
 _MAX_WORKERS = int(os.environ.get("PREGELKIT_MAX_WORKERS", "64"))
 
@@ -146,6 +155,16 @@ class _Pool:
                 self.threads.append(t)
                 t.start()
 
+    def replace_stuck(self) -> None:
+        """A worker is stuck in work its owner walked away from: add a thread,
+        so the pool never runs dry of workers that can take new work."""
+        with self.lock:
+            t = threading.Thread(
+                target=self._work, name=f"pregelkit-{len(self.threads)}", daemon=True
+            )
+            self.threads.append(t)
+        t.start()
+
     def _work(self) -> None:
         get = self.queue.get
         while True:
@@ -171,9 +190,10 @@ def _get_pool() -> _Pool:
 
 
 def _reset_pool_after_fork() -> None:
-    global _pool, _pool_lock
+    global _pool, _pool_lock, _detached
     _pool = None
     _pool_lock = threading.Lock()
+    _detached = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -210,6 +230,7 @@ class Job(concurrent.futures.Future[T]):
         self._callbacks: list[Callable[[Any], object]] | None = None
         self._event: threading.Event | None = None
         self._waiter_list: list[Any] | None = None
+        self._abandoned = False
 
     @property
     def _waiters(self) -> list[Any]:  # type: ignore[override]
@@ -357,12 +378,13 @@ class Job(concurrent.futures.Future[T]):
 
 
 class Done(Job[T]):
-    """A future that is finished from birth: the result of a replayed or cached call."""
+    """A future that is finished from birth: the result (or the recorded
+    failure) of a replayed or cached call."""
 
-    def __init__(self, value: T) -> None:
+    def __init__(self, value: T, exception: BaseException | None = None) -> None:
         self._state = FINISHED
         self._result = value
-        self._exception = None
+        self._exception = exception
         self._fn = None
         self._args = ()
         self._kwargs = {}
@@ -371,6 +393,104 @@ class Done(Job[T]):
         self._callbacks = None
         self._event = None
         self._waiter_list = None
+        self._abandoned = False
+
+
+ABANDONED: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Futures whose owner walked away (a timeout): executors do not wait for them on exit."""
+
+
+def abandon(fut: concurrent.futures.Future[Any] | asyncio.Future[Any]) -> None:
+    """Walk away from ``fut``: cancel it if it has not started, never wait for it.
+
+    A sync job already running cannot be stopped; the pool gets a thread in
+    its place, so work that hangs forever never starves the pool.
+    """
+    ABANDONED.add(fut)
+    if fut.cancel() or fut.done():
+        return
+    if isinstance(fut, Job):
+        with _LOCK:
+            if fut._abandoned:
+                return
+            fut._abandoned = True
+        if _pool is not None:
+            _pool.replace_stuck()
+
+
+class Detached:
+    """Work on a daemon thread of its own, that a waiter may walk away from."""
+
+    __slots__ = ("args", "ctx", "event", "exc", "fn", "on_done", "result")
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        on_done: Callable[[Detached], None] | None,
+    ) -> None:
+        self.fn = fn
+        self.args = args
+        self.ctx = copy_context()
+        self.event = threading.Event()
+        self.result: Any = None
+        self.exc: BaseException | None = None
+        self.on_done = on_done
+
+    def run(self) -> None:
+        try:
+            self.result = self.ctx.run(self.fn, *self.args)
+        except BaseException as exc:
+            self.exc = exc
+        finally:
+            self.fn = self.args = None  # type: ignore[assignment]
+            self.event.set()
+            if self.on_done is not None:
+                self.on_done(self)
+
+
+class _DetachedThreads:
+    """Daemon threads for detached work: reused when free, and a new one whenever
+    none is free, so a body that never returns costs its thread and nothing else."""
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[Detached] = queue.SimpleQueue()
+        self.idle = threading.Semaphore(0)
+        self.count = 0
+
+    def put(self, work: Detached) -> None:
+        self.queue.put(work)
+        if self.idle.acquire(blocking=False):
+            return
+        self.count += 1
+        threading.Thread(
+            target=self._work, name=f"pregelkit-bounded-{self.count}", daemon=True
+        ).start()
+
+    def _work(self) -> None:
+        get = self.queue.get
+        while True:
+            work = get()
+            work.run()
+            del work
+            self.idle.release()
+
+
+_detached: _DetachedThreads | None = None
+
+
+def detach(
+    fn: Callable[..., Any], *args: Any, on_done: Callable[[Detached], None] | None = None
+) -> Detached:
+    """Run ``fn(*args)`` on a detached daemon thread, in a copy of this context."""
+    global _detached
+    if _detached is None:
+        with _pool_lock:
+            if _detached is None:
+                _detached = _DetachedThreads()
+    work = Detached(fn, args, on_done)
+    _detached.put(work)
+    return work
 
 
 class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
@@ -460,6 +580,7 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
         for job, (cancel, _) in tasks.items():
             if cancel:
                 job.cancel()
+        tasks = {t: f for t, f in tasks.items() if t not in ABANDONED}
         pending = [t for t in tasks if not t.done()]
         for job in pending:
             try:
@@ -534,7 +655,7 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
     ) -> None:
         import asyncio
 
-        tasks = dict(self.tasks)
+        tasks = {t: f for t, f in self.tasks.items() if t not in ABANDONED}
         for fut, (cancel, _) in tasks.items():
             if cancel:
                 fut.cancel()

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from pregelkit._internal._constants import (
+    CALL,
     CONF,
     CONFIG_KEY_CHECKPOINT_ID,
     CONFIG_KEY_CHECKPOINT_NS,
@@ -39,15 +40,17 @@ from pregelkit.checkpoint.base import (
     CheckpointTuple,
     empty_checkpoint,
 )
-from pregelkit.errors import GraphInterrupt, StorageError
+from pregelkit.errors import GraphInterrupt, NondeterminismError, StorageError
 from pregelkit.pregel._algo import (
     Planner,
     PregelTaskWrites,
     apply_writes,
     increment,
     is_done_write,
+    legacy_push_call_id,
     prepare_next_tasks,
     prepare_push_call,
+    push_call_id,
     should_interrupt,
     task_path_str,
 )
@@ -68,6 +71,7 @@ from pregelkit.pregel._persist import (
     put_writes,
     writer_name,
 )
+from pregelkit.pregel._replay import identity_of, replays
 from pregelkit.pregel._scope import RunContext, TaskScope
 from pregelkit.types import Interrupt, PregelExecutableTask
 
@@ -120,9 +124,13 @@ class PregelLoop(LoopInput):
         self.live_ephemeral: set[str] = set()
         self._unsaved: set[str] = set()
         self._done_writes: dict[str, list[tuple[str, Any]]] = {}
+        self._call_records: dict[str, Any] = {}
         self._null_writes: list[tuple[str, Any]] = []
         self.checkpoint_pending_writes: list[tuple[str, str, Any]] = []
         self._lock = threading.Lock()
+        self._fresh: dict[tuple[Any, str], list[tuple[str, Any]]] = {}
+        """Results of this run on their way to the cache (written in the
+        background): a same-run call with the same key is served from here."""
         self._relay: tuple[Emit, frozenset[str]] | None = None
 
         parent = CURRENT.get()
@@ -193,7 +201,14 @@ class PregelLoop(LoopInput):
         self._max_version: Any = None
 
     # setup
-    def _setup(self, saved: CheckpointTuple | None) -> None:
+    def _setup(self, saved: CheckpointTuple | None, latest: CheckpointTuple | None = None) -> None:
+        asked = self.checkpoint_config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
+        if saved is None and asked and not self.is_nested:
+            raise ValueError(
+                f"checkpoint_id {asked!r} names no checkpoint of thread "
+                f"{self.checkpoint_config[CONF].get(CONFIG_KEY_THREAD_ID)!r}: check the id "
+                "(get_state_history lists them), or leave it out to resume the latest one"
+            )
         if saved is None:
             saved = CheckpointTuple(self.checkpoint_config, empty_checkpoint(), {"step": -2})
         else:
@@ -212,6 +227,8 @@ class PregelLoop(LoopInput):
             versions_seen={k: dict(v) for k, v in cp["versions_seen"].items()},
         )
         self.checkpoint_metadata: CheckpointMetadata = saved.metadata
+        # new ids sort after the thread's newest one, whatever the clock says
+        self._last_id: str = max(cp["id"], latest.checkpoint["id"] if latest else "")
         self.checkpoint_id_saved = cp["id"] if saved.pending_writes is not None else None
         values = self.checkpoint["channel_values"]
         channels: dict[str, BaseChannel[Any, Any, Any]] = {}
@@ -269,6 +286,8 @@ class PregelLoop(LoopInput):
             if chan == RESUME:
                 if tid != NULL_TASK_ID:
                     resumes[tid] = value
+            elif chan == CALL:
+                self._call_records[tid] = value
             elif tid == NULL_TASK_ID:
                 if chan not in (ERROR, INTERRUPT, SCHEDULED):
                     self._null_writes.append((chan, value))
@@ -356,6 +375,7 @@ class PregelLoop(LoopInput):
             self._emit("values", read_channels(self.channels, self.output_keys))
         self.checkpoint_pending_writes = []
         self._done_writes = {}
+        self._call_records = {}
         self._null_writes = []
         self.run.resume_writes.clear()
         self.run.resuming = False
@@ -382,14 +402,14 @@ class PregelLoop(LoopInput):
         self._unsaved |= changed
         self.checkpoint = Checkpoint(
             v=LATEST_VERSION,
-            id=uuid6(clock_seq=self.step),
+            id=uuid6(clock_seq=self.step, after=self._last_id),
             ts=datetime.now(UTC).isoformat(),
             channel_values=values,
             channel_versions=self.checkpoint["channel_versions"],
             versions_seen=self.checkpoint["versions_seen"],
         )
         self.checkpoint_metadata = metadata
-        self.run.checkpoint_id = self.checkpoint["id"]
+        self.run.checkpoint_id = self._last_id = self.checkpoint["id"]
         if self.checkpointer is not None and self.durability != "exit":
             self._save_checkpoint()
         if "checkpoints" in self.stream_modes or "debug" in self.stream_modes:
@@ -454,8 +474,10 @@ class PregelLoop(LoopInput):
                 and writes[0][0] not in (ERROR, INTERRUPT)
             ):
                 key = task.cache_key
-                pairs = {(key.ns, key.key): (list(writes), key.ttl)}
-                self._background(self.cache.set, self.cache.aset, pairs)
+                full = (key.ns, key.key)
+                self._fresh[full] = list(writes)
+                pairs = {full: (list(writes), key.ttl)}
+                self._background(self._cache_set, self._acache_set, pairs)
         elif writes[0][0] == INTERRUPT:
             self._emit_interrupts([i for c, v in writes if c == INTERRUPT for i in v])
         if task is not None and type(task.proc) is Call:
@@ -488,13 +510,22 @@ class PregelLoop(LoopInput):
         self.faults.raise_if_failed(self.step)
         pushed = prepare_push_call(self.planner, parent, idx, call)
         done = self._done_writes.get(pushed.id)
-        if done is not None:
-            pushed.writes.extend(done)
+        record = self._call_records.get(pushed.id)
+        if done is None and record is None and self._done_writes:
+            done = self._done_writes.get(legacy_push_call_id(self.planner, parent, idx, call.name))
+        if (done is not None or record is not None) and replays(
+            done, record, call.call_id, idx, parent.name
+        ):
+            pushed.writes.extend(done if done is not None else [(CALL, record)])
             return pushed
         if pushed.cache_key is not None and self.cache is not None:
             key = (pushed.cache_key.ns, pushed.cache_key.key)
-            hit = self.cache.get([key]).get(key)
+            hit = self._fresh.get(key) or self.cache.get([key]).get(key)
             if hit:
+                # the cached writes carry the identity of the call that filled
+                # the cache; this position records this call
+                hit = [w for w in hit if w[0] != CALL]
+                hit.append((CALL, call.call_id))
                 pushed.writes.extend(hit)
                 self._output_writes(pushed, hit, True)
                 self._record_cached(pushed)
@@ -505,6 +536,20 @@ class PregelLoop(LoopInput):
             self._emit("tasks", event)
             self._emit_debug("task", event)
         return pushed
+
+    def recorded_call(self, parent: PregelExecutableTask, idx: int) -> tuple[str, str | None]:
+        """The id of the call ``parent`` makes at ``idx``, and the identity
+        recorded there by the run this one resumes (None if nothing is)."""
+        tid = push_call_id(self.planner, parent, idx)
+        return tid, identity_of(self._call_records.get(tid))
+
+    def remember_call(self, task_id: str, writes: list[tuple[str, Any]]) -> None:
+        """A finished call, replayed if its caller runs again in this step (a
+        retried attempt) instead of running twice."""
+        done = [w for w in writes if w[0] != CALL]
+        if done:
+            self._done_writes[task_id] = done
+        self._call_records[task_id] = next((v for c, v in writes if c == CALL), None)
 
     def _record_cached(self, task: PregelExecutableTask) -> None:
         """Save a cache hit as the task's writes, so a replay needs no cache."""
@@ -522,6 +567,18 @@ class PregelLoop(LoopInput):
                 task_path_str(task.path),
             )
 
+    def _cache_set(self, pairs: Mapping[tuple[Any, str], Any]) -> None:
+        assert self.cache is not None
+        self.cache.set(pairs)
+        for key in pairs:
+            self._fresh.pop(key, None)
+
+    async def _acache_set(self, pairs: Mapping[tuple[Any, str], Any]) -> None:
+        assert self.cache is not None
+        await self.cache.aset(pairs)
+        for key in pairs:
+            self._fresh.pop(key, None)
+
     def _cached_lookup(self) -> dict[tuple[Any, str], PregelExecutableTask]:
         if self.cache is None:
             return {}
@@ -535,6 +592,9 @@ class PregelLoop(LoopInput):
         self, wanted: dict[tuple[Any, str], PregelExecutableTask], found: Mapping[Any, Any]
     ) -> list[PregelExecutableTask]:
         matched = []
+        if self._fresh:
+            fresh = {k: self._fresh[k] for k in wanted if k in self._fresh}
+            found = {**found, **fresh} if fresh else found
         for key, writes in found.items():
             task = wanted.get(key)
             if task is not None and writes:
@@ -547,6 +607,8 @@ class PregelLoop(LoopInput):
     # exit
     def _finish(self, exc: BaseException | None) -> bool:
         """Decide what exiting means; return whether to swallow ``exc``."""
+        if isinstance(exc, NondeterminismError):
+            return False  # nothing this resume did is saved: the old code can still resume
         if self.checkpointer is not None and self.durability == "exit":
             if self.checkpoint_id_saved != self.checkpoint["id"] or self._unsaved:
                 self._save_checkpoint()
@@ -637,9 +699,11 @@ class SyncPregelLoop(PregelLoop):
                 else None
             )
             saver = self.checkpointer
+            newest = None
             if saver is not None and saved is not None and (latest := self._latest_config()):
-                saved = self._replay(saved, saver.get_tuple(latest))
-            self._setup(saved)
+                newest = saver.get_tuple(latest)
+                saved = self._replay(saved, newest)
+            self._setup(saved, newest)
         except BaseException:
             self._release()
             raise
@@ -708,9 +772,11 @@ class AsyncPregelLoop(PregelLoop):
                 else None
             )
             saver = self.checkpointer
+            newest = None
             if saver is not None and saved is not None and (latest := self._latest_config()):
-                saved = self._replay(saved, await saver.aget_tuple(latest))
-            self._setup(saved)
+                newest = await saver.aget_tuple(latest)
+                saved = self._replay(saved, newest)
+            self._setup(saved, newest)
             await self.settle()
         except BaseException:
             await self._release()

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pregelkit._internal._constants import INPUT, INTERRUPT, NULL_TASK_ID, RESUME, TASKS
-from pregelkit.errors import EmptyInputError, InvalidUpdateError
+from pregelkit.errors import EmptyInputError, InvalidUpdateError, NothingToResumeError
 from pregelkit.pregel._algo import PregelTaskWrites
 from pregelkit.pregel._io import map_input, read_channels
 from pregelkit.pregel._loop_events import LoopEvents
@@ -37,6 +37,7 @@ class LoopInput(LoopEvents):
     run: RunContext
     checkpoint_pending_writes: list[tuple[str, str, Any]]
     _done_writes: dict[str, list[tuple[str, Any]]]
+    _call_records: dict[str, Any]
     _null_writes: list[tuple[str, Any]]
 
     def put_writes(self, task_id: str, writes: Sequence[tuple[str, Any]]) -> Any:
@@ -87,6 +88,7 @@ class LoopInput(LoopEvents):
             )
         self.checkpoint_pending_writes = []
         self._done_writes = {}
+        self._call_records = {}
         self._null_writes = []
         self.run.resume_writes.clear()
         changed: set[str] = set()
@@ -115,6 +117,12 @@ class LoopInput(LoopEvents):
             if chan == INTERRUPT and tid != NULL_TASK_ID and tid not in self._done_writes
             for i in value
         }
+        if not waiting and not self.is_nested and self.checkpoint["channel_versions"]:
+            raise NothingToResumeError(
+                "Command(resume=...) was given, but nothing in this thread is waiting for a "
+                "resume value: its last run finished or failed without an interrupt. Start "
+                "a new run with an input, or invoke(None, config) to retry a failed run"
+            )
         if isinstance(resume, dict) and resume and all(_is_interrupt_id(k) for k in resume):
             unknown = sorted(set(resume) - waiting)
             if unknown and not self.is_nested:

@@ -7,14 +7,16 @@ its compiled form, with every per-call decision (injection, writers) made once.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any, Self
 
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
 from pregelkit.pregel._call import FnSpec
 from pregelkit.pregel._protocol import PregelProtocol
+from pregelkit.pregel._validate import check_cache_policy, check_retry_policy
 from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
-from pregelkit.types import CachePolicy, RetryPolicy
+from pregelkit.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
 __all__ = ["NodeBuilder", "PregelNode"]
 
@@ -26,6 +28,7 @@ class PregelNode:
     __slots__ = (
         "bound",
         "cache_policy",
+        "cache_salt",
         "channels",
         "mapper",
         "metadata",
@@ -33,6 +36,7 @@ class PregelNode:
         "steps",
         "subgraphs",
         "tags",
+        "timeout",
         "triggers",
         "writer",
         "writers",
@@ -51,7 +55,9 @@ class PregelNode:
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         cache_policy: CachePolicy[Any] | None = None,
         subgraphs: Sequence[Any] | None = None,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
     ) -> None:
+        self.timeout = TimeoutPolicy.coerce(timeout, "timeout")
         self.channels = channels
         self.triggers = list(triggers)
         self.mapper = mapper
@@ -64,6 +70,8 @@ class PregelNode:
             fns = bound
         else:
             fns = (bound,)  # type: ignore[assignment]
+        check_retry_policy(retry_policy)
+        check_cache_policy(cache_policy)
         self.bound = fns[0] if len(fns) == 1 else (tuple(fns) or None)
         self.steps: tuple[FnSpec | _SubgraphStep, ...] = tuple(
             _SubgraphStep(f) if isinstance(f, PregelProtocol) else FnSpec(f) for f in fns
@@ -78,8 +86,27 @@ class PregelNode:
         else:
             self.retry_policy = tuple(retry_policy)
         self.cache_policy = cache_policy
+        self.cache_salt: bytes | None = None
         entries = [e for w in self.writers for e in w.entries]
         self.writer = ChannelWrite(entries) if entries else None
+
+    def code_fingerprint(self) -> bytes:
+        """What this node's code is, for its cache keys (see ``_fingerprint``);
+        a subgraph step counts by its graph's name. Computed on first use."""
+        salt = self.cache_salt
+        if salt is None:
+            import xxhash
+
+            from pregelkit._internal._fingerprint import fingerprint
+
+            h = xxhash.xxh3_128()
+            for step in self.steps:
+                if isinstance(step, FnSpec):
+                    h.update(fingerprint(step.fn))
+                else:
+                    h.update(f"graph:{step.name}".encode())
+            salt = self.cache_salt = h.digest()
+        return salt
 
     @property
     def flat_writers(self) -> list[ChannelWrite]:
@@ -138,6 +165,7 @@ class NodeBuilder:
         "_metadata",
         "_retry_policy",
         "_tags",
+        "_timeout",
         "_triggers",
         "_writes",
     )
@@ -151,6 +179,7 @@ class NodeBuilder:
         self._fns: list[Any] = []  # functions and Pregel subgraphs
         self._retry_policy: list[RetryPolicy] = []
         self._cache_policy: CachePolicy[Any] | None = None
+        self._timeout: TimeoutPolicy | None = None
 
     def subscribe_only(self, channel: str) -> Self:
         """Run when ``channel`` changes, with its bare value as input."""
@@ -211,11 +240,24 @@ class NodeBuilder:
         return self
 
     def add_retry_policies(self, *policies: RetryPolicy) -> Self:
+        check_retry_policy(policies, "add_retry_policies()")
         self._retry_policy.extend(policies)
         return self
 
     def add_cache_policy(self, policy: CachePolicy[Any]) -> Self:
+        check_cache_policy(policy, "add_cache_policy()")
         self._cache_policy = policy
+        return self
+
+    def set_timeout(self, timeout: float | timedelta | TimeoutPolicy | None) -> Self:
+        """Bound each attempt of the node: seconds (``run_timeout``), a timedelta,
+        a ``TimeoutPolicy``, or None for no limit."""
+        self._timeout = TimeoutPolicy.coerce(timeout, "NodeBuilder.set_timeout(timeout)")
+        return self
+
+    def timeout(self, timeout: float | timedelta | TimeoutPolicy | None) -> Self:
+        """Same as ``set_timeout``."""
+        self._timeout = TimeoutPolicy.coerce(timeout, "NodeBuilder.timeout(timeout)")
         return self
 
     def build(self) -> PregelNode:
@@ -229,4 +271,5 @@ class NodeBuilder:
             bound=self._fns,
             retry_policy=self._retry_policy or None,
             cache_policy=self._cache_policy,
+            timeout=self._timeout,
         )

@@ -9,12 +9,13 @@ from __future__ import annotations
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._scope import CURRENT
-from pregelkit.errors import GraphBubbleUp, ParentCommand
+from pregelkit.errors import GraphBubbleUp, NodeTimeoutError, ParentCommand
 from pregelkit.pregel._run import arun_task, run_task
+from pregelkit.pregel._timeout import abound, bound, needs_bound
 from pregelkit.types import Command, PregelExecutableTask, RetryPolicy
 
 if TYPE_CHECKING:
@@ -32,7 +33,15 @@ def _matches(policy: RetryPolicy, exc: Exception) -> bool:
     if isinstance(retry_on, Sequence):
         return isinstance(exc, tuple(retry_on))
     if callable(retry_on):
-        return bool(retry_on(exc))
+        try:
+            return bool(retry_on(exc))
+        except Exception as broken:
+            name = getattr(retry_on, "__qualname__", None) or repr(retry_on)
+            raise RuntimeError(
+                f"RetryPolicy(retry_on={name}) raised {type(broken).__name__}: {broken} "
+                f"while deciding whether to retry {type(exc).__name__}: {exc}; fix the "
+                "predicate (the task's own error is chained below)"
+            ) from exc
     raise TypeError(f"RetryPolicy.retry_on must be a type, types or a predicate, got {retry_on!r}")
 
 
@@ -75,15 +84,42 @@ def _parent_command_writes(task: PregelExecutableTask, exc: ParentCommand) -> bo
     return True
 
 
+def _fresh_attempt(task: PregelExecutableTask) -> None:
+    """Each attempt numbers its task calls and interrupts from zero again, so
+    an attempt replays the calls that finished in earlier ones."""
+    task.writes.clear()
+    scope = task.scope
+    if scope is not None:
+        scope.call_counter = 0
+        scope.interrupt_counter = 0
+
+
+def _gives_up(exc: Exception) -> bool:
+    """A step that ran out of time is over: nothing of it is retried."""
+    return isinstance(exc, NodeTimeoutError) and exc.kind == "step"
+
+
 def run_with_retry(
-    task: PregelExecutableTask, retry_policy: Sequence[RetryPolicy] | None = None
+    task: PregelExecutableTask,
+    retry_policy: Sequence[RetryPolicy] | None = None,
+    attempt_failed: Callable[[PregelExecutableTask, BaseException], Any] | None = None,
 ) -> Any:
-    """Run ``task`` until it succeeds or its retry policies give up."""
+    """Run ``task`` until it succeeds or its retry policies give up.
+
+    ``attempt_failed`` hears of each failed attempt before the next one starts
+    (the runner records which of the task's calls it handled).
+
+    A bounded task (a ``TimeoutPolicy``, or a step with ``step_timeout``)
+    runs each attempt in a thread of its own; a timed-out attempt is a failed
+    attempt like any other."""
     policies = task.retry_policy or retry_policy or ()
+    bounded = needs_bound(task) is not None
     attempts = 0
     while True:
         try:
-            task.writes.clear()
+            _fresh_attempt(task)
+            if bounded:
+                return bound(task, run_task)
             return run_task(task)
         except ParentCommand as exc:
             if _parent_command_writes(task, exc):
@@ -94,23 +130,30 @@ def run_with_retry(
         except Exception as exc:
             attempts += 1
             delay = next_retry_delay(policies, exc, attempts) if policies else None
-            if delay is None:
+            if delay is None or _gives_up(exc):
                 _note(task, exc)
                 raise
+            if attempt_failed is not None:
+                attempt_failed(task, exc)
             time.sleep(delay)
 
 
 async def arun_with_retry(
-    task: PregelExecutableTask, retry_policy: Sequence[RetryPolicy] | None = None
+    task: PregelExecutableTask,
+    retry_policy: Sequence[RetryPolicy] | None = None,
+    attempt_failed: Callable[[PregelExecutableTask, BaseException], Any] | None = None,
 ) -> Any:
     """The async twin of ``run_with_retry``."""
     import asyncio
 
     policies = task.retry_policy or retry_policy or ()
+    bounded = needs_bound(task) is not None
     attempts = 0
     while True:
         try:
-            task.writes.clear()
+            _fresh_attempt(task)
+            if bounded:
+                return await abound(task, arun_task)
             return await arun_task(task)
         except ParentCommand as exc:
             if _parent_command_writes(task, exc):
@@ -121,7 +164,9 @@ async def arun_with_retry(
         except Exception as exc:
             attempts += 1
             delay = next_retry_delay(policies, exc, attempts) if policies else None
-            if delay is None:
+            if delay is None or _gives_up(exc):
                 _note(task, exc)
                 raise
+            if attempt_failed is not None and (pending := attempt_failed(task, exc)) is not None:
+                await pending
             await asyncio.sleep(delay)

@@ -40,14 +40,7 @@ def _inject(spec: FnSpec, scope: TaskScope, given: dict[str, Any], n_args: int) 
         elif name == "previous":
             kw[name] = scope.run.previous
         elif name == "runtime":
-            from pregelkit.runtime import Runtime
-
-            kw[name] = Runtime(
-                context=scope.config.get("context"),
-                store=scope.run.store,
-                stream_writer=scope.stream_writer,
-                previous=scope.run.previous,
-            )
+            kw[name] = scope.runtime()
     return kw
 
 
@@ -111,6 +104,11 @@ async def _in_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a sync function off the event loop, keeping the task's context."""
     import asyncio
 
+    scope = CURRENT.get()
+    if scope is not None and scope.attempt is not None:
+        from pregelkit.pregel._timeout import in_thread
+
+        return await in_thread(functools.partial(fn, *args, **kwargs))
     ctx = copy_context()
     return await asyncio.get_running_loop().run_in_executor(
         None, functools.partial(ctx.run, fn, *args, **kwargs)

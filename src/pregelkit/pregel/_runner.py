@@ -14,11 +14,22 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
-from pregelkit._internal._constants import ERROR, INTERRUPT, NO_WRITES, RESUME, RETURN
-from pregelkit.errors import GraphBubbleUp, GraphInterrupt
+from pregelkit._internal._constants import CALL, ERROR, INTERRUPT, NO_WRITES, RESUME, RETURN
+from pregelkit._internal._scope import CURRENT
+from pregelkit.errors import GraphBubbleUp, GraphInterrupt, NodeTimeoutError, NondeterminismError
 from pregelkit.pregel._call import Call
-from pregelkit.pregel._executor import Done
+from pregelkit.pregel._executor import Done, abandon
+from pregelkit.pregel._replay import (
+    PATCH_PREFIX,
+    call_identity,
+    encode_failure,
+    exception_chain,
+    is_failure,
+    rebuild_failure,
+)
 from pregelkit.pregel._retry import arun_with_retry, run_with_retry
+from pregelkit.pregel._timeout import Attempt, step_attempt, step_error
+from pregelkit.pregel._twins import RunningCalls
 from pregelkit.types import Interrupt, PregelExecutableTask, RetryPolicy
 
 if TYPE_CHECKING:
@@ -58,6 +69,7 @@ class FuturesDict(dict[Any, PregelExecutableTask]):
         self.done: list[AnyFuture] = []
         self.failed = False
         self.lock = threading.Lock()
+        self.dropped: set[AnyFuture] = set()
 
     def __setitem__(self, fut: AnyFuture, task: PregelExecutableTask) -> None:
         super().__setitem__(fut, task)
@@ -72,6 +84,9 @@ class FuturesDict(dict[Any, PregelExecutableTask]):
         failed = _is_failure(fut)
         raised = _exception(fut) is not None
         with self.lock:
+            if fut in self.dropped:
+                self.dropped.discard(fut)
+                return
             self.counter -= 1
             if raised:
                 self.done.append(fut)
@@ -82,6 +97,36 @@ class FuturesDict(dict[Any, PregelExecutableTask]):
             last = self.counter == 0
         if last or failed:
             self.wake()
+
+    def drop(self, fut: AnyFuture) -> None:
+        """Walk away from ``fut`` (its attempt timed out): stop counting it,
+        cancel it if it has not started, and never wait for it."""
+        with self.lock:
+            if fut.done() or fut not in self:
+                return
+            super().pop(fut, None)
+            self.dropped.add(fut)
+            self.counter -= 1
+            last = self.counter == 0
+        abandon(fut)
+        if last:
+            self.wake()
+
+    def drop_dead(self) -> None:
+        """Drop the futures of tasks whose attempt (or an attempt above) timed out."""
+        for fut, task in list(self.items()):
+            scope = task.scope
+            if scope is not None and scope.attempt is not None and scope.attempt.is_dead():
+                self.drop(fut)
+
+    def drop_all(self) -> list[str]:
+        """Drop every future still running (the step timed out); their task names."""
+        names = []
+        for fut, task in list(self.items()):
+            if not fut.done():
+                names.append(task.name)
+                self.drop(fut)
+        return sorted(set(names))
 
 
 def merge_interrupts(excs: Iterable[GraphInterrupt]) -> GraphInterrupt:
@@ -139,51 +184,123 @@ class PregelRunner:
         self.schedule_task: ScheduleTask | None = None
         self.futures: FuturesDict | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.remember: Callable[[str, list[tuple[str, Any]]], None] | None = None
+        """Set by the loop: keeps a finished call's writes for a later attempt
+        of its caller (an entrypoint-level retry replays them)."""
+        self.poisoned: NondeterminismError | None = None
+        """The replay mismatch of this run, if any: from then on nothing is
+        saved, and the step raises it whatever the code did with it."""
+        self._failed_calls: dict[str, dict[str, tuple[str, BaseException]]] = {}
+        self._failed_lock = threading.Lock()
+        self._retried_callers_calls: set[str] = set()
+        self.recorded_call: Callable[[PregelExecutableTask, int], tuple[str, str | None]] | None = (
+            None
+        )
+        """Set by the loop: the id of a call position and the identity recorded there."""
+        self.running = RunningCalls()
+        self.timeouts = False  # set when an attempt timed out: the tick drops what hung from it
+
+    def timed_out(self) -> None:
+        """An attempt timed out (called from the thread that waited for it)."""
+        self.timeouts = True
+        futures = self.futures
+        if futures is not None:
+            futures.wake()
 
     # the decision: what a finished task leaves behind
     def commit(self, task: PregelExecutableTask, exception: BaseException | None) -> Any:
+        if self.poisoned is not None:
+            return None
+        call = task.proc if type(task.proc) is Call else None
+        pending = self._settle_failed_calls(task, exception)
         if exception is None:
             if self.node_finished is not None:
                 self.node_finished(task.name)
-            if not task.writes:
+            if call is not None:
+                task.writes.append((CALL, call.call_id))
+                if self.remember is not None and task.id in self._retried_callers_calls:
+                    self.remember(task.id, list(task.writes))
+            elif not task.writes:
                 task.writes.append((NO_WRITES, None))
-            return self.put_writes(task.id, task.writes)
+            return _chain(pending, self.put_writes(task.id, task.writes))
         if isinstance(exception, GraphInterrupt):
             writes: list[tuple[str, Any]] = [(INTERRUPT, list(exception.interrupts))]
             resumes = [w for w in task.writes if w[0] == RESUME]
             if resumes:
                 writes.append(resumes[-1])
-            return self.put_writes(task.id, writes)
+            if call is not None:
+                writes.append((CALL, call.call_id))
+            return _chain(pending, self.put_writes(task.id, writes))
         if isinstance(exception, GraphBubbleUp):
+            return pending
+        writes = [(ERROR, exception)]
+        if call is not None:
+            writes.append((CALL, encode_failure(call.call_id, exception, handled=False)))
+            parent_id = str(task.path[3])
+            with self._failed_lock:
+                self._failed_calls.setdefault(parent_id, {})[task.id] = (call.call_id, exception)
+        return _chain(pending, self.put_writes(task.id, writes))
+
+    def _settle_failed_calls(self, parent: PregelExecutableTask, exc: BaseException | None) -> Any:
+        """When a task ends, the failures of the calls it made and did not end
+        with are recorded as handled: a resume raises them again instead of
+        running those calls again. The ones it ended with stay retryable."""
+        if not self._failed_calls:
             return None
-        return self.put_writes(task.id, [(ERROR, exception)])
+        with self._failed_lock:
+            failed = self._failed_calls.pop(parent.id, None)
+        if not failed:
+            return None
+        # an interrupt raised in an ``except`` block ends nothing: it is a pause
+        ended_with = exception_chain(None if isinstance(exc, GraphBubbleUp) else exc)
+        pending = None
+        for child_id, (identity, child_exc) in failed.items():
+            if id(child_exc) in ended_with:
+                continue
+            record = encode_failure(identity, child_exc, handled=True)
+            if self.remember is not None:  # a later attempt of the caller replays it
+                self.remember(child_id, [(CALL, record)])
+            pending = _chain(pending, self.put_writes(child_id, [(CALL, record)]))
+        return pending
 
     # running one task
     def _run_and_commit(self, task: PregelExecutableTask) -> Any:
         if self.check_saved is not None:
             self.check_saved()  # no body starts once a save of the run has failed
+        fence: Attempt | None = task.scope.attempt
+        if fence is not None and fence.is_dead():
+            raise fence.refusal()  # scheduled by a body that has since timed out
         try:
-            value = run_with_retry(task, self.retry_policy)
+            value = run_with_retry(task, self.retry_policy, self._settle_failed_calls)
         except BaseException as exc:
-            self.commit(task, exc)
+            if fence is None or not fence.is_dead():
+                self.commit(task, exc)
             raise
         finally:
             task.scope = None  # task <-> scope is a cycle; break it once the task is over
+        if fence is not None and fence.is_dead():
+            return value  # a late result of abandoned work: never written
         self.commit(task, None)
         return value
 
     async def _arun_and_commit(self, task: PregelExecutableTask) -> Any:
         if self.check_saved is not None:
             self.check_saved()
+        fence: Attempt | None = task.scope.attempt
+        if fence is not None and fence.is_dead():
+            raise fence.refusal()
         try:
-            value = await arun_with_retry(task, self.retry_policy)
+            value = await arun_with_retry(task, self.retry_policy, self._settle_failed_calls)
         except BaseException as exc:
-            pending = self.commit(task, exc)
-            if pending is not None:
-                await pending
+            if fence is None or not fence.is_dead():
+                pending = self.commit(task, exc)
+                if pending is not None:
+                    await pending
             raise
         finally:
             task.scope = None  # task <-> scope is a cycle; break it once the task is over
+        if fence is not None and fence.is_dead():
+            return value
         pending = self.commit(task, None)
         if pending is not None:
             await pending
@@ -197,14 +314,33 @@ class PregelRunner:
         future without running or saving anything again.
         """
         assert self.schedule_task is not None and self.futures is not None
+        attempt: Attempt | None = parent.scope.attempt
+        if attempt is not None:
+            if attempt.is_dead():
+                raise attempt.refusal()  # the caller's attempt timed out: it starts nothing
+            attempt.progress()
         idx = parent.scope.next_call_index()
-        task = self.schedule_task(parent, idx, call)
+        call.call_id = call_identity(call.name, call.args, call.kwargs)
+        try:
+            task = self.schedule_task(parent, idx, call)
+        except NondeterminismError as exc:
+            if self.poisoned is None:
+                self.poisoned = exc
+            raise
         if task is None:
             raise RuntimeError(f"could not schedule task {call.name!r}")
         if task.writes:
             return self._finished(task)
+        if parent.retry_policy or self.retry_policy:
+            self._retried_callers_calls.add(task.id)
+        if attempt is not None:
+            task.scope.attempt = attempt
         fut: AnyFuture
-        if self.is_async:
+        first = self.running.first(task)
+        if first is not None:
+            twin = self._arun_twin if self.is_async else self._run_twin
+            fut = self.submit(twin, task, *first, __next_tick__=True, __reraise_on_exit__=False)
+        elif self.is_async:
             fut = self.submit(
                 self._arun_and_commit, task, __next_tick__=True, __reraise_on_exit__=False
             )
@@ -212,20 +348,85 @@ class PregelRunner:
             fut = self.submit(
                 self._run_and_commit, task, __next_tick__=True, __reraise_on_exit__=False
             )
+        if first is None and task.cache_key is not None:
+            self.running.track(task, fut)
         SKIP_RERAISE_SET.add(fut)
         self.futures[fut] = task
         return fut
 
+    def patch_marker(
+        self, parent: PregelExecutableTask, patch_id: str, *, deprecated: bool
+    ) -> bool:
+        """Decide a ``patched(patch_id)`` check made by ``parent`` (see ``func.patched``).
+
+        The marker takes a position in the call sequence: recorded there, the
+        run took the new code path before; another call recorded there, the
+        run was recorded before the patch; nothing recorded, the run gets
+        there first under the new code and records the marker.
+        """
+        assert self.recorded_call is not None
+        scope = parent.scope
+        idx = scope.call_counter
+        task_id, recorded = self.recorded_call(parent, idx)
+        marker = PATCH_PREFIX + patch_id
+        if recorded == marker:
+            scope.call_counter = idx + 1
+            return True
+        if recorded is not None:
+            return deprecated
+        if not deprecated and self.poisoned is None:
+            scope.call_counter = idx + 1
+            self.put_writes(task_id, [(CALL, marker)])
+        return True
+
+    def _run_twin(
+        self, task: PregelExecutableTask, first: AnyFuture, first_task: PregelExecutableTask
+    ) -> Any:
+        """Wait for the running call ``task`` duplicates and take its result."""
+        try:
+            value = first.result()
+        except Exception:  # a failure is not cached: this call runs on its own
+            return self._run_and_commit(task)
+        task.scope = None
+        task.writes.extend(first_task.writes)
+        self.commit(task, None)
+        return value
+
+    async def _arun_twin(
+        self, task: PregelExecutableTask, first: AnyFuture, first_task: PregelExecutableTask
+    ) -> Any:
+        import asyncio
+
+        try:
+            if isinstance(first, concurrent.futures.Future):
+                value = await asyncio.wrap_future(first)
+            else:
+                value = await asyncio.shield(first)
+        except Exception:  # a failure is not cached: this call runs on its own
+            return await self._arun_and_commit(task)
+        task.scope = None
+        task.writes.extend(first_task.writes)
+        pending = self.commit(task, None)
+        if pending is not None:
+            await pending
+        return value
+
     def _finished(self, task: PregelExecutableTask) -> AnyFuture:
         value = None
+        failure: BaseException | None = None
         for chan, v in task.writes:
             if chan == RETURN:
                 value = v
+            elif chan == CALL and is_failure(v):
+                failure = rebuild_failure(v)
         if self.is_async and self.loop is not None and _on_loop(self.loop):
             fut = self.loop.create_future()
-            fut.set_result(value)
+            if failure is not None:
+                fut.set_exception(failure)
+            else:
+                fut.set_result(value)
             return fut
-        return Done(value)
+        return Done(value, failure)
 
     # a step, sync
     def tick(
@@ -251,34 +452,50 @@ class PregelRunner:
         self.futures = futures
         self.schedule_task = schedule_task
         self.retry_policy = retry_policy
+        self.timeouts = False
         yield
+        step = _fence(tasks, timeout)
         inline: BaseException | None = None
         if len(tasks) == 1 and timeout is None and get_waiter is None:
             try:
                 self._run_and_commit(tasks[0])
             except BaseException as exc:
                 inline = exc
+            if self.timeouts:
+                futures.drop_dead()
             if not futures:
+                if self.poisoned is not None:
+                    raise self.poisoned
                 if inline is not None and reraise:
                     panic_or_proceed((), inline)
                 return
         else:
             for t in tasks:
                 futures[self.submit(self._run_and_commit, t, __reraise_on_exit__=reraise)] = t
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if step is None else step.started + (timeout or 0.0)
         while futures.counter > 0 and not futures.failed:
+            if self.timeouts:
+                self.timeouts = False
+                futures.drop_dead()
+                continue
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 break
             event.wait(remaining)
             event.clear()
             yield
+        if self.timeouts:
+            futures.drop_dead()
         if _stops_others(futures, inline):
+            running = _cancel_others(futures)
             concurrent.futures.wait(
-                [f for f in _cancel_others(futures) if isinstance(f, concurrent.futures.Future)]
+                [f for f in running if isinstance(f, concurrent.futures.Future)],
+                timeout=None if deadline is None else max(deadline - time.monotonic(), 0.0),
             )
         yield
-        _settle(futures, inline, reraise=reraise, timeout=timeout)
+        if self.poisoned is not None:
+            raise self.poisoned
+        _settle(futures, inline, reraise=reraise, timeout=timeout, step=step)
 
     # a step, async
     async def atick(
@@ -310,23 +527,33 @@ class PregelRunner:
         self.futures = futures
         self.schedule_task = schedule_task
         self.retry_policy = retry_policy
+        self.timeouts = False
         yield
+        step = _fence(tasks, timeout)
         inline: BaseException | None = None
         if len(tasks) == 1 and timeout is None and get_waiter is None:
             try:
                 await self._arun_and_commit(tasks[0])
             except BaseException as exc:
                 inline = exc
+            if self.timeouts:
+                futures.drop_dead()
             if not futures:
+                if self.poisoned is not None:
+                    raise self.poisoned
                 if inline is not None and reraise:
                     panic_or_proceed((), inline)
                 return
         else:
             for t in tasks:
                 futures[self.submit(self._arun_and_commit, t, __reraise_on_exit__=reraise)] = t
-        deadline = None if timeout is None else loop.time() + timeout
+        deadline = None if step is None else step.started + (timeout or 0.0)
         while futures.counter > 0 and not futures.failed:
-            remaining = None if deadline is None else deadline - loop.time()
+            if self.timeouts:
+                self.timeouts = False
+                futures.drop_dead()
+                continue
+            remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 break
             try:
@@ -335,16 +562,55 @@ class PregelRunner:
                 break
             event.clear()
             yield
+        if self.timeouts:
+            futures.drop_dead()
         if _stops_others(futures, inline) and (running := _cancel_others(futures)):
-            await asyncio.gather(
-                *(
+            await asyncio.wait(
+                [
                     asyncio.wrap_future(f) if isinstance(f, concurrent.futures.Future) else f
                     for f in running
-                ),
-                return_exceptions=True,
+                ],
+                timeout=None if deadline is None else max(deadline - time.monotonic(), 0.0),
             )
         yield
-        _settle(futures, inline, reraise=reraise, timeout=timeout)
+        if self.poisoned is not None:
+            raise self.poisoned
+        _settle(futures, inline, reraise=reraise, timeout=timeout, step=step)
+
+
+def _fence(tasks: Sequence[PregelExecutableTask], timeout: float | None) -> Attempt | None:
+    """What the step's tasks hang from: the step itself when ``step_timeout`` bounds
+    it, and the attempt of the enclosing task when this graph runs nested in one."""
+    outer = CURRENT.get()
+    parent: Attempt | None = outer.attempt if outer is not None else None
+    if timeout is not None:
+        parent = step_attempt(timeout, parent)
+    if parent is not None:
+        for t in tasks:
+            if t.scope is not None:
+                t.scope.attempt = parent
+    return parent if timeout is not None else None
+
+
+def _chain(first: Any, second: Any) -> Any:
+    """Two saver calls' results as one: None, or something to await."""
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return _Both(first, second)
+
+
+class _Both:
+    __slots__ = ("first", "second")
+
+    def __init__(self, first: Awaitable[Any], second: Awaitable[Any]) -> None:
+        self.first = first
+        self.second = second
+
+    def __await__(self) -> Any:
+        yield from self.first.__await__()
+        return (yield from self.second.__await__())
 
 
 def _stops_others(futures: FuturesDict, inline: BaseException | None) -> bool:
@@ -364,16 +630,31 @@ def _cancel_others(futures: FuturesDict) -> list[AnyFuture]:
 
 
 def _settle(
-    futures: FuturesDict, inline: BaseException | None, *, reraise: bool, timeout: float | None
+    futures: FuturesDict,
+    inline: BaseException | None,
+    *,
+    reraise: bool,
+    timeout: float | None,
+    step: Attempt | None,
 ) -> None:
-    """End the step: raise its failure or its interrupts, or say it timed out."""
-    inflight = [f for f in futures if not f.done()]
-    panic_or_proceed(list(futures.done), inline, panic=reraise)
-    if inflight:
-        raise TimeoutError(
-            f"step timed out after {timeout}s with tasks still running: "
-            f"{sorted({futures[f].name for f in inflight})}"
-        )
+    """End the step: raise its failure or its interrupts, or say it timed out.
+
+    Tasks still running when ``step_timeout`` passed are walked away from:
+    what finished in time is saved, they are not, and a resume runs them."""
+    if step is None:
+        panic_or_proceed(list(futures.done), inline, panic=reraise)
+        return
+    running = futures.drop_all()
+    failed = list(futures.done)
+    late = [f for f in failed if _step_timeout(_exception(f))]
+    running = sorted({*running, *(futures[f].name for f in late)})
+    panic_or_proceed([f for f in failed if f not in late], inline, panic=reraise)
+    if running or step.dead:
+        raise step_error(step, running)
+
+
+def _step_timeout(exc: BaseException | None) -> bool:
+    return isinstance(exc, NodeTimeoutError) and exc.kind == "step"
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

@@ -104,6 +104,7 @@ class TaskScope:
 
     __slots__ = (
         "_config",
+        "attempt",
         "call_counter",
         "interrupt_counter",
         "ns",
@@ -123,6 +124,8 @@ class TaskScope:
         saved = run.resume_writes.get(task.id)
         self.resume: list[Any] = list(saved) if saved else []
         self._config: dict[str, Any] | None = None
+        self.attempt: Any = None
+        """The bounded attempt this task runs under (``pregel._timeout.Attempt``), if any."""
 
     @property
     def config(self) -> dict[str, Any]:
@@ -171,7 +174,29 @@ class TaskScope:
         self.task.writes.append((RESUME, list(self.resume)))
         return answer
 
+    def heartbeat(self) -> None:
+        """Progress: restart the ``idle_timeout`` clock of the running attempt."""
+        attempt = self.attempt
+        if attempt is not None:
+            attempt.heartbeat()
+
+    def runtime(self) -> Any:
+        from pregelkit.runtime import Runtime
+
+        return Runtime(
+            context=self.config.get("context"),
+            store=self.run.store,
+            stream_writer=self.stream_writer,
+            previous=self.run.previous,
+            heartbeat=self.heartbeat,
+        )
+
     def stream_writer(self, chunk: Any) -> None:
+        attempt = self.attempt
+        if attempt is not None:
+            if attempt.is_dead():
+                return  # the attempt timed out: its body may run on, but writes nothing
+            attempt.progress()
         emit = self.run.emit
         if emit is not None and "custom" in self.run.stream_modes:
             emit("custom", chunk)

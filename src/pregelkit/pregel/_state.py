@@ -154,7 +154,14 @@ class StateAPI:
             if NULL_TASK_ID in by_task:
                 done.append(PregelTaskWrites((), INPUT, by_task[NULL_TASK_ID], ()))
             if done:
-                apply_writes(checkpoint, channels, done, None, self.trigger_to_nodes)
+                try:
+                    apply_writes(checkpoint, channels, done, None, self.trigger_to_nodes)
+                except Exception:
+                    # the step's writes cannot be applied (two writers to one
+                    # value, a reducer that raises): that is why the run failed;
+                    # show the state as saved, with those tasks still to do
+                    channels = self._channels_of(saved.checkpoint)
+                    finished = set()
         return StateSnapshot(
             values=read_channels(channels, self.stream_channels_asis),
             next=tuple(t.name for t in tasks if t.id not in finished),
@@ -326,7 +333,7 @@ class StateAPI:
         versions = checkpoint["channel_versions"]
         new_checkpoint = Checkpoint(
             v=checkpoint["v"],
-            id=uuid6(clock_seq=step),
+            id=uuid6(clock_seq=step, after=checkpoint["id"]),
             ts=checkpoint["ts"],
             channel_values=values_out,
             channel_versions=versions,

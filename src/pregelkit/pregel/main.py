@@ -8,6 +8,7 @@ differ only in how they wait. The state API lives in ``_state.py``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 from pregelkit._internal._constants import RESERVED, TASKS
@@ -19,7 +20,17 @@ from pregelkit.pregel._output import SKIP, InvokeResult, StreamShape
 from pregelkit.pregel._protocol import PregelProtocol
 from pregelkit.pregel._read import NodeBuilder, PregelNode
 from pregelkit.pregel._state import StateAPI
-from pregelkit.types import CachePolicy, RetryPolicy, Send, StreamMode
+from pregelkit.pregel._validate import (
+    INVOKE_KEYWORDS,
+    STREAM_KEYWORDS,
+    check_components,
+    check_config,
+    check_copy_fields,
+    check_durability,
+    check_keywords,
+    check_stream_mode,
+)
+from pregelkit.types import CachePolicy, RetryPolicy, Send, StreamMode, TimeoutPolicy
 
 __all__ = ["NodeBuilder", "Pregel"]
 
@@ -49,12 +60,14 @@ class Pregel(StateAPI, PregelProtocol):
         interrupt_after_nodes: Sequence[str] | str = (),
         interrupt_before: Sequence[str] | str | None = None,
         interrupt_after: Sequence[str] | str | None = None,
-        step_timeout: float | None = None,
+        step_timeout: float | timedelta | None = None,
         debug: bool = False,
         name: str = "LangGraph",
         context_schema: Any = None,
         auto_validate: bool = True,
     ) -> None:
+        check_components(checkpointer, store, cache, retry_policy, cache_policy)
+        check_stream_mode(stream_mode)
         built: dict[str, PregelNode] = {}
         for node_name, node in nodes.items():
             if isinstance(node, NodeBuilder):
@@ -88,7 +101,8 @@ class Pregel(StateAPI, PregelProtocol):
         self.interrupt_after_nodes = (
             interrupt_after if interrupt_after is not None else interrupt_after_nodes
         )
-        self.step_timeout = step_timeout
+        step_limit = TimeoutPolicy.coerce(step_timeout, "step_timeout")
+        self.step_timeout = None if step_limit is None else step_limit.run_timeout
         self.debug = debug
         self.name = name
         self.context_schema = context_schema
@@ -158,13 +172,18 @@ class Pregel(StateAPI, PregelProtocol):
                         )
         return self
 
-    def copy(self, **update: Any) -> Pregel:
+    def copy(self, update: Mapping[str, Any] | None = None, **fields: Any) -> Pregel:
+        """A copy of this graph with some attributes replaced: ``copy(update={...})``
+        (LangGraph's spelling) or ``copy(name=...)``."""
+        changes = {**(update or {}), **fields}
+        check_copy_fields(self.__dict__, changes)
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
-        new.__dict__.update(update)
+        new.__dict__.update(changes)
         return new
 
     def with_config(self, config: dict[str, Any] | None = None, **kwargs: Any) -> Pregel:
+        check_config(config)
         return self.copy(
             _default_config={**getattr(self, "_default_config", {}), **(config or {}), **kwargs}
         )
@@ -210,6 +229,7 @@ class Pregel(StateAPI, PregelProtocol):
         interrupt_after: Sequence[str] | str | None,
     ) -> RunDriver:
         """The shared start of every run, whichever driver waits on it."""
+        check_durability(durability)
         return RunDriver(
             self._outputs(output_keys),
             input,
@@ -225,6 +245,7 @@ class Pregel(StateAPI, PregelProtocol):
     def _shape(
         self, stream_mode: StreamMode | Sequence[StreamMode] | None, debug: bool | None
     ) -> StreamShape:
+        check_stream_mode(stream_mode)
         mode = stream_mode if stream_mode is not None else self.stream_mode
         return StreamShape(mode, self.debug if debug is None else debug)
 
@@ -248,6 +269,8 @@ class Pregel(StateAPI, PregelProtocol):
 
         The ``values`` mode streams the graph's stream channels (``invoke``
         returns its output channels), unless ``output_keys`` says otherwise."""
+        if kwargs:
+            check_keywords("stream", kwargs, STREAM_KEYWORDS)
         shape = self._shape(stream_mode, debug)
         shape.subgraphs = subgraphs
         driver = self._driver(
@@ -283,6 +306,8 @@ class Pregel(StateAPI, PregelProtocol):
         **kwargs: Any,
     ) -> AsyncIterator[Any]:
         """The async twin of ``stream``."""
+        if kwargs:
+            check_keywords("astream", kwargs, STREAM_KEYWORDS)
         shape = self._shape(stream_mode, debug)
         shape.subgraphs = subgraphs
         driver = self._driver(
@@ -323,6 +348,8 @@ class Pregel(StateAPI, PregelProtocol):
         With ``stream_mode="values"`` the result is the final output; if the
         run stopped at interrupts, a dict with them under ``"__interrupt__"``.
         """
+        if kwargs:
+            check_keywords("invoke", kwargs, INVOKE_KEYWORDS, extra=("debug",))
         shape = self._shape(stream_mode, kwargs.get("debug"))
         result = InvokeResult(stream_mode, shape.printing)
         driver = self._driver(
@@ -358,6 +385,8 @@ class Pregel(StateAPI, PregelProtocol):
         **kwargs: Any,
     ) -> Any:
         """The async twin of ``invoke``."""
+        if kwargs:
+            check_keywords("ainvoke", kwargs, INVOKE_KEYWORDS, extra=("debug",))
         shape = self._shape(stream_mode, kwargs.get("debug"))
         result = InvokeResult(stream_mode, shape.printing)
         driver = self._driver(
@@ -383,30 +412,59 @@ class Pregel(StateAPI, PregelProtocol):
         self,
         inputs: Sequence[Any],
         config: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        *,
+        return_exceptions: bool = False,
         **kwargs: Any,
     ) -> list[Any]:
-        """``invoke`` each input (in parallel threads), results in order."""
+        """``invoke`` each input (in parallel threads), results in order; with
+        ``return_exceptions`` a run's error is its result instead of raised."""
         import concurrent.futures
 
-        configs = list(config) if isinstance(config, Sequence) else [config] * len(inputs)
-        if len(configs) != len(inputs):
-            raise ValueError(f"batch got {len(inputs)} inputs but {len(configs)} configs")
+        if kwargs:
+            check_keywords("batch", kwargs, INVOKE_KEYWORDS, extra=("debug",))
+        configs = _batch_configs(inputs, config)
+
+        def one(item: tuple[Any, Any]) -> Any:
+            try:
+                return self.invoke(item[0], item[1], **kwargs)
+            except Exception as exc:
+                if return_exceptions:
+                    return exc
+                raise
+
         if len(inputs) <= 1:
-            return [self.invoke(i, c, **kwargs) for i, c in zip(inputs, configs)]
+            return [one(ic) for ic in zip(inputs, configs)]
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(inputs))) as pool:
-            return list(
-                pool.map(lambda ic: self.invoke(ic[0], ic[1], **kwargs), zip(inputs, configs))
-            )
+            return list(pool.map(one, zip(inputs, configs)))
 
     async def abatch(
         self,
         inputs: Sequence[Any],
         config: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        *,
+        return_exceptions: bool = False,
         **kwargs: Any,
     ) -> list[Any]:
         import asyncio
 
-        configs = list(config) if isinstance(config, Sequence) else [config] * len(inputs)
+        if kwargs:
+            check_keywords("abatch", kwargs, INVOKE_KEYWORDS, extra=("debug",))
+        configs = _batch_configs(inputs, config)
         return list(
-            await asyncio.gather(*(self.ainvoke(i, c, **kwargs) for i, c in zip(inputs, configs)))
+            await asyncio.gather(
+                *(self.ainvoke(i, c, **kwargs) for i, c in zip(inputs, configs)),
+                return_exceptions=return_exceptions,
+            )
         )
+
+
+def _batch_configs(
+    inputs: Sequence[Any], config: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
+) -> list[Any]:
+    """One config per input: the one given, or the i-th of the list given."""
+    if isinstance(config, Sequence) and not isinstance(config, str):
+        configs = list(config)
+        if len(configs) != len(inputs):
+            raise ValueError(f"batch got {len(inputs)} inputs but {len(configs)} configs")
+        return configs
+    return [config] * len(inputs)

@@ -81,6 +81,36 @@ def connect(path: str) -> sqlite3.Connection:
     )
 
 
+def _require_shared(conn: Any) -> None:
+    """Refuse a connection other threads may not use (``check_same_thread=True``,
+    sqlite3's default): there is no asking it, so another thread tries."""
+    if isinstance(conn, (str, bytes, os.PathLike)):
+        raise TypeError(
+            f"SqliteSaver(conn=...) takes a sqlite3 connection, not a path ({conn!r}): "
+            "use `with SqliteSaver.from_conn_string(path) as saver:`"
+        )
+    if not isinstance(conn, sqlite3.Connection):
+        return
+    refused: list[BaseException] = []
+
+    def probe() -> None:
+        try:
+            conn.cursor().close()
+        except sqlite3.ProgrammingError as exc:
+            refused.append(exc)
+
+    worker = threading.Thread(target=probe, name="pregelkit-sqlite-probe")
+    worker.start()
+    worker.join()
+    if refused:
+        raise ValueError(
+            "SqliteSaver(conn=...) got a connection that only its own thread may use, but "
+            "the engine saves from worker threads: open it with "
+            "sqlite3.connect(path, check_same_thread=False), or use "
+            "`with SqliteSaver.from_conn_string(path) as saver:`"
+        ) from refused[0]
+
+
 # Positions for new pending writes, increasing: nanoseconds since the epoch at
 # import, then counting up. One run per thread means a resuming process starts
 # after the one it replaces, so its writes also sort after that one's.
@@ -105,12 +135,13 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         busy_timeout: float = BUSY_TIMEOUT,
         retry: StorageRetry | None = None,
     ) -> None:
-        """``conn`` must come from ``sqlite3.connect(..., check_same_thread=False)``
-        when the saver is used from several threads (the engine runs tasks in
-        worker threads). The saver controls transactions itself, so it sets the
-        connection's ``isolation_level`` to ``None``. ``busy_timeout``: seconds
-        a write waits for another process's write lock before that counts as a
-        failure (retried within ``retry``)."""
+        """``conn`` must come from ``sqlite3.connect(..., check_same_thread=False)``:
+        the engine saves from worker threads (a connection that refuses them is
+        an error here, not halfway through a run). The saver controls
+        transactions itself, so it sets the connection's ``isolation_level`` to
+        ``None``. ``busy_timeout``: seconds a write waits for another process's
+        write lock before that counts as a failure (retried within ``retry``)."""
+        _require_shared(conn)
         super().__init__(serde=serde)
         if (
             isinstance(busy_timeout, bool)
