@@ -46,7 +46,11 @@ RATIO_TARGETS: dict[str, float] = {
     "resume": 10.0,
     "async_fanout": 10.0,
     "pregel_chain": 5.0,
+    "short_memory": 10.0,
+    "short_sqlite": 10.0,
+    "short_async_sqlite": 10.0,
 }
+SHORT_RUNS = ("short_memory", "short_sqlite", "short_async_sqlite")
 IMPORT_TARGET_MS = 50.0
 SCALING_TARGET = 1.5  # pregelkit per-task time at the largest N / at the smallest N
 SQLITE_TARGET = 2.0  # pregelkit chain_sqlite / chain_memory at the same N
@@ -60,6 +64,9 @@ LABELS = {
     "async_fanout": "async fan-out (ainvoke)",
     "pregel_chain": "Pregel chain of N nodes",
     "cached": "cached tasks (all hits)",
+    "short_memory": "short runs + InMemorySaver",
+    "short_sqlite": "short runs + SqliteSaver",
+    "short_async_sqlite": "short runs + AsyncSqliteSaver (ainvoke)",
     "import": "import `<lib>.func`",
     "store_sqlite_put": "SqliteStore.put",
     "store_sqlite_get": "SqliteStore.get (1,000 items)",
@@ -75,6 +82,7 @@ UNITS = {
     "task": "µs/task",
     "replayed task": "µs/replayed task",
     "superstep": "µs/superstep",
+    "run": "µs/run",
     "import": "ms",
     "op": "µs/call",
 }
@@ -107,6 +115,7 @@ def plan(quick: bool) -> list[Case]:
                     "cached",
                 )
             ),
+            *(Case(w, 50, both) for w in SHORT_RUNS),
             Case("import", 0, both),
             *_store_cases(100, 2),
         ]
@@ -119,6 +128,7 @@ def plan(quick: bool) -> list[Case]:
         ]
     for w in ("chain_memory", "chain_sqlite", "resume", "async_fanout", "pregel_chain", "cached"):
         cases.append(Case(w, 1_000, both))
+    cases += [Case(w, 300, both) for w in SHORT_RUNS]
     cases.append(Case("import", 0, both))
     cases += _store_cases(1_000, 10)
     return cases
@@ -418,6 +428,29 @@ def lib_info(results: dict[tuple[str, int, str], Outcome], lib: str) -> tuple[st
     return "not run", "?"
 
 
+def latency_rows(
+    cases: list[Case], results: dict[tuple[str, int, str], Outcome]
+) -> list[list[str]]:
+    """p50/p99 of single runs for the short-run workloads (median over rounds)."""
+    rows = []
+    for case in cases:
+        if case.workload not in SHORT_RUNS:
+            continue
+        for lib in case.libs:
+            outcome = results.get((case.workload, case.n, lib))
+            p50 = outcome.median("p50_us") if outcome else None
+            p99 = outcome.median("p99_us") if outcome else None
+            rows.append(
+                [
+                    LABELS.get(case.workload, case.workload),
+                    lib,
+                    "—" if p50 is None else f"{p50:,.0f}",
+                    "—" if p99 is None else f"{p99:,.0f}",
+                ]
+            )
+    return rows
+
+
 def write_markdown(
     path: Path,
     args: argparse.Namespace,
@@ -452,6 +485,10 @@ minutes at 100k tasks). Peak RSS Δ is how much the process's peak resident set
 grew during the timed run (see Method).
 
 {md_table(HEADER, build_rows(cases, results))}
+
+### Short runs: latency per run
+
+{md_table(["workload", "library", "p50 µs", "p99 µs"], latency_rows(cases, results))}
 
 ### pregelkit-only targets
 
@@ -495,6 +532,12 @@ grew during the timed run (see Method).
 - **cached tasks**: a fan-out of N tasks with a `CachePolicy` and an entrypoint
   `InMemoryCache`; the first run fills the cache (untimed), the timed run hits it
   for every task (checked).
+- **short runs**: N runs of an entrypoint that calls one task, each `invoke`
+  on a new thread (so each run starts from an empty checkpoint and ends with its
+  saver calls done), with an `InMemorySaver`, a `SqliteSaver` (default
+  durability) or an `AsyncSqliteSaver` through `ainvoke`; time per run, and
+  the median and 99th percentile of single runs. This is the cost a request
+  handler pays per request.
 - **import**: wall time of `import <lib>.func` in a bare fresh interpreter
   (`python -c`, `time.perf_counter` around the import), median of
   {args.import_repeats} interpreters per round. Bytecode caching is on (the

@@ -77,6 +77,7 @@ class Prepared:
     warmup: Callable[[], Any] = lambda: None
     check: Callable[[Any], None] = lambda result: None
     close: Callable[[], None] = lambda: None
+    extra: Callable[[], dict[str, Any]] = dict
 
 
 def _expect(got: Any, want: Any) -> None:
@@ -441,6 +442,108 @@ def _store_vector_search(kind: str) -> Callable[[Lib, int], Prepared]:
     return workload
 
 
+SHORT_WARMUP_RUNS = 30
+
+
+def _percentiles(latencies: list[float]) -> dict[str, Any]:
+    ordered = sorted(latencies)
+    return {
+        "p50_us": ordered[len(ordered) // 2] * 1e6,
+        "p99_us": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1e6,
+    }
+
+
+def _short_sync(lib: Lib, n: int, saver: Any, close: Callable[[], None]) -> Prepared:
+    entrypoint, task = lib.func.entrypoint, lib.func.task
+
+    @task
+    def one(x: int) -> int:
+        return x + 1
+
+    @entrypoint(checkpointer=saver)
+    def main(x: int) -> int:
+        return one(x).result()
+
+    latencies: list[float] = []
+
+    def runs(count: int, prefix: str, record: bool) -> int:
+        total = 0
+        for i in range(count):
+            t0 = time.perf_counter()
+            total += main.invoke(i, _thread(f"{prefix}-{i}"))
+            if record:
+                latencies.append(time.perf_counter() - t0)
+        return total
+
+    return Prepared(
+        run=lambda: runs(n, "timed", True),
+        warmup=lambda: runs(SHORT_WARMUP_RUNS, "warmup", False),
+        check=lambda r: _expect(r, n * (n + 1) // 2),
+        close=close,
+        extra=lambda: _percentiles(latencies),
+    )
+
+
+def short_memory(lib: Lib, n: int) -> Prepared:
+    """N short runs (one task each, a new thread each) with an InMemorySaver."""
+    return _short_sync(lib, n, lib.module("checkpoint.memory").InMemorySaver(), lambda: None)
+
+
+def short_sqlite(lib: Lib, n: int) -> Prepared:
+    """N short runs (one task each, a new thread each) with a SqliteSaver, default durability."""
+    sqlite_mod = lib.module("checkpoint.sqlite")
+    tmpdir = tempfile.TemporaryDirectory(prefix="bench-short-")
+    cm = sqlite_mod.SqliteSaver.from_conn_string(os.path.join(tmpdir.name, "short.db"))
+
+    def close() -> None:
+        cm.__exit__(None, None, None)
+        tmpdir.cleanup()
+
+    return _short_sync(lib, n, cm.__enter__(), close)
+
+
+def short_async_sqlite(lib: Lib, n: int) -> Prepared:
+    """N short runs with ainvoke (one async task each, a new thread each) on an AsyncSqliteSaver."""
+    entrypoint, task = lib.func.entrypoint, lib.func.task
+    aio = lib.module("checkpoint.sqlite.aio")
+    tmpdir = tempfile.TemporaryDirectory(prefix="bench-short-")
+    loop = asyncio.new_event_loop()
+    cm = aio.AsyncSqliteSaver.from_conn_string(os.path.join(tmpdir.name, "short.db"))
+    saver = loop.run_until_complete(cm.__aenter__())
+
+    @task
+    async def one(x: int) -> int:
+        return x + 1
+
+    @entrypoint(checkpointer=saver)
+    async def main(x: int) -> int:
+        return await one(x)
+
+    latencies: list[float] = []
+
+    async def runs(count: int, prefix: str, record: bool) -> int:
+        total = 0
+        for i in range(count):
+            t0 = time.perf_counter()
+            total += await main.ainvoke(i, _thread(f"{prefix}-{i}"))
+            if record:
+                latencies.append(time.perf_counter() - t0)
+        return total
+
+    def close() -> None:
+        loop.run_until_complete(cm.__aexit__(None, None, None))
+        loop.close()
+        tmpdir.cleanup()
+
+    return Prepared(
+        run=lambda: loop.run_until_complete(runs(n, "timed", True)),
+        warmup=lambda: loop.run_until_complete(runs(SHORT_WARMUP_RUNS, "warmup", False)),
+        check=lambda r: _expect(r, n * (n + 1) // 2),
+        close=close,
+        extra=lambda: _percentiles(latencies),
+    )
+
+
 WORKLOADS: dict[str, tuple[Callable[[Lib, int], Prepared], str]] = {
     "fanout": (fanout, "task"),
     "chain": (chain, "task"),
@@ -460,6 +563,9 @@ WORKLOADS: dict[str, tuple[Callable[[Lib, int], Prepared], str]] = {
             ("vector_search", _store_vector_search, "op"),
         )
     },
+    "short_memory": (short_memory, "run"),
+    "short_sqlite": (short_sqlite, "run"),
+    "short_async_sqlite": (short_async_sqlite, "run"),
 }
 
 IMPORT_SNIPPET = (
@@ -525,6 +631,7 @@ def run_one(lib_name: str, workload: str, n: int, import_repeats: int) -> dict[s
         elapsed = time.perf_counter() - t0
         after = _maxrss_mb()
         prepared.check(out)
+        result.update(prepared.extra())
     finally:
         prepared.close()
     result.update(

@@ -24,6 +24,7 @@ __all__ = [
     "NothingToResumeError",
     "NodeTimeoutError",
     "ParentCommand",
+    "StorageError",
     "ReplayedTaskError",
     "TaskNotFound",
     "ThreadBusyError",
@@ -128,6 +129,23 @@ class CheckpointCorruptError(Exception):
         super().__init__(f"cannot load stored data ({', '.join(where)}): {reason}")
 
 
+class StorageError(Exception):
+    """The checkpoint database failed: down, unreachable, full, read-only, or
+    busy past its timeout. The driver's error is the ``__cause__``.
+
+    Nothing the message calls unsaved reached the database; everything saved
+    before is intact. Once the database is back, resume the thread with
+    ``invoke(None, config)``: only the tasks whose results were not saved run
+    again.
+    """
+
+    def __init__(
+        self, message: str, *, thread_id: str | None = None, not_saved: Sequence[str] = ()
+    ) -> None:
+        self.thread_id = thread_id
+        self.not_saved = list(not_saved)
+        """What the run could not save: one line per task's writes or checkpoint."""
+        super().__init__(message)
 class NondeterminismError(RuntimeError):
     """A resumed run made a different task call than the run it resumes.
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
@@ -53,7 +52,9 @@ def uuid6(clock_seq: int | None = None, after: str | None = None) -> str:
         _last_ts = ts
     if clock_seq is None:
         clock_seq = random.getrandbits(14)
-    node = int.from_bytes(os.urandom(6), "big")
+    # not os.urandom: it releases the GIL, and every checkpoint id would then
+    # be a chance for another thread to take it (hundreds of µs under load)
+    node = random.getrandbits(48)
     time_high_and_time_mid = (ts >> 12) & 0xFFFFFFFFFFFF
     time_low_and_version = (ts & 0x0FFF) | (6 << 12)
     value = (time_high_and_time_mid << 80) | (time_low_and_version << 64)

@@ -102,7 +102,9 @@ class RunDriver:
         graph = self.graph
         loop: SyncPregelLoop = self._loop(SyncPregelLoop, emit, False)
         with loop:
-            runner = PregelRunner(submit=loop.submit, put_writes=loop.put_writes)
+            runner = PregelRunner(
+                submit=loop.submit, put_writes=loop.put_writes, check_saved=loop.check_saved
+            )
             runner.remember = loop.remember_call
             runner.records = loop.checkpointer is not None
             runner.recorded_call = loop.recorded_call
@@ -146,7 +148,12 @@ class RunDriver:
         graph = self.graph
         loop: AsyncPregelLoop = self._loop(AsyncPregelLoop, emit, True)
         async with loop:
-            runner = PregelRunner(submit=loop.submit, put_writes=loop.put_writes, is_async=True)
+            runner = PregelRunner(
+                submit=loop.submit,
+                put_writes=loop.put_writes,
+                is_async=True,
+                check_saved=loop.check_saved,
+            )
             runner.remember = loop.remember_call
             runner.records = loop.checkpointer is not None
             runner.recorded_call = loop.recorded_call

@@ -40,7 +40,7 @@ from pregelkit.checkpoint.base import (
     CheckpointTuple,
     empty_checkpoint,
 )
-from pregelkit.errors import GraphInterrupt, NondeterminismError
+from pregelkit.errors import GraphInterrupt, NondeterminismError, StorageError
 from pregelkit.pregel._algo import (
     Planner,
     PregelTaskWrites,
@@ -56,6 +56,7 @@ from pregelkit.pregel._algo import (
 )
 from pregelkit.pregel._call import Call
 from pregelkit.pregel._executor import AsyncBackgroundExecutor, BackgroundExecutor
+from pregelkit.pregel._faults import RunFaults, describe_call
 from pregelkit.pregel._io import (
     read_channels,
     task_start_event,
@@ -163,6 +164,8 @@ class PregelLoop(LoopInput):
         self.ns_tuple: tuple[str, ...] = tuple(self.ns.split(NS_SEP)) if self.ns else ()
         self.checkpointer = checkpointer
         self._keep_writes = checkpointer is not None and durability == "exit"
+        thread_id = conf.get(CONFIG_KEY_THREAD_ID)
+        self.faults = RunFaults(None if thread_id is None else str(thread_id))
         self.store = store
         self.cache = cache
         self.stream = stream
@@ -315,6 +318,7 @@ class PregelLoop(LoopInput):
     # steps
     def tick(self) -> bool:
         """Plan the next step; False when the run is over (done or out of steps)."""
+        self.faults.raise_if_failed(self.step)
         if self.step > self.stop:
             self.status = "out_of_steps"
             return False
@@ -359,6 +363,7 @@ class PregelLoop(LoopInput):
 
     def after_tick(self) -> None:
         """Finish the step: apply its writes, save a checkpoint."""
+        self.faults.raise_if_failed(self.step)
         tasks: list[Any] = list(self.tasks.values())
         if self._null_writes:
             tasks.append(PregelTaskWrites((), INPUT, self._null_writes, ()))
@@ -502,6 +507,7 @@ class PregelLoop(LoopInput):
         A call whose writes were saved before (this is a replay) gets them
         back and will not run; a cache hit likewise.
         """
+        self.faults.raise_if_failed(self.step)
         pushed = prepare_push_call(self.planner, parent, idx, call)
         done = self._done_writes.get(pushed.id)
         record = self._call_records.get(pushed.id)
@@ -635,6 +641,36 @@ class PregelLoop(LoopInput):
             return True
         return False
 
+    def check_saved(self) -> None:
+        """Raise the run's storage failure, if a save has failed: asked before
+        every task body starts."""
+        self.faults.raise_if_failed(self.step)
+
+    def _save_now(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A saver call made on the caller's path (``durability="sync"``): a
+        storage failure stops the run; once one has, nothing more is saved."""
+        faults = self.faults
+        if faults.failure is not None:
+            faults.skip(describe_call(fn, args))
+            raise faults.error(self.step)
+        try:
+            return fn(*args)
+        except StorageError as exc:
+            faults.record(exc, describe_call(fn, args))
+            raise faults.error(self.step) from exc
+
+    async def _asave_now(self, afn: Callable[..., Any], *args: Any) -> Any:
+        """The async twin of ``_save_now``."""
+        faults = self.faults
+        if faults.failure is not None:
+            faults.skip(describe_call(afn, args))
+            raise faults.error(self.step)
+        try:
+            return await afn(*args)
+        except StorageError as exc:
+            faults.record(exc, describe_call(afn, args))
+            raise faults.error(self.step) from exc
+
     # how a saver/cache call is made: the subclasses decide
     def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
         raise NotImplementedError
@@ -649,7 +685,7 @@ class SyncPregelLoop(PregelLoop):
     def __enter__(self) -> SyncPregelLoop:
         self._executor = BackgroundExecutor(self.config)
         self.submit = self._executor.submit
-        self._lane = SerialLane(self.submit)
+        self._lane = SerialLane(self.submit, self.faults)
         self._thread_lock = None
         if self.checkpointer is not None and not self.is_nested:
             thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
@@ -688,13 +724,14 @@ class SyncPregelLoop(PregelLoop):
             suppress = self._finish(exc_value)
             self._executor.__exit__(exc_type, exc_value, traceback)
             self._lane.wait()
+            self.faults.raise_if_failed(self.step)
         finally:
             self._release()
         return suppress
 
     def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
         if self.durability == "sync":
-            fn(*args)
+            self._save_now(fn, *args)
         else:
             self._lane.put(fn, *args)
         return None
@@ -722,7 +759,6 @@ class AsyncPregelLoop(PregelLoop):
         self._aloop = asyncio.get_running_loop()
         self._io_wait: list[Awaitable[Any]] = []
         self._lane_tail: asyncio.Future[Any] | None = None
-        self._lane_error: BaseException | None = None
         self._thread_lock = None
         if self.checkpointer is not None and not self.is_nested:
             thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
@@ -769,12 +805,13 @@ class AsyncPregelLoop(PregelLoop):
 
         try:
             suppress = self._finish(exc_value)
-            await self.settle()
-            await self._executor.__aexit__(exc_type, exc_value, traceback)
-            if self._lane_tail is not None:
-                await asyncio.shield(self._lane_tail)
-            if self._lane_error is not None:
-                raise self._lane_error
+            try:
+                await self.settle()
+            finally:
+                await self._executor.__aexit__(exc_type, exc_value, traceback)
+                if self._lane_tail is not None:
+                    await asyncio.shield(self._lane_tail)
+            self.faults.raise_if_failed(self.step)
         finally:
             await self._release()
         return suppress
@@ -784,9 +821,8 @@ class AsyncPregelLoop(PregelLoop):
 
         if self.durability == "sync":
             if on_loop(self._aloop):
-                coro = afn(*args)
-                return Awaited(coro, self._io_wait)
-            asyncio.run_coroutine_threadsafe(afn(*args), self._aloop).result()
+                return Awaited(self._asave_now(afn, *args), self._io_wait)
+            asyncio.run_coroutine_threadsafe(self._asave_now(afn, *args), self._aloop).result()
             return None
         self._background(fn, afn, *args)
         return None
@@ -799,14 +835,18 @@ class AsyncPregelLoop(PregelLoop):
             return
         prev = self._lane_tail
 
+        faults = self.faults
+
         async def run() -> None:
             if prev is not None:
                 await asyncio.shield(prev)
+            if faults.failure is not None:
+                faults.skip(describe_call(afn, args))
+                return
             try:
                 await afn(*args)
             except BaseException as exc:
-                if self._lane_error is None:
-                    self._lane_error = exc
+                faults.record(exc, describe_call(afn, args))
 
         self._lane_tail = self._aloop.create_task(run())
 

@@ -10,7 +10,6 @@ raises are explained here, naming the task that wrote.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pregelkit._internal._constants import NULL_TASK_ID
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.serde.base import SerdeError
+from pregelkit.pregel._faults import RunFaults, describe_call
 from pregelkit.types import PregelExecutableTask
 
 if TYPE_CHECKING:
@@ -76,19 +76,25 @@ def _type_name(value: Any) -> str:
 
 
 class SerialLane:
-    """Runs submitted calls one after another on the shared pool, in order."""
+    """Runs submitted calls one after another on the shared pool, in order.
 
-    GATHER_SECONDS = 0.001
+    Once a save of the run has failed (``faults``), the lane makes no more
+    calls: those queued and those submitted later are only listed as not
+    saved (a checkpoint must never be saved after writes it follows were
+    lost)."""
 
-    def __init__(self, submit: Callable[..., Any]) -> None:
+    def __init__(self, submit: Callable[..., Any], faults: RunFaults) -> None:
         self.submit = submit
+        self.faults = faults
         self.queue: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         self.lock = threading.Lock()
         self.idle = threading.Event()
         self.idle.set()
-        self.error: BaseException | None = None
 
     def put(self, fn: Callable[..., Any], *args: Any) -> None:
+        if self.faults.failure is not None:
+            self.faults.skip(describe_call(fn, args))
+            return
         with self.lock:
             self.queue.append((fn, args))
             if not self.idle.is_set():
@@ -97,26 +103,26 @@ class SerialLane:
         self.submit(self._drain, __reraise_on_exit__=False)
 
     def _drain(self) -> None:
-        # Let a group of calls gather first: one thread hand-off per group
-        # instead of one per task write; each call still runs in order.
-        time.sleep(self.GATHER_SECONDS)
+        # No pause to gather calls: what queues while a call runs is taken by
+        # the same hand-off, and a failed save is known as soon as it fails.
+        faults = self.faults
         while True:
             with self.lock:
                 if not self.queue:
                     self.idle.set()
                     return
                 fn, args = self.queue.popleft()
+            if faults.failure is not None:
+                faults.skip(describe_call(fn, args))
+                continue
             try:
                 fn(*args)
             except BaseException as exc:
-                if self.error is None:
-                    self.error = exc
+                faults.record(exc, describe_call(fn, args))
 
     def wait(self) -> None:
+        """Wait until every call submitted so far has run or been dropped."""
         self.idle.wait()
-        if self.error is not None:
-            err, self.error = self.error, None
-            raise err
 
 
 class Awaited:

@@ -173,9 +173,11 @@ class PregelRunner:
         put_writes: Callable[[str, Sequence[tuple[str, Any]]], Awaitable[None] | None],
         is_async: bool = False,
         node_finished: Callable[[str], None] | None = None,
+        check_saved: Callable[[], None] | None = None,
     ) -> None:
         self.submit = submit
         self.put_writes = put_writes
+        self.check_saved = check_saved
         self.is_async = is_async
         self.node_finished = node_finished
         self.retry_policy: Sequence[RetryPolicy] | None = None
@@ -271,6 +273,8 @@ class PregelRunner:
 
     # running one task
     def _run_and_commit(self, task: PregelExecutableTask) -> Any:
+        if self.check_saved is not None:
+            self.check_saved()  # no body starts once a save of the run has failed
         fence: Attempt | None = task.scope.attempt
         if fence is not None and fence.is_dead():
             raise fence.refusal()  # scheduled by a body that has since timed out
@@ -288,6 +292,8 @@ class PregelRunner:
         return value
 
     async def _arun_and_commit(self, task: PregelExecutableTask) -> Any:
+        if self.check_saved is not None:
+            self.check_saved()
         fence: Attempt | None = task.scope.attempt
         if fence is not None and fence.is_dead():
             raise fence.refusal()

@@ -12,6 +12,13 @@ several processes at once.
 ``lock_thread`` holds a session-level advisory lock, so PostgreSQL drops the
 lock when the process dies or loses its connection.
 
+A call that meets a dropped connection, a restarting server or a
+serialization conflict is tried again within the saver's ``retry`` budget
+(:class:`~pregelkit.checkpoint.StorageRetry`); a single connection that
+broke is replaced by a new one to the same server, a pool checks its idle
+connections. Past the budget, or for a fault no retry cures (disk full, a
+read-only server), the call raises :class:`~pregelkit.errors.StorageError`.
+
 What each call does is decided in ``_core``, shared with
 :class:`~pregelkit.checkpoint.postgres.aio.AsyncPostgresSaver`; this module
 only runs it over sync connections.
@@ -21,7 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import Any, Literal, TypeVar
@@ -30,6 +37,7 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
+from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -60,9 +68,12 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         conn: psycopg.Connection[Any] | ConnectionPool[Any],
         *,
         serde: SerializerProtocol | None = None,
+        retry: StorageRetry | None = None,
     ) -> None:
         super().__init__(serde=serde)
         self.conn = conn
+        self.retry = retry or StorageRetry()
+        self._reopen = _core.reopen_args(conn)
         self._conn_lock = threading.Lock()
         self._ready = False
         self._locks = _core.LockState()
@@ -70,32 +81,60 @@ class PostgresSaver(BaseCheckpointSaver[str]):
 
     @classmethod
     @contextmanager
-    def from_conn_string(cls, dsn: str) -> Iterator[PostgresSaver]:
+    def from_conn_string(
+        cls, dsn: str, *, serde: SerializerProtocol | None = None, retry: StorageRetry | None = None
+    ) -> Iterator[PostgresSaver]:
         """A saver on one new autocommit connection to ``dsn``, closed when the
-        block ends."""
-        with psycopg.Connection.connect(dsn, autocommit=True) as conn:
-            yield cls(conn)
+        block ends (the connection it last used, if it had to reconnect)."""
+        saver = cls(psycopg.Connection.connect(dsn, autocommit=True), serde=serde, retry=retry)
+        try:
+            yield saver
+        finally:
+            saver.conn.close()
 
     def setup(self) -> None:
         """Create or migrate the tables. Idempotent and done on first use
         anyway; concurrent calls from several processes migrate one at a time
         (an advisory transaction lock)."""
-        self._transaction(_core.Run(_core.setup()))
-        self._ready = True
+        self._ready = True  # the transaction below is the setup
+        try:
+            self._run(_core.setup, "setup")
+        except BaseException:
+            self._ready = False
+            raise
 
     # running plans
 
-    def _run(self, plan: _core.Plan[T]) -> T:
-        """Runs ``plan`` in a transaction of its own, creating the tables
-        first if need be (not at all if it has nothing to execute)."""
-        run = _core.Run(plan)
-        if run.effect is not None and not self._ready:
-            self.setup()
-        return self._transaction(run)
+    def _run(
+        self,
+        make: Callable[[], _core.Plan[T]],
+        operation: str,
+        thread_id: str | None = None,
+        *,
+        writes: bool = False,
+    ) -> T:
+        """Runs the plan ``make()`` builds in a transaction of its own,
+        creating the tables first if need be (not at all if it has nothing
+        to execute), retrying transient failures."""
+        return self._drive(
+            _core.transaction(
+                make,
+                retry=self.retry,
+                locks=self._locks,
+                operation=operation,
+                thread_id=thread_id,
+                writes=writes,
+            )
+        )
 
     def _transaction(self, run: _core.Run[T]) -> T:
-        if run.effect is None:
-            return run.result
+        if not self._ready:
+            self._ready = True
+            try:
+                self._transaction(_core.Run(_core.setup()))
+            except BaseException:
+                self._ready = False
+                raise
         with (
             self._connection() as conn,
             conn.transaction(),
@@ -138,16 +177,36 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             case _core.GiveBack(conn) if isinstance(self.conn, ConnectionPool):
                 self.conn.putconn(conn)
             case _core.OnConnection(held, statement):
-                with self._connection(held) as conn, conn.transaction(), conn.cursor() as cur:
+                with (
+                    self._connection(held) as conn,
+                    conn.transaction(),
+                    conn.cursor(row_factory=tuple_row) as cur,
+                ):
                     return _execute(cur, statement)
+            case _core.Transaction(run):
+                return self._transaction(run)
+            case _core.Reconnect():
+                self._reconnect()
         return None
+
+    def _reconnect(self) -> None:
+        if isinstance(self.conn, ConnectionPool):
+            self.conn.check()
+            return
+        with self._conn_lock:
+            if self.conn.closed or self.conn.broken:
+                assert self._reopen is not None
+                self.conn = psycopg.Connection.connect(**self._reopen)
 
     # reading
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the latest of its thread and
         namespace; ``None`` if there is none."""
-        return _core.load(self.serde, self._run(_core.get_tuple(config)))
+        return _core.load(
+            self.serde,
+            self._run(partial(_core.get_tuple, config), "get_tuple", _core.thread_of(config)),
+        )
 
     def list(
         self,
@@ -163,10 +222,12 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         The rows are fetched in one query when iteration starts (no connection
         is held while the caller iterates) and loaded one by one."""
         plan = _core.list_checkpoints(config, filter=filter, before=before, limit=limit)
-        return self._iter_list(plan)
+        return self._iter_list(plan, _core.thread_of(config))
 
-    def _iter_list(self, plan: _core.Plan[_core.Rows]) -> Iterator[CheckpointTuple]:
-        yield from _core.load_all(self.serde, self._run(plan))
+    def _iter_list(
+        self, plan: Callable[[], _core.Plan[_core.Rows]], thread_id: str | None
+    ) -> Iterator[CheckpointTuple]:
+        yield from _core.load_all(self.serde, self._run(plan, "list", thread_id))
 
     # writing
 
@@ -179,7 +240,12 @@ class PostgresSaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
         with blobs for the channels in ``new_versions`` only."""
-        return self._run(_core.put(self.serde, config, checkpoint, metadata, new_versions))
+        return self._run(
+            partial(_core.put, self.serde, config, checkpoint, metadata, new_versions),
+            "put",
+            _core.thread_of(config),
+            writes=True,
+        )
 
     def put_writes(
         self,
@@ -191,17 +257,26 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
         already stored is kept."""
-        self._run(_core.put_writes(self.serde, config, writes, task_id, task_path))
+        self._run(
+            partial(_core.put_writes, self.serde, config, writes, task_id, task_path),
+            "put_writes",
+            _core.thread_of(config),
+            writes=True,
+        )
 
     def delete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, write and blob of ``thread_id``."""
-        self._run(_core.delete_thread(thread_id))
+        self._run(partial(_core.delete_thread, thread_id), "delete_thread", thread_id)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of one thread to another; rows
         the target already has under the same ids are replaced, the rest of the
         target is left alone."""
-        self._run(_core.copy_thread(source_thread_id, target_thread_id))
+        self._run(
+            partial(_core.copy_thread, source_thread_id, target_thread_id),
+            "copy_thread",
+            target_thread_id,
+        )
 
     def prune(
         self,
@@ -212,7 +287,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         """Drop the history of threads: ``delete`` forgets them entirely;
         ``keep_latest`` keeps each namespace's latest checkpoint with its pending
         writes and the blobs it references. One transaction for all threads."""
-        self._run(_core.prune(thread_ids, strategy))
+        self._run(partial(_core.prune, thread_ids, strategy), "prune")
 
     # one run per thread
 
@@ -235,7 +310,9 @@ class _Held(AbstractContextManager[None]):
         self.wait = wait
 
     def __enter__(self) -> None:
-        self.local = self.saver._drive(_core.hold(self.saver._locks, self.thread_id, self.wait))
+        self.local = self.saver._drive(
+            _core.hold(self.saver._locks, self.thread_id, self.wait, self.saver.retry)
+        )
 
     def __exit__(self, *exc: object) -> None:
         self.saver._drive(_core.release(self.saver._locks, self.thread_id, self.local))

@@ -18,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import partial
 from types import TracebackType
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 import psycopg
 
+from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._rows import (
     check_filter,
     checkpoint_config,
@@ -41,7 +43,7 @@ from pregelkit.checkpoint.base import (
 )
 from pregelkit.checkpoint.postgres import _sql
 from pregelkit.checkpoint.serde.base import SerializerProtocol
-from pregelkit.errors import ThreadBusyError
+from pregelkit.errors import StorageError, ThreadBusyError
 
 T = TypeVar("T")
 
@@ -110,6 +112,21 @@ class OnConnection:
     statement: Statement
 
 
+@dataclass(frozen=True, slots=True)
+class Transaction:
+    """Drive ``run`` to its end in one transaction on a connection of the
+    saver (creating the tables first if the saver has not yet); sends back
+    its result."""
+
+    run: Run[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Reconnect:
+    """A call failed on a connection that may be broken: replace the saver's
+    single connection if it is, or have the pool check its idle ones."""
+
+
 # running a plan
 
 
@@ -164,6 +181,158 @@ async def adrive(run: Run[T], perform: Callable[[Any], Awaitable[Any]]) -> T:
     return run.result
 
 
+# faults
+
+
+def reopen_args(conn: Any) -> dict[str, Any] | None:
+    """How to open a connection like ``conn`` again (``None`` for a pool,
+    which reconnects by itself): its parameters, password included, and the
+    settings the saver relies on."""
+    if not isinstance(conn, psycopg.Connection | psycopg.AsyncConnection):
+        return None
+    info = conn.info
+    args: dict[str, Any] = {
+        "conninfo": info.dsn,
+        "autocommit": conn.autocommit,
+        "prepare_threshold": conn.prepare_threshold,
+        "row_factory": conn.row_factory,
+    }
+    if info.password:
+        args["password"] = info.password
+    return args
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A failure another try may not meet: the connection dropped or could
+    not be made, the server is shutting down or starting, too many
+    connections, or a serialization conflict or deadlock."""
+    if isinstance(exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _TRANSIENT_STATES
+
+
+_TRANSIENT_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+
+
+def is_storage_fault(exc: BaseException) -> bool:
+    """The database, not the statement, failed: worth a ``StorageError``."""
+    return is_transient(exc) or isinstance(
+        exc, psycopg.OperationalError | psycopg.errors.ReadOnlySqlTransaction
+    )
+
+
+def transaction(
+    make: Callable[[], Plan[T]],
+    *,
+    retry: StorageRetry,
+    locks: LockState,
+    operation: str,
+    thread_id: str | None = None,
+    writes: bool = False,
+) -> Plan[T]:
+    """Run the plan ``make()`` builds in a transaction, building and running
+    it again after a transient failure, within ``retry``'s budget.
+
+    A dropped connection also drops the advisory locks it held: the threads
+    whose lock was lost may already be run by another process, so writing
+    for them again is refused (until their run releases the lock) rather
+    than retried."""
+
+    def attempt() -> Plan[T]:
+        run = Run(make())
+        if run.effect is None:
+            return run.result
+        if writes and thread_id is not None and locks.lost:
+            _refuse_if_lost(locks, thread_id, operation)
+        result: T = yield Transaction(run)
+        return result
+
+    def after_failure() -> Plan[None]:
+        yield Guarded(_probe_locks(locks))
+        if writes and thread_id is not None and locks.lost:
+            _refuse_if_lost(locks, thread_id, operation)
+
+    return (
+        yield from retrying(
+            attempt,
+            retry=retry,
+            operation=operation,
+            thread_id=thread_id,
+            after_failure=after_failure,
+        )
+    )
+
+
+def retrying(
+    attempt: Callable[[], Plan[T]],
+    *,
+    retry: StorageRetry,
+    operation: str,
+    thread_id: str | None,
+    after_failure: Callable[[], Plan[None]] | None = None,
+) -> Plan[T]:
+    """``attempt()`` until it succeeds, reconnecting and pausing between
+    tries while its failures are transient and ``retry``'s budget lasts;
+    then a ``StorageError``. ``after_failure`` runs after each failure and
+    may raise instead, when trying again would not be safe."""
+    attempts = Attempts(retry)
+    while True:
+        attempts.tries += 1
+        try:
+            if attempts.tries > 1:
+                yield Reconnect()
+            return (yield from attempt())
+        except psycopg.Error as exc:
+            if not is_storage_fault(exc):
+                raise
+            if after_failure is not None:
+                try:
+                    yield from after_failure()
+                except StorageError as refused:
+                    raise refused from exc
+            delay = attempts.pause_after_failure(is_transient(exc))
+            if delay is None:
+                raise storage_error(
+                    "PostgreSQL", operation, thread_id, exc, tries=attempts.tries
+                ) from exc
+            yield Sleep(delay)
+
+
+def thread_of(config: RunnableConfig | None) -> str | None:
+    """The thread a call is about, for its error message."""
+    thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
+    return None if thread_id is None else str(thread_id)
+
+
+def _refuse_if_lost(locks: LockState, thread_id: str, operation: str) -> None:
+    if _sql.thread_lock_key(thread_id) in locks.lost:
+        raise StorageError(
+            f"PostgreSQL: {operation} for thread {thread_id!r} refused: the connection that "
+            "held this thread's lock was lost, so another process may be running the thread "
+            "now. This run stops here; resume the thread with invoke(None, config).",
+            thread_id=thread_id,
+        )
+
+
+def _probe_locks(state: LockState) -> Plan[bool]:
+    """Whether the connection holding the advisory locks still holds them;
+    if it broke, its locks are marked lost."""
+    conn = state.conn
+    if conn is None or not state.held:
+        return True
+    try:
+        yield OnConnection(conn, Statement("SELECT 1", fetch="one"))
+        return True
+    except psycopg.Error:
+        state.lost |= state.held
+        state.held.clear()
+        yield from _give_back(state)
+        return False
+
+
 # tables
 
 
@@ -203,12 +372,12 @@ def list_checkpoints(
     filter: dict[str, Any] | None,
     before: RunnableConfig | None,
     limit: int | None,
-) -> Plan[Rows]:
-    """The rows ``list`` yields, in one query (load them with
-    :func:`load_all`). The arguments are checked now, not when the plan
-    runs."""
+) -> Callable[[], Plan[Rows]]:
+    """What makes the plan of the rows ``list`` yields, in one query (load
+    them with :func:`load_all`). The arguments are checked now, not when the
+    plan runs."""
     sql, params = _sql.list_query(list_scope(config, before), check_filter(filter), limit)
-    return _fetch_all(sql, params)
+    return partial(_fetch_all, sql, params)
 
 
 def _fetch_all(sql: str, params: Sequence[Any]) -> Plan[Rows]:
@@ -282,17 +451,28 @@ class LockState:
     def __init__(self) -> None:
         self.conn: Any = None
         self.held: set[int] = set()
+        self.lost: set[int] = set()
 
 
-def hold(state: LockState, thread_id: str, wait: bool) -> Plan[AbstractContextManager[None]]:
+def hold(
+    state: LockState, thread_id: str, wait: bool, retry: StorageRetry
+) -> Plan[AbstractContextManager[None]]:
     """The in-process lock of ``thread_id``, then its session-level advisory
     lock, polled (with growing pauses) while ``wait``; sends back the entered
-    in-process lock, for :func:`release`."""
+    in-process lock, for :func:`release`. A connection that drops while the
+    lock is asked for is replaced within ``retry``'s budget."""
     local: AbstractContextManager[None] = yield EnterLocal(thread_id, wait)
     try:
         key = _sql.thread_lock_key(thread_id)
         pause, longest = _sql.LOCK_POLL_SECONDS
-        while not (yield Guarded(_try_lock(state, key))):
+        while not (
+            yield from retrying(
+                lambda: _guarded_try_lock(state, key),
+                retry=retry,
+                operation="lock_thread",
+                thread_id=thread_id,
+            )
+        ):
             if not wait:
                 raise ThreadBusyError(thread_id, f"(PostgreSQL advisory lock {key} is held)")
             yield Sleep(pause)
@@ -304,10 +484,17 @@ def hold(state: LockState, thread_id: str, wait: bool) -> Plan[AbstractContextMa
 
 
 def release(state: LockState, thread_id: str, local: AbstractContextManager[None]) -> Plan[None]:
+    key = _sql.thread_lock_key(thread_id)
+    state.lost.discard(key)
     try:
-        yield Guarded(_unlock(state, _sql.thread_lock_key(thread_id)))
+        yield Guarded(_unlock(state, key))
     finally:
         local.__exit__(None, None, None)
+
+
+def _guarded_try_lock(state: LockState, key: int) -> Plan[bool]:
+    locked: bool = yield Guarded(_try_lock(state, key))
+    return locked
 
 
 def _try_lock(state: LockState, key: int) -> Plan[bool]:
@@ -350,6 +537,7 @@ def _after_lock_query_failed(state: LockState, conn: Any) -> Plan[None]:
     """A broken connection took every lock it held with it; anything else
     leaves the held locks as they were."""
     if conn.closed:
+        state.lost |= state.held
         state.held.clear()
     if not state.held:
         yield from _give_back(state)

@@ -14,7 +14,7 @@ method to await instead.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from contextlib import (
     AbstractAsyncContextManager,
     AbstractContextManager,
@@ -28,6 +28,7 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
+from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -60,9 +61,12 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         conn: psycopg.AsyncConnection[Any] | AsyncConnectionPool[Any],
         *,
         serde: SerializerProtocol | None = None,
+        retry: StorageRetry | None = None,
     ) -> None:
         super().__init__(serde=serde)
         self.conn = conn
+        self.retry = retry or StorageRetry()
+        self._reopen = _core.reopen_args(conn)
         self._conn_lock = asyncio.Lock()
         self._ready = False
         self._locks = _core.LockState()
@@ -74,30 +78,58 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
 
     @classmethod
     @asynccontextmanager
-    async def from_conn_string(cls, dsn: str) -> AsyncIterator[AsyncPostgresSaver]:
+    async def from_conn_string(
+        cls, dsn: str, *, serde: SerializerProtocol | None = None, retry: StorageRetry | None = None
+    ) -> AsyncIterator[AsyncPostgresSaver]:
         """A saver on one new autocommit connection to ``dsn``, closed when the
-        block ends."""
-        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-            yield cls(conn)
+        block ends (the connection it last used, if it had to reconnect)."""
+        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        saver = cls(conn, serde=serde, retry=retry)
+        try:
+            yield saver
+        finally:
+            await saver.conn.close()
 
     async def setup(self) -> None:
         """Create or migrate the tables. Idempotent and done on first use
         anyway; concurrent calls from several processes migrate one at a time
         (an advisory transaction lock)."""
-        await self._transaction(_core.Run(_core.setup()))
-        self._ready = True
+        self._ready = True  # the transaction below is the setup
+        try:
+            await self._run(_core.setup, "setup")
+        except BaseException:
+            self._ready = False
+            raise
 
     # running plans (see PostgresSaver)
 
-    async def _run(self, plan: _core.Plan[T]) -> T:
-        run = _core.Run(plan)
-        if run.effect is not None and not self._ready:
-            await self.setup()
-        return await self._transaction(run)
+    async def _run(
+        self,
+        make: Callable[[], _core.Plan[T]],
+        operation: str,
+        thread_id: str | None = None,
+        *,
+        writes: bool = False,
+    ) -> T:
+        return await self._drive(
+            _core.transaction(
+                make,
+                retry=self.retry,
+                locks=self._locks,
+                operation=operation,
+                thread_id=thread_id,
+                writes=writes,
+            )
+        )
 
     async def _transaction(self, run: _core.Run[T]) -> T:
-        if run.effect is None:
-            return run.result
+        if not self._ready:
+            self._ready = True
+            try:
+                await self._transaction(_core.Run(_core.setup()))
+            except BaseException:
+                self._ready = False
+                raise
         async with (
             self._connection() as conn,
             conn.transaction(),
@@ -141,10 +173,23 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             async with (
                 self._connection(effect.conn) as conn,
                 conn.transaction(),
-                conn.cursor() as cur,
+                conn.cursor(row_factory=tuple_row) as cur,
             ):
                 return await _execute(cur, effect.statement)
+        elif isinstance(effect, _core.Transaction):
+            return await self._transaction(effect.run)
+        elif isinstance(effect, _core.Reconnect):
+            await self._reconnect()
         return None
+
+    async def _reconnect(self) -> None:
+        if isinstance(self.conn, AsyncConnectionPool):
+            await self.conn.check()
+            return
+        async with self._conn_lock:
+            if self.conn.closed or self.conn.broken:
+                assert self._reopen is not None
+                self.conn = await psycopg.AsyncConnection.connect(**self._reopen)
 
     async def _enter_local(self, thread_id: str, wait: bool) -> AbstractContextManager[None]:
         """The in-process lock, polled so the loop keeps running."""
@@ -163,7 +208,10 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the latest of its thread and
         namespace; ``None`` if there is none."""
-        return _core.load(self.serde, await self._run(_core.get_tuple(config)))
+        row = await self._run(
+            partial(_core.get_tuple, config), "get_tuple", _core.thread_of(config)
+        )
+        return _core.load(self.serde, row)
 
     async def alist(
         self,
@@ -177,7 +225,8 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         fetched in one query, and no connection is held while the caller
         iterates."""
         plan = _core.list_checkpoints(config, filter=filter, before=before, limit=limit)
-        for item in _core.load_all(self.serde, await self._run(plan)):
+        rows = await self._run(plan, "list", _core.thread_of(config))
+        for item in _core.load_all(self.serde, rows):
             yield item
 
     async def aput(
@@ -189,7 +238,12 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
         with blobs for the channels in ``new_versions`` only."""
-        return await self._run(_core.put(self.serde, config, checkpoint, metadata, new_versions))
+        return await self._run(
+            partial(_core.put, self.serde, config, checkpoint, metadata, new_versions),
+            "put",
+            _core.thread_of(config),
+            writes=True,
+        )
 
     async def aput_writes(
         self,
@@ -201,16 +255,25 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
         already stored is kept."""
-        await self._run(_core.put_writes(self.serde, config, writes, task_id, task_path))
+        await self._run(
+            partial(_core.put_writes, self.serde, config, writes, task_id, task_path),
+            "put_writes",
+            _core.thread_of(config),
+            writes=True,
+        )
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, write and blob of ``thread_id``."""
-        await self._run(_core.delete_thread(thread_id))
+        await self._run(partial(_core.delete_thread, thread_id), "delete_thread", thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of one thread to another; rows
         the target already has under the same ids are replaced."""
-        await self._run(_core.copy_thread(source_thread_id, target_thread_id))
+        await self._run(
+            partial(_core.copy_thread, source_thread_id, target_thread_id),
+            "copy_thread",
+            target_thread_id,
+        )
 
     async def aprune(
         self,
@@ -219,7 +282,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         strategy: Literal["keep_latest", "delete"] = "keep_latest",
     ) -> None:
         """Drop the history of threads (see ``PostgresSaver.prune``)."""
-        await self._run(_core.prune(thread_ids, strategy))
+        await self._run(partial(_core.prune, thread_ids, strategy), "prune")
 
     def alock_thread(
         self, thread_id: str, *, wait: bool = False
@@ -229,7 +292,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
 
     @asynccontextmanager
     async def _held(self, thread_id: str, wait: bool) -> AsyncIterator[None]:
-        local = await self._drive(_core.hold(self._locks, thread_id, wait))
+        local = await self._drive(_core.hold(self._locks, thread_id, wait, self.retry))
         try:
             yield
         finally:
@@ -322,7 +385,9 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
 
     @contextmanager
     def _sync_held(self, thread_id: str, wait: bool) -> Iterator[None]:
-        local = self._sync(self._drive(_core.hold(self._locks, thread_id, wait)), "lock_thread")
+        local = self._sync(
+            self._drive(_core.hold(self._locks, thread_id, wait, self.retry)), "lock_thread"
+        )
         try:
             yield
         finally:

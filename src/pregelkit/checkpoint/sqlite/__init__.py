@@ -6,7 +6,13 @@ drop the last few transactions (never corrupt the file). Writers from other
 processes wait for each other up to ``busy_timeout`` instead of failing.
 
 Each saver uses one connection, guarded by a lock, from any number of threads;
-``put`` and ``put_writes`` are one transaction each. Two runs of one thread are
+``put`` and ``put_writes`` are one transaction each.
+
+A database busy past ``busy_timeout`` is tried again within the saver's
+``retry`` budget; that and every other fault of the file (disk full,
+read-only, not a database, damaged) raise
+:class:`~pregelkit.errors.StorageError` naming the file. A failed
+transaction is rolled back whole, so nothing saved before is touched. Two runs of one thread are
 kept apart by ``lock_thread``: an ``flock`` on a file beside the database, which
 the OS releases when the process dies however it dies.
 """
@@ -19,12 +25,13 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import xxhash
 
+from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._rows import (
     StoredCheckpoint,
     check_filter,
@@ -52,8 +59,16 @@ if sys.platform != "win32":
 
 __all__ = ["SqliteSaver"]
 
-BUSY_TIMEOUT_MS = 30_000
-"""How long a write waits for another process's write lock before failing."""
+BUSY_TIMEOUT = 30.0
+"""Seconds a write waits for another process's write lock, by default."""
+
+T = TypeVar("T")
+
+# SQLite's primary result codes that mean the file, not the statement, failed
+_BUSY = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED: another connection holds it
+_FILE_FAULTS = frozenset(
+    {3, 8, 10, 11, 13, 14, 26}
+)  # PERM READONLY IOERR CORRUPT FULL CANTOPEN NOTADB
 
 _CheckpointRow = tuple[str, str, str, "str | None", str, bytes, str, bytes, str]
 
@@ -113,17 +128,31 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
     conn: sqlite3.Connection
 
     def __init__(
-        self, conn: sqlite3.Connection, *, serde: SerializerProtocol | None = None
+        self,
+        conn: sqlite3.Connection,
+        *,
+        serde: SerializerProtocol | None = None,
+        busy_timeout: float = BUSY_TIMEOUT,
+        retry: StorageRetry | None = None,
     ) -> None:
         """``conn`` must come from ``sqlite3.connect(..., check_same_thread=False)``:
         the engine saves from worker threads (a connection that refuses them is
         an error here, not halfway through a run). The saver controls
         transactions itself, so it sets the connection's ``isolation_level`` to
-        ``None``."""
+        ``None``. ``busy_timeout``: seconds a write waits for another process's
+        write lock before that counts as a failure (retried within ``retry``)."""
         _require_shared(conn)
         super().__init__(serde=serde)
+        if (
+            isinstance(busy_timeout, bool)
+            or not isinstance(busy_timeout, int | float)
+            or not 0 <= busy_timeout < 2**31 / 1000
+        ):
+            raise ValueError(f"busy_timeout must be a number of seconds >= 0, got {busy_timeout!r}")
         conn.isolation_level = None
         self.conn = conn
+        self.busy_timeout = float(busy_timeout)
+        self.retry = retry or StorageRetry()
         self._lock = threading.Lock()
         self._ready = False
         path = self._path()
@@ -137,7 +166,7 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         if self._ready:
             return
         conn = self.conn
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA busy_timeout = {round(self.busy_timeout * 1000)}")
         # Every durable task write is one commit appending whole pages to the
         # WAL: 1 KiB pages (only a new file takes them) and a checkpoint every
         # 10k pages (~10 MiB of WAL) make that commit ~20% cheaper.
@@ -185,25 +214,59 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                 raise
             conn.execute("COMMIT")
 
+    def _attempt(
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        operation: str,
+        thread_id: str | None = None,
+        *,
+        write: bool,
+    ) -> T:
+        """``fn`` in one transaction, tried again while the database is busy
+        and the retry budget lasts; a fault of the file is a ``StorageError``."""
+        attempts = Attempts(self.retry)
+        while True:
+            attempts.tries += 1
+            try:
+                with self._transaction(write=write) as conn:
+                    return fn(conn)
+            except sqlite3.DatabaseError as exc:
+                code = _result_code(exc)
+                if code not in _BUSY and code not in _FILE_FAULTS:
+                    raise
+                delay = attempts.pause_after_failure(code in _BUSY)
+                if delay is None:
+                    where = f"SQLite database {self._path() or '(in memory)'}"
+                    raise storage_error(
+                        where, operation, thread_id, exc, tries=attempts.tries
+                    ) from exc
+                time.sleep(delay)
+
     # reading
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the latest of its thread and
         namespace; ``None`` if there is none."""
         thread_id, checkpoint_ns, checkpoint_id = thread_coordinates(config)
-        with self._transaction(write=False) as conn:
-            if checkpoint_id:
-                row = conn.execute(
-                    _sql.SELECT_CHECKPOINT, (thread_id, checkpoint_ns, checkpoint_id)
-                ).fetchone()
-            else:
-                row = conn.execute(
-                    _sql.SELECT_LATEST_CHECKPOINT, (thread_id, checkpoint_ns)
-                ).fetchone()
-            if row is None:
-                return None
-            stored = _stored(conn, row)
-        return decode_checkpoint(self.serde, stored)
+        stored = self._attempt(
+            lambda conn: self._read_one(conn, thread_id, checkpoint_ns, checkpoint_id),
+            "get_tuple",
+            thread_id,
+            write=False,
+        )
+        return None if stored is None else decode_checkpoint(self.serde, stored)
+
+    @staticmethod
+    def _read_one(
+        conn: sqlite3.Connection, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None
+    ) -> StoredCheckpoint | None:
+        if checkpoint_id:
+            row = conn.execute(
+                _sql.SELECT_CHECKPOINT, (thread_id, checkpoint_ns, checkpoint_id)
+            ).fetchone()
+        else:
+            row = conn.execute(_sql.SELECT_LATEST_CHECKPOINT, (thread_id, checkpoint_ns)).fetchone()
+        return None if row is None else _stored(conn, row)
 
     def list(
         self,
@@ -226,13 +289,13 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
             yield self._load_row(row)
 
     def _list_rows(self, query: tuple[str, Sequence[Any]]) -> Sequence[_CheckpointRow]:
-        with self._transaction(write=False) as conn:
-            rows: Sequence[_CheckpointRow] = conn.execute(*query).fetchall()
+        rows: Sequence[_CheckpointRow] = self._attempt(
+            lambda conn: conn.execute(*query).fetchall(), "list", write=False
+        )
         return rows
 
     def _load_row(self, row: _CheckpointRow) -> CheckpointTuple:
-        with self._transaction(write=False) as conn:
-            stored = _stored(conn, row)
+        stored = self._attempt(lambda conn: _stored(conn, row), "list", row[0], write=False)
         return decode_checkpoint(self.serde, stored)
 
     # writing
@@ -247,9 +310,12 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
         with blobs for the channels in ``new_versions`` only."""
         row, blobs = encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions)
-        with self._transaction(write=True) as conn:
+
+        def put(conn: sqlite3.Connection) -> None:
             conn.executemany(_sql.INSERT_BLOB, blobs)
             conn.execute(_sql.UPSERT_CHECKPOINT, row)
+
+        self._attempt(put, "put", row.thread_id, write=True)
         return checkpoint_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
 
     def put_writes(
@@ -269,27 +335,40 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         if len(rows) == 1:
             # one statement is its own transaction: no BEGIN/COMMIT round trips
             # for the common case of a task that made one write
-            with self._lock:
-                if not self._ready:
-                    self._setup_locked()
-                self.conn.execute(_sql.UPSERT_WRITE, rows[0])
-            return
-        with self._transaction(write=True) as conn:
-            conn.executemany(_sql.UPSERT_WRITE, rows)
+            try:
+                with self._lock:
+                    if not self._ready:
+                        self._setup_locked()
+                    self.conn.execute(_sql.UPSERT_WRITE, rows[0])
+                return
+            except sqlite3.DatabaseError:
+                pass  # let the retrying path below decide what this was
+        self._attempt(
+            lambda conn: conn.executemany(_sql.UPSERT_WRITE, rows),
+            "put_writes",
+            encoded[0][0],
+            write=True,
+        )
 
     def delete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, write and blob of ``thread_id``."""
-        with self._transaction(write=True) as conn:
+
+        def delete(conn: sqlite3.Connection) -> None:
             for statement in _sql.DELETE_THREAD:
                 conn.execute(statement, (thread_id,))
+
+        self._attempt(delete, "delete_thread", thread_id, write=True)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of one thread to another; rows
         the target already has under the same ids are replaced, the rest of the
         target is left alone."""
-        with self._transaction(write=True) as conn:
+
+        def copy(conn: sqlite3.Connection) -> None:
             for statement in _sql.COPY_THREAD:
                 conn.execute(statement, (target_thread_id, source_thread_id))
+
+        self._attempt(copy, "copy_thread", target_thread_id, write=True)
 
     def prune(
         self,
@@ -309,9 +388,12 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                 f"prune() strategy must be 'keep_latest' or 'delete', got {strategy!r}"
             )
         params = [(thread_id,) for thread_id in thread_ids]
-        with self._transaction(write=True) as conn:
+
+        def prune(conn: sqlite3.Connection) -> None:
             for statement in statements:
                 conn.executemany(statement, params)
+
+        self._attempt(prune, "prune", write=True)
 
     # one run per thread
 
@@ -344,12 +426,19 @@ class SqliteSaver(SqliteSaverCore):
 
     @classmethod
     @contextmanager
-    def from_conn_string(cls, path: str) -> Iterator[SqliteSaver]:
+    def from_conn_string(
+        cls,
+        path: str,
+        *,
+        serde: SerializerProtocol | None = None,
+        busy_timeout: float = BUSY_TIMEOUT,
+        retry: StorageRetry | None = None,
+    ) -> Iterator[SqliteSaver]:
         """A saver on the database at ``path`` (``":memory:"`` for a private,
         in-memory one), closed when the block ends."""
         conn = connect(path)
         try:
-            yield cls(conn)
+            yield cls(conn, serde=serde, busy_timeout=busy_timeout, retry=retry)
         finally:
             conn.close()
 
@@ -385,6 +474,12 @@ class _FileLock(AbstractContextManager[None]):
     def __exit__(self, *exc: object) -> None:
         fd, self.fd = self.fd, -1
         os.close(fd)  # closing the last descriptor releases the flock
+
+
+def _result_code(exc: sqlite3.DatabaseError) -> int:
+    """SQLite's primary result code of ``exc`` (-1 if it has none)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return -1 if code is None else code & 0xFF
 
 
 def _stored(conn: sqlite3.Connection, row: _CheckpointRow) -> StoredCheckpoint:

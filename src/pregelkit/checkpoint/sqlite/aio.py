@@ -20,8 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, ParamSpec, TypeVar
 
+from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.serde.base import SerializerProtocol
-from pregelkit.checkpoint.sqlite import SqliteSaverCore, connect
+from pregelkit.checkpoint.sqlite import BUSY_TIMEOUT, SqliteSaverCore, connect
 
 __all__ = ["AsyncSqliteSaver"]
 
@@ -38,19 +39,31 @@ class AsyncSqliteSaver(SqliteSaverCore):
     """
 
     def __init__(
-        self, conn: sqlite3.Connection, *, serde: SerializerProtocol | None = None
+        self,
+        conn: sqlite3.Connection,
+        *,
+        serde: SerializerProtocol | None = None,
+        busy_timeout: float = BUSY_TIMEOUT,
+        retry: StorageRetry | None = None,
     ) -> None:
-        super().__init__(conn, serde=serde)
+        super().__init__(conn, serde=serde, busy_timeout=busy_timeout, retry=retry)
         # The thread starts on first use and, idle, does not keep the process alive.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pregelkit-sqlite")
 
     @classmethod
     @asynccontextmanager
-    async def from_conn_string(cls, path: str) -> AsyncIterator[AsyncSqliteSaver]:
+    async def from_conn_string(
+        cls,
+        path: str,
+        *,
+        serde: SerializerProtocol | None = None,
+        busy_timeout: float = BUSY_TIMEOUT,
+        retry: StorageRetry | None = None,
+    ) -> AsyncIterator[AsyncSqliteSaver]:
         """A saver on the database at ``path`` (``":memory:"`` for a private,
         in-memory one), closed when the block ends."""
         conn = await asyncio.to_thread(connect, path)
-        saver = cls(conn)
+        saver = cls(conn, serde=serde, busy_timeout=busy_timeout, retry=retry)
         try:
             yield saver
         finally:

@@ -1,0 +1,206 @@
+"""PostgreSQL going away under a saver: a dropped connection, a server
+restart, a server that stays down. The saver rides out what is transient,
+says ``StorageError`` for what is not, and never writes for a thread whose
+lock went with a dropped connection.
+
+Each test owns a server of its own (module scope), so it can stop, restart
+and terminate connections without disturbing the rest of the suite."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from pregelkit.checkpoint import StorageRetry
+from pregelkit.checkpoint.base import empty_checkpoint
+from pregelkit.checkpoint.postgres import PostgresSaver
+from pregelkit.checkpoint.postgres.aio import AsyncPostgresSaver
+from pregelkit.errors import StorageError
+from pregelkit.func import entrypoint, task
+
+from pgserver import PgServer
+
+# LangGraph's documented settings for a pool shared with its saver.
+LANGGRAPH_POOL_KWARGS = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+QUICK = StorageRetry(attempts=2, initial_delay=0.05, deadline=1.0)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[PgServer]:
+    pg = PgServer(durable=True)
+    pg.start()
+    try:
+        yield pg
+    finally:
+        pg.destroy()
+
+
+@pytest.fixture
+def up(server: PgServer) -> PgServer:
+    """The server, running (a test before may have left it stopped)."""
+    try:
+        psycopg.connect(server.dsn, connect_timeout=2).close()
+    except psycopg.OperationalError:
+        server.start()
+    return server
+
+
+def _terminate_others(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        ).fetchall()
+    return len(rows)
+
+
+def _workflow(saver: Any) -> Any:
+    @task
+    def double(x: int) -> int:
+        return 2 * x
+
+    @entrypoint(checkpointer=saver)
+    def wf(xs: list[int]) -> int:
+        return sum(double(x).result() for x in xs)
+
+    return wf
+
+
+def _cfg(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+def test_pool_with_langgraph_documented_settings(up: PgServer) -> None:
+    with ConnectionPool(up.dsn, kwargs=LANGGRAPH_POOL_KWARGS, open=True) as pool:
+        saver = PostgresSaver(pool)
+        saver.setup()
+        wf = _workflow(saver)
+        assert wf.invoke([1, 2, 3], _cfg("dict-rows")) == 12
+        assert wf.get_state(_cfg("dict-rows")).values == 12
+        with saver.lock_thread("dict-rows"):
+            pass
+
+
+def test_async_pool_with_langgraph_documented_settings(up: PgServer) -> None:
+    async def main() -> None:
+        async with AsyncConnectionPool(up.dsn, kwargs=LANGGRAPH_POOL_KWARGS, open=False) as pool:
+            saver = AsyncPostgresSaver(pool)
+            await saver.setup()
+            wf = _workflow(saver)
+            assert await wf.ainvoke([1, 2, 3], _cfg("adict-rows")) == 12
+            assert (await wf.aget_state(_cfg("adict-rows"))).values == 12
+
+    asyncio.run(main())
+
+
+def test_from_conn_string_recovers_after_its_backend_is_terminated(up: PgServer) -> None:
+    with PostgresSaver.from_conn_string(up.dsn) as saver:
+        wf = _workflow(saver)
+        assert wf.invoke([1], _cfg("term-1")) == 2
+        assert _terminate_others(up.dsn) >= 1
+        assert wf.invoke([1, 2], _cfg("term-2")) == 6
+        assert wf.get_state(_cfg("term-1")).values == 2
+
+
+def test_async_from_conn_string_recovers_after_its_backend_is_terminated(up: PgServer) -> None:
+    async def main() -> None:
+        async with AsyncPostgresSaver.from_conn_string(up.dsn) as saver:
+            wf = _workflow(saver)
+            assert await wf.ainvoke([1], _cfg("aterm-1")) == 2
+            assert _terminate_others(up.dsn) >= 1
+            assert await wf.ainvoke([1, 2], _cfg("aterm-2")) == 6
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("kind", ["connection", "pool"])
+def test_serves_again_after_a_server_restart(up: PgServer, kind: str) -> None:
+    """A long-lived process: the server restarts between two runs; the next
+    run succeeds without the process doing anything."""
+    if kind == "pool":
+        pool: ConnectionPool[Any] = ConnectionPool(
+            up.dsn, min_size=2, kwargs=LANGGRAPH_POOL_KWARGS, open=True
+        )
+        saver = PostgresSaver(pool)
+    else:
+        saver = PostgresSaver(psycopg.connect(up.dsn, autocommit=True))
+    try:
+        wf = _workflow(saver)
+        assert wf.invoke([1], _cfg(f"restart-{kind}-1")) == 2
+        up.stop()
+        up.start()
+        assert wf.invoke([5], _cfg(f"restart-{kind}-2")) == 10
+        assert wf.get_state(_cfg(f"restart-{kind}-1")).values == 2
+    finally:
+        if isinstance(saver.conn, ConnectionPool):
+            saver.conn.close()
+        else:
+            saver.conn.close()
+
+
+def test_async_serves_again_after_a_server_restart(up: PgServer) -> None:
+    async def main() -> None:
+        async with AsyncPostgresSaver.from_conn_string(up.dsn) as saver:
+            wf = _workflow(saver)
+            assert await wf.ainvoke([1], _cfg("arestart-1")) == 2
+            up.stop()
+            up.start()
+            assert await wf.ainvoke([5], _cfg("arestart-2")) == 10
+
+    asyncio.run(main())
+
+
+def test_a_server_that_stays_down_is_a_storage_error(up: PgServer) -> None:
+    with PostgresSaver.from_conn_string(up.dsn, retry=QUICK) as saver:
+        saver.setup()
+        up.stop()
+        config = {"configurable": {"thread_id": "down", "checkpoint_ns": ""}}
+        with pytest.raises(StorageError) as caught:
+            saver.put(config, empty_checkpoint(), {}, {})
+        assert caught.value.thread_id == "down"
+        assert "put for thread 'down' failed after 2 tries" in str(caught.value)
+        assert "resume the thread" in str(caught.value)
+        assert isinstance(caught.value.__cause__, psycopg.OperationalError)
+        up.start()
+        saved = saver.put(config, empty_checkpoint(), {}, {})
+        assert saver.get_tuple(saved) is not None
+
+
+def test_writes_for_a_thread_whose_lock_was_lost_are_refused(up: PgServer) -> None:
+    """The connection holding a thread's advisory lock drops: another process
+    may now run that thread, so this saver must not write for it; other
+    threads' writes go on over a new connection."""
+    with PostgresSaver.from_conn_string(up.dsn) as saver:
+        saver.setup()
+        held = {"configurable": {"thread_id": "locked", "checkpoint_ns": ""}}
+        other = {"configurable": {"thread_id": "other", "checkpoint_ns": ""}}
+        with saver.lock_thread("locked"):
+            first = saver.put(held, empty_checkpoint(), {}, {})
+            _terminate_others(up.dsn)
+            with pytest.raises(StorageError, match="lock was lost"):
+                saver.put_writes(first, [("x", 1)], "task-1")
+            # the lock is really gone: another saver can take it
+            with PostgresSaver.from_conn_string(up.dsn) as rival, rival.lock_thread("locked"):
+                pass
+            saver.put(other, empty_checkpoint(), {}, {})
+            with pytest.raises(StorageError, match="lock was lost"):
+                saver.put(held, empty_checkpoint(), {}, {})
+        # the run that lost it has ended; a new run of the thread may write
+        with saver.lock_thread("locked"):
+            saver.put_writes(first, [("x", 1)], "task-1")
+        assert saver.get_tuple(first).pending_writes == [("task-1", "x", 1)]  # type: ignore[union-attr]
+
+
+def test_storage_retry_rejects_nonsense() -> None:
+    with pytest.raises(ValueError, match="attempts"):
+        StorageRetry(attempts=0)
+    with pytest.raises(ValueError, match="deadline"):
+        StorageRetry(deadline=float("nan"))
+    with pytest.raises(TypeError, match="attempts"):
+        StorageRetry(attempts=2.5)  # type: ignore[arg-type]
