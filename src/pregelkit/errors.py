@@ -146,6 +146,8 @@ class StorageError(Exception):
         self.not_saved = list(not_saved)
         """What the run could not save: one line per task's writes or checkpoint."""
         super().__init__(message)
+
+
 class NondeterminismError(RuntimeError):
     """A resumed run made a different task call than the run it resumes.
 

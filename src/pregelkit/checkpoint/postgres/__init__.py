@@ -47,6 +47,7 @@ from pregelkit.checkpoint.base import (
     RunnableConfig,
 )
 from pregelkit.checkpoint.postgres import _core
+from pregelkit.checkpoint.postgres._faults import reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 
 __all__ = ["PostgresSaver"]
@@ -73,7 +74,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         self.conn = conn
         self.retry = retry or StorageRetry()
-        self._reopen = _core.reopen_args(conn)
+        self._reopen = reopen_args(conn)
         self._conn_lock = threading.Lock()
         self._ready = False
         self._locks = _core.LockState()

@@ -42,6 +42,7 @@ from pregelkit.checkpoint.base import (
     thread_coordinates,
 )
 from pregelkit.checkpoint.postgres import _sql
+from pregelkit.checkpoint.postgres._faults import is_storage_fault, is_transient
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import StorageError, ThreadBusyError
 
@@ -182,46 +183,6 @@ async def adrive(run: Run[T], perform: Callable[[Any], Awaitable[Any]]) -> T:
 
 
 # faults
-
-
-def reopen_args(conn: Any) -> dict[str, Any] | None:
-    """How to open a connection like ``conn`` again (``None`` for a pool,
-    which reconnects by itself): its parameters, password included, and the
-    settings the saver relies on."""
-    if not isinstance(conn, psycopg.Connection | psycopg.AsyncConnection):
-        return None
-    info = conn.info
-    args: dict[str, Any] = {
-        "conninfo": info.dsn,
-        "autocommit": conn.autocommit,
-        "prepare_threshold": conn.prepare_threshold,
-        "row_factory": conn.row_factory,
-    }
-    if info.password:
-        args["password"] = info.password
-    return args
-
-
-def is_transient(exc: BaseException) -> bool:
-    """A failure another try may not meet: the connection dropped or could
-    not be made, the server is shutting down or starting, too many
-    connections, or a serialization conflict or deadlock."""
-    if isinstance(exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected):
-        return True
-    if not isinstance(exc, psycopg.OperationalError):
-        return False
-    state = exc.sqlstate
-    return state is None or state.startswith("08") or state in _TRANSIENT_STATES
-
-
-_TRANSIENT_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
-
-
-def is_storage_fault(exc: BaseException) -> bool:
-    """The database, not the statement, failed: worth a ``StorageError``."""
-    return is_transient(exc) or isinstance(
-        exc, psycopg.OperationalError | psycopg.errors.ReadOnlySqlTransaction
-    )
 
 
 def transaction(

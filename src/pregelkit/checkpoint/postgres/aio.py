@@ -38,6 +38,7 @@ from pregelkit.checkpoint.base import (
     RunnableConfig,
 )
 from pregelkit.checkpoint.postgres import _core, _sql
+from pregelkit.checkpoint.postgres._faults import reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
 
@@ -66,7 +67,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         self.conn = conn
         self.retry = retry or StorageRetry()
-        self._reopen = _core.reopen_args(conn)
+        self._reopen = reopen_args(conn)
         self._conn_lock = asyncio.Lock()
         self._ready = False
         self._locks = _core.LockState()

@@ -3,9 +3,13 @@
 Needs the ``postgres`` extra (``pip install pregelkit[postgres]``); importing
 pregelkit alone never imports psycopg. Takes a ``psycopg.Connection`` (one
 call at a time, under a lock) or a ``psycopg_pool.ConnectionPool``. Each
-batch is one transaction. Semantic search needs no extension: vectors are
-``real[]`` columns scored by exact cosine similarity in SQL (see
-``docs/storage.md`` for the sizes this stays fast at).
+batch is one transaction, tried again after a dropped connection or a
+server restart as the checkpoint savers do (``retry=``, a
+:class:`~pregelkit.checkpoint.StorageRetry`), on a new connection if its own
+broke; past the budget it raises :class:`~pregelkit.errors.StorageError`.
+Semantic search needs no extension: vectors are ``real[]`` columns scored
+by exact cosine similarity in SQL (see ``docs/storage.md`` for the sizes
+this stays fast at).
 
 What each batch does is decided in ``pregelkit.store._sqlcore``, shared with
 the SQLite stores and with
@@ -18,6 +22,7 @@ import asyncio
 import concurrent.futures
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
@@ -27,6 +32,8 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
+from pregelkit.checkpoint._faults import Attempts, StorageRetry
+from pregelkit.checkpoint.postgres._faults import pause_or_raise, reopen_args
 from pregelkit.store import _index, _sqlcore
 from pregelkit.store._sweeper import ThreadSweeper, interval_minutes
 from pregelkit.store.base import BaseStore, IndexConfig, Op, Result, TTLConfig
@@ -78,6 +85,10 @@ class PostgresStoreCore(BaseStore):
         self._dialect = _sql.PostgresDialect()
         self._ready = False
 
+    def _faults(self, conn: Any, retry: StorageRetry | None) -> None:
+        self.retry = retry or StorageRetry()
+        self._reopen = reopen_args(conn)
+
     def _plan(self, ops: list[Op], embedded: _index.Embedded | None) -> _sqlcore.Plan:
         return _sqlcore.run_batch(self._dialect, ops, embedded, self._deserialize)
 
@@ -101,11 +112,13 @@ class PostgresStore(PostgresStoreCore):
         deserializer: Callable[[Any], dict[str, Any]] | None = None,
         index: IndexConfig | Mapping[str, Any] | None = None,
         ttl: TTLConfig | None = None,
+        retry: StorageRetry | None = None,
     ) -> None:
         """``pipe`` is accepted for LangGraph compatibility and not used: a
         batch is sent as one transaction either way."""
         self.conn = conn
         self._configure(deserializer, index, ttl)
+        self._faults(conn, retry)
         self._conn_lock = threading.Lock()
         self._sweeper = ThreadSweeper(self.sweep_ttl)
 
@@ -142,7 +155,7 @@ class PostgresStore(PostgresStoreCore):
             yield store
         finally:
             store.stop_ttl_sweeper()
-            conn.close()
+            store.conn.close()
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -166,31 +179,48 @@ class PostgresStore(PostgresStoreCore):
     def setup(self) -> None:
         """Create or migrate the tables (idempotent; also done on first use);
         several processes may run it at once."""
-        self._transaction(setup_plan())
-        self._ready = True
+        self._run(setup_plan)
 
-    def _run(self, plan: _sqlcore.Plan, single: bool = False) -> Any:
-        if not self._ready:
-            self.setup()
-        return self._transaction(plan, single)
+    def _run(self, make: Callable[[], _sqlcore.Plan], single: bool = False) -> Any:
+        """The plan ``make()`` builds in a transaction, built and run again
+        after a transient failure (every batch is safe to repeat)."""
+        attempts = Attempts(self.retry)
+        while True:
+            attempts.tries += 1
+            try:
+                if not self._ready:
+                    self._transaction(setup_plan())
+                    self._ready = True
+                return self._transaction(make(), single)
+            except psycopg.Error as exc:
+                time.sleep(pause_or_raise(attempts, exc, "PostgreSQL store", "batch"))
+                self._reconnect()
+
+    def _reconnect(self) -> None:
+        if isinstance(self.conn, ConnectionPool):
+            self.conn.check()
+            return
+        with self._conn_lock:
+            if (self.conn.closed or self.conn.broken) and self._reopen is not None:
+                self.conn = psycopg.Connection.connect(**self._reopen)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order, in one transaction."""
         checked = self.validate_ops(ops)
         embedded = _index.embed(self._index, checked)
-        return list(self._run(self._plan(checked, embedded), self._single(checked)))
+        return list(self._run(partial(self._plan, checked, embedded), self._single(checked)))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """:meth:`batch` for async code: the embedder is awaited, the
         database is reached from a worker thread."""
         checked = self.validate_ops(ops)
         embedded = await _index.aembed(self._index, checked)
-        plan = self._plan(checked, embedded)
+        plan = partial(self._plan, checked, embedded)
         return list(await asyncio.to_thread(self._run, plan, self._single(checked)))
 
     def sweep_ttl(self) -> int:
         """Delete the expired items now; returns how many."""
-        return int(self._run(_sqlcore.sweep(self._dialect)))
+        return int(self._run(partial(_sqlcore.sweep, self._dialect)))
 
     def start_ttl_sweeper(
         self, sweep_interval_minutes: int | None = None

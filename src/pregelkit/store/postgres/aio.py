@@ -19,6 +19,8 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
+from pregelkit.checkpoint._faults import Attempts, StorageRetry
+from pregelkit.checkpoint.postgres._faults import pause_or_raise
 from pregelkit.store import _index, _sqlcore
 from pregelkit.store._sweeper import TaskSweeper, interval_minutes
 from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig
@@ -42,10 +44,12 @@ class AsyncPostgresStore(PostgresStoreCore):
         deserializer: Callable[[Any], dict[str, Any]] | None = None,
         index: IndexConfig | Mapping[str, Any] | None = None,
         ttl: TTLConfig | None = None,
+        retry: StorageRetry | None = None,
     ) -> None:
         """``pipe`` is accepted for LangGraph compatibility and not used."""
         self.conn = conn
         self._configure(deserializer, index, ttl)
+        self._faults(conn, retry)
         self._conn_lock = asyncio.Lock()
         self._sweeper = TaskSweeper(self.sweep_ttl)
         try:
@@ -87,7 +91,7 @@ class AsyncPostgresStore(PostgresStoreCore):
             yield store
         finally:
             await store.stop_ttl_sweeper()
-            await conn.close()
+            await store.conn.close()
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -111,19 +115,36 @@ class AsyncPostgresStore(PostgresStoreCore):
 
     async def setup(self) -> None:
         """Create or migrate the tables (idempotent; also done on first use)."""
-        await self._transaction(setup_plan())
-        self._ready = True
+        await self._run(setup_plan)
 
-    async def _run(self, plan: _sqlcore.Plan, single: bool = False) -> Any:
-        if not self._ready:
-            await self.setup()
-        return await self._transaction(plan, single)
+    async def _run(self, make: Callable[[], _sqlcore.Plan], single: bool = False) -> Any:
+        """As ``PostgresStore._run``."""
+        attempts = Attempts(self.retry)
+        while True:
+            attempts.tries += 1
+            try:
+                if not self._ready:
+                    await self._transaction(setup_plan())
+                    self._ready = True
+                return await self._transaction(make(), single)
+            except psycopg.Error as exc:
+                await asyncio.sleep(pause_or_raise(attempts, exc, "PostgreSQL store", "batch"))
+                await self._reconnect()
+
+    async def _reconnect(self) -> None:
+        if isinstance(self.conn, AsyncConnectionPool):
+            await self.conn.check()
+            return
+        async with self._conn_lock:
+            if (self.conn.closed or self.conn.broken) and self._reopen is not None:
+                self.conn = await psycopg.AsyncConnection.connect(**self._reopen)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order, in one transaction."""
         checked = self.validate_ops(ops)
         embedded = await _index.aembed(self._index, checked)
-        return list(await self._run(self._plan(checked, embedded), self._single(checked)))
+        plan = partial(self._plan, checked, embedded)
+        return list(await self._run(plan, self._single(checked)))
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` from a thread other than the store's loop."""
@@ -131,7 +152,7 @@ class AsyncPostgresStore(PostgresStoreCore):
 
     async def sweep_ttl(self) -> int:
         """Delete the expired items now; returns how many."""
-        return int(await self._run(_sqlcore.sweep(self._dialect)))
+        return int(await self._run(partial(_sqlcore.sweep, self._dialect)))
 
     async def start_ttl_sweeper(
         self, sweep_interval_minutes: int | None = None

@@ -1,0 +1,64 @@
+"""Which PostgreSQL failures a saver or store rides out, and how it
+reconnects: shared by the savers and the PostgreSQL stores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from pregelkit.checkpoint._faults import Attempts, storage_error
+
+__all__ = ["is_storage_fault", "is_transient", "pause_or_raise", "reopen_args"]
+
+
+def reopen_args(conn: Any) -> dict[str, Any] | None:
+    """How to open a connection like ``conn`` again (``None`` for a pool,
+    which reconnects by itself): its parameters, password included, and the
+    settings the saver relies on."""
+    if not isinstance(conn, psycopg.Connection | psycopg.AsyncConnection):
+        return None
+    info = conn.info
+    args: dict[str, Any] = {
+        "conninfo": info.dsn,
+        "autocommit": conn.autocommit,
+        "prepare_threshold": conn.prepare_threshold,
+        "row_factory": conn.row_factory,
+    }
+    if info.password:
+        args["password"] = info.password
+    return args
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A failure another try may not meet: the connection dropped or could
+    not be made, the server is shutting down or starting, too many
+    connections, or a serialization conflict or deadlock."""
+    if isinstance(exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _TRANSIENT_STATES
+
+
+_TRANSIENT_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+
+
+def is_storage_fault(exc: BaseException) -> bool:
+    """The database, not the statement, failed: worth a ``StorageError``."""
+    return is_transient(exc) or isinstance(
+        exc, psycopg.OperationalError | psycopg.errors.ReadOnlySqlTransaction
+    )
+
+
+def pause_or_raise(attempts: Attempts, exc: psycopg.Error, what: str, operation: str) -> float:
+    """After ``exc``: how long to wait before trying again; re-raises ``exc``
+    when it is not the database's fault, and raises ``StorageError`` when no
+    further try is due."""
+    if not is_storage_fault(exc):
+        raise exc
+    delay = attempts.pause_after_failure(is_transient(exc))
+    if delay is None:
+        raise storage_error(what, operation, None, exc, tries=attempts.tries) from exc
+    return delay
