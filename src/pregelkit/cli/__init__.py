@@ -183,6 +183,13 @@ def _command(words: list[str], as_json: bool, out: TextIO) -> int:
     except BrokenPipeError:
         raise
     except Exception as exc:
+        from pregelkit.errors import CheckpointCorruptError
+
+        if isinstance(exc, CheckpointCorruptError):  # stored data the saver refuses to load
+            _fail_line(f"error: {exc}")
+            if as_json:
+                _print_error(out, "database", str(exc), None)
+            return 2
         # a bug, or a failure nobody foresaw (a driver's error mid-command)
         traceback.print_exception(exc)
         _fail_line(f"internal error: {type(exc).__name__}: {exc}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shlex
@@ -103,7 +104,8 @@ def _execute(
     outcome = RunOutcome()
     with (
         Progress(out, enabled=not as_json and out.isatty()) as progress,
-        _whole_lines(progress, out),
+        # under --json the workflow's prints already go to stderr (_streams)
+        contextlib.nullcontext() if as_json else _whole_lines(progress, out),
     ):
 
         def on_chunk(mode: str, chunk: Any) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -38,14 +39,17 @@ class Target:
     root: str | None = None
     """The ``sys.path`` directory the module was resolved from."""
 
-    def record(self) -> dict[str, Any]:
-        """What ``resume`` needs to import exactly this again (JSON data)."""
-        return {
-            "file": self.file,
-            "attr": self.spec.rpartition(":")[2],
-            "module": self.module,
-            "root": self.root,
-        }
+    def record(self) -> str:
+        """What ``resume`` needs to import exactly this again, as JSON text
+        (checkpoint metadata keeps only scalar values)."""
+        return json.dumps(
+            {
+                "file": self.file,
+                "attr": self.spec.rpartition(":")[2],
+                "module": self.module,
+                "root": self.root,
+            }
+        )
 
 
 def _split(spec: str) -> tuple[str, str]:
@@ -90,6 +94,11 @@ def load_target(spec: str) -> Target:
 def load_recorded(spec: str, recorded: Any, thread_id: str) -> Target:
     """The workflow ``run`` recorded for ``thread_id``, from where it was
     found then; an error saying what changed if it is not there any more."""
+    if isinstance(recorded, str):
+        try:
+            recorded = json.loads(recorded)
+        except ValueError:
+            recorded = None
     if not isinstance(recorded, dict) or not isinstance(recorded.get("file"), str):
         return load_target(spec)  # recorded before targets were: as given then
     file, name = recorded["file"], str(recorded.get("attr") or _split(spec)[1])

@@ -38,7 +38,8 @@ class FileLock(AbstractContextManager[None]):
 
     def __enter__(self) -> None:
         while True:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(os.path.dirname(self.path))  # beside the database, which exists
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             except FileNotFoundError:
