@@ -198,6 +198,12 @@ def test_a_real_server_with_a_password_never_shows_it(
     results.append(cli(workdir, "run", "flows:chain", "[1]", "--traceback", "--db", url, "--json"))
     for res in results:
         _assert_no_secret(res)
+    from pregelkit.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(dsn) as saver, saver.lock_thread("pw"):
+        held = cli(workdir, "threads", "--json", "--db", url)
+    assert {r["thread_id"]: r["status"] for r in json.loads(held.out)}["pw"] == "running"
+    assert "running" not in cli(workdir, "threads", "--db", url).out
     assert results[0].events()[0]["db"] == url.replace(SECRET, "***")
     assert results[-2].lines[-1] == "result: {'total': 5, 'published': True}"
     assert results[-1].code == 1 and "Traceback" in results[-1].err
@@ -349,7 +355,7 @@ def test_lock_files_do_not_pile_up_and_delete_removes_them(workdir: Path) -> Non
     locks = workdir / "pregelkit.sqlite.locks"
     for n in range(3):
         assert cli(workdir, "run", "flows:points", str(n), "--thread", f"t{n}").code == 0
-    assert not locks.exists()
+    assert os.listdir(locks) == []
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "pregelkit", "run", "flows:slow", "30", "--thread", "killed"],
@@ -367,7 +373,7 @@ def test_lock_files_do_not_pile_up_and_delete_removes_them(workdir: Path) -> Non
     assert _status(workdir, "killed") == "pending"
     res = cli(workdir, "delete", "killed")
     assert res.code == 0, res.err
-    assert not locks.exists()
+    assert os.listdir(locks) == []
 
 
 def _status(cwd: Path, thread_id: str) -> str | None:
@@ -387,7 +393,7 @@ def _wait_for_status(cwd: Path, thread_id: str, status: str) -> None:
 def test_threads_shows_a_run_in_progress_as_running(workdir: Path) -> None:
     assert cli(workdir, "run", "flows:points", "1", "--thread", "first").code == 0
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pregelkit", "run", "flows:slow", "2", "--thread", "busy"],
+        [sys.executable, "-m", "pregelkit", "run", "flows:slow", "10", "--thread", "busy"],
         cwd=workdir,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -401,7 +407,7 @@ def test_threads_shows_a_run_in_progress_as_running(workdir: Path) -> None:
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert _status(workdir, "busy") == "done"
-    assert os.listdir(workdir).count("pregelkit.sqlite.locks") == 0
+    assert os.listdir(workdir / "pregelkit.sqlite.locks") == []
 
 
 # the guide shows what the command really prints

@@ -27,8 +27,8 @@ _PROC_LOCKS = "/proc/locks"
 
 class FileLock(AbstractContextManager[None]):
     """An exclusive ``flock`` on ``path``: per open file, so it excludes other
-    threads of this process as well as other processes. The file (and its
-    directory, once empty) is removed when the lock is released."""
+    threads of this process as well as other processes. The file is removed
+    when the lock is released; the directory stays (one empty directory)."""
 
     def __init__(self, path: str, thread_id: str, wait: bool) -> None:
         self.path = path
@@ -38,12 +38,12 @@ class FileLock(AbstractContextManager[None]):
 
     def __enter__(self) -> None:
         while True:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(os.path.dirname(self.path))  # beside the database, which exists
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            except FileNotFoundError:
-                continue  # the directory was removed by a releasing holder: make it again
+            except FileNotFoundError:  # no lock directory yet (or it was removed): make it
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(os.path.dirname(self.path))  # beside the database, which exists
+                continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX if self.wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -61,8 +61,6 @@ class FileLock(AbstractContextManager[None]):
         fd, self.fd = self.fd, -1
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)  # still holding it: nobody can lock this file and keep it
-        with contextlib.suppress(OSError):
-            os.rmdir(os.path.dirname(self.path))  # only if empty
         os.close(fd)  # closing the last descriptor releases the flock
 
 
