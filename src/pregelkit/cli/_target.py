@@ -123,8 +123,9 @@ def load_recorded(spec: str, recorded: Any, thread_id: str) -> Target:
 
 
 def _import_recorded_module(name: str, root: str, file: str, fix: str) -> Any:
-    """Import module ``name`` from ``root`` alone: the current directory (which
-    ``python -m`` puts first) must not supply a same-named module."""
+    """Import module ``name`` as found from ``root``, put first on ``sys.path``
+    with the current directory (which ``python -m`` puts first) taken off, so
+    a same-named module there is never imported; checked before it runs."""
     cwd = os.getcwd()
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or cwd) != cwd or p == root]
     if root in sys.path:
