@@ -9,9 +9,13 @@ import urllib.parse
 from collections.abc import Iterable
 
 MASK = "***"
+_LITERAL_MIN = 4
+"""Shorter passwords are masked where they stand in a URL or keyword string,
+not wherever their letters occur (that would garble every message)."""
 
-# scheme://user:PASSWORD@host (the password may hold anything but "@" and "/")
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^@/\s]*(?=@)")
+# scheme://user:PASSWORD@host (up to the last "@" before the path, should a
+# password hold an unencoded "@")
+_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^/\s]*(?=@)")
 # password=secret, password='sec ret', ?password=secret&..., PGPASSWORD=secret
 _KEYWORD_PASSWORD = re.compile(
     r"(?P<head>\b(?:pg)?pass(?:word)?\s*=\s*)(?:'(?:[^'\\]|\\.)*'|[^\s&;'\"]+)", re.IGNORECASE
@@ -52,5 +56,6 @@ class Redactor:
         text = _URL_PASSWORD.sub(lambda m: m.group("head") + MASK, text)
         text = _KEYWORD_PASSWORD.sub(lambda m: m.group("head") + MASK, text)
         for secret in self.secrets:
-            text = text.replace(secret, MASK)
+            if len(secret) >= _LITERAL_MIN:
+                text = text.replace(secret, MASK)
         return text
