@@ -382,20 +382,19 @@ def test_history_table_and_json(workdir: Path) -> None:
         "CHECKPOINT",
         "STEP",
         "SOURCE",
-        "NEXT",
         "TASKS",
         "WRITES",
         "INTERRUPTS",
         "TIME",
     ]
     first, second = (line.split() for line in table.lines[2:])
-    assert first[1:4] == ["-1", "input", "report"]
+    assert first[1:7] == ["-1", "input", "3:", "report,", "report[0],", "report[1]"]
     assert second[1:4] == ["0", "loop", "-"]
 
     rows = json.loads(cli(workdir, "history", "h", "--json").out)
     assert [r["step"] for r in rows] == [-1, 0]
-    assert rows[0]["next"] == ["report"]
-    assert rows[0]["tasks"] == 3  # two fetch calls and the entrypoint
+    # the entrypoint and its two task calls (named by the entrypoint that made them)
+    assert sorted(rows[0]["tasks"]) == ["report", "report[0]", "report[1]"]
     assert rows[1]["writes"] == 0
     assert rows[0]["checkpoint_id"] < rows[1]["checkpoint_id"]
 
@@ -408,14 +407,16 @@ def test_show_latest_by_prefix_and_json(workdir: Path) -> None:
     assert "channel values:" in res.lines
     assert any(line.split()[:2] == ["__start__", "[3]"] for line in res.lines)
     writes = [line.split() for line in res.lines if "__return__" in line]
-    assert writes and writes[0][-1] == "9"
-    assert res.lines[-1].endswith("] total 9: publish?")
+    assert writes and writes[0][0] == "report[0]" and writes[0][-1] == "9"
+    assert res.lines[-1].endswith("] total 9: publish? (task report)")
 
     data = json.loads(cli(workdir, "show", "s", "--json").out)
     assert data["channel_values"] == {"__start__": [3]}
-    assert {"channel": "__return__", "value": 9} in [
-        {k: w[k] for k in ("channel", "value")} for w in data["pending_writes"]
+    assert {"task": "report[0]", "channel": "__return__", "value": 9} in [
+        {k: w[k] for k in ("task", "channel", "value")} for w in data["pending_writes"]
     ]
+    (waiting,) = data["interrupts"]
+    assert waiting["task"] == "report" and waiting["value"] == "total 9: publish?"
     checkpoint_id = data["checkpoint_id"]
     by_prefix = cli(workdir, "show", "s", checkpoint_id[:13], "--json")
     assert json.loads(by_prefix.out)["checkpoint_id"] == checkpoint_id
@@ -425,11 +426,15 @@ def test_show_latest_by_prefix_and_json(workdir: Path) -> None:
     assert "has no checkpoint 'ffffffff'" in missing.err
 
 
-def test_show_loads_values_of_the_workflows_own_classes(workdir: Path) -> None:
+def test_show_names_values_of_the_workflows_own_classes_without_importing(
+    workdir: Path,
+) -> None:
     cli(workdir, "run", "flows:points", "4", "--thread", "p")
     res = cli(workdir, "show", "p")
     assert res.code == 0, res.err
-    assert any(line.split()[:2] == ["__end__", "Point(16)"] for line in res.lines)
+    assert any(line.split()[:3] == ["__end__", "<flows.Point", "x=16>"] for line in res.lines)
+    data = json.loads(cli(workdir, "show", "p", "--json").out)
+    assert data["channel_values"]["__end__"] == {"type": "flows.Point", "state": {"x": 16}}
 
 
 def test_delete(workdir: Path) -> None:
@@ -538,8 +543,8 @@ def test_resume_needs_the_entrypoint_when_none_was_recorded(workdir: Path) -> No
         sys.modules.pop("flows", None)
     res = cli(workdir, "resume", "x", '"yes"')
     assert res.code == 2
-    assert "pass --entrypoint MODULE:NAME" in res.err
-    ok = cli(workdir, "resume", "x", '"yes"', "--entrypoint", "flows:report")
+    assert "pass --target MODULE:NAME" in res.err
+    ok = cli(workdir, "resume", "x", '"yes"', "--target", "flows:report")
     assert ok.code == 0, ok.err
     assert ok.lines[-1] == "result: {'total': 25, 'published': True}"
 

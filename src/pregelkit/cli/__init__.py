@@ -12,10 +12,12 @@ a PostgreSQL database (``--db postgresql://...``)::
     pregelkit show THREAD [CHECKPOINT]
     pregelkit delete THREAD
 
-Every command prints readable tables, or JSON with ``--json``. Mistakes in
-the command line or the environment (an unknown thread, an unreadable
-database, an entrypoint that cannot be found) exit with status 2 and a
-message saying what to do; a workflow that fails exits with status 1.
+Every command prints readable tables, or JSON with ``--json`` (then stdout
+holds JSON alone, errors included). Mistakes in the command line or the
+environment (an unknown thread, an unreadable database, an entrypoint that
+cannot be found) exit with status 2 and a message saying what to do; a
+workflow that fails exits with status 1. Inspecting never imports workflow
+code, and passwords in ``--db`` are never printed.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from collections.abc import Sequence
+from typing import NoReturn, TextIO
 
 from pregelkit.cli._commands import (
     cmd_delete,
@@ -35,21 +39,30 @@ from pregelkit.cli._commands import (
 )
 from pregelkit.cli._db import DEFAULT_DB
 from pregelkit.cli._errors import CliError
-from pregelkit.cli._render import _fail_line
+from pregelkit.cli._render import _fail_line, _print_error
+from pregelkit.cli._secrets import Redactor
+from pregelkit.cli._streams import broken_pipe, command_streams
 
 __all__ = ["main"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes become ``CliError``s, so ``--json`` reports them as JSON."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{message} (see `{self.prog} --help`)")
+
+
 def _parser() -> argparse.ArgumentParser:
     default_db = os.environ.get("PREGELKIT_DB", DEFAULT_DB)
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--db",
         default=argparse.SUPPRESS,
         help=f"SQLite file or postgresql:// URL (default: $PREGELKIT_DB or {DEFAULT_DB})",
     )
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pregelkit",
         description="Run, resume and inspect durable pregelkit workflows.",
         epilog="Exit status: 0 done or waiting at an interrupt, 1 the workflow failed, "
@@ -60,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run_opts = argparse.ArgumentParser(add_help=False)
+    run_opts = _Parser(add_help=False)
     run_opts.add_argument("--cache", help="SQLite file for the tasks' cache (CachePolicy)")
     run_opts.add_argument(
         "--durability",
@@ -95,9 +108,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("thread", metavar="THREAD")
     p.add_argument("value", nargs="?", metavar="VALUE_JSON", help="the answer, as JSON")
     p.add_argument(
+        "--target",
         "--entrypoint",
+        dest="target",
         metavar="MODULE:NAME",
-        help="the workflow (default: the one `pregelkit run` recorded)",
+        help="the workflow, if it moved since `pregelkit run` recorded it (default: the "
+        "recorded one, imported from where it was found then)",
     )
     p.set_defaults(func=cmd_resume)
 
@@ -106,7 +122,6 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("history", parents=[common], help="a thread's checkpoints, oldest first")
     p.add_argument("thread", metavar="THREAD")
-    p.add_argument("--entrypoint", metavar="MODULE:NAME", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_history)
 
     p = sub.add_parser(
@@ -116,7 +131,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "checkpoint", nargs="?", metavar="CHECKPOINT", help="id or prefix (default: latest)"
     )
-    p.add_argument("--entrypoint", metavar="MODULE:NAME", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("delete", parents=[common], help="delete a thread's checkpoints")
@@ -131,18 +145,56 @@ def _version() -> str:
     return f"pregelkit {__version__}"
 
 
+def _db_locations(argv: Sequence[str]) -> list[str]:
+    """Every database location the command line may name, so its password is
+    masked even in errors raised before the arguments are parsed."""
+    found = [os.environ.get("PREGELKIT_DB", "")]
+    for i, word in enumerate(argv):
+        if word == "--db" and i + 1 < len(argv):
+            found.append(argv[i + 1])
+        elif word.startswith("--db="):
+            found.append(word[len("--db=") :])
+    return [f for f in found if f]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    out = sys.stdout
+    words = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in words
     try:
+        with command_streams(as_json, Redactor(_db_locations(words))) as out:
+            return _command(words, as_json, out)
+    except BrokenPipeError:
+        return broken_pipe()
+
+
+def _command(words: list[str], as_json: bool, out: TextIO) -> int:
+    try:
+        args = _parser().parse_args(words)
         status: int = args.func(args, out)
     except CliError as exc:
         _fail_line(f"error: {exc}")
+        if as_json:
+            _print_error(out, exc.kind, str(exc), exc.thread_id)
         return 2
     except KeyboardInterrupt:
         _fail_line("interrupted")
         return 130
+    except BrokenPipeError:
+        raise
+    except Exception as exc:
+        from pregelkit.errors import CheckpointCorruptError
+
+        if isinstance(exc, CheckpointCorruptError):  # stored data the saver refuses to load
+            _fail_line(f"error: {exc}")
+            if as_json:
+                _print_error(out, "database", str(exc), None)
+            return 2
+        # a bug, or a failure nobody foresaw (a driver's error mid-command)
+        traceback.print_exception(exc)
+        _fail_line(f"internal error: {type(exc).__name__}: {exc}")
+        if as_json:
+            _print_error(out, "internal", f"{type(exc).__name__}: {exc}", None)
+        return 1
     out.flush()
     return status

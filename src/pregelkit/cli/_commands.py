@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import shlex
 import traceback
 import uuid
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from pregelkit.cli._db import DEFAULT_DB, ENTRYPOINT_KEY, Database, open_database
+from pregelkit.cli._db import DEFAULT_DB, ENTRYPOINT_KEY, TARGET_KEY, Database, open_database
 from pregelkit.cli._errors import CliError
 from pregelkit.cli._render import (
     Progress,
@@ -23,13 +24,16 @@ from pregelkit.cli._render import (
     _fail_line,
     _interrupt_cell,
     _jsonable,
+    _print_error,
     _print_json,
     _short,
     _table,
     _when,
     _whole_lines,
 )
-from pregelkit.cli._target import Target, _try_load, load_target
+from pregelkit.cli._secrets import Redactor
+from pregelkit.cli._status import ERROR, interrupts_of, task_label, thread_status
+from pregelkit.cli._target import Target, load_recorded, load_target
 
 if TYPE_CHECKING:
     from pregelkit.checkpoint.base import CheckpointTuple
@@ -39,7 +43,6 @@ if TYPE_CHECKING:
 
 _NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
 _INTERRUPT = "__interrupt__"
-_ERROR = "__error__"
 
 
 @dataclass
@@ -95,13 +98,14 @@ def _execute(
     graph = _bound(target, db, args.cache)
     config: dict[str, Any] = {
         "configurable": {"thread_id": thread_id},
-        "metadata": {ENTRYPOINT_KEY: target.spec},
+        "metadata": {ENTRYPOINT_KEY: target.spec, TARGET_KEY: target.record()},
     }
     as_json = args.json
     outcome = RunOutcome()
     with (
         Progress(out, enabled=not as_json and out.isatty()) as progress,
-        _whole_lines(progress, out),
+        # under --json the workflow's prints already go to stderr (_streams)
+        contextlib.nullcontext() if as_json else _whole_lines(progress, out),
     ):
 
         def on_chunk(mode: str, chunk: Any) -> None:
@@ -131,6 +135,8 @@ def _execute(
                 f"{_resume_command(args, thread_id, None)}"
             )
             return 130
+        except BrokenPipeError:
+            raise  # stdout's reader went away: exit quietly
         except Exception as exc:
             outcome.error = exc
     return _report(args, db, graph, thread_id, config, outcome, out)
@@ -152,22 +158,23 @@ def _report(
         if isinstance(exc, ThreadBusyError):
             raise CliError(
                 f"thread {thread_id!r} is being run by another process; wait for that run to "
-                "finish (`pregelkit threads` shows its status)"
+                "finish (`pregelkit threads` shows its status)",
+                kind="thread_busy",
+                thread_id=thread_id,
             )
         if args.traceback:
             traceback.print_exception(exc)
         message = f"{type(exc).__name__}: {exc}"
         again = _resume_command(args, thread_id, None)
         if args.json:
-            _print_json(
-                {"event": "error", "thread_id": thread_id, "error": message, "retry": again}, out
+            _print_error(
+                out, "workflow", message, thread_id, exception=type(exc).__name__, resume=again
             )
-        else:
-            _fail_line(
-                f"the workflow failed: {message}\nFinished tasks are saved; after fixing the "
-                f"cause, continue with: {again}"
-                + ("" if args.traceback else "\n(--traceback shows where it failed)")
-            )
+        _fail_line(
+            f"the workflow failed: {message}\nFinished tasks are saved; after fixing the "
+            f"cause, continue with: {again}"
+            + ("" if args.traceback else "\n(--traceback shows where it failed)")
+        )
         return 1
     if outcome.interrupts:
         resume = _resume_command(args, thread_id, outcome.interrupts)
@@ -196,7 +203,12 @@ def _report(
 
 
 def _db_args(args: argparse.Namespace) -> list[str]:
-    return [] if args.db == DEFAULT_DB else ["--db", args.db]
+    """``--db`` for a printed command, unless the default (or $PREGELKIT_DB,
+    which the user's shell still has) names the database; a password shows as
+    ``***`` (give it again, or through PGPASSWORD or ~/.pgpass)."""
+    if args.db in (DEFAULT_DB, os.environ.get("PREGELKIT_DB")):
+        return []
+    return ["--db", Redactor().mask(args.db)]
 
 
 def _resume_command(
@@ -235,7 +247,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                 "existing thread (--thread ID)"
             )
         if args.json:
-            _print_json({"event": "start", "thread_id": thread_id, "db": args.db}, out)
+            _print_json({"event": "start", "thread_id": thread_id, "db": db.shown}, out)
         else:
             out.write(f"thread: {thread_id}\n")
             out.flush()
@@ -249,37 +261,56 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
     with open_database(args.db, create=False) as db:
         thread_id = args.thread
         _require_thread(db, thread_id)
-        spec = args.entrypoint or db.entrypoint_of(thread_id)
-        if spec is None:
-            raise CliError(
-                f"thread {thread_id!r} does not say which workflow it runs (it was not started "
-                "by `pregelkit run`): pass --entrypoint MODULE:NAME"
-            )
-        target = load_target(spec)
+        target = _resume_target(args, db, thread_id)
         graph = target.graph.copy(checkpointer=db.saver)
         state = graph.get_state({"configurable": {"thread_id": thread_id}})
         if value is not None and not state.interrupts:
             raise CliError(
                 f"thread {thread_id!r} is not waiting for an answer "
                 f"({'nothing left to run' if not state.next else 'it can continue'}); "
-                f"`pregelkit history {thread_id}` shows what happened"
+                f"`pregelkit history {thread_id}` shows what happened",
+                kind="not_resumable",
+                thread_id=thread_id,
             )
         if value is None and state.interrupts:
             raise CliError(
                 f"thread {thread_id!r} is waiting for an answer: give it as VALUE_JSON, e.g. "
-                f"{_resume_command(args, thread_id, state.interrupts)}"
+                f"{_resume_command(args, thread_id, state.interrupts)}",
+                thread_id=thread_id,
             )
         if value is None and not state.next:
-            raise CliError(f"thread {thread_id!r} has finished: there is nothing to resume")
+            raise CliError(
+                f"thread {thread_id!r} has finished: there is nothing to resume",
+                kind="not_resumable",
+                thread_id=thread_id,
+            )
         if value is not None:
             _check_answer(args, thread_id, value, state.interrupts)
         if args.json:
-            _print_json({"event": "start", "thread_id": thread_id, "db": args.db}, out)
+            _print_json({"event": "start", "thread_id": thread_id, "db": db.shown}, out)
         else:
             out.write(f"thread: {thread_id}\n")
             out.flush()
         run_input = Command(resume=value) if value is not None else None
         return _execute(args, db, target, thread_id, run_input, out)
+
+
+def _resume_target(args: argparse.Namespace, db: Database, thread_id: str) -> Target:
+    """The workflow to resume: ``--target`` if given (the user's choice), else
+    the one ``run`` recorded, from where it was found then. Importing it runs
+    its module: only because the user asked to resume this thread."""
+    if args.target:
+        return load_target(args.target)
+    meta = db.metadata_of(thread_id)
+    spec = meta.get(ENTRYPOINT_KEY)
+    if not isinstance(spec, str):
+        raise CliError(
+            f"thread {thread_id!r} does not say which workflow it runs (it was not started "
+            "by `pregelkit run`): pass --target MODULE:NAME",
+            kind="target",
+            thread_id=thread_id,
+        )
+    return load_recorded(spec, meta.get(TARGET_KEY), thread_id)
 
 
 def _check_answer(
@@ -293,12 +324,14 @@ def _check_answer(
         unknown = sorted(k for k in value if k not in ids)
         raise CliError(
             f"thread {thread_id!r} has no pending interrupt {unknown[0]!r}; pending: "
-            f"{', '.join(sorted(ids))}"
+            f"{', '.join(sorted(ids))}",
+            thread_id=thread_id,
         )
     if len(ids) > 1:
         raise CliError(
             f"thread {thread_id!r} waits at {len(ids)} interrupts: answer them by id, e.g. "
-            f"{_resume_command(args, thread_id, pending)}"
+            f"{_resume_command(args, thread_id, pending)}",
+            thread_id=thread_id,
         )
 
 
@@ -309,8 +342,10 @@ def _looks_like_id(key: str) -> bool:
 def _require_thread(db: Database, thread_id: str) -> None:
     if not db.has_thread(thread_id):
         raise CliError(
-            f"unknown thread {thread_id!r} in {db.location!r}: `pregelkit threads` lists the "
-            "threads there"
+            f"unknown thread {thread_id!r} in {db.shown!r}: `pregelkit threads` lists the "
+            "threads there",
+            kind="unknown_thread",
+            thread_id=thread_id,
         )
 
 
@@ -330,69 +365,18 @@ def _load_tuples(
             return [found] if found is not None else []
         return list(db.saver.list({"configurable": conf}))
     except CheckpointCorruptError as exc:
-        raise CliError(
-            f"{exc}\nIf the thread stores instances of your own classes, pass --entrypoint "
-            "MODULE:NAME (or run from the directory the workflow was started in) so their "
-            "module is imported and allowed"
-        ) from None
-
-
-def _status(target: Target | None, db: Database, tup: CheckpointTuple) -> str:
-    """done, interrupted, failed or pending: planned with the workflow when it
-    can be imported, else guessed from the latest checkpoint's pending writes."""
-    if target is not None:
-        thread_id = tup.config["configurable"]["thread_id"]
-        try:
-            graph = target.graph.copy(checkpointer=db.saver)
-            state = graph.get_state({"configurable": {"thread_id": thread_id}})
-        except Exception:
-            state = None
-        if state is not None:
-            if state.interrupts:
-                return "interrupted"
-            if any(t.error is not None for t in state.tasks):
-                return "failed"
-            return "pending" if state.next else "done"
-    writes = tup.pending_writes or []
-    if _interrupts_of(tup):
-        return "interrupted"
-    if any(c == _ERROR for _, c, _ in writes):
-        return "failed"
-    return "pending" if writes or tup.metadata.get("source") == "input" else "done"
+        raise CliError(str(exc), kind="database", thread_id=thread_id) from None
 
 
 def cmd_threads(args: argparse.Namespace, out: TextIO) -> int:
-    with open_database(args.db, create=False) as db:
-        rows: list[dict[str, Any]] = []
-        targets: dict[str, Target | None] = {}
-        for thread_id in db.threads():
-            spec = db.entrypoint_of(thread_id)
-            if (spec or "") not in targets:
-                targets[spec or ""] = _try_load(spec)
-            try:
-                found = _load_tuples(db, thread_id, latest=True)
-            except CliError:
-                rows.append({"thread_id": thread_id, "status": "unreadable", "entrypoint": spec})
-                continue
-            if not found:
-                continue
-            latest = found[0]
-            rows.append(
-                {
-                    "thread_id": thread_id,
-                    "status": _status(targets[spec or ""], db, latest),
-                    "step": latest.metadata.get("step"),
-                    "checkpoints": db.checkpoint_count(thread_id),
-                    "updated": latest.checkpoint["ts"],
-                    "entrypoint": spec,
-                }
-            )
+    with open_database(args.db, create=False, inspect=True) as db:
+        rows = [_thread_row(db, thread_id) for thread_id in db.threads()]
         rows.sort(key=lambda r: str(r.get("updated") or ""), reverse=True)
         if args.json:
             _print_json(rows, out)
             return 0
         if not rows:
-            out.write(f"no threads in {args.db}\n")
+            out.write(f"no threads in {db.shown}\n")
             return 0
         _table(
             ["THREAD", "STATUS", "STEP", "CHECKPOINTS", "UPDATED", "ENTRYPOINT"],
@@ -412,49 +396,44 @@ def cmd_threads(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _interrupts_of(tup: CheckpointTuple) -> list[Any]:
-    """The interrupts still waiting at this checkpoint: those of tasks that have
-    not finished since, each once."""
-    from pregelkit.pregel._algo import is_done_write
-
-    writes = tup.pending_writes or []
-    finished = {t for t, c, _ in writes if is_done_write(c)}
-    found: dict[str, Any] = {}
-    for task_id, channel, value in writes:
-        if channel == _INTERRUPT and task_id not in finished:
-            for i in value:
-                found.setdefault(i.id, i)
-    return list(found.values())
+def _thread_row(db: Database, thread_id: str) -> dict[str, Any]:
+    spec = db.entrypoint_of(thread_id)
+    try:
+        found = _load_tuples(db, thread_id, latest=True)
+    except CliError:
+        found = []
+    if not found:
+        return {"thread_id": thread_id, "status": "unreadable", "entrypoint": spec}
+    latest = found[0]
+    return {
+        "thread_id": thread_id,
+        "status": thread_status(db, latest),
+        "step": latest.metadata.get("step"),
+        "checkpoints": db.checkpoint_count(thread_id),
+        "updated": latest.checkpoint["ts"],
+        "entrypoint": spec,
+    }
 
 
 def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
-    with open_database(args.db, create=False) as db:
+    with open_database(args.db, create=False, inspect=True) as db:
         _require_thread(db, args.thread)
-        target = _try_load(args.entrypoint or db.entrypoint_of(args.thread))
-        if args.entrypoint and target is None:
-            load_target(args.entrypoint)  # raises the reason
         tuples = list(reversed(_load_tuples(db, args.thread)))
-        nexts: dict[str, tuple[str, ...]] = {}
-        if target is not None:
-            graph = target.graph.copy(checkpointer=db.saver)
-            with contextlib.suppress(Exception):
-                conf = {"configurable": {"thread_id": args.thread}}
-                for snap in graph.get_state_history(conf):
-                    nexts[snap.config["configurable"]["checkpoint_id"]] = snap.next
         rows = []
         for tup in tuples:
             cid = tup.config["configurable"]["checkpoint_id"]
             writes = tup.pending_writes or []
+            labels = db.task_paths(args.thread, cid)
+            tasks = sorted({t for t, _, _ in writes if t != _NULL_TASK_ID})
             rows.append(
                 {
                     "checkpoint_id": cid,
                     "step": tup.metadata.get("step"),
                     "source": tup.metadata.get("source"),
-                    "next": list(nexts[cid]) if cid in nexts else None,
-                    "tasks": len({t for t, _, _ in writes if t != _NULL_TASK_ID}),
+                    "tasks": [task_label(labels.get(t, "")) for t in tasks],
                     "writes": len(writes),
-                    "interrupts": _interrupts_of(tup),
-                    "errors": [v for _, c, v in writes if c == _ERROR],
+                    "interrupts": [_interrupt_data(i, t, labels) for t, i in interrupts_of(tup)],
+                    "errors": [v for _, c, v in writes if c == ERROR],
                     "time": tup.checkpoint["ts"],
                 }
             )
@@ -462,16 +441,15 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
             _print_json(rows, out)
             return 0
         _table(
-            ["CHECKPOINT", "STEP", "SOURCE", "NEXT", "TASKS", "WRITES", "INTERRUPTS", "TIME"],
+            ["CHECKPOINT", "STEP", "SOURCE", "TASKS", "WRITES", "INTERRUPTS", "TIME"],
             [
                 [
                     r["checkpoint_id"],
                     _cell(r["step"]),
                     _cell(r["source"]),
-                    ", ".join(r["next"]) if r["next"] else "-",
-                    str(r["tasks"]),
+                    _tasks_cell(r["tasks"]),
                     str(r["writes"]) + (" (error)" if r["errors"] else ""),
-                    _interrupt_cell(r["interrupts"]),
+                    _interrupt_cell([i["value"] for i in r["interrupts"]]),
                     _when(r["time"]),
                 ]
                 for r in rows
@@ -481,20 +459,33 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _tasks_cell(labels: list[str]) -> str:
+    if not labels:
+        return "-"
+    return f"{len(labels)}: {_short(', '.join(sorted(labels)), 30)}"
+
+
+def _interrupt_data(interrupt: Any, task_id: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "id": getattr(interrupt, "id", None),
+        "value": getattr(interrupt, "value", interrupt),
+        "task_id": task_id,
+        "task": task_label(labels.get(task_id, "")),
+    }
+
+
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
-    with open_database(args.db, create=False) as db:
+    with open_database(args.db, create=False, inspect=True) as db:
         _require_thread(db, args.thread)
-        target = _try_load(args.entrypoint or db.entrypoint_of(args.thread))
-        if args.entrypoint and target is None:
-            load_target(args.entrypoint)
         checkpoint_id = args.checkpoint
         if checkpoint_id is not None:
             checkpoint_id = _match_checkpoint(db, args.thread, checkpoint_id)
         found = _load_tuples(db, args.thread, checkpoint_id, latest=True)
         if not found:
-            raise CliError(f"thread {args.thread!r} has no checkpoints")
+            raise CliError(f"thread {args.thread!r} has no checkpoints", thread_id=args.thread)
         tup = found[0]
         conf = tup.config["configurable"]
+        labels = db.task_paths(args.thread, conf["checkpoint_id"])
         writes = tup.pending_writes or []
         data = {
             "thread_id": args.thread,
@@ -506,37 +497,46 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
             "metadata": tup.metadata,
             "channel_values": tup.checkpoint["channel_values"],
             "channel_versions": tup.checkpoint["channel_versions"],
-            "pending_writes": [{"task_id": t, "channel": c, "value": v} for t, c, v in writes],
-            "interrupts": _interrupts_of(tup),
+            "pending_writes": [
+                {"task": task_label(labels.get(t, "")), "task_id": t, "channel": c, "value": v}
+                for t, c, v in writes
+            ],
+            "interrupts": [_interrupt_data(i, t, labels) for t, i in interrupts_of(tup)],
         }
         if args.json:
             _print_json(data, out)
             return 0
-        meta = {k: v for k, v in tup.metadata.items() if k not in ("parents",)}
-        out.write(f"thread:      {args.thread}\n")
-        out.write(f"checkpoint:  {data['checkpoint_id']}\n")
-        out.write(f"parent:      {data['parent_checkpoint_id'] or '-'}\n")
-        out.write(f"time:        {_when(tup.checkpoint['ts'])}\n")
-        out.write(f"metadata:    {_short(meta, 200)}\n")
-        out.write("\nchannel values:\n")
-        values = tup.checkpoint["channel_values"]
-        if values:
-            rows = [[k, _short(v, 80)] for k, v in values.items()]
-            _table(["CHANNEL", "VALUE"], rows, out, indent="  ")
-        else:
-            out.write("  (none)\n")
-        out.write("\npending writes:\n")
-        if writes:
-            rows = [[t, c, _short(v, 60)] for t, c, v in writes]
-            _table(["TASK", "CHANNEL", "VALUE"], rows, out, indent="  ")
-        else:
-            out.write("  (none)\n")
-        interrupts = data["interrupts"]
-        if interrupts:
-            out.write("\ninterrupts:\n")
-            for i in interrupts:
-                out.write(f"  [{i.id}] {_short(i.value, 200)}\n")
+        _print_checkpoint(data, out)
     return 0
+
+
+def _print_checkpoint(data: dict[str, Any], out: TextIO) -> None:
+    meta = {k: v for k, v in data["metadata"].items() if k not in ("parents", TARGET_KEY)}
+    out.write(f"thread:      {data['thread_id']}\n")
+    out.write(f"checkpoint:  {data['checkpoint_id']}\n")
+    out.write(f"parent:      {data['parent_checkpoint_id'] or '-'}\n")
+    out.write(f"time:        {_when(data['time'])}\n")
+    out.write(f"metadata:    {_short(meta, 200)}\n")
+    out.write("\nchannel values:\n")
+    values = data["channel_values"]
+    if values:
+        rows = [[k, _short(v, 80)] for k, v in values.items()]
+        _table(["CHANNEL", "VALUE"], rows, out, indent="  ")
+    else:
+        out.write("  (none)\n")
+    out.write("\npending writes:\n")
+    if data["pending_writes"]:
+        rows = [
+            [w["task"], w["task_id"][:8], w["channel"], _short(w["value"], 60)]
+            for w in data["pending_writes"]
+        ]
+        _table(["TASK", "TASK ID", "CHANNEL", "VALUE"], rows, out, indent="  ")
+    else:
+        out.write("  (none)\n")
+    if data["interrupts"]:
+        out.write("\ninterrupts:\n")
+        for i in data["interrupts"]:
+            out.write(f"  [{i['id']}] {_short(i['value'], 200)} (task {i['task']})\n")
 
 
 def _match_checkpoint(db: Database, thread_id: str, prefix: str) -> str:
@@ -550,15 +550,20 @@ def _match_checkpoint(db: Database, thread_id: str, prefix: str) -> str:
     if not ids:
         raise CliError(
             f"thread {thread_id!r} has no checkpoint {prefix!r}: `pregelkit history "
-            f"{thread_id}` lists its checkpoints"
+            f"{thread_id}` lists its checkpoints",
+            thread_id=thread_id,
         )
-    raise CliError(f"{prefix!r} matches {len(ids)} checkpoints; give more of the id")
+    raise CliError(
+        f"{prefix!r} matches {len(ids)} checkpoints; give more of the id", thread_id=thread_id
+    )
 
 
 def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
+    """Forget a thread. Holding its lock while deleting keeps a run from
+    starting meanwhile; releasing it removes the lock file too."""
     from pregelkit.errors import ThreadBusyError
 
-    with open_database(args.db, create=False) as db:
+    with open_database(args.db, create=False, inspect=True) as db:
         _require_thread(db, args.thread)
         try:
             with db.saver.lock_thread(args.thread):
@@ -566,7 +571,9 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
         except ThreadBusyError:
             raise CliError(
                 f"not deleted: thread {args.thread!r} is being run right now; delete it when "
-                "that run is over"
+                "that run is over",
+                kind="thread_busy",
+                thread_id=args.thread,
             ) from None
         if args.json:
             _print_json({"deleted": args.thread}, out)

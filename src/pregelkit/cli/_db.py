@@ -1,13 +1,14 @@
 """The database named by ``--db``: a SQLite file or a PostgreSQL URL, opened
-with its checkpoint saver, checked before use so a typo never creates one."""
+with its checkpoint saver, checked before use so a typo never creates one.
+Messages name the database with its password masked."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import re
 import sqlite3
-import sys
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pregelkit.cli._errors import CliError
 from pregelkit.cli._render import _short
+from pregelkit.cli._secrets import Redactor
 
 if TYPE_CHECKING:
     from pregelkit.checkpoint.base import BaseCheckpointSaver
@@ -23,6 +25,14 @@ if TYPE_CHECKING:
 DEFAULT_DB = "pregelkit.sqlite"
 ENTRYPOINT_KEY = "pregelkit_entrypoint"
 """Checkpoint metadata key holding the ``MODULE:NAME`` a thread was started with."""
+TARGET_KEY = "pregelkit_target"
+"""Checkpoint metadata key holding where that workflow was found (see ``_target``)."""
+CONNECT_TIMEOUT_S = 10
+"""How long to wait for a PostgreSQL server unless the URL says otherwise."""
+
+_KEYWORD_DSN = re.compile(
+    r"^\s*(host|hostaddr|port|dbname|user|password|service|sslmode|connect_timeout)\s*="
+)
 
 
 @dataclass
@@ -31,9 +41,15 @@ class Database:
     offer (which threads exist, and a thread's metadata without loading it)."""
 
     location: str
+    """As given, password included: never print it, print ``shown``."""
     saver: BaseCheckpointSaver[Any]
     kind: str
     conn: Any = field(repr=False)
+
+    @property
+    def shown(self) -> str:
+        """The location as it may be printed: password masked."""
+        return Redactor().mask(self.location)
 
     def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         if self.kind == "postgres":
@@ -61,54 +77,110 @@ class Database:
         return int(rows[0][0])
 
     def entrypoint_of(self, thread_id: str) -> str | None:
-        """The ``MODULE:NAME`` the thread was started with, read from the JSON copy
-        of its latest metadata (so nothing stored is unpickled)."""
+        """The ``MODULE:NAME`` the thread was started with."""
+        value = self.metadata_of(thread_id).get(ENTRYPOINT_KEY)
+        return value if isinstance(value, str) else None
+
+    def metadata_of(self, thread_id: str) -> dict[str, Any]:
+        """The latest root checkpoint's metadata, read from its JSON copy (so
+        nothing stored is unpickled); empty if there is none."""
         rows = self._rows(
             "SELECT metadata_json FROM pregelkit_checkpoints WHERE thread_id = ? "
             "AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
             (thread_id, ""),
         )
         if not rows:
-            return None
+            return {}
         meta = rows[0][0]
         if isinstance(meta, (str, bytes)):
             try:
                 meta = json.loads(meta)
             except ValueError:
-                return None
-        value = meta.get(ENTRYPOINT_KEY) if isinstance(meta, dict) else None
-        return value if isinstance(value, str) else None
+                return {}
+        return meta if isinstance(meta, dict) else {}
+
+    def task_paths(self, thread_id: str, checkpoint_id: str) -> dict[str, str]:
+        """task id -> task path of the checkpoint's pending writes (the path
+        names the node, or the node whose call made a functional task)."""
+        rows = self._rows(
+            "SELECT DISTINCT task_id, task_path FROM pregelkit_writes WHERE thread_id = ? "
+            "AND checkpoint_ns = ? AND checkpoint_id = ?",
+            (thread_id, "", checkpoint_id),
+        )
+        return {str(task_id): str(path) for task_id, path in rows}
+
+    def is_running(self, thread_id: str) -> bool:
+        """Whether a run holds the thread right now, seen without taking its lock."""
+        if self.kind == "postgres":
+            from pregelkit.checkpoint.postgres._sql import thread_lock_key
+
+            key = thread_lock_key(thread_id) & 0xFFFF_FFFF_FFFF_FFFF
+            rows = self._rows(
+                "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND classid = ?::bigint::oid AND objid = ?::bigint::oid AND objsubid = 1",
+                (key >> 32, key & 0xFFFF_FFFF),
+            )
+            return bool(rows)
+        running = getattr(self.saver, "thread_is_running", None)
+        return bool(running(thread_id)) if running is not None else False
 
 
 def _is_postgres(location: str) -> bool:
-    return location.startswith(("postgresql://", "postgres://"))
+    return location.startswith(("postgresql://", "postgres://")) or bool(
+        _KEYWORD_DSN.match(location)
+    )
+
+
+def _serde(inspect: bool) -> Any:
+    if not inspect:
+        return None
+    from pregelkit.cli._view import ViewSerializer
+
+    return ViewSerializer()
 
 
 @contextlib.contextmanager
-def open_database(location: str, *, create: bool) -> Iterator[Database]:
+def open_database(location: str, *, create: bool, inspect: bool = False) -> Iterator[Database]:
     """The database at ``location``; unless ``create``, it must already hold
-    pregelkit checkpoints (so a typo never creates an empty file)."""
+    pregelkit checkpoints (so a typo never creates an empty file). With
+    ``inspect``, stored values load without importing anything (``_view``)."""
     if _is_postgres(location):
-        with _open_postgres(location) as db:
+        with _open_postgres(location, inspect) as db:
             yield db
         return
+    shown = Redactor().mask(location)
+    scheme = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://", location)
+    if scheme:
+        raise CliError(
+            f"unsupported database URL {shown!r}: --db takes a SQLite file path or a "
+            "postgresql:// URL",
+            kind="database",
+        )
     if location != ":memory:" and not create:
         _check_sqlite_file(location)
-    from pregelkit.checkpoint.sqlite import SqliteSaver
+    from pregelkit.checkpoint.sqlite import SqliteSaver, connect
 
     try:
-        with SqliteSaver.from_conn_string(location) as saver:
-            saver.setup()
-            yield Database(location, saver, "sqlite", saver.conn)
+        conn = connect(location)
+    except sqlite3.Error as exc:
+        raise CliError(f"cannot open the database {shown!r}: {exc}", kind="database") from None
+    try:
+        saver = SqliteSaver(conn, serde=_serde(inspect))
+        saver.setup()
+        yield Database(location, saver, "sqlite", saver.conn)
     except sqlite3.DatabaseError as exc:
-        raise CliError(f"cannot use the database {location!r}: {exc}") from None
+        raise CliError(f"cannot use the database {shown!r}: {exc}", kind="database") from None
+    finally:
+        conn.close()
 
 
 def _check_sqlite_file(path: str) -> None:
     if not os.path.exists(path):
         raise CliError(
             f"no database at {path!r}: start a workflow there with `pregelkit run`, or point "
-            "--db (or PREGELKIT_DB) at the database your workflows use"
+            "--db (or PREGELKIT_DB) at the database your workflows use",
+            kind="database",
         )
     uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
     try:
@@ -123,38 +195,47 @@ def _check_sqlite_file(path: str) -> None:
     except sqlite3.DatabaseError as exc:
         raise CliError(
             f"cannot read the database {path!r}: {exc}. Is it a SQLite file? Point --db at "
-            "the file your workflows use"
+            "the file your workflows use",
+            kind="database",
         ) from None
     if found is None:
         raise CliError(
             f"{path!r} is a SQLite database but holds no pregelkit checkpoints: point --db "
-            "at the file your workflows use"
+            "at the file your workflows use",
+            kind="database",
         )
 
 
 @contextlib.contextmanager
-def _open_postgres(dsn: str) -> Iterator[Database]:
+def _open_postgres(dsn: str, inspect: bool) -> Iterator[Database]:
+    shown = Redactor().mask(dsn)
     try:
         import psycopg
 
         from pregelkit.checkpoint.postgres import PostgresSaver
     except ImportError:
         raise CliError(
-            "a postgresql:// database needs psycopg: pip install 'pregelkit[postgres]'"
+            f"the database {shown!r} needs psycopg: pip install 'pregelkit[postgres]'",
+            kind="database",
         ) from None
+    redact = Redactor([dsn])
+    options: dict[str, Any] = {"autocommit": True}
+    if "connect_timeout" not in dsn:
+        options["connect_timeout"] = CONNECT_TIMEOUT_S
     try:
-        manager = PostgresSaver.from_conn_string(dsn)
-        saver = manager.__enter__()
+        conn = psycopg.Connection.connect(dsn, **options)
     except psycopg.Error as exc:
-        raise CliError(f"cannot connect to the database: {_short(str(exc), 200)}") from None
-    try:
-        saver.setup()
-        yield Database(dsn, saver, "postgres", saver.conn)
-    except psycopg.Error as exc:
-        manager.__exit__(None, None, None)
-        raise CliError(f"database error: {_short(str(exc), 200)}") from None
-    except BaseException:
-        manager.__exit__(*sys.exc_info())
-        raise
-    else:
-        manager.__exit__(None, None, None)
+        raise CliError(
+            f"cannot connect to the database {shown!r}: {redact.mask(_short(str(exc), 300))}",
+            kind="database",
+        ) from None
+    with conn:
+        try:
+            saver = PostgresSaver(conn, serde=_serde(inspect))
+            saver.setup()
+            yield Database(dsn, saver, "postgres", conn)
+        except psycopg.Error as exc:
+            raise CliError(
+                f"database error on {shown!r}: {redact.mask(_short(str(exc), 300))}",
+                kind="database",
+            ) from None

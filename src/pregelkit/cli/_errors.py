@@ -4,4 +4,13 @@ from __future__ import annotations
 
 
 class CliError(Exception):
-    """A mistake the user can fix: printed without a traceback, exit status 2."""
+    """A mistake the user can fix: printed without a traceback, exit status 2.
+
+    ``kind`` is the stable ``error.type`` of ``--json`` output (``usage``,
+    ``database``, ``unknown_thread``, ``target``, ``thread_busy``,
+    ``not_resumable``), so a script can branch on it without parsing prose."""
+
+    def __init__(self, message: str, *, kind: str = "usage", thread_id: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.thread_id = thread_id

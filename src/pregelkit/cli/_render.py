@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
+from pregelkit.cli._view import StoredObject, Unloaded
+
 _CELL_WIDTH = 48
 
 
@@ -28,6 +30,8 @@ def _jsonable(value: Any) -> Any:
         return [_jsonable(v) for v in value]
     if type(value).__name__ == "Interrupt" and hasattr(value, "id"):
         return {"id": value.id, "value": _jsonable(value.value)}
+    if isinstance(value, (StoredObject, Unloaded)):
+        return _jsonable(value.as_data())
     return repr(value)
 
 
@@ -66,6 +70,14 @@ def _table(
 def _print_json(data: Any, out: TextIO) -> None:
     out.write(json.dumps(_jsonable(data), ensure_ascii=False) + "\n")
     out.flush()
+
+
+def _print_error(out: TextIO, kind: str, message: str, thread_id: str | None, **extra: Any) -> None:
+    """An error under ``--json``: ``{"error": {"type", "message", "thread_id"?, ...}}``."""
+    error: dict[str, Any] = {"type": kind, "message": message}
+    if thread_id is not None:
+        error["thread_id"] = thread_id
+    _print_json({"error": {**error, **extra}}, out)
 
 
 class Progress:
@@ -205,8 +217,9 @@ def _entry_cell(spec: str | None) -> str:
     return f"{module}:{name}"
 
 
-def _interrupt_cell(interrupts: list[Any]) -> str:
-    if not interrupts:
+def _interrupt_cell(values: list[Any]) -> str:
+    """The interrupts' values: the first one, and how many more."""
+    if not values:
         return "-"
-    first = _short(interrupts[0].value, 30)
-    return first if len(interrupts) == 1 else f"{first} (+{len(interrupts) - 1})"
+    first = _short(values[0], 30)
+    return first if len(values) == 1 else f"{first} (+{len(values) - 1})"

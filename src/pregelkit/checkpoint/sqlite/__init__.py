@@ -52,10 +52,7 @@ from pregelkit.checkpoint.base import (
 )
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.checkpoint.sqlite import _sql
-from pregelkit.errors import ThreadBusyError
-
-if sys.platform != "win32":
-    import fcntl
+from pregelkit.checkpoint.sqlite._filelock import FileLock, is_held
 
 __all__ = ["SqliteSaver"]
 
@@ -400,14 +397,24 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:
         """Hold ``thread_id`` for one run, against other threads and other
         processes: an exclusive ``flock`` on ``<database>.locks/<hash of the
-        thread id>``, released when the run ends or the process dies. Lock files
-        are never deleted (deleting one would race with a process opening it).
-        An in-memory database exists in one process only, so it uses the
-        in-process lock."""
+        thread id>``, released when the run ends or the process dies; the file
+        exists only while the lock is held (see ``_filelock``). An in-memory
+        database exists in one process only, so it uses the in-process lock."""
         if self._lock_dir is None or sys.platform == "win32":
             return super().lock_thread(thread_id, wait=wait)
+        return FileLock(self._thread_lock_path(thread_id), thread_id, wait)
+
+    def thread_is_running(self, thread_id: str) -> bool:
+        """Whether a run (of any process) holds ``thread_id`` right now; a
+        look that never takes the lock, so it cannot make a starting run busy."""
+        if self._lock_dir is None or sys.platform == "win32":
+            return False
+        return is_held(self._thread_lock_path(thread_id))
+
+    def _thread_lock_path(self, thread_id: str) -> str:
+        assert self._lock_dir is not None
         name = xxhash.xxh3_128_hexdigest(thread_id.encode())
-        return _FileLock(os.path.join(self._lock_dir, name), thread_id, wait)
+        return os.path.join(self._lock_dir, name)
 
     def _path(self) -> str:
         """The main database's file, or "" for an in-memory or temporary one."""
@@ -446,34 +453,6 @@ class SqliteSaver(SqliteSaverCore):
         """Create or migrate the tables; idempotent, and done on first use
         anyway. Also sets WAL mode, ``synchronous=NORMAL`` and ``busy_timeout``."""
         self._setup()
-
-
-class _FileLock(AbstractContextManager[None]):
-    """An exclusive ``flock`` on one file: per open file, so it excludes other
-    threads of this process as well as other processes."""
-
-    def __init__(self, path: str, thread_id: str, wait: bool) -> None:
-        self.path = path
-        self.thread_id = thread_id
-        self.wait = wait
-        self.fd = -1
-
-    def __enter__(self) -> None:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if self.wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise ThreadBusyError(self.thread_id, f"(lock file: {self.path})") from None
-        except BaseException:
-            os.close(fd)
-            raise
-        self.fd = fd
-
-    def __exit__(self, *exc: object) -> None:
-        fd, self.fd = self.fd, -1
-        os.close(fd)  # closing the last descriptor releases the flock
 
 
 def _result_code(exc: sqlite3.DatabaseError) -> int:

@@ -1,0 +1,66 @@
+"""What a thread is doing, read from what is stored alone (no workflow code
+is imported to inspect a database): its status, the interrupts it waits at,
+and the name of the task behind each pending write."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pregelkit.checkpoint.base import CheckpointTuple
+    from pregelkit.cli._db import Database
+
+INTERRUPT = "__interrupt__"
+ERROR = "__error__"
+_PUSH = "~__pregel_push"
+_PULL = "~__pregel_pull"
+
+
+def thread_status(db: Database, tup: CheckpointTuple) -> str:
+    """``running`` (a run holds the thread now), ``interrupted`` (waiting for
+    an answer), ``failed`` (a task raised; resume retries it), ``pending``
+    (stopped mid-run, e.g. killed; resume continues it) or ``done``."""
+    thread_id = tup.config["configurable"]["thread_id"]
+    if db.is_running(thread_id):
+        return "running"
+    writes = tup.pending_writes or []
+    if interrupts_of(tup):
+        return "interrupted"
+    if any(channel == ERROR for _, channel, _ in writes):
+        return "failed"
+    return "pending" if writes or tup.metadata.get("source") == "input" else "done"
+
+
+def interrupts_of(tup: CheckpointTuple) -> list[tuple[str, Any]]:
+    """(task id, interrupt) for each interrupt still waiting at this
+    checkpoint: of tasks that have not finished since, each once."""
+    from pregelkit.pregel._algo import is_done_write
+
+    writes = tup.pending_writes or []
+    finished = {t for t, c, _ in writes if is_done_write(c)}
+    found: dict[str, tuple[str, Any]] = {}
+    for task_id, channel, value in writes:
+        if channel == INTERRUPT and task_id not in finished and isinstance(value, list):
+            for i in value:
+                found.setdefault(str(getattr(i, "id", id(i))), (task_id, i))
+    return list(found.values())
+
+
+def task_label(path: str) -> str:
+    """A task's name from its stored path: the node for a graph node (or an
+    ``@entrypoint``), ``NODE[i]`` for the i-th task call made by NODE (the
+    called function's own name is not stored), ``-`` if unknown."""
+    parts = [p.strip() for p in path.split(",")] if path else []
+    calls: list[str] = []
+    while parts and parts[0] == _PUSH:
+        parts.pop(0)
+        if len(parts) >= 2 and parts[-1] and parts[-2].isdigit():
+            calls.insert(0, str(int(parts[-2])))
+            parts = parts[:-2]
+    if len(parts) >= 2 and parts[0] == _PULL:
+        name = parts[1]
+    elif parts and not parts[0].startswith("~"):
+        name = parts[0]
+    else:
+        return "-"
+    return name + "".join(f"[{c}]" for c in calls)
