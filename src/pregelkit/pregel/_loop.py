@@ -39,7 +39,7 @@ from pregelkit.checkpoint.base import (
     CheckpointTuple,
     empty_checkpoint,
 )
-from pregelkit.errors import GraphInterrupt
+from pregelkit.errors import GraphInterrupt, RunCancelledError
 from pregelkit.pregel._algo import (
     Planner,
     PregelTaskWrites,
@@ -52,6 +52,14 @@ from pregelkit.pregel._algo import (
     task_path_str,
 )
 from pregelkit.pregel._call import Call
+from pregelkit.pregel._control import (
+    CANCELLED,
+    DRAINED,
+    WATCHER,
+    RunStop,
+    StopRequested,
+    apoll,
+)
 from pregelkit.pregel._executor import AsyncBackgroundExecutor, BackgroundExecutor
 from pregelkit.pregel._io import (
     read_channels,
@@ -71,6 +79,8 @@ from pregelkit.pregel._scope import RunContext, TaskScope
 from pregelkit.types import Interrupt, PregelExecutableTask
 
 if TYPE_CHECKING:
+    import asyncio
+
     from pregelkit.pregel.main import Pregel
 
 __all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
@@ -184,6 +194,12 @@ class PregelLoop(LoopInput):
         if parent is not None:
             self.run.resume_slot = parent.run.resume_slot
             self.run.resume_map = parent.run.resume_map
+        # a nested run stops with the run it is part of
+        self.run_stop: RunStop = parent.run.stop if parent is not None else RunStop()
+        self.run.stop = self.run_stop
+        self._controlled = (
+            checkpointer is not None and parent is None and checkpointer.has_thread_control
+        )
         self._next_version: Any = (
             checkpointer.get_next_version if checkpointer is not None else increment
         )
@@ -429,6 +445,11 @@ class PregelLoop(LoopInput):
         """Record a task's writes: in memory, on the stream, in the cache, in the saver."""
         if not writes:
             return None
+        stop = self.run_stop
+        if stop.reason is not None and (
+            task_id in stop.refused or (writes[0][0] == ERROR and stop.reason != DRAINED)
+        ):
+            return None  # a task cut short by the stop (or by what stopping did to it)
         if task_id == NULL_TASK_ID:
             chans = {c for c, _ in writes}
             self.checkpoint_pending_writes = [
@@ -478,8 +499,11 @@ class PregelLoop(LoopInput):
         """Create the task for a call made by a running task (functional API).
 
         A call whose writes were saved before (this is a replay) gets them
-        back and will not run; a cache hit likewise.
+        back and will not run; a cache hit likewise. Once the run is asked
+        to stop, no call starts.
         """
+        if self.run_stop.reason is not None:
+            raise self.run_stop.refuse(parent)
         pushed = prepare_push_call(self.planner, parent, idx, call)
         done = self._done_writes.get(pushed.id)
         if done is not None:
@@ -541,6 +565,11 @@ class PregelLoop(LoopInput):
     # exit
     def _finish(self, exc: BaseException | None) -> bool:
         """Decide what exiting means; return whether to swallow ``exc``."""
+        if self._controlled and isinstance(exc, StopRequested) and self.run_stop.reason == DRAINED:
+            saver = self.checkpointer
+            assert saver is not None
+            tid = self.config[CONF][CONFIG_KEY_THREAD_ID]
+            self._persist(saver.put_thread_control, saver.aput_thread_control, tid, DRAINED)
         if self.checkpointer is not None and self.durability == "exit":
             if self.checkpoint_id_saved != self.checkpoint["id"] or self._unsaved:
                 self._save_checkpoint()
@@ -573,6 +602,28 @@ class PregelLoop(LoopInput):
             return True
         return False
 
+    # run control (pregel/_control.py): the thread's mark in the saver
+    def _marked(self, mark: str | None) -> bool:
+        """At the start of a run: a cancelled thread does not run (until
+        ``uncancel``); a drained one does, its mark cleared (returns True)."""
+        if mark == CANCELLED:
+            raise RunCancelledError(str(self.config[CONF][CONFIG_KEY_THREAD_ID]), starting=True)
+        return mark is not None
+
+    def _poll(self) -> None:
+        """Read the mark (the WATCHER thread calls this while the run runs)."""
+        assert self.checkpointer is not None
+        if self.checkpointer.get_thread_control(self.config[CONF][CONFIG_KEY_THREAD_ID]) == (
+            CANCELLED
+        ):
+            self.run_stop.request(CANCELLED)
+
+    async def _apoll(self) -> None:
+        assert self.checkpointer is not None
+        tid = self.config[CONF][CONFIG_KEY_THREAD_ID]
+        if await self.checkpointer.aget_thread_control(tid) == CANCELLED:
+            self.run_stop.request(CANCELLED)
+
     # how a saver/cache call is made: the subclasses decide
     def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
         raise NotImplementedError
@@ -594,7 +645,15 @@ class SyncPregelLoop(PregelLoop):
             wait = bool(self.config[CONF].get("wait_for_thread", False))
             self._thread_lock = self.checkpointer.lock_thread(thread_id, wait=wait)
             self._thread_lock.__enter__()
+        self._unwatch: Callable[[], None] | None = None
         try:
+            if self._controlled:
+                saver = self.checkpointer
+                assert saver is not None
+                tid = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
+                if self._marked(saver.get_thread_control(tid)):
+                    saver.put_thread_control(tid, None)
+                self._unwatch = WATCHER.add(self._poll)
             saved = (
                 self.checkpointer.get_tuple(self.checkpoint_config)
                 if self.checkpointer is not None
@@ -610,6 +669,9 @@ class SyncPregelLoop(PregelLoop):
         return self
 
     def _release(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         if self._thread_lock is not None:
             self._thread_lock.__exit__(None, None, None)
             self._thread_lock = None
@@ -665,7 +727,15 @@ class AsyncPregelLoop(PregelLoop):
             wait = bool(self.config[CONF].get("wait_for_thread", False))
             self._thread_lock = self.checkpointer.alock_thread(thread_id, wait=wait)
             await self._thread_lock.__aenter__()
+        self._poller: asyncio.Task[None] | None = None
         try:
+            if self._controlled:
+                saver = self.checkpointer
+                assert saver is not None
+                tid = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
+                if self._marked(await saver.aget_thread_control(tid)):
+                    await saver.aput_thread_control(tid, None)
+                self._poller = self._aloop.create_task(apoll(self._apoll, self.run_stop))
             saved = (
                 await self.checkpointer.aget_tuple(self.checkpoint_config)
                 if self.checkpointer is not None
@@ -682,6 +752,9 @@ class AsyncPregelLoop(PregelLoop):
         return self
 
     async def _release(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            self._poller = None
         if self._thread_lock is not None:
             await self._thread_lock.__aexit__(None, None, None)
             self._thread_lock = None

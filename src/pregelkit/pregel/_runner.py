@@ -137,6 +137,8 @@ class PregelRunner:
         self.schedule_task: ScheduleTask | None = None
         self.futures: FuturesDict | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.aborted: Callable[[BaseException], None] | None = None
+        """Told of a task ended by Ctrl-C or cancellation (``RunStop.aborted``)."""
 
     # the decision: what a finished task leaves behind
     def commit(self, task: PregelExecutableTask, exception: BaseException | None) -> Any:
@@ -146,6 +148,11 @@ class PregelRunner:
             if not task.writes:
                 task.writes.append((NO_WRITES, None))
             return self.put_writes(task.id, task.writes)
+        if not isinstance(exception, Exception):
+            # Ctrl-C or a cancelled asyncio task: no result to record, and the run may stop
+            if self.aborted is not None:
+                self.aborted(exception)
+            return None
         if isinstance(exception, GraphInterrupt):
             writes: list[tuple[str, Any]] = [(INTERRUPT, list(exception.interrupts))]
             resumes = [w for w in task.writes if w[0] == RESUME]

@@ -19,6 +19,7 @@ from pregelkit.pregel._output import SKIP, InvokeResult, StreamShape
 from pregelkit.pregel._protocol import PregelProtocol
 from pregelkit.pregel._read import NodeBuilder, PregelNode
 from pregelkit.pregel._state import StateAPI
+from pregelkit.runtime import RunControl
 from pregelkit.types import CachePolicy, RetryPolicy, Send, StreamMode
 
 __all__ = ["NodeBuilder", "Pregel"]
@@ -208,6 +209,7 @@ class Pregel(StateAPI, PregelProtocol):
         durability: str | None,
         interrupt_before: Sequence[str] | str | None,
         interrupt_after: Sequence[str] | str | None,
+        control: RunControl | None,
     ) -> RunDriver:
         """The shared start of every run, whichever driver waits on it."""
         return RunDriver(
@@ -220,6 +222,7 @@ class Pregel(StateAPI, PregelProtocol):
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
             subgraphs=shape.subgraphs,
+            control=control,
         )
 
     def _shape(
@@ -242,6 +245,7 @@ class Pregel(StateAPI, PregelProtocol):
         subgraphs: bool = False,
         debug: bool | None = None,
         context: Any = None,
+        control: RunControl | None = None,
         **kwargs: Any,
     ) -> Iterator[Any]:
         """Run the graph, yielding output as it is produced (see ``stream_mode``).
@@ -260,6 +264,7 @@ class Pregel(StateAPI, PregelProtocol):
             durability=durability,
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
+            control=control,
         )
         events = driver.events()
         try:
@@ -280,6 +285,7 @@ class Pregel(StateAPI, PregelProtocol):
         subgraphs: bool = False,
         debug: bool | None = None,
         context: Any = None,
+        control: RunControl | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[Any]:
         """The async twin of ``stream``."""
@@ -295,6 +301,7 @@ class Pregel(StateAPI, PregelProtocol):
             durability=durability,
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
+            control=control,
         )
         events = driver.aevents()
         try:
@@ -316,6 +323,7 @@ class Pregel(StateAPI, PregelProtocol):
         interrupt_after: Sequence[str] | str | None = None,
         durability: str | None = None,
         context: Any = None,
+        control: RunControl | None = None,
         **kwargs: Any,
     ) -> Any:
         """Run the graph to the end (or an interrupt) and return its output.
@@ -335,6 +343,7 @@ class Pregel(StateAPI, PregelProtocol):
             durability=durability,
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
+            control=control,
         )
         events = driver.events()
         try:
@@ -355,6 +364,7 @@ class Pregel(StateAPI, PregelProtocol):
         interrupt_after: Sequence[str] | str | None = None,
         durability: str | None = None,
         context: Any = None,
+        control: RunControl | None = None,
         **kwargs: Any,
     ) -> Any:
         """The async twin of ``invoke``."""
@@ -370,6 +380,7 @@ class Pregel(StateAPI, PregelProtocol):
             durability=durability,
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
+            control=control,
         )
         events = driver.aevents()
         try:

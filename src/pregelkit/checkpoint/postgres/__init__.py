@@ -203,6 +203,13 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         target is left alone."""
         self._run(_core.copy_thread(source_thread_id, target_thread_id))
 
+    def get_thread_control(self, thread_id: str) -> str | None:
+        """The thread's run-control mark (see ``BaseCheckpointSaver``)."""
+        return self._run(_core.get_thread_control(str(thread_id)))
+
+    def put_thread_control(self, thread_id: str, mark: str | None) -> None:
+        self._run(_core.put_thread_control(str(thread_id), mark))
+
     def prune(
         self,
         thread_ids: Sequence[str],

@@ -212,6 +212,13 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         the target already has under the same ids are replaced."""
         await self._run(_core.copy_thread(source_thread_id, target_thread_id))
 
+    async def aget_thread_control(self, thread_id: str) -> str | None:
+        """The thread's run-control mark (see ``BaseCheckpointSaver``)."""
+        return await self._run(_core.get_thread_control(str(thread_id)))
+
+    async def aput_thread_control(self, thread_id: str, mark: str | None) -> None:
+        await self._run(_core.put_thread_control(str(thread_id), mark))
+
     async def aprune(
         self,
         thread_ids: Sequence[str],
@@ -308,6 +315,12 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self._sync(self.acopy_thread(source_thread_id, target_thread_id), "copy_thread")
+
+    def get_thread_control(self, thread_id: str) -> str | None:
+        return self._sync(self.aget_thread_control(thread_id), "get_thread_control")
+
+    def put_thread_control(self, thread_id: str, mark: str | None) -> None:
+        self._sync(self.aput_thread_control(thread_id, mark), "put_thread_control")
 
     def prune(
         self,
