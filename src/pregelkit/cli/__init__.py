@@ -11,6 +11,7 @@ a PostgreSQL database (``--db postgresql://...``)::
     pregelkit history THREAD
     pregelkit show THREAD [CHECKPOINT]
     pregelkit delete THREAD
+    pregelkit cancel THREAD
 
 Every command prints readable tables, or JSON with ``--json``. Mistakes in
 the command line or the environment (an unknown thread, an unreadable
@@ -25,6 +26,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from pregelkit.cli import _cancel
 from pregelkit.cli._commands import (
     cmd_delete,
     cmd_history,
@@ -122,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("delete", parents=[common], help="delete a thread's checkpoints")
     p.add_argument("thread", metavar="THREAD")
     p.set_defaults(func=cmd_delete)
+    _cancel.register(sub, common)
     return parser
 
 

@@ -683,8 +683,12 @@ class SyncPregelLoop(PregelLoop):
         traceback: TracebackType | None,
     ) -> bool:
         try:
-            suppress = self._finish(exc_value)
-            self._executor.__exit__(exc_type, exc_value, traceback)
+            # tasks still running (a run stopped or failed midway) finish first,
+            # so that exiting saves their writes too
+            try:
+                self._executor.__exit__(exc_type, exc_value, traceback)
+            finally:
+                suppress = self._finish(exc_value)
             self._lane.wait()
         finally:
             self._release()
@@ -775,9 +779,11 @@ class AsyncPregelLoop(PregelLoop):
         import asyncio
 
         try:
-            suppress = self._finish(exc_value)
+            try:
+                await self._executor.__aexit__(exc_type, exc_value, traceback)
+            finally:
+                suppress = self._finish(exc_value)
             await self.settle()
-            await self._executor.__aexit__(exc_type, exc_value, traceback)
             if self._lane_tail is not None:
                 await asyncio.shield(self._lane_tail)
             if self._lane_error is not None:
