@@ -39,7 +39,7 @@ from pregelkit.checkpoint.base import (
     CheckpointTuple,
     empty_checkpoint,
 )
-from pregelkit.errors import GraphInterrupt, RunCancelledError
+from pregelkit.errors import GraphInterrupt
 from pregelkit.pregel._algo import (
     Planner,
     PregelTaskWrites,
@@ -53,18 +53,14 @@ from pregelkit.pregel._algo import (
 )
 from pregelkit.pregel._call import Call
 from pregelkit.pregel._control import (
-    CANCELLED,
     DRAINED,
-    WATCHER,
-    RunStop,
-    StopRequested,
-    apoll,
 )
 from pregelkit.pregel._executor import AsyncBackgroundExecutor, BackgroundExecutor
 from pregelkit.pregel._io import (
     read_channels,
     task_start_event,
 )
+from pregelkit.pregel._loop_control import LoopControl
 from pregelkit.pregel._loop_events import Emit, tee
 from pregelkit.pregel._loop_input import LoopInput
 from pregelkit.pregel._persist import (
@@ -88,7 +84,7 @@ __all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
 Status = Literal["input", "pending", "done", "interrupt_before", "interrupt_after", "out_of_steps"]
 
 
-class PregelLoop(LoopInput):
+class PregelLoop(LoopInput, LoopControl):
     """One run of a graph: input, supersteps, checkpoints, exit."""
 
     def __init__(
@@ -194,12 +190,7 @@ class PregelLoop(LoopInput):
         if parent is not None:
             self.run.resume_slot = parent.run.resume_slot
             self.run.resume_map = parent.run.resume_map
-        # a nested run stops with the run it is part of
-        self.run_stop: RunStop = parent.run.stop if parent is not None else RunStop()
-        self.run.stop = self.run_stop
-        self._controlled = (
-            checkpointer is not None and parent is None and checkpointer.has_thread_control
-        )
+        self._init_control(parent)
         self._next_version: Any = (
             checkpointer.get_next_version if checkpointer is not None else increment
         )
@@ -565,11 +556,7 @@ class PregelLoop(LoopInput):
     # exit
     def _finish(self, exc: BaseException | None) -> bool:
         """Decide what exiting means; return whether to swallow ``exc``."""
-        if self._controlled and isinstance(exc, StopRequested) and self.run_stop.reason == DRAINED:
-            saver = self.checkpointer
-            assert saver is not None
-            tid = self.config[CONF][CONFIG_KEY_THREAD_ID]
-            self._persist(saver.put_thread_control, saver.aput_thread_control, tid, DRAINED)
+        self._mark_drained(exc)
         if self.checkpointer is not None and self.durability == "exit":
             if self.checkpoint_id_saved != self.checkpoint["id"] or self._unsaved:
                 self._save_checkpoint()
@@ -602,28 +589,6 @@ class PregelLoop(LoopInput):
             return True
         return False
 
-    # run control (pregel/_control.py): the thread's mark in the saver
-    def _marked(self, mark: str | None) -> bool:
-        """At the start of a run: a cancelled thread does not run (until
-        ``uncancel``); a drained one does, its mark cleared (returns True)."""
-        if mark == CANCELLED:
-            raise RunCancelledError(str(self.config[CONF][CONFIG_KEY_THREAD_ID]), starting=True)
-        return mark is not None
-
-    def _poll(self) -> None:
-        """Read the mark (the WATCHER thread calls this while the run runs)."""
-        assert self.checkpointer is not None
-        if self.checkpointer.get_thread_control(self.config[CONF][CONFIG_KEY_THREAD_ID]) == (
-            CANCELLED
-        ):
-            self.run_stop.request(CANCELLED)
-
-    async def _apoll(self) -> None:
-        assert self.checkpointer is not None
-        tid = self.config[CONF][CONFIG_KEY_THREAD_ID]
-        if await self.checkpointer.aget_thread_control(tid) == CANCELLED:
-            self.run_stop.request(CANCELLED)
-
     # how a saver/cache call is made: the subclasses decide
     def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
         raise NotImplementedError
@@ -645,15 +610,8 @@ class SyncPregelLoop(PregelLoop):
             wait = bool(self.config[CONF].get("wait_for_thread", False))
             self._thread_lock = self.checkpointer.lock_thread(thread_id, wait=wait)
             self._thread_lock.__enter__()
-        self._unwatch: Callable[[], None] | None = None
         try:
-            if self._controlled:
-                saver = self.checkpointer
-                assert saver is not None
-                tid = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
-                if self._marked(saver.get_thread_control(tid)):
-                    saver.put_thread_control(tid, None)
-                self._unwatch = WATCHER.add(self._poll)
+            self._start_control()
             saved = (
                 self.checkpointer.get_tuple(self.checkpoint_config)
                 if self.checkpointer is not None
@@ -669,9 +627,7 @@ class SyncPregelLoop(PregelLoop):
         return self
 
     def _release(self) -> None:
-        if self._unwatch is not None:
-            self._unwatch()
-            self._unwatch = None
+        self._end_control()
         if self._thread_lock is not None:
             self._thread_lock.__exit__(None, None, None)
             self._thread_lock = None
@@ -731,15 +687,8 @@ class AsyncPregelLoop(PregelLoop):
             wait = bool(self.config[CONF].get("wait_for_thread", False))
             self._thread_lock = self.checkpointer.alock_thread(thread_id, wait=wait)
             await self._thread_lock.__aenter__()
-        self._poller: asyncio.Task[None] | None = None
         try:
-            if self._controlled:
-                saver = self.checkpointer
-                assert saver is not None
-                tid = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
-                if self._marked(await saver.aget_thread_control(tid)):
-                    await saver.aput_thread_control(tid, None)
-                self._poller = self._aloop.create_task(apoll(self._apoll, self.run_stop))
+            await self._astart_control()
             saved = (
                 await self.checkpointer.aget_tuple(self.checkpoint_config)
                 if self.checkpointer is not None
@@ -756,9 +705,7 @@ class AsyncPregelLoop(PregelLoop):
         return self
 
     async def _release(self) -> None:
-        if self._poller is not None:
-            self._poller.cancel()
-            self._poller = None
+        self._end_control()
         if self._thread_lock is not None:
             await self._thread_lock.__aexit__(None, None, None)
             self._thread_lock = None
