@@ -563,9 +563,8 @@ def test_ctrl_c_in_invoke_saves_and_reraises(tmp_path: Path) -> None:
     assert sorted(i for k, i in _log(log) if k == "end") == list(range(10)), _log(log)
 
 
-def test_ctrl_c_in_pregelkit_run_then_resume(tmp_path: Path) -> None:
+def _flow_module(tmp_path: Path, log: Path) -> Path:
     module = tmp_path / "flow.py"
-    log = tmp_path / "log"
     module.write_text(
         "import os, time\n"
         "from pregelkit.func import entrypoint, task\n"
@@ -581,6 +580,36 @@ def test_ctrl_c_in_pregelkit_run_then_resume(tmp_path: Path) -> None:
         "def flow(n: int) -> list[int]:\n"
         "    return [step(i).result() for i in range(n)]\n"
     )
+    return module
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    exe = str(Path(sys.executable).parent / "pregelkit")
+    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_pregelkit_cancel_threads_status_and_resume(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    module = _flow_module(tmp_path, log)
+    db = str(tmp_path / "cli.sqlite")
+    assert (
+        _cli("run", f"{module}:flow", "2", "--thread", "a", "--db", db, cwd=tmp_path).returncode
+        == 0
+    )
+    unknown = _cli("cancel", "nope", "--db", db, cwd=tmp_path)
+    assert unknown.returncode == 2 and "unknown thread 'nope'" in unknown.stderr
+    cancelled = _cli("cancel", "a", "--db", db, "--json", cwd=tmp_path)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert json.loads(cancelled.stdout)["event"] == "cancelled"
+    threads = _cli("threads", "--db", db, "--json", cwd=tmp_path)
+    assert "cancelled" in threads.stdout, threads.stdout
+    refused = _cli("run", f"{module}:flow", "2", "--thread", "a", "--db", db, cwd=tmp_path)
+    assert refused.returncode == 1 and "RunCancelledError" in refused.stderr
+
+
+def test_ctrl_c_in_pregelkit_run_then_resume(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    module = _flow_module(tmp_path, log)
     db = str(tmp_path / "cli.sqlite")
     run = subprocess.Popen(
         [

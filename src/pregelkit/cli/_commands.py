@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from pregelkit.cli._db import DEFAULT_DB, ENTRYPOINT_KEY, Database, open_database
 from pregelkit.cli._errors import CliError
+from pregelkit.cli._marks import marked_status
 from pregelkit.cli._render import (
     Progress,
     _cell,
@@ -340,8 +341,11 @@ def _load_tuples(
 
 
 def _status(target: Target | None, db: Database, tup: CheckpointTuple) -> str:
-    """done, interrupted, failed or pending: planned with the workflow when it
-    can be imported, else guessed from the latest checkpoint's pending writes."""
+    """cancelled or drained (its run-control mark), else done, interrupted,
+    failed or pending: planned with the workflow when it can be imported,
+    else guessed from the latest checkpoint's pending writes."""
+    if (mark := marked_status(db.saver, tup.config["configurable"]["thread_id"])) is not None:
+        return mark
     if target is not None:
         thread_id = tup.config["configurable"]["thread_id"]
         try:
