@@ -88,6 +88,11 @@ class RunStop:
                         # a thread already running a task: finishes and is saved
                         fut.cancel()
 
+    def forget(self, runner: Any) -> None:
+        """A (nested) run is over: its runner has nothing left to cancel."""
+        if runner in self.runners:
+            self.runners.remove(runner)
+
     def drain(self, reason: str) -> None:
         self.request(DRAINED, reason)
 

@@ -144,6 +144,7 @@ class RunDriver:
             raise outcome from (None if isinstance(exc, StopRequested) else exc)
         finally:
             detach()
+            stop.forget(loop.run.runner)
         yield from self._drain()
         yield _ended(loop)
 
@@ -214,6 +215,7 @@ class RunDriver:
             raise outcome from (None if isinstance(exc, StopRequested) else exc)
         finally:
             detach()
+            stop.forget(loop.run.runner)
         for event in self._drain():
             yield event
         yield _ended(loop)
