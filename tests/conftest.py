@@ -50,7 +50,7 @@ settings.load_profile("ci" if os.environ.get("CI") == "true" else "default")
 T = TypeVar("T")
 
 SAVER_KINDS = ["memory", "sqlite", "postgres"]
-_TABLES = "pregelkit_checkpoints, pregelkit_blobs, pregelkit_writes"
+_TABLES = "pregelkit_checkpoints, pregelkit_blobs, pregelkit_writes, pregelkit_thread_control"
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ __all__ = [
     "EmptyChannelError",
     "EmptyInputError",
     "GraphBubbleUp",
+    "GraphDrained",
     "GraphInterrupt",
     "GraphRecursionError",
     "InvalidUpdateError",
@@ -26,6 +27,7 @@ __all__ = [
     "ParentCommand",
     "StorageError",
     "ReplayedTaskError",
+    "RunCancelledError",
     "TaskNotFound",
     "ThreadBusyError",
 ]
@@ -254,3 +256,57 @@ def _rebuild_timeout(
         run_timeout=run_timeout,
         idle_timeout=idle_timeout,
     )
+
+
+class RunCancelledError(Exception):
+    """The thread was cancelled (``cancel(config)`` or ``pregelkit cancel``).
+
+    Raised by the run that owned the thread once it has stopped (what finished
+    is saved), and by any later run of the thread until ``uncancel(config)``
+    (or ``pregelkit resume``) clears the mark: a cancelled thread never
+    resumes by accident.
+    """
+
+    def __init__(self, thread_id: str, *, starting: bool = False) -> None:
+        self.thread_id = thread_id
+        if starting:
+            msg = (
+                f"thread {thread_id!r} was cancelled, so it does not run: to continue it, "
+                "call uncancel(config) (or `pregelkit resume`) first, then "
+                "invoke(None, config)"
+            )
+        else:
+            msg = (
+                f"thread {thread_id!r} was cancelled: the run stopped, and what finished "
+                "is saved. To continue it, call uncancel(config) (or `pregelkit resume`), "
+                "then invoke(None, config)"
+            )
+        super().__init__(msg)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_cancelled, (self.thread_id, self.args[0]))
+
+
+def _rebuild_cancelled(thread_id: str, message: str) -> RunCancelledError:
+    err = RunCancelledError(thread_id)
+    err.args = (message,)
+    return err
+
+
+class GraphDrained(GraphBubbleUp):
+    """The run stopped early because its ``RunControl`` asked it to drain.
+
+    It finished the tasks it had started, saved, and left the thread
+    resumable: ``invoke(None, config)`` continues it. ``reason`` is what
+    ``request_drain`` was given.
+    """
+
+    def __init__(self, reason: str = "shutdown") -> None:
+        self.reason = reason
+        super().__init__(
+            f"the run drained ({reason}): finished tasks are saved; resume the thread "
+            "with invoke(None, config)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (GraphDrained, (self.reason,))

@@ -10,7 +10,7 @@ from pregelkit._internal._scope import require_scope
 
 ContextT = TypeVar("ContextT")
 
-__all__ = ["Runtime", "get_runtime"]
+__all__ = ["RunControl", "Runtime", "get_runtime"]
 
 
 def _noop_writer(_: Any) -> None:
@@ -38,3 +38,58 @@ def get_runtime() -> Runtime[Any]:
     """The running task's ``Runtime``; call it from inside a task or node."""
     runtime: Runtime[Any] = require_scope("get_runtime()").runtime()
     return runtime
+
+
+class RunControl:
+    """Ask runs to drain, e.g. from a SIGTERM handler when a deployment stops.
+
+    Pass it to ``invoke``/``stream``/``ainvoke``/``astream`` as ``control=``.
+    After ``request_drain()`` a run starts no new task: the tasks it started
+    finish (nothing is cancelled), it saves, and it raises ``GraphDrained``
+    with the thread resumable (``invoke(None, config)``); ``get_state`` then
+    shows ``metadata["stopped"] == "drained"``. A graph of nodes stops at
+    the next step boundary; an ``@entrypoint`` at its next task call.
+    One control may serve many runs; once drained it stays drained.
+    """
+
+    __slots__ = ("_listeners", "_lock", "_reason")
+
+    def __init__(self) -> None:
+        import threading
+
+        self._reason: str | None = None
+        self._listeners: list[Callable[[str], None]] = []
+        # reentrant: a signal handler may call request_drain while the same
+        # thread is inside _attach
+        self._lock = threading.RLock()
+
+    @property
+    def drain_requested(self) -> bool:
+        return self._reason is not None
+
+    @property
+    def drain_reason(self) -> str | None:
+        return self._reason
+
+    def request_drain(self, reason: str = "shutdown") -> None:
+        """Ask every run using this control to drain; safe from any thread
+        (a signal handler too). The first reason given is kept."""
+        with self._lock:
+            if self._reason is None:
+                self._reason = reason
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(self._reason)
+
+    def _attach(self, listener: Callable[[str], None]) -> None:
+        """A run listens for a drain; one already requested reaches it at once."""
+        with self._lock:
+            self._listeners.append(listener)
+            reason = self._reason
+        if reason is not None:
+            listener(reason)
+
+    def _detach(self, listener: Callable[[str], None]) -> None:
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)

@@ -11,6 +11,7 @@ a PostgreSQL database (``--db postgresql://...``)::
     pregelkit history THREAD
     pregelkit show THREAD [CHECKPOINT]
     pregelkit delete THREAD
+    pregelkit cancel THREAD
 
 Every command prints readable tables, or JSON with ``--json`` (then stdout
 holds JSON alone, errors included). Mistakes in the command line or the
@@ -29,6 +30,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
+from pregelkit.cli import _cancel
 from pregelkit.cli._commands import (
     cmd_delete,
     cmd_history,
@@ -136,6 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("delete", parents=[common], help="delete a thread's checkpoints")
     p.add_argument("thread", metavar="THREAD")
     p.set_defaults(func=cmd_delete)
+    _cancel.register(sub, common)
     return parser
 
 

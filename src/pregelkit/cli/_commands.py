@@ -292,6 +292,8 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"thread: {thread_id}\n")
             out.flush()
         run_input = Command(resume=value) if value is not None else None
+        # resuming is the explicit ask a cancelled thread waits for
+        graph.uncancel({"configurable": {"thread_id": thread_id}})
         return _execute(args, db, target, thread_id, run_input, out)
 
 

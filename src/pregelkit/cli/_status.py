@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pregelkit.cli._marks import marked_status
+
 if TYPE_CHECKING:
     from pregelkit.checkpoint.base import CheckpointTuple
     from pregelkit.cli._db import Database
@@ -17,12 +19,15 @@ _PULL = "~__pregel_pull"
 
 
 def thread_status(db: Database, tup: CheckpointTuple) -> str:
-    """``running`` (a run holds the thread now), ``interrupted`` (waiting for
-    an answer), ``failed`` (a task raised; resume retries it), ``pending``
-    (stopped mid-run, e.g. killed; resume continues it) or ``done``."""
+    """``running`` (a run holds the thread now), ``cancelled`` or ``drained``
+    (its run-control mark), ``interrupted`` (waiting for an answer),
+    ``failed`` (a task raised; resume retries it), ``pending`` (stopped
+    mid-run, e.g. killed; resume continues it) or ``done``."""
     thread_id = tup.config["configurable"]["thread_id"]
     if db.is_running(thread_id):
         return "running"
+    if (mark := marked_status(db.saver, thread_id)) is not None:
+        return mark
     writes = tup.pending_writes or []
     if interrupts_of(tup):
         return "interrupted"

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import CONF
 from pregelkit.errors import GraphRecursionError
+from pregelkit.pregel._control import StopRequested
 from pregelkit.pregel._output import DONE, Raw
 from pregelkit.pregel._validate import check_config
+from pregelkit.runtime import RunControl
 
 if TYPE_CHECKING:
     import asyncio
@@ -42,7 +44,12 @@ class RunDriver:
         interrupt_before: Sequence[str] | str | None,
         interrupt_after: Sequence[str] | str | None,
         subgraphs: bool,
+        control: RunControl | None = None,
     ) -> None:
+        if control is not None and not isinstance(control, RunControl):
+            raise TypeError(
+                f"control= takes a pregelkit.runtime.RunControl, got {type(control).__name__}"
+            )
         dur = durability or config.get(CONF, {}).get("__pregel_durability") or "async"
         if dur not in ("sync", "async", "exit"):
             raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {dur!r}")
@@ -59,6 +66,7 @@ class RunDriver:
             interrupt_after if interrupt_after is not None else graph.interrupt_after_nodes
         )
         self.subgraphs = subgraphs
+        self.control = control
         self.queue: deque[Raw] = deque()
 
     def _loop(self, cls: type[PregelLoop], emit: Callable[..., None], is_async: bool) -> Any:
@@ -101,27 +109,48 @@ class RunDriver:
 
         graph = self.graph
         loop: SyncPregelLoop = self._loop(SyncPregelLoop, emit, False)
-        with loop:
-            runner = PregelRunner(
-                submit=loop.submit, put_writes=loop.put_writes, check_saved=loop.check_saved
-            )
-            runner.remember = loop.remember_call
-            runner.records = loop.checkpointer is not None
-            runner.recorded_call = loop.recorded_call
-            loop.run.runner = runner
-            while loop.tick():
-                loop.match_cached_writes()
-                for _ in runner.tick(
-                    [t for t in loop.tasks.values() if not t.writes],
-                    timeout=graph.step_timeout,
-                    retry_policy=graph.retry_policy,
-                    get_waiter=wake.is_set if wake is not None else None,
-                    schedule_task=loop.accept_push,
-                    wake=wake,
-                ):
-                    yield from self._drain()
-                loop.after_tick()
-                yield from self._drain()
+        stop = loop.run_stop
+        detach = self._listen(loop)
+        try:
+            with loop:
+                try:
+                    runner = PregelRunner(
+                        submit=loop.submit, put_writes=loop.put_writes, check_saved=loop.check_saved
+                    )
+                    runner.remember = loop.remember_call
+                    runner.records = loop.checkpointer is not None
+                    runner.recorded_call = loop.recorded_call
+                    runner.aborted = stop.aborted
+                    loop.run.runner = runner
+                    stop.runners.append(runner)
+                    while loop.tick():
+                        if stop.reason is not None:
+                            raise stop.refuse(None)
+                        loop.match_cached_writes()
+                        for _ in runner.tick(
+                            [t for t in loop.tasks.values() if not t.writes],
+                            timeout=graph.step_timeout,
+                            retry_policy=graph.retry_policy,
+                            get_waiter=wake.is_set if wake is not None else None,
+                            schedule_task=loop.accept_push,
+                            wake=wake,
+                        ):
+                            yield from self._drain()
+                        if stop.reason is not None and stop.unfinished(loop.tasks):
+                            raise stop.refuse(None)
+                        loop.after_tick()
+                        yield from self._drain()
+                except BaseException as exc:
+                    stop.aborted(exc)
+                    raise
+        except BaseException as exc:
+            outcome = self._outcome(loop, exc)
+            if outcome is exc:
+                raise
+            raise outcome from (None if isinstance(exc, StopRequested) else exc)
+        finally:
+            detach()
+            stop.forget(loop.run.runner)
         yield from self._drain()
         yield _ended(loop)
 
@@ -147,38 +176,84 @@ class RunDriver:
 
         graph = self.graph
         loop: AsyncPregelLoop = self._loop(AsyncPregelLoop, emit, True)
-        async with loop:
-            runner = PregelRunner(
-                submit=loop.submit,
-                put_writes=loop.put_writes,
-                is_async=True,
-                check_saved=loop.check_saved,
-            )
-            runner.remember = loop.remember_call
-            runner.records = loop.checkpointer is not None
-            runner.recorded_call = loop.recorded_call
-            loop.run.runner = runner
-            while loop.tick():
-                await loop.amatch_cached_writes()
-                await loop.settle()
-                async for _ in runner.atick(
-                    [t for t in loop.tasks.values() if not t.writes],
-                    timeout=graph.step_timeout,
-                    retry_policy=graph.retry_policy,
-                    get_waiter=wake.is_set if wake is not None else None,
-                    schedule_task=loop.accept_push,
-                    wake=wake,
-                ):
-                    for event in self._drain():
-                        yield event
-                await loop.settle()
-                loop.after_tick()
-                await loop.settle()
-                for event in self._drain():
-                    yield event
+        stop = loop.run_stop
+        if not loop.is_nested:
+            stop.owner = asyncio.current_task()
+        detach = self._listen(loop)
+        try:
+            async with loop:
+                try:
+                    runner = PregelRunner(
+                        submit=loop.submit,
+                        put_writes=loop.put_writes,
+                        is_async=True,
+                        check_saved=loop.check_saved,
+                    )
+                    runner.remember = loop.remember_call
+                    runner.records = loop.checkpointer is not None
+                    runner.recorded_call = loop.recorded_call
+                    runner.aborted = stop.aborted
+                    loop.run.runner = runner
+                    stop.runners.append(runner)
+                    while loop.tick():
+                        if stop.reason is not None:
+                            raise stop.refuse(None)
+                        await loop.amatch_cached_writes()
+                        await loop.settle()
+                        async for _ in runner.atick(
+                            [t for t in loop.tasks.values() if not t.writes],
+                            timeout=graph.step_timeout,
+                            retry_policy=graph.retry_policy,
+                            get_waiter=wake.is_set if wake is not None else None,
+                            schedule_task=loop.accept_push,
+                            wake=wake,
+                        ):
+                            for event in self._drain():
+                                yield event
+                        await loop.settle()
+                        if stop.reason is not None and stop.unfinished(loop.tasks):
+                            raise stop.refuse(None)
+                        loop.after_tick()
+                        await loop.settle()
+                        for event in self._drain():
+                            yield event
+                except BaseException as exc:
+                    stop.aborted(exc)
+                    raise
+        except BaseException as exc:
+            outcome = self._outcome(loop, exc)
+            if outcome is exc:
+                raise
+            raise outcome from (None if isinstance(exc, StopRequested) else exc)
+        finally:
+            detach()
+            stop.forget(loop.run.runner)
         for event in self._drain():
             yield event
         yield _ended(loop)
+
+    # shared by both
+    def _listen(self, loop: PregelLoop) -> Callable[[], None]:
+        """Let the caller's ``RunControl`` drain this run; returns the undo."""
+        control = self.control
+        if control is None or loop.is_nested:
+            return _nothing
+        listener = loop.run_stop.drain
+        control._attach(listener)
+        return lambda: control._detach(listener)
+
+    def _outcome(self, loop: PregelLoop, exc: BaseException) -> BaseException:
+        """What the caller gets for the exception that ended the run: a stopped
+        root run raises ``RunCancelledError`` or ``GraphDrained``; a nested
+        run leaves that to the root."""
+        if loop.is_nested:
+            return exc
+        thread_id = loop.config.get(CONF, {}).get("thread_id")
+        return loop.run_stop.outcome(exc, thread_id) or exc
+
+
+def _nothing() -> None:
+    return None
 
 
 def _ended(loop: PregelLoop) -> Raw:

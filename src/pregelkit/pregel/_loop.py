@@ -55,12 +55,16 @@ from pregelkit.pregel._algo import (
     task_path_str,
 )
 from pregelkit.pregel._call import Call
+from pregelkit.pregel._control import (
+    DRAINED,
+)
 from pregelkit.pregel._executor import AsyncBackgroundExecutor, BackgroundExecutor
 from pregelkit.pregel._faults import RunFaults, describe_call
 from pregelkit.pregel._io import (
     read_channels,
     task_start_event,
 )
+from pregelkit.pregel._loop_control import LoopControl
 from pregelkit.pregel._loop_events import Emit, tee
 from pregelkit.pregel._loop_input import LoopInput
 from pregelkit.pregel._persist import (
@@ -76,6 +80,8 @@ from pregelkit.pregel._scope import RunContext, TaskScope
 from pregelkit.types import Interrupt, PregelExecutableTask
 
 if TYPE_CHECKING:
+    import asyncio
+
     from pregelkit.pregel.main import Pregel
 
 __all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
@@ -83,7 +89,7 @@ __all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
 Status = Literal["input", "pending", "done", "interrupt_before", "interrupt_after", "out_of_steps"]
 
 
-class PregelLoop(LoopInput):
+class PregelLoop(LoopInput, LoopControl):
     """One run of a graph: input, supersteps, checkpoints, exit."""
 
     def __init__(
@@ -195,6 +201,7 @@ class PregelLoop(LoopInput):
         if parent is not None:
             self.run.resume_slot = parent.run.resume_slot
             self.run.resume_map = parent.run.resume_map
+        self._init_control(parent)
         self._next_version: Any = (
             checkpointer.get_next_version if checkpointer is not None else increment
         )
@@ -454,6 +461,11 @@ class PregelLoop(LoopInput):
         """Record a task's writes: in memory, on the stream, in the cache, in the saver."""
         if not writes:
             return None
+        stop = self.run_stop
+        if stop.reason is not None and (
+            task_id in stop.refused or (writes[0][0] == ERROR and stop.reason != DRAINED)
+        ):
+            return None  # a task cut short by the stop (or by what stopping did to it)
         if task_id == NULL_TASK_ID:
             chans = {c for c, _ in writes}
             self.checkpoint_pending_writes = [
@@ -505,9 +517,12 @@ class PregelLoop(LoopInput):
         """Create the task for a call made by a running task (functional API).
 
         A call whose writes were saved before (this is a replay) gets them
-        back and will not run; a cache hit likewise.
+        back and will not run; a cache hit likewise. Once the run is asked
+        to stop, no call starts.
         """
         self.faults.raise_if_failed(self.step)
+        if self.run_stop.reason is not None:
+            raise self.run_stop.refuse(parent)
         pushed = prepare_push_call(self.planner, parent, idx, call)
         done = self._done_writes.get(pushed.id)
         record = self._call_records.get(pushed.id)
@@ -609,6 +624,7 @@ class PregelLoop(LoopInput):
         """Decide what exiting means; return whether to swallow ``exc``."""
         if isinstance(exc, NondeterminismError):
             return False  # nothing this resume did is saved: the old code can still resume
+        self._mark_drained(exc)
         if self.checkpointer is not None and self.durability == "exit":
             if self.checkpoint_id_saved != self.checkpoint["id"] or self._unsaved:
                 self._save_checkpoint()
@@ -693,6 +709,7 @@ class SyncPregelLoop(PregelLoop):
             self._thread_lock = self.checkpointer.lock_thread(thread_id, wait=wait)
             self._thread_lock.__enter__()
         try:
+            self._start_control()
             saved = (
                 self.checkpointer.get_tuple(self.checkpoint_config)
                 if self.checkpointer is not None
@@ -710,6 +727,7 @@ class SyncPregelLoop(PregelLoop):
         return self
 
     def _release(self) -> None:
+        self._end_control()
         if self._thread_lock is not None:
             self._thread_lock.__exit__(None, None, None)
             self._thread_lock = None
@@ -721,8 +739,12 @@ class SyncPregelLoop(PregelLoop):
         traceback: TracebackType | None,
     ) -> bool:
         try:
-            suppress = self._finish(exc_value)
-            self._executor.__exit__(exc_type, exc_value, traceback)
+            # tasks still running (a run stopped or failed midway) finish first,
+            # so that exiting saves their writes too
+            try:
+                self._executor.__exit__(exc_type, exc_value, traceback)
+            finally:
+                suppress = self._finish(exc_value)
             self._lane.wait()
             self.faults.raise_if_failed(self.step)
         finally:
@@ -766,6 +788,7 @@ class AsyncPregelLoop(PregelLoop):
             self._thread_lock = self.checkpointer.alock_thread(thread_id, wait=wait)
             await self._thread_lock.__aenter__()
         try:
+            await self._astart_control()
             saved = (
                 await self.checkpointer.aget_tuple(self.checkpoint_config)
                 if self.checkpointer is not None
@@ -784,6 +807,7 @@ class AsyncPregelLoop(PregelLoop):
         return self
 
     async def _release(self) -> None:
+        self._end_control()
         if self._thread_lock is not None:
             await self._thread_lock.__aexit__(None, None, None)
             self._thread_lock = None
@@ -804,11 +828,13 @@ class AsyncPregelLoop(PregelLoop):
         import asyncio
 
         try:
-            suppress = self._finish(exc_value)
+            try:
+                await self._executor.__aexit__(exc_type, exc_value, traceback)
+            finally:
+                suppress = self._finish(exc_value)
             try:
                 await self.settle()
             finally:
-                await self._executor.__aexit__(exc_type, exc_value, traceback)
                 if self._lane_tail is not None:
                     await asyncio.shield(self._lane_tail)
             self.faults.raise_if_failed(self.step)

@@ -212,6 +212,8 @@ class PregelRunner:
         futures = self.futures
         if futures is not None:
             futures.wake()
+        self.aborted: Callable[[BaseException], None] | None = None
+        """Told of a task ended by Ctrl-C or cancellation (``RunStop.aborted``)."""
 
     # the decision: what a finished task leaves behind
     def commit(self, task: PregelExecutableTask, exception: BaseException | None) -> Any:
@@ -231,6 +233,11 @@ class PregelRunner:
             elif not task.writes:
                 task.writes.append((NO_WRITES, None))
             return _chain(pending, self.put_writes(task.id, task.writes))
+        if not isinstance(exception, Exception):
+            # Ctrl-C or a cancelled asyncio task: no result to record, and the run may stop
+            if self.aborted is not None:
+                self.aborted(exception)
+            return pending
         if isinstance(exception, GraphInterrupt):
             writes: list[tuple[str, Any]] = [(INTERRUPT, list(exception.interrupts))]
             resumes = [w for w in task.writes if w[0] == RESUME]

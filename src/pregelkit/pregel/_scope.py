@@ -63,6 +63,7 @@ class RunContext:
         "resume_writes",
         "resuming",
         "runner",
+        "stop",
         "store",
         "stream_modes",
         "stream_subgraphs",
@@ -93,6 +94,8 @@ class RunContext:
         self.resume_slot = ResumeSlot()
         self.resume_writes: dict[str, list[Any]] = {}
         self.runner: Any = None
+        self.stop: Any = None
+        """The run's ``pregel._control.RunStop``, shared with its nested runs."""
         self.resuming = False
         self.checkpoint_id: str | None = None
         self.emit_raw: Callable[[tuple[str, ...], str, Any], None] | None = None

@@ -15,6 +15,7 @@ from pregelkit._internal._constants import (
     CONF,
     CONFIG_KEY_CHECKPOINT_ID,
     CONFIG_KEY_CHECKPOINT_NS,
+    CONFIG_KEY_THREAD_ID,
     ERROR,
     INPUT,
     INTERRUPT,
@@ -42,6 +43,7 @@ from pregelkit.pregel._algo import (
     is_done_write,
     prepare_next_tasks,
 )
+from pregelkit.pregel._control import CANCELLED
 from pregelkit.pregel._io import read_channels
 from pregelkit.pregel._read import PregelNode
 from pregelkit.pregel._write import control_writes
@@ -179,6 +181,8 @@ class StateAPI:
         config = self._config(config)
         latest = not config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
         snapshot = self._snapshot(config, saver.get_tuple(config), apply_pending=latest)
+        if latest and (tid := _marked_thread(saver, config, snapshot)) is not None:
+            snapshot = _with_mark(snapshot, saver.get_thread_control(tid))
         if not subgraphs:
             return snapshot
         tasks = []
@@ -221,6 +225,8 @@ class StateAPI:
         config = self._config(config)
         latest = not config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
         snapshot = self._snapshot(config, await saver.aget_tuple(config), apply_pending=latest)
+        if latest and (tid := _marked_thread(saver, config, snapshot)) is not None:
+            snapshot = _with_mark(snapshot, await saver.aget_thread_control(tid))
         if not subgraphs:
             return snapshot
         tasks = []
@@ -382,6 +388,75 @@ class StateAPI:
         saved = await saver.aget_tuple(config)
         args = self._plan_update(config, saved, values, as_node)
         return await saver.aput(*args)
+
+    # run control: stop a thread's run from anywhere (see pregel/_control.py)
+    def cancel(self, config: Mapping[str, Any]) -> None:
+        """Cancel the thread: mark it in the saver. The run that owns it, in
+        this process or another, stops within a task call (or
+        ``POLL_SECONDS``), saves what finished and raises
+        ``RunCancelledError``. Until ``uncancel(config)``, every run of the
+        thread raises ``RunCancelledError`` before it starts."""
+        saver, thread_id = self._control_target(config, "cancel")
+        saver.put_thread_control(thread_id, CANCELLED)
+
+    async def acancel(self, config: Mapping[str, Any]) -> None:
+        saver, thread_id = self._control_target(config, "acancel")
+        await saver.aput_thread_control(thread_id, CANCELLED)
+
+    def uncancel(self, config: Mapping[str, Any]) -> None:
+        """Clear the thread's cancel mark, so that it runs again: resume it with
+        ``invoke(None, config)`` (or answer its interrupt with a ``Command``).
+        A thread that is not cancelled is left as it is."""
+        saver, thread_id = self._control_target(config, "uncancel")
+        if saver.get_thread_control(thread_id) == CANCELLED:
+            saver.put_thread_control(thread_id, None)
+
+    async def auncancel(self, config: Mapping[str, Any]) -> None:
+        saver, thread_id = self._control_target(config, "auncancel")
+        if await saver.aget_thread_control(thread_id) == CANCELLED:
+            await saver.aput_thread_control(thread_id, None)
+
+    def _control_target(
+        self, config: Mapping[str, Any], what: str
+    ) -> tuple[BaseCheckpointSaver[Any], str]:
+        saver = self._require_saver()
+        thread_id = self._config(config)[CONF].get(CONFIG_KEY_THREAD_ID)
+        if thread_id is None:
+            raise ValueError(
+                f"{what}() needs the thread to act on: pass "
+                "config={'configurable': {'thread_id': '...'}}"
+            )
+        if not saver.has_thread_control:
+            raise TypeError(
+                f"{what}(): {type(saver).__name__} keeps no run-control marks; use "
+                "InMemorySaver, SqliteSaver or PostgresSaver (or implement "
+                "get_thread_control/put_thread_control)"
+            )
+        return saver, str(thread_id)
+
+
+def _marked_thread(
+    saver: BaseCheckpointSaver[Any], config: Mapping[str, Any], snapshot: StateSnapshot
+) -> str | None:
+    """The thread whose run-control mark ``get_state`` shows: a saved root
+    graph's, when the saver keeps marks."""
+    conf = config[CONF]
+    if (
+        snapshot.metadata is None
+        or conf.get(CONFIG_KEY_CHECKPOINT_NS)
+        or not saver.has_thread_control
+    ):
+        return None
+    thread_id = conf.get(CONFIG_KEY_THREAD_ID)
+    return None if thread_id is None else str(thread_id)
+
+
+def _with_mark(snapshot: StateSnapshot, mark: str | None) -> StateSnapshot:
+    """``metadata["stopped"]``: ``"cancelled"`` or ``"drained"``, when marked."""
+    if mark is None or snapshot.metadata is None:
+        return snapshot
+    metadata = cast(CheckpointMetadata, {**snapshot.metadata, "stopped": mark})
+    return snapshot._replace(metadata=metadata)
 
 
 def _root_ns(config: dict[str, Any]) -> dict[str, Any]:

@@ -53,6 +53,7 @@ INVOKE_KEYWORDS = (
     "interrupt_after",
     "durability",
     "context",
+    "control",
     "debug",
 )
 STREAM_KEYWORDS = (*INVOKE_KEYWORDS, "subgraphs")

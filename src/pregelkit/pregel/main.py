@@ -30,6 +30,7 @@ from pregelkit.pregel._validate import (
     check_keywords,
     check_stream_mode,
 )
+from pregelkit.runtime import RunControl
 from pregelkit.types import CachePolicy, RetryPolicy, Send, StreamMode, TimeoutPolicy
 
 __all__ = ["NodeBuilder", "Pregel"]
@@ -227,6 +228,7 @@ class Pregel(StateAPI, PregelProtocol):
         durability: str | None,
         interrupt_before: Sequence[str] | str | None,
         interrupt_after: Sequence[str] | str | None,
+        control: RunControl | None,
     ) -> RunDriver:
         """The shared start of every run, whichever driver waits on it."""
         check_durability(durability)
@@ -240,6 +242,7 @@ class Pregel(StateAPI, PregelProtocol):
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
             subgraphs=shape.subgraphs,
+            control=control,
         )
 
     def _shape(
@@ -263,6 +266,7 @@ class Pregel(StateAPI, PregelProtocol):
         subgraphs: bool = False,
         debug: bool | None = None,
         context: Any = None,
+        control: RunControl | None = None,
         **kwargs: Any,
     ) -> Iterator[Any]:
         """Run the graph, yielding output as it is produced (see ``stream_mode``).
@@ -283,6 +287,7 @@ class Pregel(StateAPI, PregelProtocol):
             durability=durability,
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
+            control=control,
         )
         events = driver.events()
         try:
@@ -303,6 +308,7 @@ class Pregel(StateAPI, PregelProtocol):
         subgraphs: bool = False,
         debug: bool | None = None,
         context: Any = None,
+        control: RunControl | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[Any]:
         """The async twin of ``stream``."""
@@ -320,6 +326,7 @@ class Pregel(StateAPI, PregelProtocol):
             durability=durability,
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
+            control=control,
         )
         events = driver.aevents()
         try:
@@ -341,6 +348,7 @@ class Pregel(StateAPI, PregelProtocol):
         interrupt_after: Sequence[str] | str | None = None,
         durability: str | None = None,
         context: Any = None,
+        control: RunControl | None = None,
         **kwargs: Any,
     ) -> Any:
         """Run the graph to the end (or an interrupt) and return its output.
@@ -362,6 +370,7 @@ class Pregel(StateAPI, PregelProtocol):
             durability=durability,
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
+            control=control,
         )
         events = driver.events()
         try:
@@ -382,6 +391,7 @@ class Pregel(StateAPI, PregelProtocol):
         interrupt_after: Sequence[str] | str | None = None,
         durability: str | None = None,
         context: Any = None,
+        control: RunControl | None = None,
         **kwargs: Any,
     ) -> Any:
         """The async twin of ``invoke``."""
@@ -399,6 +409,7 @@ class Pregel(StateAPI, PregelProtocol):
             durability=durability,
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
+            control=control,
         )
         events = driver.aevents()
         try:

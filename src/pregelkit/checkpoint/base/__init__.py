@@ -245,6 +245,36 @@ class BaseCheckpointSaver(Generic[V]):
 
         return f"{current_v + 1:032}.{random.random():016}"  # type: ignore[return-value]
 
+    # run control: one mark per thread, read by the run that owns the thread
+    def get_thread_control(self, thread_id: str) -> str | None:
+        """The thread's run-control mark: ``"cancelled"`` (``cancel()`` asked its
+        run to stop; no run starts until ``uncancel()``), ``"drained"`` (its last
+        run stopped at a drain) or ``None``. A run polls this while it runs, so
+        it must be cheap: one row read by key."""
+        raise NotImplementedError(
+            f"{type(self).__name__} keeps no run-control marks, so its threads cannot be "
+            "cancelled from outside the run: implement get_thread_control and "
+            "put_thread_control (the memory, SQLite and PostgreSQL savers do)"
+        )
+
+    def put_thread_control(self, thread_id: str, mark: str | None) -> None:
+        """Set the thread's run-control mark, or clear it with ``None``.
+        ``delete_thread`` clears it too."""
+        raise NotImplementedError(
+            f"{type(self).__name__} keeps no run-control marks, so its threads cannot be "
+            "cancelled from outside the run: implement get_thread_control and "
+            "put_thread_control (the memory, SQLite and PostgreSQL savers do)"
+        )
+
+    @property
+    def has_thread_control(self) -> bool:
+        """Whether this saver keeps run-control marks (a run polls only then)."""
+        cls = type(self)
+        return (
+            cls.get_thread_control is not BaseCheckpointSaver.get_thread_control
+            or cls.aget_thread_control is not BaseCheckpointSaver.aget_thread_control
+        )
+
     # one run per thread
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:
         """Hold ``thread_id`` for one run; a second run of it fails fast
@@ -320,6 +350,12 @@ class BaseCheckpointSaver(Generic[V]):
         strategy: Literal["keep_latest", "delete"] = "keep_latest",
     ) -> None:
         await self._in_thread(self.prune, thread_ids, strategy=strategy)
+
+    async def aget_thread_control(self, thread_id: str) -> str | None:
+        return await self._in_thread(self.get_thread_control, thread_id)
+
+    async def aput_thread_control(self, thread_id: str, mark: str | None) -> None:
+        await self._in_thread(self.put_thread_control, thread_id, mark)
 
 
 class _held(AbstractContextManager[None]):

@@ -76,6 +76,7 @@ class InMemorySaver(
         self.storage = defaultdict(lambda: defaultdict(dict))
         self.writes = defaultdict(dict)
         self.blobs = {}
+        self.controls: dict[str, str] = {}
         # One lock for all three tables: workers call put_writes concurrently,
         # and readers must not see a checkpoint without its blobs.
         self._lock = threading.Lock()
@@ -164,7 +165,17 @@ class InMemorySaver(
         thread_id = str(thread_id)  # configs may carry non-str ids; storage keys are str
         with self._lock:
             self.storage.pop(thread_id, None)
+            self.controls.pop(thread_id, None)
             self._forget_rows({thread_id}, set(), set())
+
+    def get_thread_control(self, thread_id: str) -> str | None:
+        return self.controls.get(str(thread_id))
+
+    def put_thread_control(self, thread_id: str, mark: str | None) -> None:
+        if mark is None:
+            self.controls.pop(str(thread_id), None)
+        else:
+            self.controls[str(thread_id)] = mark
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of one thread to another.
@@ -221,6 +232,8 @@ class InMemorySaver(
             }
             for thread_id in targets:
                 self.storage.pop(thread_id, None)
+                if strategy == "delete":
+                    self.controls.pop(thread_id, None)
             for (thread_id, ns), (checkpoint_id, stored) in kept.items():
                 self.storage[thread_id][ns][checkpoint_id] = stored
             self._forget_rows(targets, kept_writes, kept_blobs)

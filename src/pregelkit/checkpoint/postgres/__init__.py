@@ -279,6 +279,19 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             target_thread_id,
         )
 
+    def get_thread_control(self, thread_id: str) -> str | None:
+        """The thread's run-control mark (see ``BaseCheckpointSaver``)."""
+        return self._run(
+            partial(_core.get_thread_control, str(thread_id)), "get_thread_control", str(thread_id)
+        )
+
+    def put_thread_control(self, thread_id: str, mark: str | None) -> None:
+        self._run(
+            partial(_core.put_thread_control, str(thread_id), mark),
+            "put_thread_control",
+            str(thread_id),
+        )
+
     def prune(
         self,
         thread_ids: Sequence[str],

@@ -390,6 +390,18 @@ def delete_thread(thread_id: str) -> Plan[None]:
         yield Statement(statement, (thread_id,))
 
 
+def get_thread_control(thread_id: str) -> Plan[str | None]:
+    row = yield Statement(_sql.SELECT_THREAD_CONTROL, (thread_id,), fetch="one")
+    return None if row is None else str(row[0])
+
+
+def put_thread_control(thread_id: str, mark: str | None) -> Plan[None]:
+    if mark is None:
+        yield Statement(_sql.DELETE_THREAD_CONTROL, (thread_id,))
+    else:
+        yield Statement(_sql.UPSERT_THREAD_CONTROL, (thread_id, mark))
+
+
 def copy_thread(source_thread_id: str, target_thread_id: str) -> Plan[None]:
     for statement in _sql.COPY_THREAD:
         yield Statement(statement, (target_thread_id, source_thread_id))

@@ -61,6 +61,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    (
+        # one run-control mark per thread ("cancelled", "drained"): what
+        # cancel() leaves for the run that owns the thread, which polls it
+        """
+        CREATE TABLE pregelkit_thread_control (
+            thread_id text PRIMARY KEY,
+            mark text NOT NULL,
+            updated_at timestamptz NOT NULL DEFAULT now()
+        )
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
@@ -156,6 +167,7 @@ DELETE_THREAD = (
     "DELETE FROM pregelkit_checkpoints WHERE thread_id = %s",
     "DELETE FROM pregelkit_blobs WHERE thread_id = %s",
     "DELETE FROM pregelkit_writes WHERE thread_id = %s",
+    "DELETE FROM pregelkit_thread_control WHERE thread_id = %s",
 )
 
 # Parameters: target thread id, source thread id. Rows the target already has
@@ -226,6 +238,14 @@ PRUNE_KEEP_LATEST = (
     )
     """,
 )
+
+
+SELECT_THREAD_CONTROL = "SELECT mark FROM pregelkit_thread_control WHERE thread_id = %s"
+UPSERT_THREAD_CONTROL = """
+INSERT INTO pregelkit_thread_control (thread_id, mark) VALUES (%s, %s)
+ON CONFLICT (thread_id) DO UPDATE SET mark = excluded.mark, updated_at = now()
+"""
+DELETE_THREAD_CONTROL = "DELETE FROM pregelkit_thread_control WHERE thread_id = %s"
 
 
 def thread_lock_key(thread_id: str) -> int:

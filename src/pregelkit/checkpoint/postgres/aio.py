@@ -276,6 +276,19 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             target_thread_id,
         )
 
+    async def aget_thread_control(self, thread_id: str) -> str | None:
+        """The thread's run-control mark (see ``BaseCheckpointSaver``)."""
+        return await self._run(
+            partial(_core.get_thread_control, str(thread_id)), "get_thread_control", str(thread_id)
+        )
+
+    async def aput_thread_control(self, thread_id: str, mark: str | None) -> None:
+        await self._run(
+            partial(_core.put_thread_control, str(thread_id), mark),
+            "put_thread_control",
+            str(thread_id),
+        )
+
     async def aprune(
         self,
         thread_ids: Sequence[str],
@@ -372,6 +385,12 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self._sync(self.acopy_thread(source_thread_id, target_thread_id), "copy_thread")
+
+    def get_thread_control(self, thread_id: str) -> str | None:
+        return self._sync(self.aget_thread_control(thread_id), "get_thread_control")
+
+    def put_thread_control(self, thread_id: str, mark: str | None) -> None:
+        self._sync(self.aput_thread_control(thread_id, mark), "put_thread_control")
 
     def prune(
         self,

@@ -376,6 +376,7 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         """Drop the history of threads: ``delete`` forgets them entirely;
         ``keep_latest`` keeps each namespace's latest checkpoint with its pending
         writes and the blobs it references. One transaction for all threads."""
+        statements: tuple[str, ...]
         if strategy == "keep_latest":
             statements = _sql.PRUNE_KEEP_LATEST
         elif strategy == "delete":
@@ -391,6 +392,24 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                 conn.executemany(statement, params)
 
         self._attempt(prune, "prune", write=True)
+
+    # run control
+
+    def get_thread_control(self, thread_id: str) -> str | None:
+        """The thread's run-control mark (see ``BaseCheckpointSaver``); a read
+        by key outside any transaction, cheap enough to poll."""
+        with self._lock:
+            if not self._ready:
+                self._setup_locked()
+            row = self.conn.execute(_sql.SELECT_THREAD_CONTROL, (str(thread_id),)).fetchone()
+        return None if row is None else str(row[0])
+
+    def put_thread_control(self, thread_id: str, mark: str | None) -> None:
+        with self._transaction(write=True) as conn:
+            if mark is None:
+                conn.execute(_sql.DELETE_THREAD_CONTROL, (str(thread_id),))
+            else:
+                conn.execute(_sql.UPSERT_THREAD_CONTROL, (str(thread_id), mark))
 
     # one run per thread
 

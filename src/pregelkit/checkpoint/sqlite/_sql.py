@@ -60,6 +60,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) WITHOUT ROWID
         """,
     ),
+    (
+        # one run-control mark per thread ("cancelled", "drained"): what
+        # cancel() leaves for the run that owns the thread, which polls it
+        """
+        CREATE TABLE pregelkit_thread_control (
+            thread_id TEXT PRIMARY KEY,
+            mark TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        ) WITHOUT ROWID
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
@@ -143,6 +154,7 @@ DELETE_THREAD = (
     "DELETE FROM pregelkit_checkpoints WHERE thread_id = ?",
     "DELETE FROM pregelkit_blobs WHERE thread_id = ?",
     "DELETE FROM pregelkit_writes WHERE thread_id = ?",
+    "DELETE FROM pregelkit_thread_control WHERE thread_id = ?",
 )
 
 # Parameters: target thread id, source thread id. Rows the target already has
@@ -262,3 +274,12 @@ def _metadata_test(value: Any) -> tuple[str, tuple[Any, ...]]:
         return "m.type = 'text' AND m.value = ?", (value,)
     kind = "object" if isinstance(value, dict) else "array"
     return f"m.type = '{kind}' AND json(m.value) = json(?)", (filter_json(value),)
+
+
+SELECT_THREAD_CONTROL = "SELECT mark FROM pregelkit_thread_control WHERE thread_id = ?"
+UPSERT_THREAD_CONTROL = """
+INSERT INTO pregelkit_thread_control (thread_id, mark, updated_at)
+VALUES (?, ?, datetime('now'))
+ON CONFLICT (thread_id) DO UPDATE SET mark = excluded.mark, updated_at = excluded.updated_at
+"""
+DELETE_THREAD_CONTROL = "DELETE FROM pregelkit_thread_control WHERE thread_id = ?"

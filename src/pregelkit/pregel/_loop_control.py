@@ -1,0 +1,109 @@
+"""The loop's side of run control (``pregel/_control.py``): the thread's mark.
+
+``LoopControl`` is a base of ``PregelLoop``. A root run with a saver that
+keeps marks reads its thread's mark when it starts (a cancelled thread does
+not run; a drained one runs and its mark is cleared), has it polled while it
+runs (by ``WATCHER`` or, async, a task on its event loop) and leaves
+``"drained"`` behind when a drain stopped it. Nested runs share the stop of
+the run they are part of and poll nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
+from pregelkit.checkpoint.base import BaseCheckpointSaver
+from pregelkit.errors import RunCancelledError
+from pregelkit.pregel._control import (
+    CANCELLED,
+    DRAINED,
+    WATCHER,
+    RunStop,
+    StopRequested,
+    apoll,
+)
+from pregelkit.pregel._scope import RunContext, TaskScope
+
+if TYPE_CHECKING:
+    import asyncio
+
+__all__ = ["LoopControl"]
+
+
+class LoopControl:
+    """Reads, polls and leaves the run-control mark of the loop's thread."""
+
+    config: dict[str, Any]
+    checkpointer: BaseCheckpointSaver[Any] | None
+    run: RunContext
+    _aloop: asyncio.AbstractEventLoop
+
+    def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
+        raise NotImplementedError
+
+    def _init_control(self, parent: TaskScope | None) -> None:
+        # a nested run stops with the run it is part of
+        self.run_stop: RunStop = parent.run.stop if parent is not None else RunStop()
+        self.run.stop = self.run_stop
+        saver = self.checkpointer
+        self._controlled = saver is not None and parent is None and saver.has_thread_control
+        self._unwatch: Callable[[], None] | None = None
+        self._poller: asyncio.Task[None] | None = None
+
+    @property
+    def _thread_id(self) -> str:
+        return str(self.config[CONF][CONFIG_KEY_THREAD_ID])
+
+    def _marked(self, mark: str | None) -> bool:
+        """At the start of a run: a cancelled thread does not run (until
+        ``uncancel``); a drained one does, its mark cleared (returns True)."""
+        if mark == CANCELLED:
+            raise RunCancelledError(self._thread_id, starting=True)
+        return mark is not None
+
+    def _start_control(self) -> None:
+        saver = self.checkpointer
+        if not self._controlled or saver is None:
+            return
+        if self._marked(saver.get_thread_control(self._thread_id)):
+            saver.put_thread_control(self._thread_id, None)
+        self._unwatch = WATCHER.add(self._poll)
+
+    async def _astart_control(self) -> None:
+        saver = self.checkpointer
+        if not self._controlled or saver is None:
+            return
+        if self._marked(await saver.aget_thread_control(self._thread_id)):
+            await saver.aput_thread_control(self._thread_id, None)
+        self._poller = self._aloop.create_task(apoll(self._apoll, self.run_stop))
+
+    def _poll(self) -> None:
+        """Read the mark (``WATCHER``'s thread calls this while the run runs)."""
+        assert self.checkpointer is not None
+        if self.checkpointer.get_thread_control(self._thread_id) == CANCELLED:
+            self.run_stop.request(CANCELLED)
+
+    async def _apoll(self) -> None:
+        assert self.checkpointer is not None
+        if await self.checkpointer.aget_thread_control(self._thread_id) == CANCELLED:
+            self.run_stop.request(CANCELLED)
+
+    def _end_control(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+        if self._poller is not None:
+            self._poller.cancel()
+            self._poller = None
+
+    def _mark_drained(self, exc: BaseException | None) -> None:
+        """A run a drain stopped leaves its thread marked ``"drained"``."""
+        saver = self.checkpointer
+        if not (self._controlled and saver is not None and isinstance(exc, StopRequested)):
+            return
+        if self.run_stop.reason == DRAINED:
+            self._persist(
+                saver.put_thread_control, saver.aput_thread_control, self._thread_id, DRAINED
+            )
