@@ -20,13 +20,7 @@ missing server fails the tests that need it; it never skips them.
 from __future__ import annotations
 
 import asyncio
-import glob
 import os
-import pwd
-import shutil
-import socket
-import subprocess
-import tempfile
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -37,6 +31,7 @@ import pytest
 from hypothesis import settings
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+import _pg_server
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.memory import InMemorySaver
 from pregelkit.checkpoint.postgres import PostgresSaver
@@ -57,83 +52,17 @@ SAVER_KINDS = ["memory", "sqlite", "postgres"]
 _TABLES = "pregelkit_checkpoints, pregelkit_blobs, pregelkit_writes"
 
 
-def _postgres_bin() -> Path:
-    found = sorted(
-        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-        key=lambda p: [int(x) if x.isdigit() else 0 for x in Path(p).parts[4].split(".")],
-    )
-    if not found:
-        pytest.fail(
-            "PostgreSQL is not installed: no /usr/lib/postgresql/*/bin/initdb. Install it "
-            "with `bash .ci/postgres-binaries` (or `apt-get install postgresql`), or set "
-            "PREGELKIT_TEST_PG_DSN to a server to use.",
-            pytrace=False,
-        )
-    return Path(found[-1]).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _run(cmd: list[str], what: str) -> None:
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode:
-        pytest.fail(
-            f"{what} failed ({' '.join(cmd)}):\n{done.stdout}\n{done.stderr}", pytrace=False
-        )
-
-
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
     """DSN of the server's ``postgres`` database (the maintenance database)."""
     if dsn := os.environ.get("PREGELKIT_TEST_PG_DSN"):
         yield dsn
         return
-    bindir = _postgres_bin()
-    root = tempfile.mkdtemp(prefix="pregelkit-pg-")
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # PostgreSQL refuses to run as root
-        try:
-            entry = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.fail(
-                "running as root, PostgreSQL must run as the `postgres` user, which does not "
-                "exist: install the `postgresql` package (`bash .ci/postgres-binaries`) or "
-                "create the user",
-                pytrace=False,
-            )
-        os.chown(root, entry.pw_uid, entry.pw_gid)
-        as_user = ["runuser", "-u", "postgres", "--"]
-    data, log, port = os.path.join(root, "data"), os.path.join(root, "log"), _free_port()
     try:
-        _run(
-            [*as_user, str(bindir / "initdb"), "-D", data, "-U", "postgres", "-A", "trust",
-             "-E", "UTF8", "--no-locale", "--no-sync"],
-            "initdb",
-        )  # fmt: skip
-        options = (
-            f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
-        _run(
-            [*as_user, str(bindir / "pg_ctl"), "-D", data, "-l", log, "-o", options, "-w",
-             "-t", "60", "start"],
-            f"starting PostgreSQL (log: {log})",
-        )  # fmt: skip
-        try:
-            yield f"postgresql://postgres@127.0.0.1:{port}/postgres?sslmode=disable"
-        finally:
-            subprocess.run(
-                [*as_user, str(bindir / "pg_ctl"), "-D", data, "-m", "immediate", "stop"],
-                capture_output=True,
-                check=False,
-            )
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+        with _pg_server.postgres_server() as dsn:
+            yield dsn
+    except _pg_server.PostgresUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 def _create_database(server_dsn: str, name: str) -> str:
