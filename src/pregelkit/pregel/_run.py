@@ -40,14 +40,9 @@ def _inject(spec: FnSpec, scope: TaskScope, given: dict[str, Any], n_args: int) 
         elif name == "previous":
             kw[name] = scope.run.previous
         elif name == "runtime":
-            from pregelkit.runtime import Runtime
+            from pregelkit.runtime import runtime_for
 
-            kw[name] = Runtime(
-                context=scope.config.get("context"),
-                store=scope.run.store,
-                stream_writer=scope.stream_writer,
-                previous=scope.run.previous,
-            )
+            kw[name] = runtime_for(scope)
     return kw
 
 

@@ -46,6 +46,7 @@ from pregelkit.pregel._algo import (
 )
 from pregelkit.pregel._io import print_debug, read_channels
 from pregelkit.pregel._read import NodeBuilder, PregelNode
+from pregelkit.pregel._surface import RunnableSurface
 from pregelkit.pregel._write import control_writes
 from pregelkit.types import (
     CachePolicy,
@@ -66,7 +67,7 @@ _DONE = "__pregelkit_done__"
 _Raw = tuple[tuple[str, ...], str, Any]
 
 
-class Pregel:
+class Pregel(RunnableSurface):
     """A graph of nodes that communicate through channels, run in supersteps.
 
     In each step every triggered node runs in parallel on the values of the

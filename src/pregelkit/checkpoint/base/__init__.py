@@ -9,10 +9,19 @@ resumed run skips the tasks that already finished.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any, Generic, Literal, NamedTuple, NotRequired, TypedDict, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    NamedTuple,
+    NotRequired,
+    TypedDict,
+    TypeVar,
+)
 
 from pregelkit._internal._constants import (
     CONF,
@@ -21,8 +30,12 @@ from pregelkit._internal._constants import (
     CONFIG_KEY_THREAD_ID,
 )
 from pregelkit._internal._ids import uuid6
+from pregelkit._internal._typing import MISSING
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
+
+if TYPE_CHECKING:
+    from pregelkit.channels.base import BaseChannel
 
 __all__ = [
     "BaseCheckpointSaver",
@@ -34,10 +47,12 @@ __all__ = [
     "PendingWrite",
     "RunnableConfig",
     "copy_checkpoint",
+    "create_checkpoint",
     "create_checkpoint_id",
     "empty_checkpoint",
     "get_checkpoint_id",
     "get_checkpoint_metadata",
+    "get_serializable_checkpoint_metadata",
 ]
 
 from pregelkit.errors import EmptyChannelError
@@ -101,6 +116,39 @@ def empty_checkpoint() -> Checkpoint:
     )
 
 
+def create_checkpoint(
+    checkpoint: Checkpoint,
+    channels: Mapping[str, BaseChannel[Any, Any, Any]] | None,
+    step: int,
+    *,
+    id: str | None = None,
+) -> Checkpoint:
+    """A new checkpoint after ``checkpoint``, at ``step``: the values of
+    ``channels`` (those with a version in it; empty channels left out), or
+    the old checkpoint's values when ``channels`` is ``None``."""
+    if channels is None:
+        values = checkpoint["channel_values"]
+    else:
+        values = {}
+        for key, channel in channels.items():
+            if key not in checkpoint["channel_versions"]:
+                continue
+            try:
+                value = channel.checkpoint()
+            except EmptyChannelError:
+                continue
+            if value is not MISSING:
+                values[key] = value
+    return Checkpoint(
+        v=LATEST_VERSION,
+        id=id or create_checkpoint_id(step),
+        ts=datetime.now(UTC).isoformat(),
+        channel_values=values,
+        channel_versions=checkpoint["channel_versions"],
+        versions_seen=checkpoint["versions_seen"],
+    )
+
+
 def create_checkpoint_id(step: int) -> str:
     return uuid6(clock_seq=step)
 
@@ -131,6 +179,15 @@ def get_checkpoint_metadata(
         if not k.startswith("__") and isinstance(v, (str, int, float, bool))
     }
     return {**extra, **metadata}  # type: ignore[typeddict-item]
+
+
+def get_serializable_checkpoint_metadata(
+    config: RunnableConfig, metadata: CheckpointMetadata
+) -> CheckpointMetadata:
+    """``get_checkpoint_metadata`` without ``writes``, which savers do not store."""
+    full = get_checkpoint_metadata(config, metadata)
+    full.pop("writes", None)
+    return full
 
 
 def thread_coordinates(config: RunnableConfig) -> tuple[str, str, str | None]:

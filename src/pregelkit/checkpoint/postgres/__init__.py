@@ -58,11 +58,19 @@ class PostgresSaver(BaseCheckpointSaver[str]):
     def __init__(
         self,
         conn: psycopg.Connection[Any] | ConnectionPool[Any],
-        *,
+        pipe: psycopg.Pipeline | None = None,
         serde: SerializerProtocol | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        if pipe is not None and isinstance(conn, ConnectionPool):
+            raise ValueError(
+                "pipe= needs the single Connection the pipeline belongs to, not a "
+                "ConnectionPool: pass PostgresSaver(conn, pipe=conn.pipeline())"
+            )
         self.conn = conn
+        self.pipe = pipe
+        """A pipeline of ``conn`` the saver's statements are sent through
+        (synced at the end of each call), or ``None``."""
         self._conn_lock = threading.Lock()
         self._ready = False
         self._locks = _core.LockState()
@@ -102,7 +110,10 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             # tuple rows whatever row factory the caller's connection has
             conn.cursor(row_factory=tuple_row) as cur,
         ):
-            return _core.drive(run, partial(_execute, cur))
+            result = _core.drive(run, partial(_execute, cur))
+        if self.pipe is not None:
+            self.pipe.sync()
+        return result
 
     @contextmanager
     def _connection(
