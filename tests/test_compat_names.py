@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+from pregelkit._internal._typing import MISSING as MISSING_VALUE
 from pregelkit.channels import LastValue, Topic
 from pregelkit.checkpoint.base import (
     copy_checkpoint,
@@ -400,3 +401,92 @@ def test_runnable_config_is_a_plain_dict() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert Interrupt("x").id == ""
+
+
+# channels.DeltaChannel and the saver's history helper
+
+
+def _extend(state: list[int], writes: list[int]) -> list[int]:
+    return [*state, *writes]
+
+
+def test_delta_channel_folds_batches_and_overwrites() -> None:
+    from pregelkit.channels import DeltaChannel
+    from pregelkit.errors import InvalidUpdateError
+    from pregelkit.types import Overwrite
+
+    with pytest.raises(ValueError, match="snapshot_frequency"):
+        DeltaChannel(_extend, snapshot_frequency=0)
+    channel = DeltaChannel(_extend).from_checkpoint(MISSING_VALUE)
+    assert channel.get() == [] and channel.ValueType is list
+    assert channel.update([1, 2]) and channel.update([3])
+    assert channel.get() == [1, 2, 3]
+    channel.update([Overwrite([9])])
+    assert channel.get() == [9]
+    with pytest.raises(InvalidUpdateError, match="one Overwrite"):
+        channel.update([Overwrite([]), Overwrite([1])])
+    replayed = DeltaChannel(_extend).from_checkpoint([0])
+    replayed.replay_writes([("t", "k", 1), ("t", "k", Overwrite([5])), ("t", "k", 6)])
+    assert replayed.get() == [5, 6]
+    assert DeltaChannel(_extend) == DeltaChannel(_extend)
+    assert DeltaChannel(_extend) != DeltaChannel(_extend, snapshot_frequency=3)
+
+
+def test_delta_channel_in_a_graph_and_its_history(saver: Any) -> None:
+    from pregelkit.channels import DeltaChannel
+
+    node = NodeBuilder().subscribe_only("inbox").do(lambda x: [x * 10]).write_to("log")
+    app = Pregel(
+        nodes={"n": node},
+        channels={"inbox": LastValue(int), "log": DeltaChannel(_extend)},
+        input_channels="inbox",
+        output_channels="log",
+        checkpointer=saver,
+    )
+    config = {"configurable": {"thread_id": "delta"}}
+    assert app.invoke(1, config) == [[10]]
+    assert app.invoke(2, config) == [[10], [20]]
+    latest = saver.get_tuple(config)
+    history = saver.get_delta_channel_history(config=latest.config, channels=["log", "nope"])
+    assert history["log"]["seed"] == [[10], [20]] and history["log"]["writes"] == []
+    assert history["nope"] == {"writes": []}
+    parent = saver.get_tuple(latest.parent_config)
+    back = saver.get_delta_channel_history(config=parent.config, channels=["log"])
+    assert back["log"]["seed"] == [[10]]
+    assert saver.get_delta_channel_history(config=config, channels=[]) == {}
+
+    import asyncio
+
+    assert (
+        asyncio.run(saver.aget_delta_channel_history(config=parent.config, channels=["log"]))
+        == back
+    )
+
+
+def test_delta_history_walks_parents_collecting_writes_oldest_first() -> None:
+    from pregelkit.checkpoint.base import CheckpointTuple, writes_sort_key
+
+    def tup(cid: str, values: dict[str, Any], writes: list[Any], parent: str | None) -> Any:
+        cp = empty_checkpoint()
+        cp["id"], cp["channel_values"] = cid, values
+        conf = {"configurable": {"thread_id": "t", "checkpoint_id": cid}}
+        parent_conf = {"configurable": {"thread_id": "t", "checkpoint_id": parent}}
+        return CheckpointTuple(conf, cp, {}, parent_conf if parent else None, writes)
+
+    chain = {
+        "3": tup("3", {}, [("t3", "log", "pending")], "2"),
+        "2": tup("2", {}, [("t2", "log", "b"), ("t2", "other", 0)], "1"),
+        "1": tup("1", {"log": ["seed"]}, [("t1", "log", "a")], None),
+    }
+
+    class Chain(InMemorySaver):
+        def get_tuple(self, config: Any) -> Any:
+            return chain[config["configurable"]["checkpoint_id"]]
+
+    history = Chain().get_delta_channel_history(
+        config=chain["3"].config, channels=["log", "other", "never"]
+    )
+    assert history["log"] == {"writes": [("t1", "log", "a"), ("t2", "log", "b")], "seed": ["seed"]}
+    assert history["other"] == {"writes": [("t2", "other", 0)]}  # root reached: no seed
+    assert history["never"] == {"writes": []}
+    assert writes_sort_key("~a", "id", 2) < writes_sort_key("~b")

@@ -114,7 +114,7 @@ def _pytest(
     results = workdir / "results.json"
     results.unlink(missing_ok=True)
     cmd = [python, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
-           "--timeout", str(timeout), "--continue-on-collection-errors"]  # fmt: skip
+           "--timeout", str(timeout), "--continue-on-collection-errors", "--tb=line"]  # fmt: skip
     for plugin in plugins:
         cmd += ["-p", plugin]
     run_env = {**os.environ, **env, "COMPAT_RESULTS": str(results), "PYTHONPATH": str(HERE)}

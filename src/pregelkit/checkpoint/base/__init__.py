@@ -31,6 +31,8 @@ from pregelkit._internal._constants import (
 )
 from pregelkit._internal._ids import uuid6
 from pregelkit._internal._typing import MISSING
+from pregelkit.checkpoint.base import _delta
+from pregelkit.checkpoint.base._delta import DeltaChannelHistory, writes_sort_key
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
 
@@ -43,6 +45,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointMetadata",
     "CheckpointTuple",
+    "DeltaChannelHistory",
     "EmptyChannelError",
     "PendingWrite",
     "RunnableConfig",
@@ -53,6 +56,7 @@ __all__ = [
     "get_checkpoint_id",
     "get_checkpoint_metadata",
     "get_serializable_checkpoint_metadata",
+    "writes_sort_key",
 ]
 
 from pregelkit.errors import EmptyChannelError
@@ -289,6 +293,22 @@ class BaseCheckpointSaver(Generic[V]):
         """Drop old checkpoints of threads: keep only each namespace's latest, or all."""
         raise NotImplementedError
 
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """For each of ``channels``, the writes made to it on the way to the
+        checkpoint ``config`` names, back to the nearest ancestor storing a
+        value for it (``seed``); see ``DeltaChannel``. Walks ``get_tuple``
+        along ``parent_config``, so a fork sees only its own ancestors."""
+        steps = _delta.walk(config, channels)
+        try:
+            target = next(steps)
+            while True:
+                target = steps.send(self.get_tuple(target))
+        except StopIteration as done:
+            history: dict[str, DeltaChannelHistory] = done.value
+            return history
+
     def get_next_version(self, current: V | None, channel: None = None) -> V:
         """The version after ``current``. Versions sort; a random suffix keeps a
         fork's new versions from colliding with the original branch's blobs."""
@@ -363,6 +383,19 @@ class BaseCheckpointSaver(Generic[V]):
         task_path: str = "",
     ) -> None:
         await self._in_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """``get_delta_channel_history`` through ``aget_tuple``."""
+        steps = _delta.walk(config, channels)
+        try:
+            target = next(steps)
+            while True:
+                target = steps.send(await self.aget_tuple(target))
+        except StopIteration as done:
+            history: dict[str, DeltaChannelHistory] = done.value
+            return history
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._in_thread(self.delete_thread, thread_id)
