@@ -6,6 +6,10 @@ tests not listed are deselected. ``COMPAT_NODEIDS``, if set, names a file of
 exact node ids to keep (the pregelkit side runs only what passed on
 LangGraph). ``COMPAT_RESULTS`` is where the outcomes go: node id ->
 ``{"outcome": ..., "reason": ...}``.
+
+Tests parametrized with a Redis backend are never run: there is no Redis
+server in the session (LangGraph's own runs of them would only wait for one
+until they time out) and pregelkit has no Redis cache or store.
 """
 
 from __future__ import annotations
@@ -31,7 +35,12 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     keep, drop = [], []
     for item in items:
         key = item.nodeid.split("[", 1)[0]
-        wanted = (keys is None or key in keys) and (nodeids is None or item.nodeid in nodeids)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        wanted = (
+            (keys is None or key in keys)
+            and (nodeids is None or item.nodeid in nodeids)
+            and "redis" not in params.values()
+        )
         (keep if wanted else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -113,16 +114,17 @@ def _pytest(
 ) -> dict[str, dict[str, str]]:
     results = workdir / "results.json"
     results.unlink(missing_ok=True)
-    cmd = [python, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
-           "--timeout", str(timeout), "--continue-on-collection-errors", "--tb=line"]  # fmt: skip
+    cmd = [python, "-m", "pytest", "tests", "-p", "no:cacheprovider", "-v", "--tb=line",
+           "--timeout", str(timeout), "--continue-on-collection-errors"]  # fmt: skip
     for plugin in plugins:
         cmd += ["-p", plugin]
     run_env = {**os.environ, **env, "COMPAT_RESULTS": str(results), "PYTHONPATH": str(HERE)}
     started = time.monotonic()
-    done = subprocess.run(cmd, cwd=workdir, env=run_env, capture_output=True, text=True)
-    (workdir / "pytest.log").write_text(done.stdout + done.stderr, encoding="utf-8")
-    tail = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
-    print(f"  on {side}: {tail} ({time.monotonic() - started:.0f} s)", flush=True)
+    log = workdir / "pytest.log"  # written as the tests run: `tail -f` it to follow
+    with log.open("w", encoding="utf-8") as out:
+        subprocess.run(cmd, cwd=workdir, env=run_env, stdout=out, stderr=subprocess.STDOUT)
+    lines = log.read_text(encoding="utf-8").strip().splitlines() or ["(no output)"]
+    print(f"  on {side}: {lines[-1]} ({time.monotonic() - started:.0f} s)", flush=True)
     if not results.exists():
         raise SystemExit(f"pytest produced no results in {workdir}; see {workdir / 'pytest.log'}")
     loaded: dict[str, dict[str, str]] = json.loads(results.read_text(encoding="utf-8"))
@@ -144,8 +146,10 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=ROOT / ".compat-cache")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "compat.md")
     parser.add_argument("--only", action="append", choices=sorted(PACKAGES))
-    parser.add_argument("--timeout", type=int, default=120, help="seconds per test")
+    parser.add_argument("--timeout", type=int, default=60, help="seconds per test")
     args = parser.parse_args()
+    # A terminated run still stops its PostgreSQL server (the finally blocks run).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cache: Path = args.cache.resolve()
     pg = _pg_server_module()
     outcomes: dict[str, list[Outcome]] = {}
