@@ -6,6 +6,10 @@ run by hand::
 
     python tools/compat/run.py --langgraph-python LG/bin/python \\
         --pregelkit-python PK/bin/python [--only langgraph-checkpoint-sqlite]
+    python tools/compat/run.py --report-only   # rewrite the page from the cache
+
+The page covers every package measured in the cache: ``--only`` re-measures
+one and keeps the others' last results.
 
 The published sdists are downloaded into ``--cache`` (default
 ``.compat-cache``, gitignored): nothing of LangGraph is committed. Each
@@ -139,20 +143,8 @@ def _pg_server_module() -> object:
     return module
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--langgraph-python", required=True)
-    parser.add_argument("--pregelkit-python", required=True)
-    parser.add_argument("--cache", type=Path, default=ROOT / ".compat-cache")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "compat.md")
-    parser.add_argument("--only", action="append", choices=sorted(PACKAGES))
-    parser.add_argument("--timeout", type=int, default=60, help="seconds per test")
-    args = parser.parse_args()
-    # A terminated run still stops its PostgreSQL server (the finally blocks run).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    cache: Path = args.cache.resolve()
+def _measure(args: argparse.Namespace, cache: Path) -> None:
     pg = _pg_server_module()
-    outcomes: dict[str, list[Outcome]] = {}
     with pg.postgres_server() as dsn:  # type: ignore[attr-defined]
         address = dsn.split("@", 1)[1].split("/", 1)[0]
         for package, spec in PACKAGES.items():
@@ -176,7 +168,7 @@ def main() -> None:
             passed = sorted(n for n, r in lg.items() if r["outcome"] == "passed")
             (run / "passed.txt").write_text("\n".join(passed) + "\n", encoding="utf-8")
             env["COMPAT_NODEIDS"] = str(run / "passed.txt")
-            pk = _pytest(
+            _pytest(
                 "pregelkit",
                 args.pregelkit_python,
                 pk_dir,
@@ -184,8 +176,44 @@ def main() -> None:
                 ["missing_names", "compat_plugin"],
                 args.timeout,
             )
-            outcomes[package] = [Outcome.of(package, spec, tests, lg, pk)]
-    write_report(args.out, outcomes)
+
+
+def _outcomes(cache: Path) -> dict[str, list[Outcome]]:
+    """Every package measured in ``cache`` (by this run or, with ``--only``,
+    an earlier one)."""
+    outcomes: dict[str, list[Outcome]] = {}
+    for package, spec in PACKAGES.items():
+        name, version = spec.split("==")
+        src = cache / "src" / f"{name.replace('-', '_')}-{version}"
+        run = cache / "run" / package
+        sides = [run / side / "results.json" for side in ("langgraph", "pregelkit")]
+        if not (src.exists() and all(p.exists() for p in sides)):
+            continue
+        lg, pk = (json.loads(p.read_text(encoding="utf-8")) for p in sides)
+        outcomes[package] = [Outcome.of(package, spec, classify(src / "tests"), lg, pk)]
+    return outcomes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--langgraph-python")
+    parser.add_argument("--pregelkit-python")
+    parser.add_argument("--cache", type=Path, default=ROOT / ".compat-cache")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "compat.md")
+    parser.add_argument("--only", action="append", choices=sorted(PACKAGES))
+    parser.add_argument("--timeout", type=int, default=60, help="seconds per test")
+    parser.add_argument(
+        "--report-only", action="store_true", help="rewrite the page from the cached results"
+    )
+    args = parser.parse_args()
+    cache: Path = args.cache.resolve()
+    if not args.report_only:
+        if not (args.langgraph_python and args.pregelkit_python):
+            parser.error("--langgraph-python and --pregelkit-python are needed to measure")
+        # A terminated run still stops its PostgreSQL server (the finally blocks run).
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        _measure(args, cache)
+    write_report(args.out, _outcomes(cache))
 
 
 if __name__ == "__main__":
