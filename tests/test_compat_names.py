@@ -490,3 +490,30 @@ def test_delta_history_walks_parents_collecting_writes_oldest_first() -> None:
     assert history["other"] == {"writes": [("t2", "other", 0)]}  # root reached: no seed
     assert history["never"] == {"writes": []}
     assert writes_sort_key("~a", "id", 2) < writes_sort_key("~b")
+
+
+def test_async_postgres_saver_through_a_pipeline(postgres_dsn: str) -> None:
+    import asyncio
+
+    from psycopg_pool import AsyncConnectionPool
+
+    from pregelkit.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    @entrypoint()
+    def echo(x: int) -> int:
+        return x
+
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
+            await AsyncPostgresSaver(conn).setup()
+            async with conn.pipeline() as pipe:
+                saver = AsyncPostgresSaver(conn, pipe, JsonPlusSerializer())
+                flow = entrypoint(checkpointer=saver)(echo.__wrapped__)  # type: ignore[attr-defined]
+                config = {"configurable": {"thread_id": f"apipe-{uuid.uuid4()}"}}
+                assert await flow.ainvoke(5, config) == 5
+                assert (await flow.aget_state(config)).values == 5
+            pool = AsyncConnectionPool(postgres_dsn, open=False)
+            with pytest.raises(ValueError, match="not an AsyncConnectionPool"):
+                AsyncPostgresSaver(pool, pipe)
+
+    asyncio.run(main())

@@ -58,11 +58,19 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     def __init__(
         self,
         conn: psycopg.AsyncConnection[Any] | AsyncConnectionPool[Any],
-        *,
+        pipe: psycopg.AsyncPipeline | None = None,
         serde: SerializerProtocol | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        if pipe is not None and isinstance(conn, AsyncConnectionPool):
+            raise ValueError(
+                "pipe= needs the single AsyncConnection the pipeline belongs to, not an "
+                "AsyncConnectionPool: pass AsyncPostgresSaver(conn, pipe=conn.pipeline())"
+            )
         self.conn = conn
+        self.pipe = pipe
+        """A pipeline of ``conn`` the saver's statements are sent through
+        (synced at the end of each call), or ``None``."""
         self._conn_lock = asyncio.Lock()
         self._ready = False
         self._locks = _core.LockState()
@@ -104,7 +112,10 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             # tuple rows whatever row factory the caller's connection has
             conn.cursor(row_factory=tuple_row) as cur,
         ):
-            return await _core.adrive(run, partial(_execute, cur))
+            result = await _core.adrive(run, partial(_execute, cur))
+        if self.pipe is not None:
+            await self.pipe.sync()
+        return result
 
     @asynccontextmanager
     async def _connection(
