@@ -10,6 +10,7 @@ import sys
 import uuid
 import warnings
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any, TypedDict
 
 import psycopg
@@ -359,7 +360,8 @@ def test_map_runs_the_graph_on_each_item() -> None:
     assert asyncio.run(double.map().ainvoke([4])) == [8]
 
 
-def test_postgres_saver_through_a_pipeline(postgres_dsn: str) -> None:
+def test_postgres_saver_through_a_pipeline(postgres_database: Callable[[str], str]) -> None:
+    postgres_dsn = postgres_database("pregelkit_compat_pipe")
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         PostgresSaver(conn).setup()
         with conn.pipeline() as pipe:
@@ -492,7 +494,10 @@ def test_delta_history_walks_parents_collecting_writes_oldest_first() -> None:
     assert writes_sort_key("~a", "id", 2) < writes_sort_key("~b")
 
 
-def test_async_postgres_saver_through_a_pipeline(postgres_dsn: str) -> None:
+def test_async_postgres_saver_through_a_pipeline(
+    postgres_database: Callable[[str], str],
+) -> None:
+    postgres_dsn = postgres_database("pregelkit_compat_apipe")
     import asyncio
 
     from psycopg_pool import AsyncConnectionPool

@@ -104,15 +104,16 @@ class PostgresSaver(BaseCheckpointSaver[str]):
     def _transaction(self, run: _core.Run[T]) -> T:
         if run.effect is None:
             return run.result
-        with (
-            self._connection() as conn,
-            conn.transaction(),
-            # tuple rows whatever row factory the caller's connection has
-            conn.cursor(row_factory=tuple_row) as cur,
-        ):
-            result = _core.drive(run, partial(_execute, cur))
-        if self.pipe is not None:
-            self.pipe.sync()
+        with self._connection() as conn, conn.transaction():
+            if self.pipe is None:
+                # tuple rows whatever row factory the caller's connection has
+                with conn.cursor(row_factory=tuple_row) as cur:
+                    return _core.drive(run, partial(_execute, cur))
+            # In pipeline mode a cursor hands back its statements' results in
+            # order, fetched or not: one cursor per statement keeps each
+            # fetch on its own statement.
+            result = _core.drive(run, partial(_execute_alone, conn))
+        self.pipe.sync()
         return result
 
     @contextmanager
@@ -250,6 +251,11 @@ class _Held(AbstractContextManager[None]):
 
     def __exit__(self, *exc: object) -> None:
         self.saver._drive(_core.release(self.saver._locks, self.thread_id, self.local))
+
+
+def _execute_alone(conn: psycopg.Connection[Any], statement: _core.Statement) -> Any:
+    with conn.cursor(row_factory=tuple_row) as cur:
+        return _execute(cur, statement)
 
 
 def _execute(cur: psycopg.Cursor[Any], statement: _core.Statement) -> Any:

@@ -106,15 +106,16 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     async def _transaction(self, run: _core.Run[T]) -> T:
         if run.effect is None:
             return run.result
-        async with (
-            self._connection() as conn,
-            conn.transaction(),
-            # tuple rows whatever row factory the caller's connection has
-            conn.cursor(row_factory=tuple_row) as cur,
-        ):
-            result = await _core.adrive(run, partial(_execute, cur))
-        if self.pipe is not None:
-            await self.pipe.sync()
+        async with self._connection() as conn, conn.transaction():
+            if self.pipe is None:
+                # tuple rows whatever row factory the caller's connection has
+                async with conn.cursor(row_factory=tuple_row) as cur:
+                    return await _core.adrive(run, partial(_execute, cur))
+            # In pipeline mode a cursor hands back its statements' results in
+            # order, fetched or not: one cursor per statement keeps each
+            # fetch on its own statement.
+            result = await _core.adrive(run, partial(_execute_alone, conn))
+        await self.pipe.sync()
         return result
 
     @asynccontextmanager
@@ -338,6 +339,11 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             yield
         finally:
             self._sync(self._drive(_core.release(self._locks, thread_id, local)), "lock_thread")
+
+
+async def _execute_alone(conn: psycopg.AsyncConnection[Any], statement: _core.Statement) -> Any:
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        return await _execute(cur, statement)
 
 
 async def _execute(cur: psycopg.AsyncCursor[Any], statement: _core.Statement) -> Any:
