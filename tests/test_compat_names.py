@@ -522,3 +522,32 @@ def test_async_postgres_saver_through_a_pipeline(
                 AsyncPostgresSaver(pool, pipe)
 
     asyncio.run(main())
+
+
+def test_persistent_dict_tables_survive_the_saver(tmp_path: Any) -> None:
+    import functools
+
+    from pregelkit.checkpoint.memory import PersistentDict
+
+    path = str(tmp_path / "storage.pkl")
+    saver = InMemorySaver(factory=functools.partial(PersistentDict, filename=path))
+
+    @entrypoint(checkpointer=saver)
+    def flow(x: int) -> int:
+        return x * 3
+
+    config = {"configurable": {"thread_id": "p"}}
+    with saver:
+        assert flow.invoke(2, config) == 6
+    assert saver.storage == {}  # written out and emptied on close
+    # the three tables share the file here: the checkpoints table, closed
+    # last, is what it holds
+    table = PersistentDict(filename=path)
+    table.load()
+    assert list(table) == ["p"] and len(table["p"][""]) == 2
+
+    with open(path, "wb") as out:
+        pickle.dump({"x": uuid.UUID(int=1)}, out)
+    hostile = PersistentDict(filename=path)
+    with pytest.raises(pickle.UnpicklingError, match=r"uuid.UUID is not part of a saver table"):
+        hostile.load()

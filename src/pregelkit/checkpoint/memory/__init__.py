@@ -33,12 +33,13 @@ from pregelkit.checkpoint.base import (
     get_checkpoint_metadata,
     thread_coordinates,
 )
+from pregelkit.checkpoint.memory._persistent import PersistentDict
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import CheckpointCorruptError
 
 T = TypeVar("T")
 
-__all__ = ["InMemorySaver", "MemorySaver"]
+__all__ = ["InMemorySaver", "MemorySaver", "PersistentDict"]
 
 TypedValue = tuple[str, bytes]
 StoredCheckpoint = tuple[TypedValue, TypedValue, str | None]
@@ -84,21 +85,21 @@ class InMemorySaver(
         self.storage = factory(lambda: defaultdict(dict))
         self.writes = factory(dict)
         self.blobs = factory()
-        self._tables = ExitStack()
+        self.stack = ExitStack()
         if factory is not defaultdict:
             tables: tuple[Any, ...] = (self.storage, self.writes, self.blobs)
             for table in tables:
-                self._tables.enter_context(table)
+                self.stack.enter_context(table)
         # One lock for all three tables: workers call put_writes concurrently,
         # and readers must not see a checkpoint without its blobs.
         self._lock = threading.Lock()
 
     def __enter__(self) -> Self:
-        self._tables.__enter__()
+        self.stack.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._tables.__exit__(*exc)
+        self.stack.__exit__(*exc)
 
     async def __aenter__(self) -> Self:
         return self.__enter__()
