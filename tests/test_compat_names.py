@@ -303,11 +303,11 @@ def test_schemas_from_type_hints_match_langgraphs() -> None:
             }
         },
         "$ref": "#/$defs/State",
-        "title": "flowInput",
+        "title": "LangGraphInput",
     }
     assert flow.get_output_jsonschema() == {
         "additionalProperties": {"type": "integer"},
-        "title": "flowOutput",
+        "title": "LangGraphOutput",
         "type": "object",
     }
 
@@ -317,9 +317,9 @@ def test_schemas_from_type_hints_match_langgraphs() -> None:
 
     assert final.get_input_jsonschema() == {
         "anyOf": [{"type": "integer"}, {"type": "null"}],
-        "title": "finalInput",
+        "title": "LangGraphInput",
     }
-    assert final.get_output_jsonschema() == {"title": "finalOutput", "type": "string"}
+    assert final.get_output_jsonschema() == {"title": "LangGraphOutput", "type": "string"}
 
     node = NodeBuilder().subscribe_only("a").do(lambda x: str(x)).write_to("b")
     app = Pregel(
@@ -354,6 +354,13 @@ def test_map_runs_the_graph_on_each_item() -> None:
         return 2 * x
 
     assert double.map().invoke([1, 2, 3]) == [2, 4, 6]
+    outer = Pregel(
+        nodes={"each": NodeBuilder().subscribe_only("xs").do(double.map()).write_to("ys")},
+        channels={"xs": LastValue(list), "ys": LastValue(list)},
+        input_channels="xs",
+        output_channels="ys",
+    )
+    assert outer.invoke([5, 6]) == [10, 12]
 
     import asyncio
 

@@ -29,17 +29,23 @@ class RunnableSurface:
     input_channels: str | Sequence[str]
     output_channels: str | Sequence[str]
 
+    @property
+    def _schema_name(self) -> str:
+        # An @entrypoint graph (it wraps its function) is named after the
+        # function, but LangGraph titles its schemas "LangGraphInput"/"...Output".
+        return "LangGraph" if getattr(self, "__wrapped__", None) is not None else self.name
+
     def _typed(self, keys: str | Sequence[str], kind: str) -> Any:
         if isinstance(keys, str):
             return getattr(self.channels[keys], kind)
         fields = {k: getattr(self.channels[k], kind) | None for k in keys}
         suffix = "Input" if kind == "UpdateType" else "Output"
-        return TypedDict(f"{self.name}{suffix}", fields, total=False)  # type: ignore[operator]
+        return TypedDict(f"{self._schema_name}{suffix}", fields, total=False)  # type: ignore[operator]
 
     def _jsonschema(self, keys: str | Sequence[str], kind: str, suffix: str) -> dict[str, Any]:
         from pregelkit._internal._jsonschema import json_schema  # lazy: keeps imports fast
 
-        title = f"{self.name}{suffix}"
+        title = f"{self._schema_name}{suffix}"
         if isinstance(keys, str):
             return json_schema(getattr(self.channels[keys], kind), title)
         properties = {}
@@ -79,10 +85,14 @@ class RunnableSurface:
 
 
 class MappedGraph:
-    """A graph run once per item of its input list (``Pregel.map()``)."""
+    """A graph run once per item of its input list (``Pregel.map()``); it is
+    callable, so it can be a node of another graph."""
 
     def __init__(self, graph: Any) -> None:
         self.graph = graph
+
+    def __call__(self, inputs: Sequence[Any]) -> list[Any]:
+        return self.invoke(inputs)
 
     def invoke(
         self, inputs: Sequence[Any], config: Mapping[str, Any] | None = None, **kwargs: Any
