@@ -162,9 +162,13 @@ def _measure(args: argparse.Namespace, cache: Path) -> None:
             )
             (run / "select.txt").write_text("\n".join(in_scope) + "\n", encoding="utf-8")
             env = {"COMPAT_SELECT": str(run / "select.txt")}
-            lg = _pytest(
-                "LangGraph", args.langgraph_python, lg_dir, env, ["compat_plugin"], args.timeout
-            )
+            earlier = lg_dir / "results.json"
+            if args.pregelkit_only and earlier.exists():
+                lg = json.loads(earlier.read_text(encoding="utf-8"))
+            else:
+                lg = _pytest(
+                    "LangGraph", args.langgraph_python, lg_dir, env, ["compat_plugin"], args.timeout
+                )
             passed = sorted(n for n, r in lg.items() if r["outcome"] == "passed")
             (run / "passed.txt").write_text("\n".join(passed) + "\n", encoding="utf-8")
             env["COMPAT_NODEIDS"] = str(run / "passed.txt")
@@ -202,6 +206,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "compat.md")
     parser.add_argument("--only", action="append", choices=sorted(PACKAGES))
     parser.add_argument("--timeout", type=int, default=60, help="seconds per test")
+    parser.add_argument(
+        "--pregelkit-only",
+        action="store_true",
+        help="reuse the cached LangGraph results; run only the pregelkit side",
+    )
     parser.add_argument(
         "--report-only", action="store_true", help="rewrite the page from the cached results"
     )
