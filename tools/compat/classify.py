@@ -4,8 +4,8 @@ private names.
 Out of scope, by the rule of issue 13, are only tests that need
 ``StateGraph`` (``langgraph.graph``), prebuilt agents, langchain-core,
 pydantic, or LangGraph's remote/cloud client. A test needs what its own body,
-the module-level helpers and fixtures it reaches, and the test helper modules
-it imports from refer to. A test "uses private names" when what it reaches
+the module-level helpers and fixtures it reaches (autouse ones included), and
+the test helper modules it imports from refer to. A test "uses private names" when what it reaches
 imports a ``_``-prefixed name or module of LangGraph (or names one in a
 string, as ``mock.patch`` does); those count in the report but not in the
 goal, which is about public names.
@@ -82,6 +82,7 @@ class _Module:
         self.root = root
         self.helpers = helpers
         self.defs: dict[str, ast.AST] = {}
+        self.autouse = [n for n in self.tree.body if _is_autouse(n)]
         for node in self.tree.body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 self.defs[node.name] = node
@@ -111,7 +112,7 @@ class _Module:
     def info(self, func: ast.AST, cls: ast.ClassDef | None) -> TestInfo:
         info = TestInfo()
         seen: set[int] = set()
-        todo: list[ast.AST] = [func]
+        todo: list[ast.AST] = [func, *self.autouse]
         if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
             for arg in func.args.args:
                 if arg.arg in self.defs:
@@ -158,6 +159,20 @@ class _Module:
                         if _is_private(origin) and origin not in info.private:
                             info.private.append(origin)
         return info
+
+
+def _is_autouse(node: ast.AST) -> bool:
+    """A ``@pytest.fixture(autouse=True)``: part of every test of its module."""
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return False
+    return any(
+        isinstance(d, ast.Call)
+        and any(
+            k.arg == "autouse" and isinstance(k.value, ast.Constant) and k.value.value
+            for k in d.keywords
+        )
+        for d in node.decorator_list
+    )
 
 
 def classify(tests_root: Path) -> dict[tuple[str, str], TestInfo]:
