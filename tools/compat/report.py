@@ -128,7 +128,14 @@ def render(outcomes: list[Outcome]) -> str:
         "",
     ]
     for outcome in outcomes:
-        lines += [f"## {outcome.package}", ""]
+        ok = sum(m.public_passed for m in outcome.modules.values())
+        total = sum(m.public_passed + m.public_failed for m in outcome.modules.values())
+        lines += [
+            f"## {outcome.package}",
+            "",
+            f"In-scope tests that use only public names: {ok} of {total} pass ({_pct(ok, total)}).",
+            "",
+        ]
         lines += [
             "| module | passed | failed | private names: passed / failed "
             "| not passing on LangGraph | out of scope (functions) |",
