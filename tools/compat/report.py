@@ -153,13 +153,11 @@ def render(outcomes: list[Outcome]) -> str:
                 continue
             lines += [f"### `{path}`", ""]
             for title, table in (
-                ("Failures", m.failures),
-                ("Failures of tests using private names", m.private_failures),
+                ("failed", m.failures),
+                ("failed, uses private names", m.private_failures),
             ):
                 for reason, names in sorted(table.items(), key=lambda kv: -len(kv[1])):
-                    lines.append(
-                        f"- {title[:-1].lower()}: {reason} ({len(names)}: {_names(names)})"
-                    )
+                    lines.append(f"- {title}: {reason} ({len(names)}: {_names(names)})")
             for reason, count in m.out_of_scope.most_common():
                 lines.append(f"- out of scope: {reason} ({count} functions)")
             for reason, count in m.not_on_langgraph.most_common():
