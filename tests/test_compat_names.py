@@ -558,3 +558,29 @@ def test_persistent_dict_tables_survive_the_saver(tmp_path: Any) -> None:
     hostile = PersistentDict(filename=path)
     with pytest.raises(pickle.UnpicklingError, match=r"uuid.UUID is not part of a saver table"):
         hostile.load()
+
+
+def test_context_jsonschema_from_a_dataclass_or_typeddict() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Context:
+        x: int
+        y: str = "foo"
+
+    @entrypoint(context_schema=Context)
+    def flow(x: int) -> int:
+        return x
+
+    assert flow.get_context_jsonschema() == {
+        "properties": {
+            "x": {"title": "X", "type": "integer"},
+            "y": {"default": "foo", "title": "Y", "type": "string"},
+        },
+        "required": ["x"],
+        "title": "Context",
+        "type": "object",
+    }
+    assert entrypoint()(flow.__wrapped__).get_context_jsonschema() is None  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="TypedDict or a dataclass"):
+        entrypoint(context_schema=int)(flow.__wrapped__).get_context_jsonschema()  # type: ignore[attr-defined]

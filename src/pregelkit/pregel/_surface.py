@@ -78,6 +78,22 @@ class RunnableSurface:
         """JSON Schema of the output, as LangGraph (through pydantic) writes it."""
         return self._jsonschema(self.output_channels, "ValueType", "Output")
 
+    def get_context_jsonschema(self) -> dict[str, Any] | None:
+        """JSON Schema of ``context_schema`` (a ``TypedDict`` or dataclass),
+        inlined as pydantic writes it; ``None`` without one."""
+        from pregelkit._internal._jsonschema import json_schema  # lazy: keeps imports fast
+
+        context = getattr(self, "context_schema", None)
+        if context is None:
+            return None
+        schema = json_schema(context)
+        ref = schema.pop("$ref", None)
+        defs = schema.pop("$defs", {})
+        if ref is None or ref.rsplit("/", 1)[-1] not in defs:
+            raise ValueError(f"context_schema must be a TypedDict or a dataclass, got {context!r}")
+        body: dict[str, Any] = defs.pop(ref.rsplit("/", 1)[-1])
+        return {**({"$defs": defs} if defs else {}), **body}
+
     def map(self) -> MappedGraph:
         """The graph applied to each item of a list input: ``invoke([a, b])``
         returns ``[invoke(a), invoke(b)]`` (run as a ``batch``)."""
