@@ -584,3 +584,14 @@ def test_context_jsonschema_from_a_dataclass_or_typeddict() -> None:
     assert entrypoint()(flow.__wrapped__).get_context_jsonschema() is None  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="TypedDict or a dataclass"):
         entrypoint(context_schema=int)(flow.__wrapped__).get_context_jsonschema()  # type: ignore[attr-defined]
+
+
+def test_checkpoint_metadata_drops_nul_characters(saver: Any) -> None:
+    @entrypoint(checkpointer=saver)
+    def flow(x: int) -> int:
+        return x
+
+    config = {"configurable": {"thread_id": "nul"}, "metadata": {"who": "\x00abc"}}
+    assert flow.invoke(1, config) == 1
+    assert flow.get_state({"configurable": {"thread_id": "nul"}}).metadata["who"] == "abc"
+    assert get_checkpoint_metadata({}, {"source": "lo\x00op"})["source"] == "loop"  # type: ignore[typeddict-item]

@@ -176,13 +176,18 @@ def get_checkpoint_id(config: RunnableConfig) -> str | None:
 def get_checkpoint_metadata(
     config: RunnableConfig, metadata: CheckpointMetadata
 ) -> CheckpointMetadata:
-    """The metadata to store: the given metadata plus the run's own metadata keys."""
+    """The metadata to store: the given metadata plus the run's own metadata
+    keys, with NUL characters taken out of strings (PostgreSQL cannot store
+    them in JSON; LangGraph strips them too)."""
     extra = {
         k: v
         for k, v in config.get("metadata", {}).items()
         if not k.startswith("__") and isinstance(v, (str, int, float, bool))
     }
-    return {**extra, **metadata}  # type: ignore[typeddict-item]
+    return {  # type: ignore[return-value]
+        k: v.replace("\x00", "") if isinstance(v, str) else v
+        for k, v in {**extra, **metadata}.items()
+    }
 
 
 def get_serializable_checkpoint_metadata(
