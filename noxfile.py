@@ -1,4 +1,4 @@
-"""Developer tasks: ``nox -s tests``, ``lint``, ``typecheck``, ``bench``, ``docs``.
+"""Developer tasks: ``nox -s tests``, ``lint``, ``typecheck``, ``bench``, ``docs``, ``compat``.
 
 Needs only ``pip install nox``. Plain ``nox`` runs tests, lint and typecheck.
 """
@@ -15,13 +15,21 @@ nox.options.default_venv_backend = "uv" if shutil.which("uv") else "venv"
 nox.options.sessions = ["tests", "lint", "typecheck"]
 
 ROOT = Path(__file__).resolve().parent
-LINT_PATHS = ["src", "tests", "benchmarks", "examples", "noxfile.py"]
+LINT_PATHS = ["src", "tests", "benchmarks", "examples", "tools", "noxfile.py"]
 
 # The LangGraph release pregelkit is compared with, and the SQLite saver
 # release that goes with it.
 LANGGRAPH = "langgraph==1.2.22"
 LANGGRAPH_SQLITE = "langgraph-checkpoint-sqlite==3.1.2"
 LANGGRAPH_POSTGRES = "langgraph-checkpoint-postgres==3.2.0"
+# All four packages whose test suites ``nox -s compat`` runs (the savers'
+# releases that go with LangGraph 1.2.22); tools/compat/run.py names the same.
+COMPAT_PACKAGES = [
+    LANGGRAPH,
+    "langgraph-checkpoint==4.3.2",
+    LANGGRAPH_SQLITE,
+    "langgraph-checkpoint-postgres==3.2.0",
+]
 
 
 def _bin(venv: Path, name: str) -> Path:
@@ -96,3 +104,43 @@ def docs(session: nox.Session) -> None:
     session.install("mkdocs", "mkdocs-material", "mkdocstrings[python]", "ruff", "-e", ".")
     # NO_MKDOCS_2_WARNING: mkdocs-material's banner about its own future, not a build warning
     session.run("mkdocs", "build", "--strict", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+# What LangGraph's test suites import besides LangGraph itself; installed on
+# both sides of ``nox -s compat``.
+COMPAT_TEST_DEPS = [
+    "pytest", "pytest-asyncio", "pytest-mock", "pytest-retry", "pytest-timeout", "syrupy",
+    "anyio", "httpx", "redis", "psycopg[binary,pool]", "pycryptodome", "numpy", "pandas",
+    "dataclasses-json", "aiosqlite", "ormsgpack", "requests",
+]  # fmt: skip
+
+
+@nox.session
+def compat(session: nox.Session) -> None:
+    """LangGraph's own test suites on LangGraph and, renamed, on pregelkit;
+    writes docs/compat.md (see tools/compat/run.py). Not a default session:
+    it downloads LangGraph's sdists and takes a while.
+
+    pregelkit goes into this session's venv; LangGraph into a second venv
+    beside it. Options after ``--`` go to tools/compat/run.py (e.g.
+    ``nox -s compat -- --only langgraph-checkpoint-sqlite``).
+    """
+    session.install("-e", ".[postgres,encryption]", *COMPAT_TEST_DEPS)
+    lg_venv = Path(session.virtualenv.location).parent / "compat-langgraph"
+    lg_python = _bin(lg_venv, "python")
+    if not lg_python.exists():
+        session.run("python", "-m", "venv", str(lg_venv))
+    session.run(
+        str(lg_python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+        *COMPAT_PACKAGES, "langgraph-checkpoint-conformance", *COMPAT_TEST_DEPS,
+        external=True,
+    )  # fmt: skip
+    session.run(
+        "python",
+        str(ROOT / "tools" / "compat" / "run.py"),
+        "--langgraph-python",
+        str(lg_python),
+        "--pregelkit-python",
+        str(_bin(Path(session.virtualenv.location), "python")),
+        *session.posargs,
+    )

@@ -38,7 +38,7 @@ from pregelkit.checkpoint.postgres.aio import AsyncPostgresSaver
 from pregelkit.checkpoint.sqlite import SqliteSaver
 from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from pgserver import PgServer
+import _pg_server
 
 # No per-example deadline: a slow moment of a busy machine is not a failure.
 # Under CI the examples are derandomized, so a run explores what the previous
@@ -59,12 +59,11 @@ def postgres_server() -> Iterator[str]:
     if dsn := os.environ.get("PREGELKIT_TEST_PG_DSN"):
         yield dsn
         return
-    server = PgServer()
     try:
-        server.start()
-        yield server.dsn
-    finally:
-        server.destroy()
+        with _pg_server.postgres_server() as dsn:
+            yield dsn
+    except _pg_server.PostgresUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 def _create_database(server_dsn: str, name: str) -> str:

@@ -1,42 +1,19 @@
-"""A throwaway PostgreSQL server for the tests: started from the newest
-``/usr/lib/postgresql/*/bin`` as the ``postgres`` user when run as root, on a
-free port, with its data in a temporary folder; stopped (or restarted, by the
-fault-injection tests) with ``pg_ctl``."""
+"""A PostgreSQL server the fault-injection tests may stop and start again at
+will (the suite's shared server is ``_pg_server.postgres_server``): started
+as the ``postgres`` user when run as root, on a free port, with its data in a
+temporary folder."""
 
 from __future__ import annotations
 
-import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
-from pathlib import Path
 
 import pytest
 
-
-def _postgres_bin() -> Path:
-    found = sorted(
-        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-        key=lambda p: [int(x) if x.isdigit() else 0 for x in Path(p).parts[4].split(".")],
-    )
-    if not found:
-        pytest.fail(
-            "PostgreSQL is not installed: no /usr/lib/postgresql/*/bin/initdb. Install it "
-            "with `bash .ci/postgres-binaries` (or `apt-get install postgresql`), or set "
-            "PREGELKIT_TEST_PG_DSN to a server to use.",
-            pytrace=False,
-        )
-    return Path(found[-1]).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from _pg_server import PostgresUnavailable, free_port, postgres_bin
 
 
 def _run(cmd: list[str], what: str) -> None:
@@ -56,7 +33,10 @@ class PgServer:
         as in production; otherwise commits are not waited for (faster, and
         enough for tests that never crash the server)."""
         self.durable = durable
-        self.bindir = _postgres_bin()
+        try:
+            self.bindir = postgres_bin()
+        except PostgresUnavailable as exc:
+            pytest.fail(str(exc), pytrace=False)
         self.root = tempfile.mkdtemp(prefix="pregelkit-pg-")
         self.as_user: list[str] = []
         if os.geteuid() == 0:  # PostgreSQL refuses to run as root
@@ -73,7 +53,7 @@ class PgServer:
             self.as_user = ["runuser", "-u", "postgres", "--"]
         self.data = os.path.join(self.root, "data")
         self.log = os.path.join(self.root, "log")
-        self.port = _free_port()
+        self.port = free_port()
         self.dsn = f"postgresql://postgres@127.0.0.1:{self.port}/postgres?sslmode=disable"
         _run(
             [*self.as_user, str(self.bindir / "initdb"), "-D", self.data, "-U", "postgres",

@@ -97,3 +97,35 @@ def test_debug_prints_tasks_and_checkpoints_without_changing_the_output(
     assert "task double" in capsys.readouterr().out
     assert list(app.stream(3, stream_mode="updates", debug=False)) == [{"double": {"b": 6}}]
     assert capsys.readouterr().out == ""
+
+
+def test_get_graph_shows_start_and_end_as_langgraph_does() -> None:
+    from pregelkit.func import entrypoint
+
+    chain = Pregel(
+        nodes={
+            "n": NodeBuilder().subscribe_only("a").do(lambda x: x).write_to("b"),
+            "m": NodeBuilder().subscribe_only("b").do(lambda x: x).write_to("c"),
+        },
+        channels={"a": LastValue(int), "b": LastValue(int), "c": LastValue(int)},
+        input_channels="a",
+        output_channels="c",
+    )
+    graph = chain.get_graph()
+    assert list(graph.nodes) == ["n", "m", "__start__", "__end__"]
+    assert graph.nodes["__start__"].data is None and graph.nodes["n"].name == "n"
+    assert [(e.source, e.target, e.conditional) for e in graph.edges] == [
+        ("__start__", "n", False),
+        ("n", "m", False),
+        ("m", "__end__", False),
+    ]
+
+    @entrypoint()
+    def flow(x: int) -> int:
+        return x
+
+    assert [tuple(e) for e in flow.get_graph().edges] == [
+        ("__start__", "flow", None, False),
+        ("flow", "__end__", None, True),  # the return value is mapped to the output
+    ]
+    assert "n_flow[flow]" in flow.get_graph().draw_mermaid()

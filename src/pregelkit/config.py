@@ -8,7 +8,12 @@ from typing import Any
 from pregelkit._internal._scope import CURRENT, require_scope
 from pregelkit.types import StreamWriter
 
-__all__ = ["get_config", "get_store", "get_stream_writer"]
+__all__ = ["RunnableConfig", "get_config", "get_store", "get_stream_writer"]
+
+RunnableConfig = dict[str, Any]
+"""A run's config: a plain dict (``configurable``, ``recursion_limit``,
+``tags``, ``metadata``, ...), where LangGraph uses langchain-core's
+``TypedDict`` of the same keys."""
 
 
 def get_config() -> dict[str, Any]:

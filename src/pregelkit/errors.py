@@ -6,7 +6,10 @@ never retries them and never lets them cancel sibling tasks.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -16,21 +19,46 @@ __all__ = [
     "CheckpointCorruptError",
     "EmptyChannelError",
     "EmptyInputError",
+    "ErrorCode",
     "GraphBubbleUp",
     "GraphDrained",
     "GraphInterrupt",
     "GraphRecursionError",
     "InvalidUpdateError",
+    "NodeCancelledError",
+    "NodeError",
+    "NodeInterrupt",
+    "NodeTimeoutError",
     "NondeterminismError",
     "NothingToResumeError",
-    "NodeTimeoutError",
     "ParentCommand",
-    "StorageError",
     "ReplayedTaskError",
     "RunCancelledError",
+    "StorageError",
     "TaskNotFound",
     "ThreadBusyError",
+    "UnknownInterruptError",
+    "create_error_message",
+    "is_invalid_resume",
 ]
+
+
+class ErrorCode(Enum):
+    """Error codes LangGraph links to its troubleshooting pages."""
+
+    GRAPH_RECURSION_LIMIT = "GRAPH_RECURSION_LIMIT"
+    INVALID_CONCURRENT_GRAPH_UPDATE = "INVALID_CONCURRENT_GRAPH_UPDATE"
+    INVALID_GRAPH_NODE_RETURN_VALUE = "INVALID_GRAPH_NODE_RETURN_VALUE"
+    MULTIPLE_SUBGRAPHS = "MULTIPLE_SUBGRAPHS"
+    INVALID_CHAT_HISTORY = "INVALID_CHAT_HISTORY"
+
+
+def create_error_message(*, message: str, error_code: ErrorCode) -> str:
+    """``message`` followed by where to read about ``error_code``."""
+    return (
+        f"{message}\nFor troubleshooting, visit: "
+        f"https://docs.langchain.com/oss/python/langgraph/errors/{error_code.value}"
+    )
 
 
 class GraphRecursionError(RecursionError):
@@ -71,6 +99,21 @@ class GraphInterrupt(GraphBubbleUp):
     def interrupts(self) -> tuple[Interrupt, ...]:
         value: tuple[Interrupt, ...] = self.args[0]
         return value
+
+
+class NodeInterrupt(GraphInterrupt):
+    """Deprecated: raised by a node to interrupt it; use ``interrupt()``,
+    which can be resumed with an answer."""
+
+    def __init__(self, value: Any, id: str | None = None) -> None:
+        from pregelkit.types import Interrupt
+
+        warnings.warn(
+            "NodeInterrupt is deprecated. Please use `pregelkit.types.interrupt` instead.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().__init__([Interrupt(value=value) if id is None else Interrupt(value, id)])
 
 
 class ParentCommand(GraphBubbleUp):
@@ -310,3 +353,52 @@ class GraphDrained(GraphBubbleUp):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (GraphDrained, (self.reason,))
+
+
+class UnknownInterruptError(Exception):
+    """A resume that does not match the pending interrupts.
+
+    ``reason``: ``"not_pending"`` (``interrupt_ids`` are not pending),
+    ``"empty_map"`` (an empty resume map) or ``"ambiguous"`` (one value for
+    several pending interrupts). ``pending_ids`` can still be answered.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: Literal["not_pending", "empty_map", "ambiguous"],
+        interrupt_ids: Sequence[str] = (),
+        pending_ids: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.interrupt_ids = tuple(interrupt_ids)
+        self.pending_ids = tuple(pending_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeError:
+    """A failed node and what it raised, as given to a node's error handler."""
+
+    node: str
+    error: BaseException
+
+
+class NodeCancelledError(Exception):
+    """A node's own code raised ``asyncio.CancelledError``: a failure of the
+    node, not a cancellation of the run."""
+
+    def __init__(self, node: str, message: str | None = None) -> None:
+        super().__init__(message or f"Node {node!r} raised asyncio.CancelledError")
+        self.node = node
+
+
+_INVALID_RESUME = "_pregelkit_invalid_resume"
+
+
+def is_invalid_resume(error: BaseException) -> bool:
+    """Whether ``error`` means a resume value did not match the interrupt's
+    ``response_schema``. pregelkit does not validate answers, so only errors
+    marked so by user code are."""
+    return bool(getattr(error, _INVALID_RESUME, False))

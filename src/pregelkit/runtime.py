@@ -1,16 +1,17 @@
-"""The runtime a node or task can ask for by naming a ``runtime`` parameter."""
+"""The runtime a node or task can ask for by naming a ``runtime`` parameter,
+or get with ``get_runtime()``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from pregelkit._internal._scope import require_scope
 
 ContextT = TypeVar("ContextT")
 
-__all__ = ["RunControl", "Runtime", "get_runtime"]
+__all__ = ["DEFAULT_RUNTIME", "RunControl", "Runtime", "get_runtime"]
 
 
 def _noop_writer(_: Any) -> None:
@@ -33,10 +34,35 @@ class Runtime(Generic[ContextT]):
     previous: Any = None
     heartbeat: Callable[[], None] = field(default=_noop_heartbeat)
 
+    def merge(self, other: Runtime[ContextT]) -> Runtime[ContextT]:
+        """``other``, with this runtime's values where ``other`` has none."""
+        return Runtime(
+            context=other.context or self.context,
+            store=other.store or self.store,
+            stream_writer=(
+                other.stream_writer
+                if other.stream_writer is not _noop_writer
+                else self.stream_writer
+            ),
+            previous=self.previous if other.previous is None else other.previous,
+            heartbeat=(
+                other.heartbeat if other.heartbeat is not _noop_heartbeat else self.heartbeat
+            ),
+        )
 
-def get_runtime() -> Runtime[Any]:
-    """The running task's ``Runtime``; call it from inside a task or node."""
-    runtime: Runtime[Any] = require_scope("get_runtime()").runtime()
+    def override(self, **overrides: Any) -> Runtime[ContextT]:
+        """A copy with the given fields replaced (unknown names are a ``TypeError``)."""
+        return replace(self, **overrides)
+
+
+DEFAULT_RUNTIME: Runtime[Any] = Runtime()
+"""The runtime of nothing: no context, no store, a writer that drops chunks."""
+
+
+def get_runtime(context_schema: type[ContextT] | None = None) -> Runtime[ContextT]:
+    """The running task's ``Runtime`` (``context_schema`` only types the
+    result); call it from inside a task or node."""
+    runtime: Runtime[ContextT] = require_scope("get_runtime()").runtime()
     return runtime
 
 

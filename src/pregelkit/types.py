@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ __all__ = [
     "RetryPolicy",
     "Send",
     "StateSnapshot",
+    "StateUpdate",
     "StreamMode",
     "StreamWriter",
     "TimeoutPolicy",
@@ -82,16 +84,48 @@ class Send:
         return isinstance(value, Send) and self.node == value.node and self.arg == value.arg
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class Interrupt:
-    """A pause requested by ``interrupt(value)``; ``id`` answers it in a resume map."""
+    """A pause requested by ``interrupt(value)``; ``id`` answers it in a resume map.
+
+    ``response_schema`` is the JSON Schema of the answer the interrupt asked
+    for, when ``interrupt(..., response_schema=...)`` gave one.
+    """
 
     value: Any
     id: str = ""
+    response_schema: dict[str, Any] | type | None = field(default=None, kw_only=True)
 
     @classmethod
-    def from_ns(cls, value: Any, ns: str) -> Interrupt:
-        return cls(value=value, id=interrupt_id(ns))
+    def from_ns(
+        cls, value: Any, ns: str, *, response_schema: dict[str, Any] | type | None = None
+    ) -> Interrupt:
+        return cls(value=value, id=interrupt_id(ns), response_schema=response_schema)
+
+    @property
+    def interrupt_id(self) -> str:
+        """Deprecated name of ``id``, kept for code written against LangGraph 0.4."""
+        warnings.warn(
+            "`interrupt_id` is deprecated. Use `id` instead.", DeprecationWarning, stacklevel=2
+        )
+        return self.id
+
+    def __repr__(self) -> str:
+        # The schema shows only when there is one, so interrupts print as they
+        # always have (and as the design examples show them).
+        schema = (
+            "" if self.response_schema is None else f", response_schema={self.response_schema!r}"
+        )
+        return f"Interrupt(value={self.value!r}, id={self.id!r}{schema})"
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        # Interrupts saved before ``response_schema`` existed pickle two fields.
+        value, iid, *rest = state
+        self.value, self.id = value, iid
+        self.response_schema = rest[0] if rest else None
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self.value, self.id, self.response_schema)
 
 
 @dataclass(slots=True)
@@ -300,6 +334,15 @@ class CacheKey(NamedTuple):
     ttl: int | None
 
 
+class StateUpdate(NamedTuple):
+    """One update of a ``bulk_update_state`` batch: ``values`` written as if
+    by ``as_node`` (``task_id`` names the task when there are several)."""
+
+    values: dict[str, Any] | None
+    as_node: str | None = None
+    task_id: str | None = None
+
+
 class PregelTask(NamedTuple):
     """A task as shown in a state snapshot."""
 
@@ -352,12 +395,20 @@ class PregelExecutableTask:
     __hash__ = object.__hash__
 
 
-def interrupt(value: Any) -> Any:
+def interrupt(value: Any, *, response_schema: dict[str, Any] | type | None = None) -> Any:
     """Pause the run and surface ``value``; on resume, return the resume value.
 
     The first call in a task raises ``GraphInterrupt`` (the graph stops and the
     caller sees the interrupt). When the thread is resumed with
     ``Command(resume=v)``, the task runs again from the top and this call
     returns ``v``. Several calls in one task are answered in order.
+
+    ``response_schema`` (a JSON Schema dict, or a type turned into one) rides
+    on the surfaced ``Interrupt`` to tell the client what answer is expected;
+    the answer itself is not validated against it.
     """
-    return require_scope("interrupt()").interrupt(value)
+    if response_schema is not None and not isinstance(response_schema, dict):
+        from pregelkit._internal._jsonschema import json_schema
+
+        response_schema = json_schema(response_schema)
+    return require_scope("interrupt()").interrupt(value, response_schema=response_schema)

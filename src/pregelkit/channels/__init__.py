@@ -4,6 +4,7 @@ combining the writes of a step."""
 from pregelkit.channels.any_value import AnyValue
 from pregelkit.channels.base import BaseChannel
 from pregelkit.channels.binop import BinaryOperatorAggregate
+from pregelkit.channels.delta import DeltaChannel
 from pregelkit.channels.ephemeral_value import EphemeralValue
 from pregelkit.channels.last_value import LastValue, LastValueAfterFinish
 from pregelkit.channels.named_barrier_value import NamedBarrierValue, NamedBarrierValueAfterFinish
@@ -14,6 +15,7 @@ __all__ = [
     "AnyValue",
     "BaseChannel",
     "BinaryOperatorAggregate",
+    "DeltaChannel",
     "EphemeralValue",
     "LastValue",
     "LastValueAfterFinish",

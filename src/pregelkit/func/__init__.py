@@ -9,6 +9,7 @@ running it again.
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -217,6 +218,31 @@ def task(
     return decorate
 
 
+def _io_types(func: Callable[..., Any], input_name: str) -> tuple[Any, Any]:
+    """The input and return types of an entrypoint function, from its type
+    hints (``Any`` where there is none or it cannot be resolved, e.g. a class
+    local to a function); they type the graph's channels, so its schemas show
+    them."""
+    annotations = inspect.get_annotations(func)
+    namespace = getattr(func, "__globals__", {})
+
+    def resolve(name: str) -> Any:
+        hint = annotations.get(name, Any)
+        if isinstance(hint, str):
+            try:
+                hint = eval(hint, namespace)  # what typing.get_type_hints does
+            except Exception:
+                return Any
+        return hint
+
+    output = resolve("return")
+    if typing.get_origin(output) is entrypoint.final:
+        output = typing.get_args(output)[0]
+    elif output is entrypoint.final:
+        output = Any
+    return resolve(input_name), output
+
+
 def _pluck_return(value: Any) -> Any:
     return value.value if isinstance(value, entrypoint.final) else value
 
@@ -282,6 +308,7 @@ class entrypoint(Generic[T]):
                 f"entrypoint {func.__qualname__!r} must take one positional parameter: its input"
             )
         name = getattr(func, "__name__", "entrypoint")
+        input_type, output_type = _io_types(func, params[0].name)
         if getattr(func, "__module__", None):
             allow_modules(func.__module__)
         node = PregelNode(
@@ -302,7 +329,11 @@ class entrypoint(Generic[T]):
         )
         graph = Pregel(
             nodes={name: node},
-            channels={START: EphemeralValue(Any), END: LastValue(Any), PREVIOUS: LastValue(Any)},
+            channels={
+                START: EphemeralValue(input_type),
+                END: LastValue(output_type),
+                PREVIOUS: LastValue(Any),
+            },
             input_channels=START,
             output_channels=END,
             stream_channels=END,

@@ -158,13 +158,13 @@ class TaskScope:
         self.call_counter = idx + 1
         return idx
 
-    def interrupt(self, value: Any) -> Any:
+    def interrupt(self, value: Any, *, response_schema: dict[str, Any] | None = None) -> Any:
         """Return this interrupt's resume value, or stop the task with GraphInterrupt."""
         idx = self.interrupt_counter
         self.interrupt_counter = idx + 1
         if idx < len(self.resume):
             return self.resume[idx]
-        iid = Interrupt.from_ns(value, self.ns)
+        iid = Interrupt.from_ns(value, self.ns, response_schema=response_schema)
         answer = MISSING
         run = self.run
         if run.resume_map is not None:

@@ -9,10 +9,19 @@ resumed run skips the tasks that already finished.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any, Generic, Literal, NamedTuple, NotRequired, TypedDict, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    NamedTuple,
+    NotRequired,
+    TypedDict,
+    TypeVar,
+)
 
 from pregelkit._internal._constants import (
     CONF,
@@ -21,8 +30,14 @@ from pregelkit._internal._constants import (
     CONFIG_KEY_THREAD_ID,
 )
 from pregelkit._internal._ids import uuid6
+from pregelkit._internal._typing import MISSING
+from pregelkit.checkpoint.base import _delta
+from pregelkit.checkpoint.base._delta import DeltaChannelHistory, writes_sort_key
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
+
+if TYPE_CHECKING:
+    from pregelkit.channels.base import BaseChannel
 
 __all__ = [
     "BaseCheckpointSaver",
@@ -30,14 +45,18 @@ __all__ = [
     "Checkpoint",
     "CheckpointMetadata",
     "CheckpointTuple",
+    "DeltaChannelHistory",
     "EmptyChannelError",
     "PendingWrite",
     "RunnableConfig",
     "copy_checkpoint",
+    "create_checkpoint",
     "create_checkpoint_id",
     "empty_checkpoint",
     "get_checkpoint_id",
     "get_checkpoint_metadata",
+    "get_serializable_checkpoint_metadata",
+    "writes_sort_key",
 ]
 
 from pregelkit.errors import EmptyChannelError
@@ -101,6 +120,39 @@ def empty_checkpoint() -> Checkpoint:
     )
 
 
+def create_checkpoint(
+    checkpoint: Checkpoint,
+    channels: Mapping[str, BaseChannel[Any, Any, Any]] | None,
+    step: int,
+    *,
+    id: str | None = None,
+) -> Checkpoint:
+    """A new checkpoint after ``checkpoint``, at ``step``: the values of
+    ``channels`` (those with a version in it; empty channels left out), or
+    the old checkpoint's values when ``channels`` is ``None``."""
+    if channels is None:
+        values = checkpoint["channel_values"]
+    else:
+        values = {}
+        for key, channel in channels.items():
+            if key not in checkpoint["channel_versions"]:
+                continue
+            try:
+                value = channel.checkpoint()
+            except EmptyChannelError:
+                continue
+            if value is not MISSING:
+                values[key] = value
+    return Checkpoint(
+        v=LATEST_VERSION,
+        id=id or create_checkpoint_id(step),
+        ts=datetime.now(UTC).isoformat(),
+        channel_values=values,
+        channel_versions=checkpoint["channel_versions"],
+        versions_seen=checkpoint["versions_seen"],
+    )
+
+
 def create_checkpoint_id(step: int) -> str:
     return uuid6(clock_seq=step)
 
@@ -124,13 +176,27 @@ def get_checkpoint_id(config: RunnableConfig) -> str | None:
 def get_checkpoint_metadata(
     config: RunnableConfig, metadata: CheckpointMetadata
 ) -> CheckpointMetadata:
-    """The metadata to store: the given metadata plus the run's own metadata keys."""
+    """The metadata to store: the given metadata plus the run's own metadata
+    keys, with NUL characters taken out of strings (PostgreSQL cannot store
+    them in JSON; LangGraph strips them too)."""
     extra = {
         k: v
         for k, v in config.get("metadata", {}).items()
         if not k.startswith("__") and isinstance(v, (str, int, float, bool))
     }
-    return {**extra, **metadata}  # type: ignore[typeddict-item]
+    return {  # type: ignore[return-value]
+        k: v.replace("\x00", "") if isinstance(v, str) else v
+        for k, v in {**extra, **metadata}.items()
+    }
+
+
+def get_serializable_checkpoint_metadata(
+    config: RunnableConfig, metadata: CheckpointMetadata
+) -> CheckpointMetadata:
+    """``get_checkpoint_metadata`` without ``writes``, which savers do not store."""
+    full = get_checkpoint_metadata(config, metadata)
+    full.pop("writes", None)
+    return full
 
 
 def thread_coordinates(config: RunnableConfig) -> tuple[str, str, str | None]:
@@ -231,6 +297,22 @@ class BaseCheckpointSaver(Generic[V]):
     ) -> None:
         """Drop old checkpoints of threads: keep only each namespace's latest, or all."""
         raise NotImplementedError
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """For each of ``channels``, the writes made to it on the way to the
+        checkpoint ``config`` names, back to the nearest ancestor storing a
+        value for it (``seed``); see ``DeltaChannel``. Walks ``get_tuple``
+        along ``parent_config``, so a fork sees only its own ancestors."""
+        steps = _delta.walk(config, channels)
+        try:
+            target = next(steps)
+            while True:
+                target = steps.send(self.get_tuple(target))
+        except StopIteration as done:
+            history: dict[str, DeltaChannelHistory] = done.value
+            return history
 
     def get_next_version(self, current: V | None, channel: None = None) -> V:
         """The version after ``current``. Versions sort; a random suffix keeps a
@@ -336,6 +418,19 @@ class BaseCheckpointSaver(Generic[V]):
         task_path: str = "",
     ) -> None:
         await self._in_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """``get_delta_channel_history`` through ``aget_tuple``."""
+        steps = _delta.walk(config, channels)
+        try:
+            target = next(steps)
+            while True:
+                target = steps.send(await self.aget_tuple(target))
+        except StopIteration as done:
+            history: dict[str, DeltaChannelHistory] = done.value
+            return history
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._in_thread(self.delete_thread, thread_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, ExitStack
 from typing import Any, Literal, Self, TypeVar
 
 from pregelkit._internal._constants import (
@@ -33,12 +33,13 @@ from pregelkit.checkpoint.base import (
     get_checkpoint_metadata,
     thread_coordinates,
 )
+from pregelkit.checkpoint.memory._persistent import PersistentDict
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import CheckpointCorruptError
 
 T = TypeVar("T")
 
-__all__ = ["InMemorySaver", "MemorySaver"]
+__all__ = ["InMemorySaver", "MemorySaver", "PersistentDict"]
 
 TypedValue = tuple[str, bytes]
 StoredCheckpoint = tuple[TypedValue, TypedValue, str | None]
@@ -71,27 +72,41 @@ class InMemorySaver(
     writes: defaultdict[tuple[str, str, str], dict[tuple[str, int], StoredWrite]]
     blobs: dict[tuple[str, str, str, str | int | float], TypedValue]
 
-    def __init__(self, *, serde: SerializerProtocol | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        serde: SerializerProtocol | None = None,
+        factory: Callable[..., Any] = defaultdict,
+    ) -> None:
+        """``factory`` makes the three tables (``factory(default)``, and
+        ``factory()`` for blobs): a persistent mapping type that is also a
+        context manager keeps them elsewhere, entered with the saver."""
         super().__init__(serde=serde)
-        self.storage = defaultdict(lambda: defaultdict(dict))
-        self.writes = defaultdict(dict)
-        self.blobs = {}
+        self.storage = factory(lambda: defaultdict(dict))
+        self.writes = factory(dict)
+        self.blobs = factory()
+        self.stack = ExitStack()
+        if factory is not defaultdict:
+            tables: tuple[Any, ...] = (self.storage, self.writes, self.blobs)
+            for table in tables:
+                self.stack.enter_context(table)
         self.controls: dict[str, str] = {}
         # One lock for all three tables: workers call put_writes concurrently,
         # and readers must not see a checkpoint without its blobs.
         self._lock = threading.Lock()
 
     def __enter__(self) -> Self:
+        self.stack.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        return None
+    def __exit__(self, *exc: Any) -> None:
+        self.stack.__exit__(*exc)
 
     async def __aenter__(self) -> Self:
-        return self
+        return self.__enter__()
 
-    async def __aexit__(self, *exc: object) -> None:
-        return None
+    async def __aexit__(self, *exc: Any) -> None:
+        self.__exit__(*exc)
 
     # writing
 

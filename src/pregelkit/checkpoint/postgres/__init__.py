@@ -67,14 +67,22 @@ class PostgresSaver(BaseCheckpointSaver[str]):
     def __init__(
         self,
         conn: psycopg.Connection[Any] | ConnectionPool[Any],
-        *,
+        pipe: psycopg.Pipeline | None = None,
         serde: SerializerProtocol | None = None,
         retry: StorageRetry | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        if pipe is not None and isinstance(conn, ConnectionPool):
+            raise ValueError(
+                "pipe= needs the single Connection the pipeline belongs to, not a "
+                "ConnectionPool: pass PostgresSaver(conn, pipe=conn.pipeline())"
+            )
         self.conn = conn
         self.retry = retry or StorageRetry()
         self._reopen = reopen_args(conn)
+        self.pipe = pipe
+        """A pipeline of ``conn`` the saver's statements are sent through
+        (synced at the end of each call), or ``None``."""
         self._conn_lock = threading.Lock()
         self._ready = False
         self._locks = _core.LockState()
@@ -136,13 +144,17 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             except BaseException:
                 self._ready = False
                 raise
-        with (
-            self._connection() as conn,
-            conn.transaction(),
-            # tuple rows whatever row factory the caller's connection has
-            conn.cursor(row_factory=tuple_row) as cur,
-        ):
-            return _core.drive(run, partial(_execute, cur))
+        with self._connection() as conn, conn.transaction():
+            if self.pipe is None:
+                # tuple rows whatever row factory the caller's connection has
+                with conn.cursor(row_factory=tuple_row) as cur:
+                    return _core.drive(run, partial(_execute, cur))
+            # In pipeline mode a cursor hands back its statements' results in
+            # order, fetched or not: one cursor per statement keeps each
+            # fetch on its own statement.
+            result = _core.drive(run, partial(_execute_alone, conn))
+        self.pipe.sync()
+        return result
 
     @contextmanager
     def _connection(
@@ -330,6 +342,11 @@ class _Held(AbstractContextManager[None]):
 
     def __exit__(self, *exc: object) -> None:
         self.saver._drive(_core.release(self.saver._locks, self.thread_id, self.local))
+
+
+def _execute_alone(conn: psycopg.Connection[Any], statement: _core.Statement) -> Any:
+    with conn.cursor(row_factory=tuple_row) as cur:
+        return _execute(cur, statement)
 
 
 def _execute(cur: psycopg.Cursor[Any], statement: _core.Statement) -> Any:

@@ -60,14 +60,22 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     def __init__(
         self,
         conn: psycopg.AsyncConnection[Any] | AsyncConnectionPool[Any],
-        *,
+        pipe: psycopg.AsyncPipeline | None = None,
         serde: SerializerProtocol | None = None,
         retry: StorageRetry | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        if pipe is not None and isinstance(conn, AsyncConnectionPool):
+            raise ValueError(
+                "pipe= needs the single AsyncConnection the pipeline belongs to, not an "
+                "AsyncConnectionPool: pass AsyncPostgresSaver(conn, pipe=conn.pipeline())"
+            )
         self.conn = conn
         self.retry = retry or StorageRetry()
         self._reopen = reopen_args(conn)
+        self.pipe = pipe
+        """A pipeline of ``conn`` the saver's statements are sent through
+        (synced at the end of each call), or ``None``."""
         self._conn_lock = asyncio.Lock()
         self._ready = False
         self._locks = _core.LockState()
@@ -131,13 +139,17 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             except BaseException:
                 self._ready = False
                 raise
-        async with (
-            self._connection() as conn,
-            conn.transaction(),
-            # tuple rows whatever row factory the caller's connection has
-            conn.cursor(row_factory=tuple_row) as cur,
-        ):
-            return await _core.adrive(run, partial(_execute, cur))
+        async with self._connection() as conn, conn.transaction():
+            if self.pipe is None:
+                # tuple rows whatever row factory the caller's connection has
+                async with conn.cursor(row_factory=tuple_row) as cur:
+                    return await _core.adrive(run, partial(_execute, cur))
+            # In pipeline mode a cursor hands back its statements' results in
+            # order, fetched or not: one cursor per statement keeps each
+            # fetch on its own statement.
+            result = await _core.adrive(run, partial(_execute_alone, conn))
+        await self.pipe.sync()
+        return result
 
     @asynccontextmanager
     async def _connection(
@@ -412,6 +424,11 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             yield
         finally:
             self._sync(self._drive(_core.release(self._locks, thread_id, local)), "lock_thread")
+
+
+async def _execute_alone(conn: psycopg.AsyncConnection[Any], statement: _core.Statement) -> Any:
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        return await _execute(cur, statement)
 
 
 async def _execute(cur: psycopg.AsyncCursor[Any], statement: _core.Statement) -> Any:
