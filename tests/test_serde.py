@@ -225,7 +225,7 @@ def test_payload_calling_os_system_is_refused_and_not_run(tmp_path: pathlib.Path
     with pytest.raises(UnsafeTypeError, match=r"system") as info:
         serde.loads_typed(("pickle", payload))
     assert "allow_modules" in str(info.value)
-    assert "unsafe_allow_any=True" in str(info.value)
+    assert "pickle_fallback=True" in str(info.value)
     assert not marker.exists()
 
 
@@ -263,17 +263,32 @@ def test_unregistered_user_class_is_refused_with_a_hint() -> None:
     assert f"allow_modules({__name__!r})" in message
 
 
-def test_cloudpickle_values_need_the_unsafe_opt_in() -> None:
+def test_lambda_is_refused_when_saved_unless_the_store_is_trusted() -> None:
     offset = 3
-    dumped = serde.dumps_typed(lambda x: x + offset)
+    with pytest.raises(SerdeError, match=r"type function: .*<lambda> is a lambda"):
+        serde.dumps_typed(lambda x: x + offset)
+    trusting = JsonPlusSerializer(pickle_fallback=True)
+    dumped = trusting.dumps_typed(lambda x: x + offset)
     assert dumped[0] == "cloudpickle"
-    with pytest.raises(UnsafeTypeError, match="unsafe_allow_any=True"):
+    with pytest.raises(UnsafeTypeError, match="pickle_fallback=True"):
         serde.loads_typed(dumped)
+    assert trusting.loads_typed(dumped)(1) == 4
     assert JsonPlusSerializer(unsafe_allow_any=True).loads_typed(dumped)(1) == 4
 
 
+def test_pickle_fallback_and_unsafe_allow_any_are_one_switch() -> None:
+    for trusting in (
+        JsonPlusSerializer(pickle_fallback=True),
+        JsonPlusSerializer(unsafe_allow_any=True),
+    ):
+        assert trusting.pickle_fallback and trusting.unsafe_allow_any
+    assert not JsonPlusSerializer().pickle_fallback
+
+
 def test_unsafe_allow_any_loads_plain_pickles_of_anything() -> None:
-    dumped = JsonPlusSerializer().dumps_typed(threading.Event)  # a class pickled by reference
+    with pytest.raises(SerdeError, match=r"threading\.Event"):
+        JsonPlusSerializer().dumps_typed(threading.Event)
+    dumped = ("pickle", pickle.dumps(threading.Event))  # a class pickled by reference
     with pytest.raises(UnsafeTypeError):
         serde.loads_typed(dumped)
     assert JsonPlusSerializer(unsafe_allow_any=True).loads_typed(dumped) is threading.Event
@@ -306,11 +321,13 @@ def user_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
 def test_allow_modules_admits_a_users_dataclass(user_module: types.ModuleType) -> None:
     value = {"order": user_module.Order("tea", 2)}
     default = JsonPlusSerializer()
-    dumped = default.dumps_typed(value)
+    with pytest.raises(SerdeError, match=f"{user_module.__name__}.Order"):
+        default.dumps_typed(value)  # refused when saved, not when resumed
+    dumped = ("pickle", pickle.dumps(value))
     with pytest.raises(UnsafeTypeError, match=f"{user_module.__name__}.Order"):
         default.loads_typed(dumped)
     allow_modules(user_module.__name__)
-    assert default.loads_typed(dumped) == value
+    assert default.loads_typed(default.dumps_typed(value)) == value
     assert JsonPlusSerializer().loads_typed(dumped) == value  # every instance consults it
 
 
@@ -318,9 +335,32 @@ def test_allow_types_admits_exactly_that_class(user_module: types.ModuleType) ->
     allow_types(user_module.Order)
     default = JsonPlusSerializer()
     assert roundtrip(user_module.Order("x", 1), default) == user_module.Order("x", 1)
-    line = default.dumps_typed(user_module.Order.Line())
+    with pytest.raises(SerdeError, match=r"Order\.Line"):
+        default.dumps_typed(user_module.Order.Line())
     with pytest.raises(UnsafeTypeError, match=r"Order\.Line"):
-        default.loads_typed(line)
+        default.loads_typed(("pickle", pickle.dumps(user_module.Order.Line())))
+
+
+def test_langgraph_allowlist_options(user_module: types.ModuleType) -> None:
+    name = user_module.__name__
+    order = user_module.Order("x", 1)
+    for options in (
+        {"allowed_json_modules": [(name, "Order")]},
+        {"allowed_msgpack_modules": [(name, "Order")]},
+        {"allowed_msgpack_modules": [user_module.Order]},
+        {"allowed_json_modules": True},
+        {"allowed_msgpack_modules": True},
+    ):
+        assert roundtrip(order, JsonPlusSerializer(**options)) == order, options
+    only_order = JsonPlusSerializer(allowed_json_modules=[(name, "Order")])
+    with pytest.raises(SerdeError, match=r"Order\.Line"):
+        only_order.dumps_typed(user_module.Order.Line())
+    with pytest.raises(UnsafeTypeError, match="helper"):  # True admits classes, not functions
+        JsonPlusSerializer(allowed_json_modules=True).loads_typed(
+            ("pickle", _call_pickle(name, "helper"))
+        )
+    with pytest.raises(TypeError, match="allowed_json_modules takes"):
+        JsonPlusSerializer(allowed_json_modules=["myapp.models"])  # type: ignore[list-item]
 
 
 def _module_with_class(monkeypatch: pytest.MonkeyPatch, name: str) -> type:
@@ -341,7 +381,7 @@ def test_registered_module_covers_submodules_but_not_lookalikes(
     s = JsonPlusSerializer(allowed_modules=package)  # a lone name is one module
     assert type(roundtrip(inside(), s)) is inside
     with pytest.raises(UnsafeTypeError, match=f"{package}x.Thing"):
-        roundtrip(lookalike(), s)
+        s.loads_typed(("pickle", pickle.dumps(lookalike())))
 
 
 def test_registered_module_never_yields_functions_or_traversals(
