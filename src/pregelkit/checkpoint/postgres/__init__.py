@@ -201,7 +201,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         """Copy every checkpoint, write and blob of one thread to another; rows
         the target already has under the same ids are replaced, the rest of the
         target is left alone."""
-        self._run(_core.copy_thread(source_thread_id, target_thread_id))
+        self._run(_core.copy_thread(self.serde, source_thread_id, target_thread_id))
 
     def prune(
         self,

@@ -210,7 +210,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of one thread to another; rows
         the target already has under the same ids are replaced."""
-        await self._run(_core.copy_thread(source_thread_id, target_thread_id))
+        await self._run(_core.copy_thread(self.serde, source_thread_id, target_thread_id))
 
     async def aprune(
         self,

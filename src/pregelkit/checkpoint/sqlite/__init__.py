@@ -26,6 +26,8 @@ from typing import Any, Literal
 import xxhash
 
 from pregelkit.checkpoint._rows import (
+    RESEAL_SELECTS,
+    RESEAL_UPDATES,
     StoredCheckpoint,
     check_filter,
     checkpoint_config,
@@ -33,6 +35,7 @@ from pregelkit.checkpoint._rows import (
     encode_checkpoint,
     encode_writes,
     list_scope,
+    reseal_params,
 )
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
@@ -258,6 +261,12 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         with self._transaction(write=True) as conn:
             for statement in _sql.COPY_THREAD:
                 conn.execute(statement, (target_thread_id, source_thread_id))
+            reseal = getattr(self.serde, "reseal", None)
+            if reseal is not None:  # values sealed to their thread: seal the copies again
+                rows = [conn.execute(sql, (source_thread_id,)).fetchall() for sql in RESEAL_SELECTS]
+                params = reseal_params(reseal, source_thread_id, target_thread_id, rows)
+                for sql, batch in zip(RESEAL_UPDATES, params):
+                    conn.executemany(sql, batch)
 
     def prune(
         self,
