@@ -7,9 +7,9 @@ itself reports every global it is about to name, and each is checked against
 the same allowlist the loader uses, so such a value is refused while the
 task that wrote it can still be named.
 
-Cost: plain data (dicts, lists, strings, numbers) names no global, so it is
-pickled by the C pickler without a Python callback; the one scan left is a
-C-speed search of the output for the byte of the opcode that names globals.
+Cost: the C pickler calls ``reducer_override`` only for objects that are not
+builtin containers or scalars, so plain data (dicts, lists, strings, numbers)
+is pickled without a Python callback; each thread reuses one pickler.
 """
 
 from __future__ import annotations
@@ -26,9 +26,7 @@ from pregelkit.checkpoint.serde._allowlist import VETTED_ATTRIBUTES, Allowlist
 from pregelkit.checkpoint.serde.base import SerdeError
 
 PROTOCOL = 5
-_STACK_GLOBAL = b"\x93"
 _GLOBAL_NAMING = (types.FunctionType, types.BuiltinFunctionType)
-_PLAIN_CONTAINERS = frozenset({dict, list, tuple, set, frozenset, float, bool, complex})
 
 
 class RefusedValueError(SerdeError):
@@ -115,14 +113,6 @@ _whichmodule: Any = getattr(pickle, "whichmodule")  # noqa: B009 (untyped in typ
 def checked_dumps(obj: Any, allowlist: Allowlist) -> bytes:
     """A protocol-5 pickle of ``obj`` that ``allowlist``'s loader accepts;
     ``RefusedValueError`` naming the part it would refuse, otherwise."""
-    if type(obj) in _PLAIN_CONTAINERS:
-        try:
-            data = pickle.dumps(obj, PROTOCOL)
-        except Exception:  # pickled again below, for an error that names the culprit
-            pass
-        else:
-            if _STACK_GLOBAL not in data:
-                return data  # names no global: builtin containers and scalars only
     writer = _writer
     if writer.busy:  # a __reduce__ that serializes: give it a pickler of its own
         buffer = io.BytesIO()
@@ -132,13 +122,12 @@ def checked_dumps(obj: Any, allowlist: Allowlist) -> bytes:
         return buffer.getvalue()
     writer.busy = True
     buffer, pickler = writer.buffer, writer.pickler
+    pickler.allowlist = allowlist
     try:
-        buffer.seek(0)
-        buffer.truncate()
-        pickler.clear_memo()
-        pickler.allowlist = allowlist
         pickler.dump(obj)
         return buffer.getvalue()
     finally:
+        buffer.seek(0)
+        buffer.truncate()
+        pickler.clear_memo()  # ready for the next value, and not keeping this one alive
         writer.busy = False
-        pickler.clear_memo()  # do not keep the value alive
