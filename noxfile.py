@@ -36,10 +36,12 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check and ruff format --check."""
-    session.install("ruff")
+    """ruff check, ruff format --check, and the import layers (lint-imports,
+    contract in pyproject.toml)."""
+    session.install("ruff", "import-linter", "-e", ".")
     session.run("ruff", "check", *LINT_PATHS)
     session.run("ruff", "format", "--check", *LINT_PATHS)
+    session.run("lint-imports")
 
 
 @nox.session

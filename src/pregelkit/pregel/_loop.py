@@ -8,9 +8,7 @@ cache or lane call is made: directly or awaited.
 from __future__ import annotations
 
 import threading
-import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -28,7 +26,6 @@ from pregelkit._internal._constants import (
     PREVIOUS,
     RESUME,
     SCHEDULED,
-    TASKS,
 )
 from pregelkit._internal._ids import uuid6
 from pregelkit._internal._scope import CURRENT
@@ -42,8 +39,7 @@ from pregelkit.checkpoint.base import (
     CheckpointTuple,
     empty_checkpoint,
 )
-from pregelkit.checkpoint.serde.base import SerdeError
-from pregelkit.errors import EmptyInputError, GraphInterrupt, InvalidUpdateError
+from pregelkit.errors import GraphInterrupt
 from pregelkit.pregel._algo import (
     Planner,
     PregelTaskWrites,
@@ -58,66 +54,31 @@ from pregelkit.pregel._algo import (
 from pregelkit.pregel._call import Call
 from pregelkit.pregel._executor import AsyncBackgroundExecutor, BackgroundExecutor
 from pregelkit.pregel._io import (
-    map_input,
-    map_output_updates,
     read_channels,
-    task_result_event,
     task_start_event,
 )
+from pregelkit.pregel._loop_events import Emit, tee
+from pregelkit.pregel._loop_input import LoopInput
+from pregelkit.pregel._persist import (
+    Awaited,
+    SerialLane,
+    aput_writes,
+    on_loop,
+    put_writes,
+    writer_name,
+)
 from pregelkit.pregel._scope import RunContext, TaskScope
-from pregelkit.pregel._write import control_writes
-from pregelkit.types import Command, Interrupt, PregelExecutableTask
+from pregelkit.types import Interrupt, PregelExecutableTask
 
 if TYPE_CHECKING:
     from pregelkit.pregel.main import Pregel
 
-if TYPE_CHECKING:
-    import asyncio
-
 __all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
 
 Status = Literal["input", "pending", "done", "interrupt_before", "interrupt_after", "out_of_steps"]
-Emit = Callable[[tuple[str, ...], str, Any], None]
 
 
-def _tee(
-    local: Emit | None, local_modes: frozenset[str], relay: Emit, relay_modes: frozenset[str]
-) -> Emit:
-    """An emitter sending each event to the sinks whose modes want it."""
-
-    def emit(ns: tuple[str, ...], mode: str, payload: Any) -> None:
-        if local is not None and mode in local_modes:
-            local(ns, mode, payload)
-        if mode in relay_modes:
-            relay(ns, mode, payload)
-
-    return emit
-
-
-def _explain(exc: SerdeError, writes: Sequence[tuple[str, Any]], who: str) -> SerdeError:
-    """A serialization error that names the task that wrote and the types of its
-    values (the serializer knows neither)."""
-    kinds = ", ".join(f"{chan!r}: {_type_name(value)}" for chan, value in writes)
-    return SerdeError(f"{who} wrote a value the checkpointer cannot save ({kinds}): {exc}")
-
-
-def _writer_name(task: PregelExecutableTask | None, task_id: str) -> str:
-    if task is not None:
-        return f"task {task.name!r} (id {task_id})"
-    return "the input or Command" if task_id == NULL_TASK_ID else f"task id {task_id}"
-
-
-def _type_name(value: Any) -> str:
-    cls = type(value)
-    name = cls.__qualname__
-    return name if cls.__module__ == "builtins" else f"{cls.__module__}.{name}"
-
-
-def _is_interrupt_id(key: Any) -> bool:
-    return isinstance(key, str) and len(key) == 32 and all(c in "0123456789abcdef" for c in key)
-
-
-class PregelLoop:
+class PregelLoop(LoopInput):
     """One run of a graph: input, supersteps, checkpoints, exit."""
 
     def __init__(
@@ -185,7 +146,7 @@ class PregelLoop:
             if parent.run.emit_raw is not None and parent.run.stream_subgraphs:
                 relay = (parent.run.emit_raw, parent.run.stream_modes)
                 self._relay = relay
-                stream = _tee(stream, stream_modes, *relay)
+                stream = tee(stream, stream_modes, *relay)
                 stream_modes = stream_modes | relay[1]
                 stream_subgraphs = True
         self.config = config
@@ -227,60 +188,6 @@ class PregelLoop:
             checkpointer.get_next_version if checkpointer is not None else increment
         )
         self._max_version: Any = None
-
-    # streaming
-    def _emit(self, mode: str, payload: Any) -> None:
-        if mode in self.stream_modes and self.stream is not None:
-            self.stream(self.ns_tuple, mode, payload)
-
-    def _forward(self, ns: tuple[str, ...], mode: str, payload: Any) -> None:
-        if self._relay is not None:  # a nested run's events go up, not to its caller
-            relay, modes = self._relay
-            if mode in modes:
-                relay(ns, mode, payload)
-        elif mode in self.stream_modes and self.stream is not None:
-            self.stream(ns, mode, payload)
-
-    def _emit_interrupts(self, interrupts: Sequence[Interrupt]) -> None:
-        fresh = []
-        with self._lock:
-            for i in interrupts:
-                if i.id not in self._interrupt_ids:
-                    self._interrupt_ids.add(i.id)
-                    self.interrupts.append(i)
-                    fresh.append(i)
-        if fresh and self.stream is not None:
-            self._emit("updates", {INTERRUPT: tuple(fresh)})
-
-    def _output_writes(
-        self, task: PregelExecutableTask, writes: Sequence[tuple[str, Any]], cached: bool
-    ) -> None:
-        interrupted = writes[0][0] == INTERRUPT
-        if interrupted:
-            self._emit_interrupts([i for c, v in writes if c == INTERRUPT for i in v])
-        if self.stream is None:
-            return
-        modes = self.stream_modes
-        if "updates" in modes and writes[0][0] != ERROR and not interrupted:
-            update = map_output_updates(self.stream_keys, task, writes, cached)
-            if update is not None:
-                self._emit("updates", update)
-        if not cached and ("tasks" in modes or "debug" in modes):
-            event = task_result_event(task, writes)
-            self._emit("tasks", event)
-            self._emit_debug("task_result", event)
-
-    def _emit_debug(self, kind: str, payload: Any) -> None:
-        if "debug" in self.stream_modes:
-            self._emit(
-                "debug",
-                {
-                    "step": self.step,
-                    "timestamp": datetime.now(UTC).isoformat(),
-                    "type": kind,
-                    "payload": payload,
-                },
-            )
 
     # setup
     def _setup(self, saved: CheckpointTuple | None) -> None:
@@ -370,104 +277,6 @@ class PregelLoop:
                     bucket.append((chan, value))
         self._done_writes = done
 
-    def _first(self) -> set[str] | None:
-        inp = self.input
-        if self.is_nested and self._resuming_nested():
-            inp = None
-        if isinstance(inp, Command):
-            if inp.graph == Command.PARENT:
-                raise InvalidUpdateError("Command(graph=Command.PARENT) has no parent graph here")
-            if inp.resume is not None:
-                self._accept_resume(inp.resume)
-            writes = control_writes(Command(update=inp.update, goto=inp.goto))
-            if writes:
-                for chan, _ in writes:
-                    if chan not in self.channels and not chan.startswith("__"):
-                        raise InvalidUpdateError(
-                            f"Command(update=...) names unknown channel {chan!r}; "
-                            f"channels: {sorted(c for c in self.channels if c != TASKS)}"
-                        )
-                self.put_writes(NULL_TASK_ID, writes)
-                self._null_writes.extend(writes)
-            if not self.checkpoint["channel_versions"]:
-                raise EmptyInputError(
-                    "Command resumes or updates a thread, but this thread has no saved state; "
-                    "start it with an input first"
-                )
-            return self._resume()
-        if inp is None:
-            if not self.checkpoint["channel_versions"]:
-                raise EmptyInputError(
-                    "received no input, and the thread has no saved state to resume: "
-                    "pass an input to start it"
-                )
-            return self._resume()
-        writes = list(map_input(self.input_keys, inp))
-        if not writes:
-            raise EmptyInputError(
-                f"the input {inp!r} writes to no input channel ({self.input_keys!r})"
-            )
-        self.checkpoint_pending_writes = []
-        self._done_writes = {}
-        self._null_writes = []
-        self.run.resume_writes.clear()
-        changed: set[str] = set()
-        updated = self._apply([PregelTaskWrites((), INPUT, writes, ())], changed)
-        if "values" in self.stream_modes and not updated.isdisjoint(
-            [self.output_keys] if isinstance(self.output_keys, str) else self.output_keys
-        ):
-            self._emit("values", read_channels(self.channels, self.output_keys))
-        self._put_checkpoint({"source": "input"}, changed)
-        return updated
-
-    def _resuming_nested(self) -> bool:
-        parent = self.parent_scope
-        assert parent is not None
-        return (
-            parent.run.resuming
-            and bool(self.checkpoint["channel_versions"])
-            and bool(self.checkpoint_pending_writes)
-        )
-
-    def _accept_resume(self, resume: Any) -> None:
-        # a task that interrupted and has finished since (it was resumed) waits no more
-        waiting = {
-            i.id
-            for tid, chan, value in self.checkpoint_pending_writes
-            if chan == INTERRUPT and tid != NULL_TASK_ID and tid not in self._done_writes
-            for i in value
-        }
-        if isinstance(resume, dict) and resume and all(_is_interrupt_id(k) for k in resume):
-            unknown = sorted(set(resume) - waiting)
-            if unknown and not self.is_nested:
-                raise ValueError(
-                    f"Command(resume=...) answers interrupts that are not pending: {unknown}; "
-                    f"pending interrupts: {sorted(waiting) or 'none'}"
-                )
-            self.run.resume_map = dict(resume)
-            # saved like a single value, so the answers survive a crash before use
-            self.put_writes(NULL_TASK_ID, [(RESUME, resume)])
-            return
-        if len(waiting) > 1:
-            raise ValueError(
-                f"{len(waiting)} interrupts are pending ({sorted(waiting)}); resume them with "
-                "Command(resume={interrupt_id: value, ...})"
-            )
-        self.run.resume_slot.value = resume
-        self.put_writes(NULL_TASK_ID, [(RESUME, resume)])
-
-    def _resume(self) -> set[str] | None:
-        """Resuming: plan every node, as nothing says what changed last."""
-        self.run.resuming = True
-        versions = self.checkpoint["channel_versions"]
-        self.checkpoint["versions_seen"][INTERRUPT] = dict(versions)
-        if "values" in self.stream_modes:
-            # as LangGraph does: a resumed run first shows where it stands
-            keys = [self.output_keys] if isinstance(self.output_keys, str) else self.output_keys
-            if any(self.channels[k].is_available() for k in keys):
-                self._emit("values", read_channels(self.channels, self.output_keys))
-        return None
-
     def _apply(self, tasks: Sequence[Any], changed: set[str]) -> set[str]:
         updated = apply_writes(
             self.checkpoint,
@@ -482,8 +291,6 @@ class PregelLoop:
         if changed:
             versions = self.checkpoint["channel_versions"]
             self._max_version = max(versions[c] for c in changed if c in versions)
-            if self._max_version is not None and self.checkpoint["versions_seen"].get(INTERRUPT):
-                pass
         return updated
 
     # steps
@@ -586,41 +393,6 @@ class PregelLoop:
             self._emit_debug("checkpoint", event)
         self.step += 1
 
-    def _checkpoint_event(self) -> dict[str, Any]:
-        # the tasks this checkpoint leads to, as get_state() would show them
-        planner = Planner(
-            checkpoint=self.checkpoint,
-            processes=self.nodes,
-            channels=self.channels,
-            step=self.step + 1,
-            ns=self.ns,
-            run=None,
-            node_order=self.graph.node_order,
-        )
-        upcoming = prepare_next_tasks(
-            self.checkpoint, planner, for_execution=False, trigger_to_nodes=self.trigger_to_nodes
-        ).values()
-        return {
-            "config": self._config_for(self.checkpoint["id"]),
-            "parent_config": self.prev_checkpoint_config,
-            "values": read_channels(self.channels, self.stream_keys),
-            "metadata": dict(self.checkpoint_metadata),
-            "next": [t.name for t in upcoming],
-            "tasks": [
-                {"id": t.id, "name": t.name, "interrupts": (), "state": None} for t in upcoming
-            ],
-        }
-
-    def _config_for(self, checkpoint_id: str) -> dict[str, Any]:
-        conf = self.checkpoint_config[CONF]
-        return {
-            CONF: {
-                CONFIG_KEY_THREAD_ID: conf.get(CONFIG_KEY_THREAD_ID),
-                CONFIG_KEY_CHECKPOINT_NS: self.ns,
-                CONFIG_KEY_CHECKPOINT_ID: checkpoint_id,
-            }
-        }
-
     def _save_checkpoint(self) -> None:
         cp = self.checkpoint
         versions = cp["channel_versions"]
@@ -688,34 +460,17 @@ class PregelLoop:
         if self.checkpointer is None or self.durability == "exit":
             return None
         path = (task.path_str or task_path_str(task.path)) if task is not None else ""
-        who = _writer_name(task, task_id)
+        who = writer_name(task, task_id)
         return self._persist(
-            self._put_writes,
-            self._aput_writes,
+            put_writes,
+            aput_writes,
+            self.checkpointer,
             self.checkpoint_config,
             list(writes),
             task_id,
             path,
             who,
         )
-
-    def _put_writes(
-        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, path: str, who: str
-    ) -> None:
-        assert self.checkpointer is not None
-        try:
-            self.checkpointer.put_writes(config, writes, task_id, path)
-        except SerdeError as exc:
-            raise _explain(exc, writes, who) from exc
-
-    async def _aput_writes(
-        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, path: str, who: str
-    ) -> None:
-        assert self.checkpointer is not None
-        try:
-            await self.checkpointer.aput_writes(config, writes, task_id, path)
-        except SerdeError as exc:
-            raise _explain(exc, writes, who) from exc
 
     def accept_push(
         self, parent: PregelExecutableTask, idx: int, call: Call
@@ -795,10 +550,11 @@ class PregelLoop:
             for tid, writes in by_task.items():
                 task = self.tasks.get(tid)
                 path = (task.path_str or task_path_str(task.path)) if task is not None else ""
-                who = _writer_name(task, tid)
+                who = writer_name(task, tid)
                 self._persist(
-                    self._put_writes,
-                    self._aput_writes,
+                    put_writes,
+                    aput_writes,
+                    self.checkpointer,
                     self.checkpoint_config,
                     writes,
                     tid,
@@ -825,57 +581,13 @@ class PregelLoop:
         raise NotImplementedError
 
 
-class _SerialLane:
-    """Runs submitted calls one after another on the shared pool, in order."""
-
-    GATHER_SECONDS = 0.001
-
-    def __init__(self, submit: Callable[..., Any]) -> None:
-        self.submit = submit
-        self.queue: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
-        self.lock = threading.Lock()
-        self.idle = threading.Event()
-        self.idle.set()
-        self.error: BaseException | None = None
-
-    def put(self, fn: Callable[..., Any], *args: Any) -> None:
-        with self.lock:
-            self.queue.append((fn, args))
-            if not self.idle.is_set():
-                return
-            self.idle.clear()
-        self.submit(self._drain, __reraise_on_exit__=False)
-
-    def _drain(self) -> None:
-        # Let a group of calls gather first: one thread hand-off per group
-        # instead of one per task write; each call still runs in order.
-        time.sleep(self.GATHER_SECONDS)
-        while True:
-            with self.lock:
-                if not self.queue:
-                    self.idle.set()
-                    return
-                fn, args = self.queue.popleft()
-            try:
-                fn(*args)
-            except BaseException as exc:
-                if self.error is None:
-                    self.error = exc
-
-    def wait(self) -> None:
-        self.idle.wait()
-        if self.error is not None:
-            err, self.error = self.error, None
-            raise err
-
-
 class SyncPregelLoop(PregelLoop):
     """The loop for ``invoke``/``stream``: saver calls are plain calls."""
 
     def __enter__(self) -> SyncPregelLoop:
         self._executor = BackgroundExecutor(self.config)
         self.submit = self._executor.submit
-        self._lane = _SerialLane(self.submit)
+        self._lane = SerialLane(self.submit)
         self._thread_lock = None
         if self.checkpointer is not None and not self.is_nested:
             thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
@@ -1005,9 +717,9 @@ class AsyncPregelLoop(PregelLoop):
         import asyncio
 
         if self.durability == "sync":
-            if _on_loop(self._aloop):
+            if on_loop(self._aloop):
                 coro = afn(*args)
-                return _Awaited(coro, self._io_wait)
+                return Awaited(coro, self._io_wait)
             asyncio.run_coroutine_threadsafe(afn(*args), self._aloop).result()
             return None
         self._background(fn, afn, *args)
@@ -1016,7 +728,7 @@ class AsyncPregelLoop(PregelLoop):
     def _background(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> None:
         import asyncio
 
-        if not _on_loop(self._aloop):
+        if not on_loop(self._aloop):
             self._aloop.call_soon_threadsafe(self._background, fn, afn, *args)
             return
         prev = self._lane_tail
@@ -1038,29 +750,3 @@ class AsyncPregelLoop(PregelLoop):
             return []
         assert self.cache is not None
         return self._apply_cached(wanted, await self.cache.aget(list(wanted)))
-
-
-class _Awaited:
-    """A saver call the caller may await now; if it does not, ``settle`` will."""
-
-    __slots__ = ("coro", "done")
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], sink: list[Awaitable[Any]]) -> None:
-        self.coro = coro
-        self.done = False
-        sink.append(self)
-
-    def __await__(self) -> Any:
-        if self.done:
-            return None
-        self.done = True
-        return (yield from self.coro.__await__())
-
-
-def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
-    import asyncio
-
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False

@@ -7,16 +7,14 @@ its compiled form, with every per-call decision (injection, writers) made once.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
 from pregelkit.pregel._call import FnSpec
+from pregelkit.pregel._protocol import PregelProtocol
 from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
 from pregelkit.types import CachePolicy, RetryPolicy
-
-if TYPE_CHECKING:
-    from pregelkit.pregel.main import Pregel
 
 __all__ = ["NodeBuilder", "PregelNode"]
 
@@ -67,10 +65,8 @@ class PregelNode:
         else:
             fns = (bound,)  # type: ignore[assignment]
         self.bound = fns[0] if len(fns) == 1 else (tuple(fns) or None)
-        from pregelkit.pregel.main import Pregel
-
         self.steps: tuple[FnSpec | _SubgraphStep, ...] = tuple(
-            _SubgraphStep(f) if isinstance(f, Pregel) else FnSpec(f) for f in fns
+            _SubgraphStep(f) if isinstance(f, PregelProtocol) else FnSpec(f) for f in fns
         )
         self.subgraphs = list(subgraphs or ()) or [
             s.graph for s in self.steps if isinstance(s, _SubgraphStep)
@@ -189,12 +185,10 @@ class NodeBuilder:
         self._channels.extend(channels)
         return self
 
-    def do(self, fn: Callable[..., Any] | Pregel) -> Self:
+    def do(self, fn: Callable[..., Any] | PregelProtocol) -> Self:
         """Add a step: ``fn`` receives the input (or the previous step's output).
         A ``Pregel`` step runs as a subgraph."""
-        from pregelkit.pregel import main
-
-        if not callable(fn) and not isinstance(fn, main.Pregel):
+        if not callable(fn) and not isinstance(fn, PregelProtocol):
             raise TypeError(f"NodeBuilder.do() needs a callable, got {type(fn).__name__}: {fn!r}")
         self._fns.append(fn)
         return self

@@ -1,0 +1,205 @@
+"""The run driver: one run of a graph, from the caller's side.
+
+``Pregel.stream``/``astream``/``invoke``/``ainvoke`` all start a ``RunDriver``.
+It makes every decision about a run once (which loop, which modes, what the
+caller gets, how the run ends); ``events`` and ``aevents`` differ only in how
+they wait for the loop and the runner.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pregelkit._internal._constants import CONF
+from pregelkit.errors import GraphRecursionError
+from pregelkit.pregel._output import DONE, Raw
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from pregelkit.pregel._loop import PregelLoop
+    from pregelkit.pregel.main import Pregel
+
+__all__ = ["RunDriver"]
+
+
+class RunDriver:
+    """One run: the events its loop emits, queued for the caller to take."""
+
+    def __init__(
+        self,
+        graph: Pregel,
+        input: Any,
+        config: dict[str, Any],
+        modes: frozenset[str],
+        *,
+        live: bool,
+        durability: str | None,
+        interrupt_before: Sequence[str] | str | None,
+        interrupt_after: Sequence[str] | str | None,
+        subgraphs: bool,
+    ) -> None:
+        dur = durability or config.get(CONF, {}).get("__pregel_durability") or "async"
+        if dur not in ("sync", "async", "exit"):
+            raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {dur!r}")
+        self.graph = graph
+        self.input = input
+        self.config = config
+        self.modes = modes
+        self.live = live
+        self.durability = dur
+        self.interrupt_before = (
+            interrupt_before if interrupt_before is not None else graph.interrupt_before_nodes
+        )
+        self.interrupt_after = (
+            interrupt_after if interrupt_after is not None else graph.interrupt_after_nodes
+        )
+        self.subgraphs = subgraphs
+        self.queue: deque[Raw] = deque()
+
+    def _loop(self, cls: type[PregelLoop], emit: Callable[..., None], is_async: bool) -> Any:
+        graph = self.graph
+        return cls(
+            self.input,
+            graph=graph,
+            config=self.config,
+            stream=emit,
+            stream_modes=self.modes,
+            checkpointer=graph._saver(),
+            store=graph.store,
+            cache=graph.cache,
+            durability=self.durability,
+            interrupt_before=self.interrupt_before,
+            interrupt_after=self.interrupt_after,
+            is_async=is_async,
+            stream_subgraphs=self.subgraphs,
+        )
+
+    def _drain(self) -> Iterator[Raw]:
+        queue = self.queue
+        while queue:
+            yield queue.popleft()
+
+    # sync: the caller's thread waits on a threading.Event
+    def events(self) -> Generator[Raw, None, None]:
+        """The run's raw events, its last one saying how it ended."""
+        queue = self.queue
+        wake = threading.Event() if self.live else None
+
+        def emit(ns: tuple[str, ...], mode: str, payload: Any) -> None:
+            queue.append((ns, mode, payload))
+            if wake is not None:
+                wake.set()
+
+        # the run machinery (threads, futures, logging) loads on first run, not on import
+        from pregelkit.pregel._loop import SyncPregelLoop
+        from pregelkit.pregel._runner import PregelRunner
+
+        graph = self.graph
+        loop: SyncPregelLoop = self._loop(SyncPregelLoop, emit, False)
+        with loop:
+            runner = PregelRunner(submit=loop.submit, put_writes=loop.put_writes)
+            loop.run.runner = runner
+            while loop.tick():
+                loop.match_cached_writes()
+                for _ in runner.tick(
+                    [t for t in loop.tasks.values() if not t.writes],
+                    timeout=graph.step_timeout,
+                    retry_policy=graph.retry_policy,
+                    get_waiter=wake.is_set if wake is not None else None,
+                    schedule_task=loop.accept_push,
+                    wake=wake,
+                ):
+                    yield from self._drain()
+                loop.after_tick()
+                yield from self._drain()
+        yield from self._drain()
+        yield _ended(loop)
+
+    # async: the caller's task waits on an asyncio.Event
+    async def aevents(self) -> AsyncGenerator[Raw, None]:
+        """The async twin of ``events``."""
+        import asyncio
+
+        queue = self.queue
+        aloop = asyncio.get_running_loop()
+        wake = asyncio.Event() if self.live else None
+
+        def emit(ns: tuple[str, ...], mode: str, payload: Any) -> None:
+            queue.append((ns, mode, payload))
+            if wake is not None:
+                if _on_loop(aloop):
+                    wake.set()
+                else:
+                    aloop.call_soon_threadsafe(wake.set)
+
+        from pregelkit.pregel._loop import AsyncPregelLoop
+        from pregelkit.pregel._runner import PregelRunner
+
+        graph = self.graph
+        loop: AsyncPregelLoop = self._loop(AsyncPregelLoop, emit, True)
+        async with loop:
+            runner = PregelRunner(submit=loop.submit, put_writes=loop.put_writes, is_async=True)
+            loop.run.runner = runner
+            while loop.tick():
+                await loop.amatch_cached_writes()
+                await loop.settle()
+                async for _ in runner.atick(
+                    [t for t in loop.tasks.values() if not t.writes],
+                    timeout=graph.step_timeout,
+                    retry_policy=graph.retry_policy,
+                    get_waiter=wake.is_set if wake is not None else None,
+                    schedule_task=loop.accept_push,
+                    wake=wake,
+                ):
+                    for event in self._drain():
+                        yield event
+                await loop.settle()
+                loop.after_tick()
+                await loop.settle()
+                for event in self._drain():
+                    yield event
+        for event in self._drain():
+            yield event
+        yield _ended(loop)
+
+
+def _ended(loop: PregelLoop) -> Raw:
+    """The last event of a run, or the error that ended it."""
+    if loop.status == "out_of_steps":
+        raise GraphRecursionError(
+            f"Recursion limit of {loop.config.get('recursion_limit', 25)} reached without "
+            "hitting a stop condition. Raise it with config={'recursion_limit': N} if the "
+            "graph is meant to run that long."
+        )
+    return ((), DONE, loop.interrupts)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def run_config(
+    base: Mapping[str, Any] | None, config: Mapping[str, Any] | None, context: Any
+) -> dict[str, Any]:
+    """The config of one run: the graph's defaults, then the caller's, then
+    ``context`` (given to ``invoke``) under its own key."""
+    merged: dict[str, Any] = dict(base) if base else {}
+    if config:
+        for k, v in config.items():
+            if k == CONF and CONF in merged:
+                merged[CONF] = {**merged[CONF], **v}
+            else:
+                merged[k] = v
+    if context is not None:
+        merged["context"] = context
+    merged.setdefault(CONF, {})
+    return merged

@@ -1,0 +1,160 @@
+"""What a run tells its caller: the stream events of the loop.
+
+``LoopEvents`` is a base of ``PregelLoop``: every event a run emits (values,
+updates, task starts and results, checkpoints, debug, interrupts) is shaped
+here, and nested runs relay theirs to the parent's stream.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pregelkit._internal._constants import (
+    CONF,
+    CONFIG_KEY_CHECKPOINT_ID,
+    CONFIG_KEY_CHECKPOINT_NS,
+    CONFIG_KEY_THREAD_ID,
+    ERROR,
+    INTERRUPT,
+)
+from pregelkit.channels.base import BaseChannel
+from pregelkit.checkpoint.base import Checkpoint, CheckpointMetadata
+from pregelkit.pregel._algo import Planner, prepare_next_tasks
+from pregelkit.pregel._io import map_output_updates, read_channels, task_result_event
+from pregelkit.pregel._read import PregelNode
+from pregelkit.types import Interrupt, PregelExecutableTask
+
+if TYPE_CHECKING:
+    from pregelkit.pregel.main import Pregel
+
+__all__ = ["Emit", "LoopEvents", "tee"]
+
+Emit = Callable[[tuple[str, ...], str, Any], None]
+
+
+def tee(
+    local: Emit | None, local_modes: frozenset[str], relay: Emit, relay_modes: frozenset[str]
+) -> Emit:
+    """An emitter sending each event to the sinks whose modes want it."""
+
+    def emit(ns: tuple[str, ...], mode: str, payload: Any) -> None:
+        if local is not None and mode in local_modes:
+            local(ns, mode, payload)
+        if mode in relay_modes:
+            relay(ns, mode, payload)
+
+    return emit
+
+
+class LoopEvents:
+    """The events of one run, sent to its caller's stream (and a parent's)."""
+
+    stream: Emit | None
+    stream_modes: frozenset[str]
+    stream_keys: Any
+    ns: str
+    ns_tuple: tuple[str, ...]
+    _relay: tuple[Emit, frozenset[str]] | None
+    _lock: threading.Lock
+    _interrupt_ids: set[str]
+    interrupts: list[Interrupt]
+    step: int
+    graph: Pregel
+    nodes: Mapping[str, PregelNode]
+    channels: dict[str, BaseChannel[Any, Any, Any]]
+    trigger_to_nodes: Mapping[str, Sequence[str]]
+    checkpoint: Checkpoint
+    checkpoint_metadata: CheckpointMetadata
+    checkpoint_config: dict[str, Any]
+    prev_checkpoint_config: dict[str, Any] | None
+
+    def _emit(self, mode: str, payload: Any) -> None:
+        if mode in self.stream_modes and self.stream is not None:
+            self.stream(self.ns_tuple, mode, payload)
+
+    def _forward(self, ns: tuple[str, ...], mode: str, payload: Any) -> None:
+        if self._relay is not None:  # a nested run's events go up, not to its caller
+            relay, modes = self._relay
+            if mode in modes:
+                relay(ns, mode, payload)
+        elif mode in self.stream_modes and self.stream is not None:
+            self.stream(ns, mode, payload)
+
+    def _emit_interrupts(self, interrupts: Sequence[Interrupt]) -> None:
+        fresh = []
+        with self._lock:
+            for i in interrupts:
+                if i.id not in self._interrupt_ids:
+                    self._interrupt_ids.add(i.id)
+                    self.interrupts.append(i)
+                    fresh.append(i)
+        if fresh and self.stream is not None:
+            self._emit("updates", {INTERRUPT: tuple(fresh)})
+
+    def _output_writes(
+        self, task: PregelExecutableTask, writes: Sequence[tuple[str, Any]], cached: bool
+    ) -> None:
+        interrupted = writes[0][0] == INTERRUPT
+        if interrupted:
+            self._emit_interrupts([i for c, v in writes if c == INTERRUPT for i in v])
+        if self.stream is None:
+            return
+        modes = self.stream_modes
+        if "updates" in modes and writes[0][0] != ERROR and not interrupted:
+            update = map_output_updates(self.stream_keys, task, writes, cached)
+            if update is not None:
+                self._emit("updates", update)
+        if not cached and ("tasks" in modes or "debug" in modes):
+            event = task_result_event(task, writes)
+            self._emit("tasks", event)
+            self._emit_debug("task_result", event)
+
+    def _emit_debug(self, kind: str, payload: Any) -> None:
+        if "debug" in self.stream_modes:
+            self._emit(
+                "debug",
+                {
+                    "step": self.step,
+                    "timestamp": datetime.now(UTC).isoformat(),
+                    "type": kind,
+                    "payload": payload,
+                },
+            )
+
+    def _checkpoint_event(self) -> dict[str, Any]:
+        # the tasks this checkpoint leads to, as get_state() would show them
+        planner = Planner(
+            checkpoint=self.checkpoint,
+            processes=self.nodes,
+            channels=self.channels,
+            step=self.step + 1,
+            ns=self.ns,
+            run=None,
+            node_order=self.graph.node_order,
+        )
+        upcoming = prepare_next_tasks(
+            self.checkpoint, planner, for_execution=False, trigger_to_nodes=self.trigger_to_nodes
+        ).values()
+        return {
+            "config": self._config_for(self.checkpoint["id"]),
+            "parent_config": self.prev_checkpoint_config,
+            "values": read_channels(self.channels, self.stream_keys),
+            "metadata": dict(self.checkpoint_metadata),
+            "next": [t.name for t in upcoming],
+            "tasks": [
+                {"id": t.id, "name": t.name, "interrupts": (), "state": None} for t in upcoming
+            ],
+        }
+
+    def _config_for(self, checkpoint_id: str) -> dict[str, Any]:
+        conf = self.checkpoint_config[CONF]
+        return {
+            CONF: {
+                CONFIG_KEY_THREAD_ID: conf.get(CONFIG_KEY_THREAD_ID),
+                CONFIG_KEY_CHECKPOINT_NS: self.ns,
+                CONFIG_KEY_CHECKPOINT_ID: checkpoint_id,
+            }
+        }

@@ -1,0 +1,146 @@
+"""How the loop's saver calls are made: in order, off the caller's path.
+
+With ``durability="async"`` a task's writes must not wait for the saver, yet
+they must reach it in the order they were made (a checkpoint before the
+writes that belong to it). ``SerialLane`` is that order for the sync loop;
+the async loop chains asyncio tasks the same way. Errors the serializer
+raises are explained here, naming the task that wrote.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pregelkit._internal._constants import NULL_TASK_ID
+from pregelkit.checkpoint.base import BaseCheckpointSaver
+from pregelkit.checkpoint.serde.base import SerdeError
+from pregelkit.types import PregelExecutableTask
+
+if TYPE_CHECKING:
+    import asyncio
+
+__all__ = ["Awaited", "SerialLane", "aput_writes", "on_loop", "put_writes", "writer_name"]
+
+
+def put_writes(
+    saver: BaseCheckpointSaver[Any],
+    config: Any,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    path: str,
+    who: str,
+) -> None:
+    """Save a task's writes; a value the serializer refuses names ``who`` wrote it."""
+    try:
+        saver.put_writes(config, writes, task_id, path)
+    except SerdeError as exc:
+        raise _explain(exc, writes, who) from exc
+
+
+async def aput_writes(
+    saver: BaseCheckpointSaver[Any],
+    config: Any,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    path: str,
+    who: str,
+) -> None:
+    """The async twin of ``put_writes``."""
+    try:
+        await saver.aput_writes(config, writes, task_id, path)
+    except SerdeError as exc:
+        raise _explain(exc, writes, who) from exc
+
+
+def _explain(exc: SerdeError, writes: Sequence[tuple[str, Any]], who: str) -> SerdeError:
+    """A serialization error that names the task that wrote and the types of its
+    values (the serializer knows neither)."""
+    kinds = ", ".join(f"{chan!r}: {_type_name(value)}" for chan, value in writes)
+    return SerdeError(f"{who} wrote a value the checkpointer cannot save ({kinds}): {exc}")
+
+
+def writer_name(task: PregelExecutableTask | None, task_id: str) -> str:
+    if task is not None:
+        return f"task {task.name!r} (id {task_id})"
+    return "the input or Command" if task_id == NULL_TASK_ID else f"task id {task_id}"
+
+
+def _type_name(value: Any) -> str:
+    cls = type(value)
+    name = cls.__qualname__
+    return name if cls.__module__ == "builtins" else f"{cls.__module__}.{name}"
+
+
+class SerialLane:
+    """Runs submitted calls one after another on the shared pool, in order."""
+
+    GATHER_SECONDS = 0.001
+
+    def __init__(self, submit: Callable[..., Any]) -> None:
+        self.submit = submit
+        self.queue: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
+        self.lock = threading.Lock()
+        self.idle = threading.Event()
+        self.idle.set()
+        self.error: BaseException | None = None
+
+    def put(self, fn: Callable[..., Any], *args: Any) -> None:
+        with self.lock:
+            self.queue.append((fn, args))
+            if not self.idle.is_set():
+                return
+            self.idle.clear()
+        self.submit(self._drain, __reraise_on_exit__=False)
+
+    def _drain(self) -> None:
+        # Let a group of calls gather first: one thread hand-off per group
+        # instead of one per task write; each call still runs in order.
+        time.sleep(self.GATHER_SECONDS)
+        while True:
+            with self.lock:
+                if not self.queue:
+                    self.idle.set()
+                    return
+                fn, args = self.queue.popleft()
+            try:
+                fn(*args)
+            except BaseException as exc:
+                if self.error is None:
+                    self.error = exc
+
+    def wait(self) -> None:
+        self.idle.wait()
+        if self.error is not None:
+            err, self.error = self.error, None
+            raise err
+
+
+class Awaited:
+    """A saver call the caller may await now; if it does not, ``settle`` will."""
+
+    __slots__ = ("coro", "done")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], sink: list[Awaitable[Any]]) -> None:
+        self.coro = coro
+        self.done = False
+        sink.append(self)
+
+    def __await__(self) -> Any:
+        if self.done:
+            return None
+        self.done = True
+        return (yield from self.coro.__await__())
+
+
+def on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether the caller runs on ``loop``'s thread, inside it."""
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

@@ -1,0 +1,383 @@
+"""The state API of a graph: read a thread's state and history, write to it.
+
+``StateAPI`` is a base of ``Pregel``; it plans from a saved checkpoint with the
+same planner a run uses, so ``get_state().next`` names what a resume would run.
+The sync and async methods differ only in how they call the saver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from pregelkit._internal._constants import (
+    CONF,
+    CONFIG_KEY_CHECKPOINT_ID,
+    CONFIG_KEY_CHECKPOINT_NS,
+    ERROR,
+    INPUT,
+    INTERRUPT,
+    NS_END,
+    NS_SEP,
+    NULL_TASK_ID,
+    RESERVED,
+    TASKS,
+)
+from pregelkit._internal._ids import uuid6
+from pregelkit._internal._typing import MISSING
+from pregelkit.channels.base import BaseChannel
+from pregelkit.checkpoint.base import (
+    BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    empty_checkpoint,
+)
+from pregelkit.errors import InvalidUpdateError
+from pregelkit.pregel._algo import (
+    Planner,
+    PregelTaskWrites,
+    apply_writes,
+    is_done_write,
+    prepare_next_tasks,
+)
+from pregelkit.pregel._io import read_channels
+from pregelkit.pregel._read import PregelNode
+from pregelkit.pregel._write import control_writes
+from pregelkit.types import Interrupt, PregelTask, StateSnapshot
+
+__all__ = ["StateAPI"]
+
+
+class StateAPI:
+    """``get_state``, ``get_state_history``, ``update_state`` and their async twins."""
+
+    nodes: dict[str, PregelNode]
+    channels: dict[str, BaseChannel[Any, Any, Any]]
+    node_order: dict[str, int]
+    trigger_to_nodes: dict[str, list[str]]
+    stream_channels_asis: Any
+
+    def _saver(self) -> BaseCheckpointSaver[Any] | None:
+        raise NotImplementedError
+
+    def _config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _require_saver(self) -> BaseCheckpointSaver[Any]:
+        saver = self._saver()
+        if saver is None:
+            raise ValueError(
+                "this graph has no checkpointer, so it keeps no state: pass checkpointer=... "
+                "(e.g. InMemorySaver() or SqliteSaver) when building it"
+            )
+        return saver
+
+    def _channels_of(self, checkpoint: Checkpoint) -> dict[str, BaseChannel[Any, Any, Any]]:
+        values = checkpoint["channel_values"]
+        out = {}
+        for name, spec in self.channels.items():
+            c = spec.from_checkpoint(values.get(name, MISSING))
+            c.key = name
+            out[name] = c
+        return out
+
+    def _snapshot(
+        self,
+        config: Mapping[str, Any],
+        saved: CheckpointTuple | None,
+        *,
+        apply_pending: bool = False,
+    ) -> StateSnapshot:
+        """The state at ``saved``. With ``apply_pending`` (the thread's latest state)
+        the writes of tasks that already finished are applied to the values and
+        those tasks leave ``next``; a past checkpoint shows what it saved, and
+        ``next`` names every task planned from it."""
+        if saved is None:
+            return StateSnapshot({}, (), dict(config), None, None, None, (), ())
+        checkpoint = saved.checkpoint
+        channels = self._channels_of(checkpoint)
+        step = int(saved.metadata.get("step", -1)) + 1
+        planner = Planner(
+            checkpoint=checkpoint,
+            processes=self.nodes,
+            channels=channels,
+            step=step,
+            ns=saved.config.get(CONF, {}).get(CONFIG_KEY_CHECKPOINT_NS, ""),
+            run=None,
+            node_order=self.node_order,
+        )
+        next_tasks = cast(
+            dict[str, PregelTask],
+            prepare_next_tasks(
+                checkpoint, planner, for_execution=False, trigger_to_nodes=self.trigger_to_nodes
+            ),
+        )
+        pending = saved.pending_writes or []
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for tid, chan, value in pending:
+            by_task.setdefault(tid, []).append((chan, value))
+        tasks = []
+        all_interrupts: list[Interrupt] = []
+        for tid, t in next_tasks.items():
+            writes = by_task.get(tid, [])
+            err = next((v for c, v in writes if c == ERROR), None)
+            ints = tuple(i for c, v in writes if c == INTERRUPT for i in v)
+            all_interrupts.extend(ints)
+            result = {c: v for c, v in writes if c not in RESERVED} or None
+            tasks.append(
+                PregelTask(
+                    tid,
+                    t.name,
+                    t.path,
+                    error=err if isinstance(err, Exception) or err is None else Exception(err),
+                    interrupts=ints,
+                    result=result,
+                )
+            )
+        for tid, writes in by_task.items():
+            # a task that finished after being resumed waits for nothing any more
+            if tid not in next_tasks and not any(is_done_write(c) for c, _ in writes):
+                all_interrupts.extend(i for c, v in writes if c == INTERRUPT for i in v)
+        seen: dict[str, Interrupt] = {}
+        for i in all_interrupts:
+            seen.setdefault(i.id, i)
+        finished: set[str] = set()
+        if apply_pending:
+            done: list[PregelTaskWrites] = []
+            for tid, t in next_tasks.items():
+                writes = [(c, v) for c, v in by_task.get(tid, ()) if is_done_write(c)]
+                if writes:
+                    finished.add(tid)
+                    done.append(PregelTaskWrites(t.path, t.name, writes, ()))
+            if NULL_TASK_ID in by_task:
+                done.append(PregelTaskWrites((), INPUT, by_task[NULL_TASK_ID], ()))
+            if done:
+                apply_writes(checkpoint, channels, done, None, self.trigger_to_nodes)
+        return StateSnapshot(
+            values=read_channels(channels, self.stream_channels_asis),
+            next=tuple(t.name for t in tasks if t.id not in finished),
+            config=saved.config,
+            metadata=saved.metadata,
+            created_at=checkpoint["ts"],
+            parent_config=saved.parent_config,
+            tasks=tuple(tasks),
+            interrupts=tuple(seen.values()),
+        )
+
+    def get_state(self, config: Mapping[str, Any], *, subgraphs: bool = False) -> StateSnapshot:
+        """The thread's state at its latest checkpoint (or at ``checkpoint_id``)."""
+        saver = self._require_saver()
+        config = self._config(config)
+        latest = not config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
+        snapshot = self._snapshot(config, saver.get_tuple(config), apply_pending=latest)
+        if not subgraphs:
+            return snapshot
+        tasks = []
+        for task, child, child_config in self._subgraph_tasks(snapshot):
+            if child is self:
+                tasks.append(task)
+                continue
+            state = child._snapshot(child_config, saver.get_tuple(child_config), apply_pending=True)
+            tasks.append(task._replace(state=state) if state.metadata is not None else task)
+        return snapshot._replace(tasks=tuple(tasks))
+
+    def _subgraph_tasks(
+        self, snapshot: StateSnapshot
+    ) -> Iterator[tuple[PregelTask, StateAPI, dict[str, Any]]]:
+        """Each task of ``snapshot`` with the subgraph it runs (or itself, when it
+        runs none) and the config of that subgraph's state: its own checkpoint
+        namespace, ``parent_ns|node:task_id``."""
+        conf = snapshot.config.get(CONF, {})
+        ns = conf.get(CONFIG_KEY_CHECKPOINT_NS, "")
+        for task in snapshot.tasks:
+            node = self.nodes.get(task.name)
+            children = node.subgraphs if node is not None else []
+            if not children:
+                yield task, self, {}
+                continue
+            child_ns = (
+                f"{ns}{NS_SEP}{task.name}{NS_END}{task.id}"
+                if ns
+                else f"{task.name}{NS_END}{task.id}"
+            )
+            child_config = {
+                CONF: {"thread_id": conf.get("thread_id"), CONFIG_KEY_CHECKPOINT_NS: child_ns}
+            }
+            yield task, children[0], child_config
+
+    async def aget_state(
+        self, config: Mapping[str, Any], *, subgraphs: bool = False
+    ) -> StateSnapshot:
+        saver = self._require_saver()
+        config = self._config(config)
+        latest = not config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
+        snapshot = self._snapshot(config, await saver.aget_tuple(config), apply_pending=latest)
+        if not subgraphs:
+            return snapshot
+        tasks = []
+        for task, child, child_config in self._subgraph_tasks(snapshot):
+            if child is self:
+                tasks.append(task)
+                continue
+            saved = await saver.aget_tuple(child_config)
+            state = child._snapshot(child_config, saved, apply_pending=True)
+            tasks.append(task._replace(state=state) if state.metadata is not None else task)
+        return snapshot._replace(tasks=tuple(tasks))
+
+    def get_state_history(
+        self,
+        config: Mapping[str, Any],
+        *,
+        filter: dict[str, Any] | None = None,
+        before: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> Iterator[StateSnapshot]:
+        """The thread's checkpoints, newest first (of the root graph, unless the
+        config names a ``checkpoint_ns``)."""
+        saver = self._require_saver()
+        config = _root_ns(self._config(config))
+        for saved in saver.list(
+            config, filter=filter, before=dict(before) if before else None, limit=limit
+        ):
+            yield self._snapshot(saved.config, saved)
+
+    async def aget_state_history(
+        self,
+        config: Mapping[str, Any],
+        *,
+        filter: dict[str, Any] | None = None,
+        before: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[StateSnapshot]:
+        saver = self._require_saver()
+        config = _root_ns(self._config(config))
+        async for saved in saver.alist(
+            config, filter=filter, before=dict(before) if before else None, limit=limit
+        ):
+            yield self._snapshot(saved.config, saved)
+
+    def _plan_update(
+        self,
+        config: dict[str, Any],
+        saved: CheckpointTuple | None,
+        values: Any,
+        as_node: str | None,
+    ) -> tuple[dict[str, Any], Checkpoint, CheckpointMetadata, dict[str, Any]]:
+        saver = self._require_saver()
+        checkpoint = saved.checkpoint if saved is not None else empty_checkpoint()
+        checkpoint = Checkpoint(
+            v=checkpoint["v"],
+            id=checkpoint["id"],
+            ts=checkpoint["ts"],
+            channel_values=dict(checkpoint["channel_values"]),
+            channel_versions=dict(checkpoint["channel_versions"]),
+            versions_seen={k: dict(v) for k, v in checkpoint["versions_seen"].items()},
+        )
+        channels = self._channels_of(checkpoint)
+        step = int(saved.metadata.get("step", -2)) + 1 if saved is not None else -1
+        if as_node is None and len(self.nodes) == 1:
+            as_node = next(iter(self.nodes))
+        if as_node is not None:
+            node = self.nodes.get(as_node)
+            if node is None:
+                raise InvalidUpdateError(
+                    f"update_state(as_node={as_node!r}) names no node; nodes: {sorted(self.nodes)}"
+                )
+            writes = control_writes(values)
+            if writes is None:
+                writes = node.writer.writes_for(values) if node.writer is not None else []
+            task = PregelTaskWrites((), as_node, writes, tuple(node.triggers))
+        else:
+            if not isinstance(values, Mapping):
+                raise InvalidUpdateError(
+                    "update_state without as_node takes a dict of channel -> value; "
+                    "pass as_node=... to update as a node would"
+                )
+            writes = list(values.items())
+            task = PregelTaskWrites((), INPUT, writes, ())
+        for chan, _ in writes:
+            if chan not in channels and chan not in RESERVED:
+                raise InvalidUpdateError(
+                    f"update_state writes to unknown channel {chan!r}; channels: "
+                    f"{sorted(c for c in channels if c != TASKS)}"
+                )
+        changed: set[str] = set()
+        apply_writes(
+            checkpoint,
+            channels,
+            [task],
+            saver.get_next_version,
+            self.trigger_to_nodes,
+            live_ephemeral=None,
+            changed=changed,
+        )
+        if as_node is not None:
+            seen = checkpoint["versions_seen"].setdefault(as_node, {})
+            for chan in self.nodes[as_node].triggers:
+                if chan in checkpoint["channel_versions"]:
+                    seen[chan] = checkpoint["channel_versions"][chan]
+        values_out = {}
+        for chan in changed:
+            v = channels[chan].checkpoint()
+            if v is not MISSING:
+                values_out[chan] = v
+        versions = checkpoint["channel_versions"]
+        new_checkpoint = Checkpoint(
+            v=checkpoint["v"],
+            id=uuid6(clock_seq=step),
+            ts=checkpoint["ts"],
+            channel_values=values_out,
+            channel_versions=versions,
+            versions_seen=checkpoint["versions_seen"],
+        )
+        new_checkpoint["ts"] = datetime.now(UTC).isoformat()
+        metadata: CheckpointMetadata = {"source": "update", "step": step, "parents": {}}
+        parent_config = dict(saved.config) if saved is not None else config
+        parent_config = {
+            **parent_config,
+            CONF: {
+                **config.get(CONF, {}),
+                **parent_config.get(CONF, {}),
+                CONFIG_KEY_CHECKPOINT_NS: config.get(CONF, {}).get(CONFIG_KEY_CHECKPOINT_NS, ""),
+            },
+        }
+        if saved is None:
+            parent_config[CONF].pop(CONFIG_KEY_CHECKPOINT_ID, None)
+        new_versions = {c: versions[c] for c in changed if c in versions}
+        return parent_config, new_checkpoint, metadata, new_versions
+
+    def update_state(
+        self,
+        config: Mapping[str, Any],
+        values: Any,
+        as_node: str | None = None,
+        task_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Write ``values`` to the thread as if ``as_node`` had produced them; a new
+        checkpoint (source ``update``) on top of the latest or the given one."""
+        saver = self._require_saver()
+        config = self._config(config)
+        saved = saver.get_tuple(config)
+        args = self._plan_update(config, saved, values, as_node)
+        return saver.put(*args)
+
+    async def aupdate_state(
+        self,
+        config: Mapping[str, Any],
+        values: Any,
+        as_node: str | None = None,
+        task_id: str | None = None,
+    ) -> dict[str, Any]:
+        saver = self._require_saver()
+        config = self._config(config)
+        saved = await saver.aget_tuple(config)
+        args = self._plan_update(config, saved, values, as_node)
+        return await saver.aput(*args)
+
+
+def _root_ns(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` listing one namespace: the root graph's unless it names one
+    (a saver lists every namespace of the thread when none is named)."""
+    return {**config, CONF: {CONFIG_KEY_CHECKPOINT_NS: "", **config[CONF]}}
