@@ -33,7 +33,13 @@ from pregelkit.checkpoint.base import (
     get_checkpoint_metadata,
     thread_coordinates,
 )
-from pregelkit.checkpoint.serde.base import SerializerProtocol, StoredAt, dumps_at, loads_at
+from pregelkit.checkpoint.serde.base import (
+    SerdeError,
+    SerializerProtocol,
+    StoredAt,
+    dumps_at,
+    loads_at,
+)
 from pregelkit.errors import CheckpointCorruptError
 
 T = TypeVar("T")
@@ -109,9 +115,7 @@ class InMemorySaver(
         blobs = [
             (
                 (thread_id, checkpoint_ns, channel, version),
-                dumps_at(
-                    serde, values[channel], _blob_at(thread_id, checkpoint_ns, channel, version)
-                )
+                _dump_value(serde, values[channel], thread_id, checkpoint_ns, channel, version)
                 if channel in values
                 else _EMPTY,
             )
@@ -478,6 +482,16 @@ class _Resealer:
             value, StoredAt(self.source, ns, kind, key), StoredAt(self.target, ns, kind, key)
         )
         return resealed
+
+
+def _dump_value(
+    serde: SerializerProtocol, value: Any, thread_id: str, ns: str, channel: str, version: Any
+) -> TypedValue:
+    """A channel value's blob; a value the serializer refuses names its channel."""
+    try:
+        return dumps_at(serde, value, _blob_at(thread_id, ns, channel, version))
+    except SerdeError as exc:
+        raise SerdeError(f"cannot store the value of channel {channel!r}: {exc}") from exc
 
 
 def _blob_at(thread_id: str, checkpoint_ns: str, channel: str, version: Any) -> StoredAt:
