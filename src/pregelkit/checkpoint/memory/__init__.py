@@ -157,15 +157,17 @@ class InMemorySaver(
                 f"put_writes() for task {task_id!r} needs the checkpoint the writes belong to: "
                 "pass the config put() returned (it holds configurable.checkpoint_id)"
             )
-        serde = self.serde
+        bound = getattr(self.serde, "dumps_typed_at", None)
+        dumps = self.serde.dumps_typed
         rows = [
             (
                 (task_id, WRITES_IDX_MAP.get(channel, idx)),
                 (
                     task_id,
                     channel,
-                    dumps_at(
-                        serde,
+                    dumps(value)
+                    if bound is None
+                    else bound(
                         value,
                         StoredAt(
                             thread_id, checkpoint_ns, "write", (checkpoint_id, task_id, channel)
@@ -386,10 +388,17 @@ class InMemorySaver(
                 ) from exc
         checkpoint["channel_values"] = values
         pending: list[PendingWrite] = []
+        bound = getattr(serde, "loads_typed_at", None)
+        loads = serde.loads_typed
         for task_id, channel, value, _ in writes:
             try:
-                at = StoredAt(thread_id, checkpoint_ns, "write", (checkpoint_id, task_id, channel))
-                pending.append((task_id, channel, loads_at(serde, value, at)))
+                if bound is None:
+                    pending.append((task_id, channel, loads(value)))
+                else:
+                    at = StoredAt(
+                        thread_id, checkpoint_ns, "write", (checkpoint_id, task_id, channel)
+                    )
+                    pending.append((task_id, channel, bound(value, at)))
             except Exception as exc:
                 raise CheckpointCorruptError(
                     f"a pending write of task {task_id!r} to {channel!r} cannot be loaded: {exc}",
