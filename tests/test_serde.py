@@ -751,3 +751,16 @@ def test_a_pickle_claiming_a_huge_memo_or_buffer_is_refused_before_allocating() 
     for payload in (memo_bomb, buffer_bomb):
         with pytest.raises(SerdeError, match="corrupt or truncated"):
             JsonPlusSerializer().loads_typed(("pickle", payload))
+
+
+def test_http_status_loads_in_a_process_that_never_imported_http() -> None:
+    dumped = serde.dumps_typed({"status": http.HTTPStatus.NOT_FOUND})
+    code = (
+        "import sys\n"
+        "from pregelkit.checkpoint.serde import JsonPlusSerializer\n"
+        "assert 'http' not in sys.modules\n"
+        f"value = JsonPlusSerializer().loads_typed({dumped!r})\n"
+        "print(int(value['status']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "404"

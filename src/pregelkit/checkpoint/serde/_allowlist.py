@@ -13,7 +13,6 @@ import collections
 import datetime
 import decimal
 import fractions
-import http
 import importlib
 import ipaddress
 import pathlib
@@ -86,8 +85,6 @@ def _safe_types() -> dict[tuple[str, str], Any]:
         urllib.parse.ParseResultBytes,
         urllib.parse.SplitResultBytes,
         urllib.parse.DefragResultBytes,
-        http.HTTPStatus,
-        http.HTTPMethod,
         Send,
         Interrupt,
         Command,
@@ -131,6 +128,10 @@ def _owner_name(owner: object) -> str:
 
 SAFE: dict[tuple[str, str], Any] = {**_safe_types(), ("builtins", "getattr"): vetted_getattr}
 
+# Safe standard types whose modules are costly to import (enums of dozens of
+# members): resolved, and their module imported, only when a payload names them.
+_SAFE_ON_DEMAND = frozenset({("http", "HTTPStatus"), ("http", "HTTPMethod")})
+
 
 class Allowlist:
     """What one serializer may load: the fixed safe types, the process-wide
@@ -157,6 +158,9 @@ class Allowlist:
         ``UnsafeTypeError``."""
         found = SAFE.get((module, name)) or _registry.types.get((module, name))
         if found is not None:
+            return found
+        if (module, name) in _SAFE_ON_DEMAND:
+            found = SAFE[(module, name)] = getattr(importlib.import_module(module), name)
             return found
         if self.any_class or (module, name) in self.classes or self._module_allowed(module):
             return _resolve_class(module, name)
