@@ -426,14 +426,17 @@ def test_disallowed_type_in_store_surfaces_the_allow_hint() -> None:
 
     saver = InMemorySaver()
     (config,) = chain(saver, thread(), 1)
-    saver.put_writes(config, [("n", Local())], "task")  # stored by value (cloudpickle)
-    with pytest.raises(CheckpointCorruptError, match="unsafe_allow_any=True") as info:
-        saver.get_tuple(config)
-    assert isinstance(info.value.__cause__, UnsafeTypeError)
-    trusting = InMemorySaver(serde=JsonPlusSerializer(unsafe_allow_any=True))
+    with pytest.raises(SerdeError, match=r"Local is a local class"):
+        saver.put_writes(config, [("n", Local())], "task")  # refused when saved
+    assert saver.get_tuple(config).pending_writes == []  # type: ignore[union-attr]
+    trusting = InMemorySaver(serde=JsonPlusSerializer(pickle_fallback=True))
     trusting.writes = saver.writes
     trusting.storage = saver.storage
     trusting.blobs = saver.blobs
+    trusting.put_writes(config, [("n", Local())], "task")  # stored by value (cloudpickle)
+    with pytest.raises(CheckpointCorruptError, match="pickle_fallback=True") as info:
+        saver.get_tuple(config)
+    assert isinstance(info.value.__cause__, UnsafeTypeError)
     stored = trusting.get_tuple(config)
     assert stored is not None
     assert type(stored.pending_writes[0][2]).__name__ == "Local"  # type: ignore[index]

@@ -30,7 +30,13 @@ from pregelkit.checkpoint.base import (
     get_checkpoint_metadata,
     thread_coordinates,
 )
-from pregelkit.checkpoint.serde.base import SerdeError, SerializerProtocol
+from pregelkit.checkpoint.serde.base import (
+    SerdeError,
+    SerializerProtocol,
+    StoredAt,
+    dumps_at,
+    loads_at,
+)
 from pregelkit.errors import CheckpointCorruptError
 
 EMPTY_TAG = "empty"
@@ -126,7 +132,8 @@ def encode_checkpoint(
     blobs: list[BlobRow] = []
     for channel, version in new_versions.items():
         if channel in values:
-            type_, blob = _dump(serde, values[channel], f"the value of channel {channel!r}")
+            at = StoredAt(thread_id, checkpoint_ns, "blob", (channel, version_key(version)))
+            type_, blob = _dump(serde, values[channel], f"the value of channel {channel!r}", at)
             blobs.append(
                 BlobRow(thread_id, checkpoint_ns, channel, version_key(version), type_, blob)
             )
@@ -135,9 +142,12 @@ def encode_checkpoint(
                 BlobRow(thread_id, checkpoint_ns, channel, version_key(version), EMPTY_TAG, None)
             )
     bare = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-    type_, data = _dump(serde, bare, f"checkpoint {checkpoint['id']!r}")
+    key = (checkpoint["id"],)
+    at = StoredAt(thread_id, checkpoint_ns, "checkpoint", key)
+    type_, data = _dump(serde, bare, f"checkpoint {checkpoint['id']!r}", at)
     full_metadata = get_checkpoint_metadata(config, metadata)
-    metadata_type, metadata_data = _dump(serde, full_metadata, "the checkpoint metadata")
+    at = StoredAt(thread_id, checkpoint_ns, "metadata", key)
+    metadata_type, metadata_data = _dump(serde, full_metadata, "the checkpoint metadata", at)
     row = CheckpointRow(
         thread_id=thread_id,
         checkpoint_ns=checkpoint_ns,
@@ -180,11 +190,20 @@ def encode_writes(
         )
     rows = []
     dumps = serde.dumps_typed
+    bound = getattr(serde, "dumps_typed_at", None)
     for idx, (channel, value) in enumerate(writes):
         try:
-            type_, data = dumps(value)
+            if bound is None:
+                type_, data = dumps(value)
+            else:
+                type_, data = bound(value, write_location(config, task_id, channel))
         except Exception:  # the message is built only when it is needed
-            type_, data = _dump(serde, value, f"the write to {channel!r} of task {task_id!r}")
+            type_, data = _dump(
+                serde,
+                value,
+                f"the write to {channel!r} of task {task_id!r}",
+                write_location(config, task_id, channel),
+            )
         rows.append(
             WriteRow(
                 thread_id,
@@ -199,6 +218,75 @@ def encode_writes(
             )
         )
     return rows
+
+
+def write_location(config: RunnableConfig, task_id: str, channel: str) -> StoredAt:
+    """Where a pending write lives: its checkpoint, task and channel."""
+    thread_id, checkpoint_ns, checkpoint_id = thread_coordinates(config)
+    return StoredAt(thread_id, checkpoint_ns, "write", (str(checkpoint_id), task_id, channel))
+
+
+# Copying a thread whose values are sealed to their place (EncryptedSerializer)
+# seals each copied value again for the target thread. "?" placeholders; the
+# PostgreSQL savers swap them for "%s".
+RESEAL_SELECTS = (
+    "SELECT checkpoint_ns, checkpoint_id, type, checkpoint, metadata_type, metadata "
+    "FROM pregelkit_checkpoints WHERE thread_id = ?",
+    "SELECT checkpoint_ns, channel, version, type, blob FROM pregelkit_blobs "
+    f"WHERE thread_id = ? AND type <> '{EMPTY_TAG}'",
+    "SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value "
+    "FROM pregelkit_writes WHERE thread_id = ?",
+)
+RESEAL_UPDATES = (
+    "UPDATE pregelkit_checkpoints SET type = ?, checkpoint = ?, metadata_type = ?, metadata = ? "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+    "UPDATE pregelkit_blobs SET type = ?, blob = ? "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? AND version = ?",
+    "UPDATE pregelkit_writes SET type = ?, value = ? "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? AND task_id = ? AND idx = ?",
+)
+
+
+def reseal_params(
+    reseal: Any, source: str, target: str, rows: Sequence[Sequence[Sequence[Any]]]
+) -> list[list[tuple[Any, ...]]]:
+    """Parameters of ``RESEAL_UPDATES`` for the rows ``RESEAL_SELECTS`` read
+    from ``source``: each value sealed again for ``target``."""
+    checkpoints, blobs, writes = rows
+
+    def move(ns: str, kind: str, key: tuple[str, ...], type_: str, data: Any) -> tuple[str, bytes]:
+        sealed: tuple[str, bytes] = reseal(
+            (type_, bytes(data)), StoredAt(source, ns, kind, key), StoredAt(target, ns, kind, key)
+        )
+        return sealed
+
+    return [
+        [
+            (
+                *move(ns, "checkpoint", (cid,), type_, data),
+                *move(ns, "metadata", (cid,), mtype, mdata),
+                target,
+                ns,
+                cid,
+            )
+            for ns, cid, type_, data, mtype, mdata in checkpoints
+        ],
+        [
+            (*move(ns, "blob", (channel, version), type_, blob), target, ns, channel, version)
+            for ns, channel, version, type_, blob in blobs
+        ],
+        [
+            (
+                *move(ns, "write", (cid, task_id, channel), type_, value),
+                target,
+                ns,
+                cid,
+                task_id,
+                idx,
+            )
+            for ns, cid, task_id, idx, channel, type_, value in writes
+        ],
+    ]
 
 
 def list_scope(config: RunnableConfig | None, before: RunnableConfig | None) -> ListScope:
@@ -259,22 +347,46 @@ def decode_checkpoint(serde: SerializerProtocol, stored: StoredCheckpoint) -> Ch
         "checkpoint_ns": stored.checkpoint_ns,
         "checkpoint_id": stored.checkpoint_id,
     }
-    bare = _load(serde, stored.type, stored.checkpoint, "the checkpoint", where)
+    key = (stored.checkpoint_id,)
+    place = (stored.thread_id, stored.checkpoint_ns)
+    bare = _load(
+        serde,
+        stored.type,
+        stored.checkpoint,
+        "the checkpoint",
+        where,
+        StoredAt(*place, "checkpoint", key),
+    )
     if not isinstance(bare, dict) or not isinstance(bare.get("channel_versions"), dict):
         raise CheckpointCorruptError(
             f"the stored checkpoint is a {type(bare).__name__}, not a checkpoint dict with "
             "channel_versions. Nothing was changed; inspect or delete this checkpoint",
             **where,
         )
-    metadata = _load(serde, stored.metadata_type, stored.metadata, "the metadata", where)
+    metadata = _load(
+        serde,
+        stored.metadata_type,
+        stored.metadata,
+        "the metadata",
+        where,
+        StoredAt(*place, "metadata", key),
+    )
     if not isinstance(metadata, dict):
         raise CheckpointCorruptError(
             f"the stored metadata is a {type(metadata).__name__}, not a dict. Nothing was "
             "changed; inspect or delete this checkpoint",
             **where,
         )
+    versions = bare["channel_versions"]
     values = {
-        channel: _load(serde, type_, blob, "the channel value", {**where, "channel": channel})
+        channel: _load(
+            serde,
+            type_,
+            blob,
+            "the channel value",
+            {**where, "channel": channel},
+            StoredAt(*place, "blob", (channel, version_key(versions.get(channel)))),
+        )
         for channel, type_, blob in stored.blobs
         if type_ != EMPTY_TAG
     }
@@ -288,6 +400,7 @@ def decode_checkpoint(serde: SerializerProtocol, stored: StoredCheckpoint) -> Ch
                 value,
                 "the pending write",
                 {**where, "channel": channel, "task_id": task_id},
+                StoredAt(*place, "write", (stored.checkpoint_id, task_id, channel)),
             ),
         )
         for task_id, channel, type_, value in stored.writes
@@ -316,9 +429,9 @@ def checkpoint_config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) ->
     }
 
 
-def _dump(serde: SerializerProtocol, value: Any, what: str) -> tuple[str, bytes]:
+def _dump(serde: SerializerProtocol, value: Any, what: str, at: StoredAt) -> tuple[str, bytes]:
     try:
-        return serde.dumps_typed(value)
+        return dumps_at(serde, value, at)
     except Exception as err:
         raise SerdeError(
             f"cannot store {what}: {type(err).__name__}: {err}. Store a value the serializer "
@@ -327,7 +440,12 @@ def _dump(serde: SerializerProtocol, value: Any, what: str) -> tuple[str, bytes]
 
 
 def _load(
-    serde: SerializerProtocol, type_: str, data: bytes | None, what: str, where: dict[str, str]
+    serde: SerializerProtocol,
+    type_: str,
+    data: bytes | None,
+    what: str,
+    where: dict[str, str],
+    at: StoredAt,
 ) -> Any:
     if data is None:
         raise CheckpointCorruptError(
@@ -336,7 +454,7 @@ def _load(
             **where,
         )
     try:
-        return serde.loads_typed((type_, bytes(data)))
+        return loads_at(serde, (type_, bytes(data)), at)
     except Exception as err:
         raise CheckpointCorruptError(
             f"{what} (type tag {type_!r}, {len(data)} bytes) could not be loaded: "

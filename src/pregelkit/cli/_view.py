@@ -11,13 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pregelkit.checkpoint.serde._allowlist import SAFE, Allowlist
 from pregelkit.checkpoint.serde.base import SerdeError
-from pregelkit.checkpoint.serde.jsonplus import (
-    _SAFE,
-    TAG_CLOUDPICKLE,
-    JsonPlusSerializer,
-    _RestrictedUnpickler,
-)
+from pregelkit.checkpoint.serde.jsonplus import TAG_CLOUDPICKLE, JsonPlusSerializer
 
 
 class StoredObject:
@@ -86,9 +82,13 @@ def _placeholder(module: str, name: str) -> type[StoredObject]:
     return found
 
 
-class _ViewUnpickler(_RestrictedUnpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        return _SAFE.get((module, name)) or _placeholder(module, name)
+class _ViewAllowlist(Allowlist):
+    """Every class loads: a safe one as itself, any other as a placeholder."""
+
+    __slots__ = ()
+
+    def find(self, module: str, name: str) -> Any:
+        return SAFE.get((module, name)) or _placeholder(module, name)
 
 
 class Unloaded:
@@ -112,7 +112,7 @@ class ViewSerializer(JsonPlusSerializer):
 
     def __init__(self) -> None:
         super().__init__()
-        self._unpickler = _ViewUnpickler
+        self._allowlist = _ViewAllowlist()
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         if isinstance(data, tuple) and data and data[0] == TAG_CLOUDPICKLE:

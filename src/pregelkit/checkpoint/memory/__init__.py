@@ -34,7 +34,13 @@ from pregelkit.checkpoint.base import (
     thread_coordinates,
 )
 from pregelkit.checkpoint.memory._persistent import PersistentDict
-from pregelkit.checkpoint.serde.base import SerializerProtocol
+from pregelkit.checkpoint.serde.base import (
+    SerdeError,
+    SerializerProtocol,
+    StoredAt,
+    dumps_at,
+    loads_at,
+)
 from pregelkit.errors import CheckpointCorruptError
 
 T = TypeVar("T")
@@ -120,19 +126,26 @@ class InMemorySaver(
         """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
         with blobs for the channels in ``new_versions`` only."""
         thread_id, checkpoint_ns, parent_id = thread_coordinates(config)
-        dumps = self.serde.dumps_typed
+        serde = self.serde
         values = checkpoint["channel_values"]
         blobs = [
             (
                 (thread_id, checkpoint_ns, channel, version),
-                dumps(values[channel]) if channel in values else _EMPTY,
+                _dump_value(serde, values[channel], thread_id, checkpoint_ns, channel, version)
+                if channel in values
+                else _EMPTY,
             )
             for channel, version in new_versions.items()
         ]
         without_values = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        key = (checkpoint["id"],)
         stored: StoredCheckpoint = (
-            dumps(without_values),
-            dumps(get_checkpoint_metadata(config, metadata)),
+            dumps_at(serde, without_values, StoredAt(thread_id, checkpoint_ns, "checkpoint", key)),
+            dumps_at(
+                serde,
+                get_checkpoint_metadata(config, metadata),
+                StoredAt(thread_id, checkpoint_ns, "metadata", key),
+            ),
             parent_id,
         )
         with self._lock:
@@ -160,11 +173,24 @@ class InMemorySaver(
                 f"put_writes() for task {task_id!r} needs the checkpoint the writes belong to: "
                 "pass the config put() returned (it holds configurable.checkpoint_id)"
             )
+        bound = getattr(self.serde, "dumps_typed_at", None)
         dumps = self.serde.dumps_typed
         rows = [
             (
                 (task_id, WRITES_IDX_MAP.get(channel, idx)),
-                (task_id, channel, dumps(value), task_path),
+                (
+                    task_id,
+                    channel,
+                    dumps(value)
+                    if bound is None
+                    else bound(
+                        value,
+                        StoredAt(
+                            thread_id, checkpoint_ns, "write", (checkpoint_id, task_id, channel)
+                        ),
+                    ),
+                    task_path,
+                ),
             )
             for idx, (channel, value) in enumerate(writes)
         ]
@@ -199,15 +225,35 @@ class InMemorySaver(
         rest of the target is left alone.
         """
         source_thread_id, target_thread_id = str(source_thread_id), str(target_thread_id)
+        move = _Resealer(self.serde, source_thread_id, target_thread_id)
         with self._lock:
             for ns, checkpoints in self._namespaces(source_thread_id).items():
-                self.storage[target_thread_id][ns].update(checkpoints)
+                self.storage[target_thread_id][ns].update(
+                    {
+                        cid: (
+                            move(cp, ns, "checkpoint", (cid,)),
+                            move(meta, ns, "metadata", (cid,)),
+                            parent,
+                        )
+                        for cid, (cp, meta, parent) in checkpoints.items()
+                    }
+                )
             for (thread_id, ns, checkpoint_id), stored in list(self.writes.items()):
                 if thread_id == source_thread_id:
-                    self.writes[(target_thread_id, ns, checkpoint_id)] = dict(stored)
+                    self.writes[(target_thread_id, ns, checkpoint_id)] = {
+                        slot: (
+                            task_id,
+                            channel,
+                            move(value, ns, "write", (checkpoint_id, task_id, channel)),
+                            path,
+                        )
+                        for slot, (task_id, channel, value, path) in stored.items()
+                    }
             for (thread_id, ns, channel, version), blob in list(self.blobs.items()):
                 if thread_id == source_thread_id:
-                    self.blobs[(target_thread_id, ns, channel, version)] = blob
+                    self.blobs[(target_thread_id, ns, channel, version)] = (
+                        blob if blob is _EMPTY else move(blob, ns, "blob", (channel, str(version)))
+                    )
 
     def prune(
         self,
@@ -347,17 +393,19 @@ class InMemorySaver(
             metadata = self._load_metadata(stored[1], thread_id, checkpoint_ns, checkpoint_id)
         with self._lock:
             blobs = [
-                (channel, self.blobs.get((thread_id, checkpoint_ns, channel, version)))
+                (channel, version, self.blobs.get((thread_id, checkpoint_ns, channel, version)))
                 for channel, version in checkpoint["channel_versions"].items()
             ]
             writes = list(self.writes.get((thread_id, checkpoint_ns, checkpoint_id), {}).values())
-        loads = self.serde.loads_typed
+        serde = self.serde
         values: dict[str, Any] = {}
-        for channel, blob in blobs:
+        for channel, version, blob in blobs:
             if blob is None or blob[0] == _EMPTY[0]:
                 continue
             try:
-                values[channel] = loads(blob)
+                values[channel] = loads_at(
+                    serde, blob, _blob_at(thread_id, checkpoint_ns, channel, version)
+                )
             except Exception as exc:
                 raise CheckpointCorruptError(
                     f"the stored value of channel {channel!r} cannot be loaded: {exc}",
@@ -368,9 +416,17 @@ class InMemorySaver(
                 ) from exc
         checkpoint["channel_values"] = values
         pending: list[PendingWrite] = []
+        bound = getattr(serde, "loads_typed_at", None)
+        loads = serde.loads_typed
         for task_id, channel, value, _ in writes:
             try:
-                pending.append((task_id, channel, loads(value)))
+                if bound is None:
+                    pending.append((task_id, channel, loads(value)))
+                else:
+                    at = StoredAt(
+                        thread_id, checkpoint_ns, "write", (checkpoint_id, task_id, channel)
+                    )
+                    pending.append((task_id, channel, bound(value, at)))
             except Exception as exc:
                 raise CheckpointCorruptError(
                     f"a pending write of task {task_id!r} to {channel!r} cannot be loaded: {exc}",
@@ -415,8 +471,10 @@ class InMemorySaver(
     def _load_record(
         self, typed: TypedValue, what: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str
     ) -> Any:
+        kind = "checkpoint" if what == "checkpoint" else "metadata"
+        at = StoredAt(thread_id, checkpoint_ns, kind, (checkpoint_id,))
         try:
-            record = self.serde.loads_typed(typed)
+            record = loads_at(self.serde, typed, at)
         except Exception as exc:
             raise CheckpointCorruptError(
                 f"the stored {what} cannot be loaded: {exc}",
@@ -443,6 +501,38 @@ MemorySaver = InMemorySaver
 """The name older code imports."""
 
 _MISSING = object()
+
+
+class _Resealer:
+    """Seals a copied value for its new thread when the serializer binds
+    values to their place (``EncryptedSerializer``); otherwise copies it."""
+
+    def __init__(self, serde: SerializerProtocol, source: str, target: str) -> None:
+        self.reseal = getattr(serde, "reseal", None)
+        self.source = source
+        self.target = target
+
+    def __call__(self, value: TypedValue, ns: str, kind: str, key: tuple[str, ...]) -> TypedValue:
+        if self.reseal is None:
+            return value
+        resealed: TypedValue = self.reseal(
+            value, StoredAt(self.source, ns, kind, key), StoredAt(self.target, ns, kind, key)
+        )
+        return resealed
+
+
+def _dump_value(
+    serde: SerializerProtocol, value: Any, thread_id: str, ns: str, channel: str, version: Any
+) -> TypedValue:
+    """A channel value's blob; a value the serializer refuses names its channel."""
+    try:
+        return dumps_at(serde, value, _blob_at(thread_id, ns, channel, version))
+    except SerdeError as exc:
+        raise SerdeError(f"cannot store the value of channel {channel!r}: {exc}") from exc
+
+
+def _blob_at(thread_id: str, checkpoint_ns: str, channel: str, version: Any) -> StoredAt:
+    return StoredAt(thread_id, checkpoint_ns, "blob", (channel, str(version)))
 
 
 def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:

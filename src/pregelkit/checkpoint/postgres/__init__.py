@@ -286,7 +286,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         the target already has under the same ids are replaced, the rest of the
         target is left alone."""
         self._run(
-            partial(_core.copy_thread, source_thread_id, target_thread_id),
+            partial(_core.copy_thread, self.serde, source_thread_id, target_thread_id),
             "copy_thread",
             target_thread_id,
         )

@@ -26,12 +26,15 @@ import psycopg
 
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._rows import (
+    RESEAL_SELECTS,
+    RESEAL_UPDATES,
     check_filter,
     checkpoint_config,
     decode_checkpoint,
     encode_checkpoint,
     encode_writes,
     list_scope,
+    reseal_params,
 )
 from pregelkit.checkpoint.base import (
     ChannelVersions,
@@ -402,9 +405,20 @@ def put_thread_control(thread_id: str, mark: str | None) -> Plan[None]:
         yield Statement(_sql.UPSERT_THREAD_CONTROL, (thread_id, mark))
 
 
-def copy_thread(source_thread_id: str, target_thread_id: str) -> Plan[None]:
+def copy_thread(
+    serde: SerializerProtocol, source_thread_id: str, target_thread_id: str
+) -> Plan[None]:
     for statement in _sql.COPY_THREAD:
         yield Statement(statement, (target_thread_id, source_thread_id))
+    reseal = getattr(serde, "reseal", None)
+    if reseal is not None:  # values sealed to their thread: seal the copies again
+        rows = []
+        for sql in RESEAL_SELECTS:
+            rows.append((yield Statement(sql.replace("?", "%s"), (source_thread_id,), "all")))
+        params = reseal_params(reseal, source_thread_id, target_thread_id, rows)
+        for sql, batch in zip(RESEAL_UPDATES, params):
+            if batch:
+                yield Statement(sql.replace("?", "%s"), batch, "many")
 
 
 def prune(thread_ids: Sequence[str], strategy: str) -> Plan[None]:

@@ -283,7 +283,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         """Copy every checkpoint, write and blob of one thread to another; rows
         the target already has under the same ids are replaced."""
         await self._run(
-            partial(_core.copy_thread, source_thread_id, target_thread_id),
+            partial(_core.copy_thread, self.serde, source_thread_id, target_thread_id),
             "copy_thread",
             target_thread_id,
         )

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pregelkit.checkpoint.serde.base import SerdeError, SerializerProtocol, UnsafeTypeError
+from pregelkit.checkpoint.serde.base import (
+    LoadLimitError,
+    SerdeError,
+    SerializerProtocol,
+    StoredAt,
+    UnsafeTypeError,
+)
 
 if TYPE_CHECKING:
     from pregelkit.checkpoint.serde.encrypted import EncryptedSerializer
@@ -22,8 +28,10 @@ if TYPE_CHECKING:
 __all__ = [
     "EncryptedSerializer",
     "JsonPlusSerializer",
+    "LoadLimitError",
     "SerdeError",
     "SerializerProtocol",
+    "StoredAt",
     "UnsafeTypeError",
     "allow_modules",
     "allow_types",

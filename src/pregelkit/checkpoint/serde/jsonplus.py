@@ -10,38 +10,37 @@ callables it wants rebuilt through ``find_class``; ours answers only with
 classes from a fixed list of harmless standard types, types and modules the
 user registered (``allow_types`` / ``allow_modules``), and never with a
 function, so the only thing a payload can call is the constructor of a class
-that was allowed. By-value pickles (cloudpickle: lambdas, local classes) carry
-code, so they load only with ``unsafe_allow_any=True``.
+that was allowed. Before a payload is run, ``_bounds.scan`` checks that it
+builds no more than its bytes hold.
+
+Saving is the mirror image: a value is pickled only if that loader will take
+it back (``_save_check``), so a lambda or a class of a module nobody allowed
+fails the task that wrote it, not the resume. By-value pickles (cloudpickle:
+lambdas, local classes) are written and read only with
+``pickle_fallback=True``, which trusts the store completely.
 """
 
 from __future__ import annotations
 
-import builtins
-import collections
-import datetime
-import decimal
-import fractions
-import importlib
 import io
-import ipaddress
-import pathlib
 import pickle
-import pickletools
-import sys
-import uuid
-import zoneinfo
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 import cloudpickle
 
-from pregelkit.checkpoint.serde._registry import _registry, allow_modules, allow_types
+from pregelkit.checkpoint.serde._allowlist import Allowlist
+from pregelkit.checkpoint.serde._bounds import Limits, scan
+from pregelkit.checkpoint.serde._registry import allow_modules, allow_types
+from pregelkit.checkpoint.serde._save_check import (
+    PROTOCOL,
+    RefusedValueError,
+    checked_dumps,
+    type_name,
+)
 from pregelkit.checkpoint.serde.base import SerdeError, UnsafeTypeError
-from pregelkit.types import Command, Interrupt, Overwrite, Send
 
 __all__ = ["JsonPlusSerializer", "allow_modules", "allow_types"]
-
-_PROTOCOL = 5
 
 # Tags. Scalars have their own so the hot path skips pickle entirely.
 TAG_NULL = "null"
@@ -53,177 +52,43 @@ TAG_PICKLE = "pickle"
 TAG_CLOUDPICKLE = "cloudpickle"
 TAG_EXC = "exc"
 
+DEFAULT_MAX_ITEMS = 500_000
+"""Items a load may build beyond its own bytes (from a range, a size, or an
+argument reused through the memo). What this serializer writes uses none."""
 
-def _safe_types() -> dict[tuple[str, str], type]:
-    """Standard types whose constructors only build values: no I/O, no imports
-    named by the data, no callables taken from it."""
-    types: list[type] = [
-        object,
-        bool,
-        int,
-        float,
-        complex,
-        str,
-        bytes,
-        bytearray,
-        list,
-        tuple,
-        dict,
-        set,
-        frozenset,
-        range,
-        slice,
-        datetime.date,
-        datetime.time,
-        datetime.datetime,
-        datetime.timedelta,
-        datetime.timezone,
-        zoneinfo.ZoneInfo,
-        uuid.UUID,
-        uuid.SafeUUID,
-        decimal.Decimal,
-        fractions.Fraction,
-        collections.deque,
-        collections.OrderedDict,
-        collections.defaultdict,
-        collections.Counter,
-        pathlib.PurePath,
-        pathlib.PurePosixPath,
-        pathlib.PureWindowsPath,
-        pathlib.Path,
-        pathlib.PosixPath,
-        pathlib.WindowsPath,
-        ipaddress.IPv4Address,
-        ipaddress.IPv6Address,
-        ipaddress.IPv4Network,
-        ipaddress.IPv6Network,
-        ipaddress.IPv4Interface,
-        ipaddress.IPv6Interface,
-        Send,
-        Interrupt,
-        Command,
-        Overwrite,
-    ]
-    # Builtin exceptions nested in a value (a list of errors, say) pickle by
-    # their class; building one only stores its args.
-    types.extend(
-        obj
-        for obj in vars(builtins).values()
-        if isinstance(obj, type) and issubclass(obj, BaseException)
-    )
-    return {(t.__module__, t.__qualname__): t for t in types}
+DEFAULT_MAX_DEPTH = 20_000
+"""Nesting a load may build: well above what pickle itself can write (it
+recurses once per level, within the interpreter's recursion limit)."""
 
-
-# getattr(owner, name) pairs that pickles of safe types need: ZoneInfo pickles
-# as ``getattr(ZoneInfo, "_unpickle")(key, from_cache)``.
-_VETTED_ATTRIBUTES: frozenset[tuple[type, str]] = frozenset({(zoneinfo.ZoneInfo, "_unpickle")})
-
-
-def _vetted_getattr(owner: object, name: str) -> Any:
-    """Stands in for ``builtins.getattr`` while loading, so a payload cannot
-    reach a function through an attribute of something it was allowed."""
-    if isinstance(owner, type) and (owner, name) in _VETTED_ATTRIBUTES:
-        return getattr(owner, name)
-    owner_name = (
-        f"{owner.__module__}.{owner.__qualname__}" if isinstance(owner, type) else repr(owner)
-    )
-    raise UnsafeTypeError(
-        f"refusing to load getattr({owner_name}, {name!r}): loading only looks up the "
-        "attributes that standard pickles need. If this data is trusted, load it with "
-        "JsonPlusSerializer(unsafe_allow_any=True)."
-    )
-
-
-_SAFE: dict[tuple[str, str], Any] = {**_safe_types(), ("builtins", "getattr"): _vetted_getattr}
-
-
-def _module_allowed(module: str, extra: frozenset[str]) -> bool:
-    registered = _registry.modules
-    candidate = module
-    while True:
-        if candidate in registered or candidate in extra:
-            return True
-        candidate, dot, _ = candidate.rpartition(".")
-        if not dot:
-            return False
-
-
-def _resolve_registered(module: str, qualname: str) -> type:
-    """The class ``module.qualname`` of a registered module, refusing anything
-    that is not a class defined there (an alias, a function, a dunder walk)."""
-    parts = qualname.split(".")
-    if any(not part or part.startswith("__") or part == "<locals>" for part in parts):
-        raise UnsafeTypeError(
-            f"refusing to load {module}.{qualname}: only classes defined at a module's top "
-            "level (or nested in such a class) are loaded"
-        )
-    try:
-        obj: Any = sys.modules.get(module) or importlib.import_module(module)
-        for part in parts:
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise SerdeError(
-            f"cannot load {module}.{qualname}: {exc}. The class was probably renamed or moved "
-            "since the value was stored; restore it there or delete the stored value."
-        ) from exc
-    if not isinstance(obj, type) or obj.__module__ != module or obj.__qualname__ != qualname:
-        raise UnsafeTypeError(
-            f"refusing to load {module}.{qualname}: it is not a class defined in {module!r}, "
-            "and loading only calls constructors of allowed classes. If this data is trusted, "
-            "load it with JsonPlusSerializer(unsafe_allow_any=True)."
-        )
-    return obj
-
-
-_MEMO_OPS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
-
-
-def _check_sizes(payload: bytes) -> None:
-    """Refuse a pickle whose opcodes claim more than its bytes can hold.
-
-    The C unpickler trusts a memo index or a bytearray length and allocates
-    for it before reading: a tampered row claiming index 2**31 makes a loader
-    allocate tens of GB. A valid pickle never memoizes more objects, nor
-    declares a longer string, than it has bytes, so that is the bound.
-    """
-    limit = len(payload)
-    try:
-        for op, arg, _ in pickletools.genops(payload):
-            # genops itself refuses a declared length the bytes do not hold
-            if op.name in _MEMO_OPS and isinstance(arg, int) and arg > limit:
-                raise SerdeError(
-                    f"corrupt or truncated pickle: memo index {arg} in a {limit}-byte payload"
-                )
-    except SerdeError:
-        raise
-    except Exception as exc:
-        raise SerdeError(f"corrupt or truncated pickle: {exc}") from exc
+_DEFAULT: Any = object()
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
-    extra_modules: frozenset[str] = frozenset()
+    allowlist: Allowlist
 
     def find_class(self, module: str, name: str) -> Any:
-        found = _SAFE.get((module, name)) or _registry.types.get((module, name))
-        if found is not None:
-            return found
-        if _module_allowed(module, self.extra_modules):
-            return _resolve_registered(module, name)
-        raise UnsafeTypeError(
-            f"refusing to load {module}.{name}: it is not an allowed type, and loading never "
-            "imports or calls what the stored data names unless told to. If this data is "
-            f"trusted and {name} is a class, allow it with "
-            f"pregelkit.checkpoint.serde.allow_types({name}) or allow_modules({module!r}) "
-            f"(or JsonPlusSerializer(allowed_modules=[{module!r}])); to load arbitrary pickles, "
-            "which runs code from the data, use JsonPlusSerializer(unsafe_allow_any=True)."
-        )
+        return self.allowlist.find(module, name)
 
 
-def _type_name(obj: object) -> str:
-    cls = type(obj)
-    return (
-        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-    )
+def _class_names(option: str, entries: Iterable[Any]) -> frozenset[tuple[str, str]]:
+    """LangGraph's allowlist entries: ``("pkg", "module", "Class")`` paths, or
+    (for msgpack) classes themselves."""
+    names = set()
+    for entry in entries:
+        if isinstance(entry, type):
+            names.add((entry.__module__, entry.__qualname__))
+        elif (
+            isinstance(entry, tuple)
+            and len(entry) >= 2
+            and all(isinstance(part, str) and part for part in entry)
+        ):
+            names.add((".".join(entry[:-1]), entry[-1]))
+        else:
+            raise TypeError(
+                f"{option} takes (module, ..., class name) tuples such as "
+                f"('myapp.models', 'Order'), classes, or True; got {entry!r}"
+            )
+    return frozenset(names)
 
 
 class JsonPlusSerializer:
@@ -232,11 +97,33 @@ class JsonPlusSerializer:
     Tags: ``null``, ``str`` (UTF-8), ``int`` (decimal), ``bytes``,
     ``bytearray``, ``exc`` (an exception, stored as its repr and loaded as that
     string), ``pickle`` (protocol 5, loaded by the restricted unpickler) and
-    ``cloudpickle`` (by-value pickle, loaded only with ``unsafe_allow_any``).
+    ``cloudpickle`` (by-value pickle, only with ``pickle_fallback``).
+
+    :param pickle_fallback: trust the store completely: values plain pickle
+        refuses (lambdas, local classes) are stored by value with cloudpickle,
+        and loading runs any pickle without allowlist or limits. The same
+        switch as ``unsafe_allow_any``; either turns it on. Off by default,
+        on both sides: a value that needs it is refused when saved.
+    :param allowed_json_modules: LangGraph's allowlist: ``(module parts...,
+        class name)`` tuples admit those classes; ``True`` admits a class of
+        any module (never a function).
+    :param allowed_msgpack_modules: the same, also taking classes.
+    :param allowed_modules: module names whose classes (and submodules'
+        classes) this serializer loads, beside the process-wide registry.
+    :param max_items: what one load may build beyond its own bytes.
+    :param max_depth: how deep a loaded value may nest.
     """
 
     def __init__(
-        self, *, allowed_modules: Iterable[str] = (), unsafe_allow_any: bool = False
+        self,
+        *,
+        pickle_fallback: bool = False,
+        allowed_json_modules: Iterable[tuple[str, ...]] | Literal[True] | None = None,
+        allowed_msgpack_modules: Iterable[tuple[str, ...] | type] | Literal[True] | None = _DEFAULT,
+        allowed_modules: Iterable[str] = (),
+        unsafe_allow_any: bool = False,
+        max_items: int = DEFAULT_MAX_ITEMS,
+        max_depth: int = DEFAULT_MAX_DEPTH,
     ) -> None:
         # A lone string is one module name, not an iterable of one-letter modules.
         modules = frozenset(
@@ -247,24 +134,36 @@ class JsonPlusSerializer:
                 raise TypeError(
                     f"allowed_modules takes module names such as 'myapp.models', got {name!r}"
                 )
+        for option, value in (("max_items", max_items), ("max_depth", max_depth)):
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{option} must be a positive int, got {value!r}")
+        any_class = False
+        classes: frozenset[tuple[str, str]] = frozenset()
+        for option, entries in (
+            ("allowed_json_modules", allowed_json_modules),
+            ("allowed_msgpack_modules", allowed_msgpack_modules),
+        ):
+            if entries is True:
+                any_class = True
+            elif entries is not None and entries is not _DEFAULT:
+                classes |= _class_names(option, entries)
         self.allowed_modules = modules
-        self.unsafe_allow_any = unsafe_allow_any
-        # A subclass per configuration keeps the per-load cost at one constructor call.
-        self._unpickler: type[_RestrictedUnpickler] = (
-            type("_InstanceUnpickler", (_RestrictedUnpickler,), {"extra_modules": modules})
-            if modules
-            else _RestrictedUnpickler
-        )
+        self.pickle_fallback = self.unsafe_allow_any = bool(pickle_fallback or unsafe_allow_any)
+        self.max_items = max_items
+        self.max_depth = max_depth
+        self._allowlist = Allowlist(modules, classes, any_class)
+        self._limits = Limits(max_items, max_depth)
 
     def __repr__(self) -> str:
         return (
             f"JsonPlusSerializer(allowed_modules={sorted(self.allowed_modules)!r}, "
-            f"unsafe_allow_any={self.unsafe_allow_any!r})"
+            f"pickle_fallback={self.pickle_fallback!r})"
         )
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         """``(tag, bytes)`` for ``obj``; raises ``SerdeError`` naming the type of a
-        value that cannot be stored at all (locks, generators, open files)."""
+        value that could not be loaded back (locks, generators, open files,
+        lambdas, classes of modules loading does not allow)."""
         if obj is None:
             return TAG_NULL, b""
         cls = type(obj)
@@ -281,25 +180,40 @@ class JsonPlusSerializer:
             return TAG_BYTEARRAY, bytes(obj)
         elif isinstance(obj, BaseException):
             return TAG_EXC, _exception_repr(obj).encode("utf-8", "surrogatepass")
+        if self.pickle_fallback:
+            return self._dumps_trusting(obj)
         try:
-            return TAG_PICKLE, pickle.dumps(obj, _PROTOCOL)
+            return TAG_PICKLE, checked_dumps(obj, self._allowlist)
+        except RefusedValueError as exc:
+            raise SerdeError(
+                f"cannot store a value of type {type_name(obj)}: {exc}. Checkpointed values "
+                "must be data that loading can rebuild; to store anything and trust the store "
+                "completely, use JsonPlusSerializer(pickle_fallback=True)."
+            ) from None
+        except RecursionError as exc:
+            raise SerdeError(
+                f"cannot store a value of type {type_name(obj)}: it nests too deeply ({exc})"
+            ) from None
+        except Exception as exc:
+            raise _unstorable(obj, exc) from exc
+
+    def _dumps_trusting(self, obj: Any) -> tuple[str, bytes]:
+        try:
+            return TAG_PICKLE, pickle.dumps(obj, PROTOCOL)
         except Exception:
             # Lambdas, local classes, closures: pickle can only name importable
             # objects, cloudpickle stores them by value.
             pass
         try:
-            return TAG_CLOUDPICKLE, cloudpickle.dumps(obj, _PROTOCOL)
+            return TAG_CLOUDPICKLE, cloudpickle.dumps(obj, PROTOCOL)
         except Exception as exc:
-            raise SerdeError(
-                f"cannot serialize a value of type {_type_name(obj)}: {exc}. Checkpointed "
-                "values must be data (locks, generators, open files and connections cannot be "
-                "stored); keep such objects outside the state, e.g. in a module-level variable "
-                "or the run's context."
-            ) from exc
+            raise _unstorable(obj, exc) from exc
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         """The value stored by ``dumps_typed``; raises ``UnsafeTypeError`` for types
-        loading may not rebuild and ``SerdeError`` for unknown tags or corrupt bytes."""
+        loading may not rebuild, ``LoadLimitError`` for payloads that would build
+        more than the limits allow, and ``SerdeError`` for unknown tags or
+        corrupt bytes."""
         try:
             tag, payload = data
         except (TypeError, ValueError) as exc:
@@ -316,10 +230,12 @@ class JsonPlusSerializer:
             if tag == TAG_STR:
                 return payload.decode("utf-8", "surrogatepass")
             if tag == TAG_PICKLE:
-                if self.unsafe_allow_any:
+                if self.pickle_fallback:
                     return pickle.loads(payload)
-                _check_sizes(payload)
-                return self._unpickler(io.BytesIO(payload)).load()
+                scan(payload, self._allowlist, self._limits)
+                unpickler = _RestrictedUnpickler(io.BytesIO(payload))
+                unpickler.allowlist = self._allowlist
+                return unpickler.load()
             if tag == TAG_NULL:
                 return None
             if tag == TAG_INT:
@@ -331,13 +247,13 @@ class JsonPlusSerializer:
             if tag == TAG_EXC:
                 return payload.decode("utf-8", "surrogatepass")
             if tag == TAG_CLOUDPICKLE:
-                if not self.unsafe_allow_any:
+                if not self.pickle_fallback:
                     raise UnsafeTypeError(
                         "refusing to load a 'cloudpickle' value: it was stored by value "
                         "(a lambda, a local class or a closure) and loading it runs code from "
                         "the stored data. If the store is trusted, load it with "
-                        "JsonPlusSerializer(unsafe_allow_any=True); better, store plain data or "
-                        "module-level classes."
+                        "JsonPlusSerializer(pickle_fallback=True) (also spelled "
+                        "unsafe_allow_any=True); better, store plain data or module-level classes."
                     )
                 return cloudpickle.loads(payload)
         except SerdeError:
@@ -379,6 +295,14 @@ _KNOWN_TAGS = (
     TAG_PICKLE,
     TAG_CLOUDPICKLE,
 )
+
+
+def _unstorable(obj: Any, exc: Exception) -> SerdeError:
+    return SerdeError(
+        f"cannot serialize a value of type {type_name(obj)}: {exc}. Checkpointed values must "
+        "be data (locks, generators, open files and connections cannot be stored); keep such "
+        "objects outside the state, e.g. in a module-level variable or the run's context."
+    )
 
 
 def _exception_repr(exc: BaseException) -> str:

@@ -33,6 +33,8 @@ import xxhash
 
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._rows import (
+    RESEAL_SELECTS,
+    RESEAL_UPDATES,
     StoredCheckpoint,
     check_filter,
     checkpoint_config,
@@ -40,6 +42,7 @@ from pregelkit.checkpoint._rows import (
     encode_checkpoint,
     encode_writes,
     list_scope,
+    reseal_params,
 )
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
@@ -364,6 +367,12 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         def copy(conn: sqlite3.Connection) -> None:
             for statement in _sql.COPY_THREAD:
                 conn.execute(statement, (target_thread_id, source_thread_id))
+            reseal = getattr(self.serde, "reseal", None)
+            if reseal is not None:  # values sealed to their thread: seal the copies again
+                rows = [conn.execute(sql, (source_thread_id,)).fetchall() for sql in RESEAL_SELECTS]
+                params = reseal_params(reseal, source_thread_id, target_thread_id, rows)
+                for sql, batch in zip(RESEAL_UPDATES, params):
+                    conn.executemany(sql, batch)
 
         self._attempt(copy, "copy_thread", target_thread_id, write=True)
 
