@@ -485,7 +485,10 @@ class Payload:
 conn = sqlite3.connect("pregelkit.sqlite")
 (cid,) = conn.execute("SELECT checkpoint_id FROM pregelkit_checkpoints").fetchone()
 conn.close()
-with SqliteSaver.from_conn_string("pregelkit.sqlite") as saver:
+# the intruder's serializer stores anything (pregelkit's own refuses these at save)
+from pregelkit.checkpoint.serde.jsonplus import JsonPlusSerializer
+trusting = JsonPlusSerializer(pickle_fallback=True)
+with SqliteSaver.from_conn_string("pregelkit.sqlite", serde=trusting) as saver:
     config = {{"configurable": {{"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": cid}}}}
     saver.put_writes(config, [("evil", Payload()), ("code", lambda: 1)], "intruder")
 """

@@ -106,7 +106,10 @@ def test_sqlite_disk_full_mid_run(tmp_path: Path, durability: str) -> None:
         with pytest.raises(StorageError, match="database or disk is full") as caught:
             billing.invoke(N, config, durability=durability)
         assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
-        assert len(started) < N
+        if durability == "sync":  # the page being filled may take a write or two more
+            assert FAULT_AT < len(started) <= FAULT_AT + 3
+        # with "async", the tasks that ran before the failed save was reached in
+        # the writer's queue ran unsaved (test_storage_faults.py bounds that)
         latest = saver.get_tuple(config)
         assert latest is not None and "__end__" not in latest.checkpoint["channel_values"]
         saver.conn.execute("PRAGMA max_page_count = 1073741823")

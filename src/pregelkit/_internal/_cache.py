@@ -14,7 +14,6 @@ length-prefixed, so two different arguments never share an encoding
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 __all__ = ["canonical_bytes", "default_cache_key"]
@@ -44,6 +43,8 @@ def canonical_bytes(value: Any) -> bytes:
 
 
 def _pickled(value: Any) -> bytes:
+    import pickle  # only for arguments that have no canonical encoding: off the import path
+
     try:
         return pickle.dumps(value, protocol=5)
     except Exception:

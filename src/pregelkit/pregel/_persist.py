@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pregelkit._internal._constants import NULL_TASK_ID
+from pregelkit._internal._constants import CALL, NULL_TASK_ID
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.serde.base import SerdeError
 from pregelkit.pregel._faults import RunFaults, describe_call
@@ -58,8 +58,9 @@ async def aput_writes(
 
 def _explain(exc: SerdeError, writes: Sequence[tuple[str, Any]], who: str) -> SerdeError:
     """A serialization error that names the task that wrote and the types of its
-    values (the serializer knows neither)."""
-    kinds = ", ".join(f"{chan!r}: {_type_name(value)}" for chan, value in writes)
+    values (the serializer knows neither); the engine's own call record is
+    left out, it is never the culprit."""
+    kinds = ", ".join(f"{chan!r}: {_type_name(value)}" for chan, value in writes if chan != CALL)
     return SerdeError(f"{who} wrote a value the checkpointer cannot save ({kinds}): {exc}")
 
 

@@ -15,6 +15,7 @@ do (``put_writes`` without writes) never touch the database.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -278,7 +279,7 @@ def _refuse_if_lost(locks: LockState, thread_id: str, operation: str) -> None:
             "held this thread's lock was lost, so another process may be running the thread "
             "now. This run stops here; resume the thread with invoke(None, config).",
             thread_id=thread_id,
-        )
+        ) from locks.lost_because
 
 
 def _probe_locks(state: LockState) -> Plan[bool]:
@@ -290,8 +291,9 @@ def _probe_locks(state: LockState) -> Plan[bool]:
     try:
         yield OnConnection(conn, Statement("SELECT 1", fetch="one"))
         return True
-    except psycopg.Error:
+    except psycopg.Error as exc:
         state.lost |= state.held
+        state.lost_because = exc
         state.held.clear()
         yield from _give_back(state)
         return False
@@ -439,6 +441,8 @@ class LockState:
         self.conn: Any = None
         self.held: set[int] = set()
         self.lost: set[int] = set()
+        self.lost_because: BaseException | None = None
+        """The driver error that took the lost locks' connection."""
 
 
 def hold(
@@ -524,7 +528,9 @@ def _after_lock_query_failed(state: LockState, conn: Any) -> Plan[None]:
     """A broken connection took every lock it held with it; anything else
     leaves the held locks as they were."""
     if conn.closed:
-        state.lost |= state.held
+        if state.held:
+            state.lost |= state.held
+            state.lost_because = sys.exc_info()[1]
         state.held.clear()
     if not state.held:
         yield from _give_back(state)
