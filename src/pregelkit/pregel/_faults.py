@@ -19,7 +19,7 @@ from typing import Any
 
 from pregelkit.errors import StorageError
 
-__all__ = ["RunFaults", "describe_call"]
+__all__ = ["RunFaults", "asave_now", "describe_call", "save_now"]
 
 _ID = re.compile(r" \(id [^)]*\)")
 
@@ -85,3 +85,28 @@ def describe_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
     if name in ("set", "aset"):
         return "cache entries"
     return name or repr(fn)
+
+
+def save_now(faults: RunFaults, step: int, fn: Callable[..., Any], *args: Any) -> Any:
+    """A saver call made on the caller's path (``durability="sync"``): a
+    storage failure stops the run; once one has, nothing more is saved."""
+    if faults.failure is not None:
+        faults.skip(describe_call(fn, args))
+        raise faults.error(step)
+    try:
+        return fn(*args)
+    except StorageError as exc:
+        faults.record(exc, describe_call(fn, args))
+        raise faults.error(step) from exc
+
+
+async def asave_now(faults: RunFaults, step: int, afn: Callable[..., Any], *args: Any) -> Any:
+    """The async twin of ``save_now``."""
+    if faults.failure is not None:
+        faults.skip(describe_call(afn, args))
+        raise faults.error(step)
+    try:
+        return await afn(*args)
+    except StorageError as exc:
+        faults.record(exc, describe_call(afn, args))
+        raise faults.error(step) from exc

@@ -8,7 +8,7 @@ cache or lane call is made: directly or awaited.
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -40,7 +40,7 @@ from pregelkit.checkpoint.base import (
     CheckpointTuple,
     empty_checkpoint,
 )
-from pregelkit.errors import GraphInterrupt, NondeterminismError, StorageError
+from pregelkit.errors import GraphInterrupt, NondeterminismError
 from pregelkit.pregel._algo import (
     Planner,
     PregelTaskWrites,
@@ -59,11 +59,12 @@ from pregelkit.pregel._control import (
     DRAINED,
 )
 from pregelkit.pregel._executor import AsyncBackgroundExecutor, BackgroundExecutor
-from pregelkit.pregel._faults import RunFaults, describe_call
+from pregelkit.pregel._faults import RunFaults, asave_now, describe_call, save_now
 from pregelkit.pregel._io import (
     read_channels,
     task_start_event,
 )
+from pregelkit.pregel._loop_cache import LoopCache
 from pregelkit.pregel._loop_control import LoopControl
 from pregelkit.pregel._loop_events import Emit, tee
 from pregelkit.pregel._loop_input import LoopInput
@@ -89,7 +90,7 @@ __all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
 Status = Literal["input", "pending", "done", "interrupt_before", "interrupt_after", "out_of_steps"]
 
 
-class PregelLoop(LoopInput, LoopControl):
+class PregelLoop(LoopInput, LoopControl, LoopCache):
     """One run of a graph: input, supersteps, checkpoints, exit."""
 
     def __init__(
@@ -566,59 +567,6 @@ class PregelLoop(LoopInput, LoopControl):
             self._done_writes[task_id] = done
         self._call_records[task_id] = next((v for c, v in writes if c == CALL), None)
 
-    def _record_cached(self, task: PregelExecutableTask) -> None:
-        """Save a cache hit as the task's writes, so a replay needs no cache."""
-        writes = list(task.writes)
-        if self._keep_writes:
-            self.checkpoint_pending_writes.extend((task.id, c, v) for c, v in writes)
-        if self.checkpointer is not None and self.durability != "exit":
-            saver = self.checkpointer
-            self._background(
-                saver.put_writes,
-                saver.aput_writes,
-                self.checkpoint_config,
-                writes,
-                task.id,
-                task_path_str(task.path),
-            )
-
-    def _cache_set(self, pairs: Mapping[tuple[Any, str], Any]) -> None:
-        assert self.cache is not None
-        self.cache.set(pairs)
-        for key in pairs:
-            self._fresh.pop(key, None)
-
-    async def _acache_set(self, pairs: Mapping[tuple[Any, str], Any]) -> None:
-        assert self.cache is not None
-        await self.cache.aset(pairs)
-        for key in pairs:
-            self._fresh.pop(key, None)
-
-    def _cached_lookup(self) -> dict[tuple[Any, str], PregelExecutableTask]:
-        if self.cache is None:
-            return {}
-        return {
-            (t.cache_key.ns, t.cache_key.key): t
-            for t in self.tasks.values()
-            if t.cache_key is not None and not t.writes
-        }
-
-    def _apply_cached(
-        self, wanted: dict[tuple[Any, str], PregelExecutableTask], found: Mapping[Any, Any]
-    ) -> list[PregelExecutableTask]:
-        matched = []
-        if self._fresh:
-            fresh = {k: self._fresh[k] for k in wanted if k in self._fresh}
-            found = {**found, **fresh} if fresh else found
-        for key, writes in found.items():
-            task = wanted.get(key)
-            if task is not None and writes:
-                task.writes.extend(writes)
-                self._output_writes(task, writes, True)
-                self._record_cached(task)
-                matched.append(task)
-        return matched
-
     # exit
     def _finish(self, exc: BaseException | None) -> bool:
         """Decide what exiting means; return whether to swallow ``exc``."""
@@ -661,31 +609,6 @@ class PregelLoop(LoopInput, LoopControl):
         """Raise the run's storage failure, if a save has failed: asked before
         every task body starts."""
         self.faults.raise_if_failed(self.step)
-
-    def _save_now(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """A saver call made on the caller's path (``durability="sync"``): a
-        storage failure stops the run; once one has, nothing more is saved."""
-        faults = self.faults
-        if faults.failure is not None:
-            faults.skip(describe_call(fn, args))
-            raise faults.error(self.step)
-        try:
-            return fn(*args)
-        except StorageError as exc:
-            faults.record(exc, describe_call(fn, args))
-            raise faults.error(self.step) from exc
-
-    async def _asave_now(self, afn: Callable[..., Any], *args: Any) -> Any:
-        """The async twin of ``_save_now``."""
-        faults = self.faults
-        if faults.failure is not None:
-            faults.skip(describe_call(afn, args))
-            raise faults.error(self.step)
-        try:
-            return await afn(*args)
-        except StorageError as exc:
-            faults.record(exc, describe_call(afn, args))
-            raise faults.error(self.step) from exc
 
     # how a saver/cache call is made: the subclasses decide
     def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
@@ -753,7 +676,7 @@ class SyncPregelLoop(PregelLoop):
 
     def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
         if self.durability == "sync":
-            self._save_now(fn, *args)
+            save_now(self.faults, self.step, fn, *args)
         else:
             self._lane.put(fn, *args)
         return None
@@ -847,8 +770,10 @@ class AsyncPregelLoop(PregelLoop):
 
         if self.durability == "sync":
             if on_loop(self._aloop):
-                return Awaited(self._asave_now(afn, *args), self._io_wait)
-            asyncio.run_coroutine_threadsafe(self._asave_now(afn, *args), self._aloop).result()
+                return Awaited(asave_now(self.faults, self.step, afn, *args), self._io_wait)
+            asyncio.run_coroutine_threadsafe(
+                asave_now(self.faults, self.step, afn, *args), self._aloop
+            ).result()
             return None
         self._background(fn, afn, *args)
         return None
