@@ -605,6 +605,11 @@ def test_pregelkit_cancel_threads_status_and_resume(tmp_path: Path) -> None:
     assert "cancelled" in threads.stdout, threads.stdout
     refused = _cli("run", f"{module}:flow", "2", "--thread", "a", "--db", db, cwd=tmp_path)
     assert refused.returncode == 1 and "RunCancelledError" in refused.stderr
+    # `resume` clears the mark even when the thread has nothing left to run
+    finished = _cli("resume", "a", "--db", db, cwd=tmp_path)
+    assert finished.returncode == 2 and "nothing to resume" in finished.stderr
+    threads = _cli("threads", "--db", db, "--json", cwd=tmp_path)
+    assert "cancelled" not in threads.stdout, threads.stdout
 
 
 def test_ctrl_c_in_pregelkit_run_then_resume(tmp_path: Path) -> None:

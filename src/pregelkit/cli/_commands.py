@@ -263,7 +263,11 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
         _require_thread(db, thread_id)
         target = _resume_target(args, db, thread_id)
         graph = target.graph.copy(checkpointer=db.saver)
-        state = graph.get_state({"configurable": {"thread_id": thread_id}})
+        config = {"configurable": {"thread_id": thread_id}}
+        # resuming is the explicit ask a cancelled thread waits for: the mark
+        # goes even if there turns out to be nothing to run
+        graph.uncancel(config)
+        state = graph.get_state(config)
         if value is not None and not state.interrupts:
             raise CliError(
                 f"thread {thread_id!r} is not waiting for an answer "
@@ -292,8 +296,6 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"thread: {thread_id}\n")
             out.flush()
         run_input = Command(resume=value) if value is not None else None
-        # resuming is the explicit ask a cancelled thread waits for
-        graph.uncancel({"configurable": {"thread_id": thread_id}})
         return _execute(args, db, target, thread_id, run_input, out)
 
 
