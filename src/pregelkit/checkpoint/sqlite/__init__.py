@@ -158,6 +158,13 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         path = self._path()
         self._lock_dir = f"{path}.locks" if path else None
 
+    def _close(self) -> None:
+        """Close the connection once no other thread uses it: closing it while
+        another thread (a run-control poll, say) is inside a statement crashes
+        the interpreter."""
+        with self._lock:
+            self.conn.close()
+
     def _setup(self) -> None:
         with self._lock:
             self._setup_locked()
@@ -471,11 +478,11 @@ class SqliteSaver(SqliteSaverCore):
     ) -> Iterator[SqliteSaver]:
         """A saver on the database at ``path`` (``":memory:"`` for a private,
         in-memory one), closed when the block ends."""
-        conn = connect(path)
+        saver = cls(connect(path), serde=serde, busy_timeout=busy_timeout, retry=retry)
         try:
-            yield cls(conn, serde=serde, busy_timeout=busy_timeout, retry=retry)
+            yield saver
         finally:
-            conn.close()
+            saver._close()
 
     def setup(self) -> None:
         """Create or migrate the tables; idempotent, and done on first use
