@@ -167,12 +167,16 @@ def open_database(location: str, *, create: bool, inspect: bool = False) -> Iter
         raise CliError(f"cannot open the database {shown!r}: {exc}", kind="database") from None
     try:
         saver = SqliteSaver(conn, serde=_serde(inspect))
+    except BaseException:
+        conn.close()
+        raise
+    try:
         saver.setup()
         yield Database(location, saver, "sqlite", saver.conn)
     except sqlite3.DatabaseError as exc:
         raise CliError(f"cannot use the database {shown!r}: {exc}", kind="database") from None
     finally:
-        conn.close()
+        saver.close()
 
 
 def _check_sqlite_file(path: str) -> None:

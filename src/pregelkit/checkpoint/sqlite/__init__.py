@@ -158,10 +158,10 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         path = self._path()
         self._lock_dir = f"{path}.locks" if path else None
 
-    def _close(self) -> None:
+    def close(self) -> None:
         """Close the connection once no other thread uses it: closing it while
         another thread (a run-control poll, say) is inside a statement crashes
-        the interpreter."""
+        the interpreter, so close a saver's connection with this."""
         with self._lock:
             self.conn.close()
 
@@ -482,7 +482,7 @@ class SqliteSaver(SqliteSaverCore):
         try:
             yield saver
         finally:
-            saver._close()
+            saver.close()
 
     def setup(self) -> None:
         """Create or migrate the tables; idempotent, and done on first use

@@ -67,7 +67,7 @@ class AsyncSqliteSaver(SqliteSaverCore):
         try:
             yield saver
         finally:
-            await saver._in_thread(saver._close)
+            await saver._in_thread(saver.close)
             saver._executor.shutdown(wait=False)
 
     async def _in_thread(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
