@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pregelkit._internal._constants import CONF
 from pregelkit.errors import GraphRecursionError
@@ -23,7 +23,8 @@ from pregelkit.runtime import RunControl
 if TYPE_CHECKING:
     import asyncio
 
-    from pregelkit.pregel._loop import PregelLoop
+    from pregelkit.pregel._loop import AsyncPregelLoop, PregelLoop, SyncPregelLoop
+    from pregelkit.pregel._runner import PregelRunner
     from pregelkit.pregel.main import Pregel
 
 __all__ = ["RunDriver"]
@@ -105,7 +106,6 @@ class RunDriver:
 
         # the run machinery (threads, futures, logging) loads on first run, not on import
         from pregelkit.pregel._loop import SyncPregelLoop
-        from pregelkit.pregel._runner import PregelRunner
 
         graph = self.graph
         loop: SyncPregelLoop = self._loop(SyncPregelLoop, emit, False)
@@ -114,15 +114,7 @@ class RunDriver:
         try:
             with loop:
                 try:
-                    runner = PregelRunner(
-                        submit=loop.submit, put_writes=loop.put_writes, check_saved=loop.check_saved
-                    )
-                    runner.remember = loop.remember_call
-                    runner.records = loop.checkpointer is not None
-                    runner.recorded_call = loop.recorded_call
-                    runner.aborted = stop.aborted
-                    loop.run.runner = runner
-                    stop.runners.append(runner)
+                    runner = _runner(loop, is_async=False)
                     while loop.tick():
                         if stop.reason is not None:
                             raise stop.refuse(None)
@@ -144,10 +136,7 @@ class RunDriver:
                     stop.aborted(exc)
                     raise
         except BaseException as exc:
-            outcome = self._outcome(loop, exc)
-            if outcome is exc:
-                raise
-            raise outcome from (None if isinstance(exc, StopRequested) else exc)
+            self._raise_outcome(loop, exc)
         finally:
             detach()
             stop.forget(loop.run.runner)
@@ -172,7 +161,6 @@ class RunDriver:
                     aloop.call_soon_threadsafe(wake.set)
 
         from pregelkit.pregel._loop import AsyncPregelLoop
-        from pregelkit.pregel._runner import PregelRunner
 
         graph = self.graph
         loop: AsyncPregelLoop = self._loop(AsyncPregelLoop, emit, True)
@@ -183,18 +171,7 @@ class RunDriver:
         try:
             async with loop:
                 try:
-                    runner = PregelRunner(
-                        submit=loop.submit,
-                        put_writes=loop.put_writes,
-                        is_async=True,
-                        check_saved=loop.check_saved,
-                    )
-                    runner.remember = loop.remember_call
-                    runner.records = loop.checkpointer is not None
-                    runner.recorded_call = loop.recorded_call
-                    runner.aborted = stop.aborted
-                    loop.run.runner = runner
-                    stop.runners.append(runner)
+                    runner = _runner(loop, is_async=True)
                     while loop.tick():
                         if stop.reason is not None:
                             raise stop.refuse(None)
@@ -221,10 +198,7 @@ class RunDriver:
                     stop.aborted(exc)
                     raise
         except BaseException as exc:
-            outcome = self._outcome(loop, exc)
-            if outcome is exc:
-                raise
-            raise outcome from (None if isinstance(exc, StopRequested) else exc)
+            self._raise_outcome(loop, exc)
         finally:
             detach()
             stop.forget(loop.run.runner)
@@ -233,6 +207,13 @@ class RunDriver:
         yield _ended(loop)
 
     # shared by both
+    def _raise_outcome(self, loop: PregelLoop, exc: BaseException) -> NoReturn:
+        """Raise what ``exc`` means for the caller (a stop becomes its error)."""
+        outcome = self._outcome(loop, exc)
+        if outcome is exc:
+            raise exc
+        raise outcome from (None if isinstance(exc, StopRequested) else exc)
+
     def _listen(self, loop: PregelLoop) -> Callable[[], None]:
         """Let the caller's ``RunControl`` drain this run; returns the undo."""
         control = self.control
@@ -254,6 +235,26 @@ class RunDriver:
 
 def _nothing() -> None:
     return None
+
+
+def _runner(loop: SyncPregelLoop | AsyncPregelLoop, *, is_async: bool) -> PregelRunner:
+    """The runner of ``loop``'s run, wired to its saves, replay records and stop."""
+    from pregelkit.pregel._runner import PregelRunner
+
+    stop = loop.run_stop
+    runner = PregelRunner(
+        submit=loop.submit,
+        put_writes=loop.put_writes,
+        is_async=is_async,
+        check_saved=loop.check_saved,
+    )
+    runner.remember = loop.remember_call
+    runner.records = loop.checkpointer is not None
+    runner.recorded_call = loop.recorded_call
+    runner.aborted = stop.aborted
+    loop.run.runner = runner
+    stop.runners.append(runner)
+    return runner
 
 
 def _ended(loop: PregelLoop) -> Raw:
