@@ -1,0 +1,1 @@
+"""Seeing what a run did: timelines of attempts, OpenTelemetry spans."""
