@@ -286,6 +286,13 @@ def test_get_text_at_path() -> None:
     assert get_text_at_path(doc, "missing") == []
     assert get_text_at_path(doc, "a.b[5].c") == []
     assert get_text_at_path({"x": "é"}, "$") == ['{"x": "é"}']
+    # An alternative may be a path of its own; None has no text to embed.
+    assert get_text_at_path(doc, "{t,a.d}") == ["top", "z"]
+    assert get_text_at_path({"a": None, "b": [None, "x"]}, "{a,b[*]}") == ["x"]
+    assert get_text_at_path(None, "a") == []
+    # A malformed path reads nothing (put refuses it on its own).
+    assert get_text_at_path(doc, "{t") == []
+    assert get_text_at_path(doc, "n[x]") == []
     with pytest.raises(ValueError, match="unclosed"):
         tokenize_path("a[0")
 
@@ -370,5 +377,45 @@ def test_async_batched_store_gathers_concurrent_calls() -> None:
         assert await store.alist_namespaces() == [("a",)]
         await store.adelete(("a",), "x")
         assert await store.aget(("a",), "x") is None
+
+    asyncio.run(scenario())
+
+
+def test_async_batched_store_sends_the_last_of_repeated_writes() -> None:
+    class Batched(AsyncBatchedBaseStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = InMemoryStore()
+            self.batches: list[list[Any]] = []
+
+        def batch(self, ops: Any) -> list[Any]:
+            return self.inner.batch(ops)
+
+        async def abatch(self, ops: Any) -> list[Any]:
+            self.batches.append(list(ops))
+            return self.inner.batch(ops)
+
+    store = Batched()
+
+    async def scenario() -> None:
+        results = await asyncio.gather(
+            store.aput(("a",), "k", {"v": 1}),
+            store.aput(("a",), "other", {"v": 0}),
+            store.aput(("a",), "k", {"v": 2}),
+        )
+        assert results == [None, None, None]
+        assert [[(op.key, op.value) for op in b] for b in store.batches] == [
+            [("k", {"v": 2}), ("other", {"v": 0})]
+        ]
+        store.batches.clear()
+        # A read between two writes of one key sees the first: both are sent.
+        got = await asyncio.gather(
+            store.aput(("a",), "k", {"v": 3}),
+            store.aget(("a",), "k"),
+            store.aput(("a",), "k", {"v": 4}),
+        )
+        assert got[1] is not None and got[1].value == {"v": 3}
+        assert len(store.batches[0]) == 3
+        assert (await store.aget(("a",), "k")).value == {"v": 4}  # type: ignore[union-attr]
 
     asyncio.run(scenario())

@@ -223,6 +223,16 @@ def test_filter_semantics(make_store: Any) -> None:
     assert keys({"tags.0": "t1"}) == []  # dots never index lists
     assert keys({"flag": True}) == ["e"]
     assert keys({"flag": 1}) == []  # true is not 1
+    # Infinities compare as in Python; NaN equals and orders with nothing.
+    numbers = ["a", "b", "d", "e"]
+    assert keys({"age": {"$lt": math.inf}}) == keys({"age": {"$gte": -math.inf}}) == numbers
+    assert keys({"age": {"$gt": math.inf}}) == keys({"age": {"$lte": -math.inf}}) == []
+    assert keys({"age": {"$eq": math.nan}}) == keys({"age": {"$lt": math.nan}}) == []
+    assert keys({"age": math.inf}) == []
+    assert keys({"age": {"$ne": math.nan}}) == ["a", "b", "c", "d", "e"]
+    assert all(
+        matches(docs[k], parse_filter({"age": {"$lt": math.inf}})) == (k in numbers) for k in docs
+    )
     with pytest.raises(ValueError, match="unknown operator"):
         keys({"age": {"$in": [3]}})
     with pytest.raises(ValueError, match="mixes operators"):

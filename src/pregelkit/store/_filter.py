@@ -11,7 +11,9 @@ SQLite and in PostgreSQL:
   objects compare key by key whatever their order, lists item by item;
 - ``$gt``/``$gte``/``$lt``/``$lte`` take a number or a string, and match
   only values of the same kind (numbers by value, strings by code point);
-  anything else (``"old" > 3``) does not match.
+  anything else (``"old" > 3``) does not match. An infinite operand
+  compares as in Python (every number is below ``inf``), a NaN equals and
+  orders with nothing.
 
 Keys and operands reach SQL only as bound parameters. A key part that cannot
 be addressed the same way in every store (empty, or containing ``"``, ``\``
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,7 +36,7 @@ __all__ = [
     "has_nul",
     "matches",
     "parse_filter",
-    "without_nul",
+    "for_sql",
 ]
 
 Operator = Literal["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]
@@ -113,6 +116,8 @@ def _check_operand(key: str, op: str, operand: Any) -> None:
             f"filter on {key!r}: {op} operand {operand} does not fit in 64 bits, which SQL "
             "stores compare; pass it as a float or a string"
         )
+    if isinstance(operand, float) and not math.isfinite(operand):
+        return  # no stored (JSON) value is one: see for_sql
     try:
         json.dumps(operand, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -134,21 +139,34 @@ def has_nul(value: Any) -> bool:
     return False
 
 
-def without_nul(conditions: list[Condition]) -> list[Condition] | None:
-    """``conditions`` for a store that holds no NUL: an ``$eq`` on a value
-    with NUL matches nothing (``None``), an ``$ne`` everything (dropped),
-    and ``t > p + NUL + ...`` holds exactly when ``t > p``."""
+def for_sql(conditions: list[Condition]) -> list[Condition] | None:
+    """``conditions`` for a store that holds only JSON: no NUL, no infinity
+    or NaN. ``None`` when they can match nothing.
+
+    An ``$eq`` on a value no stored value can be matches nothing, an ``$ne``
+    everything (dropped); ``t > p + NUL + ...`` holds exactly when ``t > p``;
+    every stored number is below ``inf`` and above ``-inf``, and no number is
+    ordered with NaN."""
     kept: list[Condition] = []
     for condition in conditions:
-        operand = condition.operand
-        if not has_nul(operand):
+        operand, op = condition.operand, condition.op
+        if isinstance(operand, float) and not math.isfinite(operand):
+            if op == "$ne":
+                continue
+            every_number = (op in ("$lt", "$lte") and operand > 0) or (
+                op in ("$gt", "$gte") and operand < 0
+            )
+            if not every_number:  # $eq, NaN, or beyond the infinity
+                return None
+            kept.append(Condition(condition.path, "$gte", -sys.float_info.max))
+        elif not has_nul(operand):
             kept.append(condition)
-        elif condition.op == "$eq":
+        elif op == "$eq":
             return None
-        elif condition.op in ORDERING:
+        elif op in ORDERING:
             prefix = operand[: operand.index("\x00")]
-            op: Operator = "$gt" if condition.op in ("$gt", "$gte") else "$lte"
-            kept.append(Condition(condition.path, op, prefix))
+            bound: Operator = "$gt" if op in ("$gt", "$gte") else "$lte"
+            kept.append(Condition(condition.path, bound, prefix))
     return kept
 
 

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
 from pregelkit.store import _namespaces
-from pregelkit.store._filter import Condition, has_nul, parse_filter, without_nul
+from pregelkit.store._filter import Condition, for_sql, has_nul, parse_filter
 from pregelkit.store._index import Embedded
 from pregelkit.store.base import (
     GetOp,
@@ -194,7 +194,7 @@ def _search(
     dialect: Dialect, op: SearchOp, query: list[float] | None, deserialize: Deserializer
 ) -> Plan:
     now = datetime.now(UTC)
-    conditions = without_nul(parse_filter(op.filter))
+    conditions = for_sql(parse_filter(op.filter))
     if conditions is None:
         return []
     sql, params = dialect.search(op, conditions, query, dialect.time(now))

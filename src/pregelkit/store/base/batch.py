@@ -124,18 +124,26 @@ class AsyncBatchedBaseStore(BaseStore):
 def _dedupe(ops: Sequence[Op]) -> tuple[list[Op], list[int]]:
     """The ops to send and, for each given op, the position of its result.
     A read equal to one already queued since the last write shares its
-    result; writes are all sent, in order."""
+    result; a write to a key already written since the last read replaces
+    that write (nothing could see the first), so only the last one is sent."""
     unique: list[Op] = []
     slots: list[int] = []
     reads: dict[str, int] = {}
+    writes: dict[tuple[tuple[str, ...], str], int] = {}
     for op in ops:
         if isinstance(op, PutOp):
             reads.clear()  # later reads must see this write
-            slots.append(len(unique))
-            unique.append(op)
+            target = (op.namespace, op.key)
+            if target in writes:
+                unique[writes[target]] = op
+            else:
+                writes[target] = len(unique)
+                unique.append(op)
+            slots.append(writes[target])
             continue
         marker = repr(op)
         if marker not in reads:
+            writes.clear()  # this read must see the writes before it
             reads[marker] = len(unique)
             unique.append(op)
         slots.append(reads[marker])

@@ -181,15 +181,26 @@ def _as_text(value: Any) -> str:
 
 
 def get_text_at_path(obj: Any, path: str | list[str]) -> list[str]:
-    """The texts at ``path`` in ``obj`` (``"$"``: the whole document), each
-    non-string value as JSON; ``[]`` where the path leads nowhere."""
-    if path == "$" or path == ["$"]:
+    """The texts at ``path`` in ``obj`` (``"$"`` or ``""``: the whole document),
+    each non-string value as JSON. ``[]`` where the path leads nowhere, to a
+    ``None`` (there is no text to embed), or is malformed: ``put`` has already
+    refused a malformed path of its own, so this only reads."""
+    if obj is None:
+        return []
+    if path in ("$", "", ["$"]):
         return [_as_text(dict(obj) if isinstance(obj, Mapping) else obj)]
-    tokens = tokenize_path(path) if isinstance(path, str) else path
+    try:
+        tokens = tokenize_path(path) if isinstance(path, str) else path
+    except ValueError:
+        return []
+    return [_as_text(node) for node in _walk(obj, tokens) if node is not None]
+
+
+def _walk(obj: Any, tokens: list[str]) -> list[Any]:
     found: list[Any] = [obj]
     for token in tokens:
         found = [child for node in found for child in _step(node, token)]
-    return [_as_text(node) for node in found]
+    return found
 
 
 def _step(node: Any, token: str) -> list[Any]:
@@ -208,6 +219,7 @@ def _step(node: Any, token: str) -> list[Any]:
     if token == "*":
         return list(node.values())
     if token.startswith("{") and token.endswith("}"):
-        names = [name.strip() for name in token[1:-1].split(",")]
-        return [node[name] for name in names if name in node]
+        # Each alternative is a path of its own: "{name,info.age}".
+        alternatives = [name.strip() for name in token[1:-1].split(",")]
+        return [found for alt in alternatives for found in _walk(node, tokenize_path(alt))]
     return [node[token]] if token in node else []
