@@ -557,6 +557,9 @@ def test_async_postgres_saver_sync_methods(
         await asyncio.to_thread(from_another_thread)
         with pytest.raises(RuntimeError, match="await aget_tuple"):
             saver.get_tuple(conf(thread_id))
+        # LangGraph raises asyncio.InvalidStateError here; the error is both.
+        with pytest.raises(asyncio.InvalidStateError, match="await aprune"):
+            saver.prune([thread_id])
 
     arun(main())
     assert result["tuple"].pending_writes == [("task", "x", 2)]

@@ -155,6 +155,36 @@ def test_bad_namespaces_fail_alike_sync_and_async(
         assert str(sync_error.value) == str(async_error.value)
 
 
+def test_async_stores_refuse_sync_calls_on_their_loop_thread(make_store: Any, arun: Any) -> None:
+    """A sync call on the thread running the loop would block it (SQLite) or
+    deadlock (PostgreSQL): refused with an error that is both LangGraph's
+    asyncio.InvalidStateError and a RuntimeError; other threads may call."""
+    s: StoreUnderTest = make_store()
+    if not s.is_async:
+        pytest.skip("a sync store has no event loop to block")
+    store = s.store
+
+    async def on_the_loop() -> list[BaseException]:
+        refused: list[BaseException] = []
+        for call in (
+            lambda: store.put(("a",), "k", {"v": 1}),
+            lambda: store.get(("a",), "k"),
+            lambda: store.search(("a",)),
+            lambda: store.list_namespaces(),
+            lambda: store.delete(("a",), "k"),
+            lambda: store.batch([PutOp(("a",), "k", {"v": 1})]),
+        ):
+            with pytest.raises(asyncio.InvalidStateError) as caught:
+                call()
+            refused.append(caught.value)
+        await asyncio.to_thread(store.put, ("a",), "k", {"v": 2})
+        return refused
+
+    refused = arun(on_the_loop())
+    assert all(isinstance(e, RuntimeError) and "await" in str(e) for e in refused)
+    assert s.get(("a",), "k").value == {"v": 2}
+
+
 def test_put_only_rules(make_store: Any) -> None:
     s: StoreUnderTest = make_store()
     with pytest.raises(InvalidNamespaceError, match="cannot be empty"):

@@ -28,6 +28,7 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
+from pregelkit._internal._loop_thread import SyncCallOnLoopError, running_loop
 from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
@@ -328,10 +329,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
 
     def _sync(self, coro: Coroutine[Any, Any, T], method: str) -> T:
         loop = self.loop
-        try:
-            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
+        running = running_loop()
         if loop is None or loop.is_closed():
             coro.close()
             raise RuntimeError(
@@ -341,7 +339,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             )
         if running is loop:
             coro.close()
-            raise RuntimeError(
+            raise SyncCallOnLoopError(
                 f"AsyncPostgresSaver.{method}() was called on its event loop's thread, where "
                 f"waiting for it would deadlock: await a{method}() instead (in a graph: use "
                 "ainvoke/astream/aget_state)"

@@ -19,6 +19,7 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
+from pregelkit._internal._loop_thread import SyncCallOnLoopError, running_loop
 from pregelkit.checkpoint._faults import Attempts, StorageRetry
 from pregelkit.checkpoint.postgres._faults import pause_or_raise
 from pregelkit.store import _index, _sqlcore
@@ -168,13 +169,10 @@ class AsyncPostgresStore(PostgresStoreCore):
 
     def _sync(self, coro: Coroutine[Any, Any, T], method: str) -> T:
         loop = self.loop
-        try:
-            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
+        running = running_loop()
         if loop is not None and running is loop:
             coro.close()
-            raise RuntimeError(
+            raise SyncCallOnLoopError(
                 f"AsyncPostgresStore.{method}() was called on its event loop's thread, where "
                 f"waiting would deadlock: await a{method}() instead"
             )

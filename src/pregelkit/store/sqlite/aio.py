@@ -4,7 +4,8 @@
 :class:`~pregelkit.store.sqlite.SqliteStore` on one dedicated worker thread
 (as :class:`~pregelkit.checkpoint.sqlite.aio.AsyncSqliteSaver` does): the
 event loop never waits on the disk. The embedder, if any, is awaited on the
-loop first. The sync methods work too, on the calling thread.
+loop first. The sync methods work too, on the calling thread, except on a
+thread running an event loop, which they would block.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+from pregelkit._internal._loop_thread import SyncCallOnLoopError, running_loop
 from pregelkit.store import _index
 from pregelkit.store._sweeper import TaskSweeper, interval_minutes
 from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig
@@ -77,8 +79,15 @@ class AsyncSqliteStore(SqliteStoreCore):
         await self._in_thread(self._setup)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` on the calling thread (blocks an event loop if called
-        from one: await :meth:`abatch` there)."""
+        """Run ``ops`` on the calling thread, which must not be running an
+        event loop (it would stall every coroutine for the call): there,
+        await :meth:`abatch`, or the ``a``-prefixed method, instead."""
+        if running_loop() is not None:
+            raise SyncCallOnLoopError(
+                "AsyncSqliteStore's sync methods (get, put, search, batch...) were called on a "
+                "thread running an event loop, which they would block: await aget/aput/"
+                "asearch/abatch... instead, or call them from a worker thread"
+            )
         return self._batch(ops)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
