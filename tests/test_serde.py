@@ -479,6 +479,47 @@ def test_langgraph_allowlist_options(user_module: types.ModuleType) -> None:
         JsonPlusSerializer(allowed_json_modules=["myapp.models"])  # type: ignore[list-item]
 
 
+def test_with_allowlist_derives_a_saver_that_loads_more(user_module: types.ModuleType) -> None:
+    from pregelkit.checkpoint.memory import InMemorySaver
+
+    order = user_module.Order("x", 1)
+    base = JsonPlusSerializer()
+    wider = base.with_msgpack_allowlist([(user_module.__name__, "Order")])
+    assert roundtrip(order, wider) == order
+    with pytest.raises(SerdeError, match="Order"):
+        base.dumps_typed(order)  # the original is unchanged
+    assert wider.with_msgpack_allowlist([user_module.Order]) is wider  # nothing new
+    trusting = JsonPlusSerializer(pickle_fallback=True)
+    assert trusting.with_msgpack_allowlist([user_module.Order]) is trusting  # loads all already
+    with pytest.raises(TypeError, match="with_msgpack_allowlist"):
+        base.with_msgpack_allowlist(["not a tuple"])  # type: ignore[list-item]
+
+    encrypted = EncryptedSerializer.from_key(os.urandom(32))
+    encrypted_wider = encrypted.with_msgpack_allowlist([user_module.Order])
+    assert roundtrip(order, encrypted_wider) == order
+    assert encrypted_wider.loads_typed(encrypted.dumps_typed("same key")) == "same key"
+
+    saver = InMemorySaver()
+    derived = saver.with_allowlist([(user_module.__name__, "Order")])
+    assert derived is not saver and type(derived) is InMemorySaver
+    assert derived.storage is saver.storage  # a shallow copy: the same checkpoints
+    assert roundtrip(order, derived.serde) == order
+    with pytest.raises(SerdeError):
+        saver.serde.dumps_typed(order)
+    assert derived.with_allowlist([user_module.Order]) is derived
+
+    class Plain:
+        def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+            return "str", str(obj).encode()
+
+        def loads_typed(self, data: tuple[str, bytes]) -> Any:
+            return data[1].decode()
+
+    custom = InMemorySaver(serde=Plain())  # type: ignore[arg-type]
+    with pytest.warns(UserWarning, match="allow_types"):
+        assert custom.with_allowlist([user_module.Order]) is custom
+
+
 def _module_with_class(monkeypatch: pytest.MonkeyPatch, name: str) -> type:
     module = types.ModuleType(name)
     cls = type("Thing", (), {"__module__": name})

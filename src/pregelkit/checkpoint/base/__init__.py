@@ -8,8 +8,10 @@ resumed run skips the tasks that already finished.
 
 from __future__ import annotations
 
+import copy
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+import warnings
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from typing import (
@@ -19,6 +21,7 @@ from typing import (
     Literal,
     NamedTuple,
     NotRequired,
+    Self,
     TypedDict,
     TypeVar,
 )
@@ -237,6 +240,28 @@ class BaseCheckpointSaver(Generic[V]):
     @property
     def config_specs(self) -> list[Any]:
         return []
+
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...] | type]) -> Self:
+        """A shallow copy (``copy.copy``: same connection) whose serializer
+        also loads the classes ``extra_allowlist`` names, as
+        ``(module parts..., class name)`` tuples or classes; this saver itself
+        when they add nothing. A serializer without ``with_msgpack_allowlist``
+        is kept as it is, with a warning: it decides what it loads."""
+        derive = getattr(self.serde, "with_msgpack_allowlist", None)
+        if derive is None:
+            warnings.warn(
+                f"{type(self.serde).__name__} has no with_msgpack_allowlist(), so "
+                f"{type(self).__name__}.with_allowlist() cannot extend what it loads; "
+                "register the classes with pregelkit.checkpoint.serde.allow_types() instead",
+                stacklevel=2,
+            )
+            return self
+        serde = derive(extra_allowlist)
+        if serde is self.serde:
+            return self
+        clone = copy.copy(self)
+        clone.serde = serde
+        return clone
 
     # reading
     def get(self, config: RunnableConfig) -> Checkpoint | None:

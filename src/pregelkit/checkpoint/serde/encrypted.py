@@ -17,8 +17,10 @@ written before encryption was turned on load only with
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from pregelkit.checkpoint.serde.base import SerdeError, SerializerProtocol, StoredAt
@@ -124,6 +126,19 @@ class EncryptedSerializer:
         if isinstance(key, str):
             key = key.encode()
         return cls.from_key(key, inner=serde)
+
+    def with_msgpack_allowlist(
+        self, extra_allowlist: Iterable[tuple[str, ...] | type]
+    ) -> EncryptedSerializer:
+        """A copy (same key) whose inner serializer also loads the classes
+        ``extra_allowlist`` names; see ``JsonPlusSerializer.with_msgpack_allowlist``."""
+        derive = getattr(self.inner, "with_msgpack_allowlist", None)
+        inner = self.inner if derive is None else derive(extra_allowlist)
+        if inner is self.inner:
+            return self
+        clone = copy.copy(self)
+        clone.inner = inner
+        return clone
 
     def __repr__(self) -> str:
         return f"EncryptedSerializer(inner={self.inner!r}, accept_legacy={self.accept_legacy!r})"

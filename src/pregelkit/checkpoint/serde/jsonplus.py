@@ -22,6 +22,7 @@ lambdas, local classes) are written and read only with
 
 from __future__ import annotations
 
+import copy
 import io
 import pickle
 from collections.abc import Iterable
@@ -153,6 +154,21 @@ class JsonPlusSerializer:
         self.max_depth = max_depth
         self._allowlist = Allowlist(modules, classes, any_class)
         self._limits = Limits(max_items, max_depth)
+
+    def with_msgpack_allowlist(
+        self, extra_allowlist: Iterable[tuple[str, ...] | type]
+    ) -> JsonPlusSerializer:
+        """A copy that also loads the classes ``extra_allowlist`` names
+        (``(module parts..., class name)`` tuples, or classes), as LangGraph's
+        does; this serializer itself when they add nothing it does not
+        already load."""
+        extra = _class_names("with_msgpack_allowlist()", extra_allowlist)
+        allowlist = self._allowlist
+        if self.pickle_fallback or allowlist.any_class or extra <= allowlist.classes:
+            return self
+        clone = copy.copy(self)
+        clone._allowlist = Allowlist(allowlist.modules, allowlist.classes | extra)
+        return clone
 
     def __repr__(self) -> str:
         return (
