@@ -983,3 +983,20 @@ def test_postgres_saver_works_on_a_connection_that_returns_dict_rows(postgres_ds
         saver.put_writes(saved, [("a", 1)], "task-1")
         loaded = saver.get_tuple(saved)
         assert loaded is not None and loaded.pending_writes == [("task-1", "a", 1)]
+
+
+def test_delta_history_ends_where_a_re_put_made_the_parent_chain_cycle(
+    saver: Saver, arun: Run
+) -> None:
+    """Putting an existing checkpoint id again under a newer parent makes the
+    chain a loop; the history walk stops where it comes back, on every saver."""
+    thread_id = new_thread()
+    first = checkpoint({}, {})
+    first_config = saver.put(conf(thread_id), first, meta(0), {})
+    saver.put_writes(first_config, [("log", "a")], "task-a")
+    second = checkpoint({}, {})
+    second_config = saver.put(first_config, second, meta(1), {})
+    saver.put(second_config, first, meta(0), {})  # the first, now under the second
+    history = saver.get_delta_channel_history(config=second_config, channels=["log"])
+    assert history == {"log": {"writes": [("task-a", "log", "a")]}}
+    assert arun(saver.aget_delta_channel_history(config=second_config, channels=["log"])) == history

@@ -40,13 +40,21 @@ def walk(config: dict[str, Any], channels: Sequence[str]) -> Walk:
     its parents); is sent the tuple; returns the history of every channel.
 
     Writes stored at the target itself are left out: they are pending for the
-    step after it, not part of its state."""
+    step after it, not part of its state. A parent chain that comes back to a
+    checkpoint already walked (a ``put`` that re-parented an existing id) ends
+    the walk there instead of looping forever."""
     pending = list(dict.fromkeys(channels))
     chunks: dict[str, list[list[PendingWrite]]] = {ch: [] for ch in pending}
     result: dict[str, DeltaChannelHistory] = {ch: {"writes": []} for ch in pending}
     current = (yield config) if pending else None
     first = True
+    seen: set[tuple[Any, Any]] = set()
     while current is not None and pending:
+        conf = current.config.get("configurable", {})
+        here = (conf.get("checkpoint_ns"), conf.get("checkpoint_id"))
+        if here in seen:
+            break
+        seen.add(here)
         values = current.checkpoint["channel_values"]
         for ch in list(pending):
             if not first:
