@@ -1000,3 +1000,20 @@ def test_delta_history_ends_where_a_re_put_made_the_parent_chain_cycle(
     history = saver.get_delta_channel_history(config=second_config, channels=["log"])
     assert history == {"log": {"writes": [("task-a", "log", "a")]}}
     assert arun(saver.aget_delta_channel_history(config=second_config, channels=["log"])) == history
+
+
+def test_a_value_without_a_version_is_kept_with_its_checkpoint(saver: Saver, arun: Run) -> None:
+    """A hand-made checkpoint may hold a value for a channel it gives no
+    version (no blob can hold it): it is stored with the checkpoint, not
+    dropped, and seeds the delta history of the checkpoints after it."""
+    thread_id = new_thread()
+    root = checkpoint({"seeded": ["s"], "x": 1}, {"x": "1"})
+    root["versions_seen"] = {}
+    root_config = saver.put(conf(thread_id), root, meta(0), {"x": "1"})
+    saver.put_writes(root_config, [("seeded", "w")], "task")
+    assert saver.get_tuple(root_config).checkpoint["channel_values"] == {"seeded": ["s"], "x": 1}
+    child_config = saver.put(root_config, checkpoint({}, {"x": "1"}), meta(1), {})
+    assert saver.get_tuple(child_config).checkpoint["channel_values"] == {"x": 1}
+    history = saver.get_delta_channel_history(config=child_config, channels=["seeded"])
+    assert history == {"seeded": {"writes": [("task", "seeded", "w")], "seed": ["s"]}}
+    assert arun(saver.aget_tuple(root_config)).checkpoint["channel_values"]["seeded"] == ["s"]

@@ -30,6 +30,7 @@ from pregelkit.checkpoint.base import (
     get_checkpoint_metadata,
     thread_coordinates,
 )
+from pregelkit.checkpoint.base._unversioned import with_blob_values, without_blob_values
 from pregelkit.checkpoint.serde.base import (
     SerdeError,
     SerializerProtocol,
@@ -141,7 +142,7 @@ def encode_checkpoint(
             blobs.append(
                 BlobRow(thread_id, checkpoint_ns, channel, version_key(version), EMPTY_TAG, None)
             )
-    bare = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+    bare = without_blob_values(checkpoint)
     key = (checkpoint["id"],)
     at = StoredAt(thread_id, checkpoint_ns, "checkpoint", key)
     type_, data = _dump(serde, bare, f"checkpoint {checkpoint['id']!r}", at)
@@ -405,7 +406,7 @@ def decode_checkpoint(serde: SerializerProtocol, stored: StoredCheckpoint) -> Ch
         )
         for task_id, channel, type_, value in stored.writes
     ]
-    checkpoint: Checkpoint = {**bare, "channel_values": values}  # type: ignore[typeddict-item]
+    checkpoint = with_blob_values(bare, values)
     return CheckpointTuple(
         config=checkpoint_config(stored.thread_id, stored.checkpoint_ns, stored.checkpoint_id),
         checkpoint=checkpoint,

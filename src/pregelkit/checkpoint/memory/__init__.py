@@ -33,6 +33,7 @@ from pregelkit.checkpoint.base import (
     get_checkpoint_metadata,
     thread_coordinates,
 )
+from pregelkit.checkpoint.base._unversioned import without_blob_values
 from pregelkit.checkpoint.memory._persistent import PersistentDict
 from pregelkit.checkpoint.serde.base import (
     SerdeError,
@@ -137,7 +138,7 @@ class InMemorySaver(
             )
             for channel, version in new_versions.items()
         ]
-        without_values = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        without_values = without_blob_values(checkpoint)
         key = (checkpoint["id"],)
         stored: StoredCheckpoint = (
             dumps_at(serde, without_values, StoredAt(thread_id, checkpoint_ns, "checkpoint", key)),
@@ -414,7 +415,7 @@ class InMemorySaver(
                     checkpoint_id=checkpoint_id,
                     channel=channel,
                 ) from exc
-        checkpoint["channel_values"] = values
+        checkpoint["channel_values"] = {**checkpoint.get("channel_values", {}), **values}
         pending: list[PendingWrite] = []
         bound = getattr(serde, "loads_typed_at", None)
         loads = serde.loads_typed
