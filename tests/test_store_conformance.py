@@ -481,3 +481,40 @@ def test_durable_across_connections(make_store: Any, tmp_path: Any) -> None:
     first.put(("mem",), "k", {"v": "kept"})
     second: StoreUnderTest = make_store()
     assert second.get(("mem",), "k").value == {"v": "kept"}
+
+
+def test_sql_stores_list_their_migrations_and_batch_concurrent_async_calls(
+    make_store: Any, arun: Any
+) -> None:
+    """``MIGRATIONS`` lists the statements setup() runs (LangGraph's stores
+    have it); concurrent async calls to the PostgreSQL store share one
+    transaction per loop iteration instead of one each."""
+    s: StoreUnderTest = make_store()
+    if s.kind == "memory":
+        pytest.skip("the in-memory store has no tables")
+    migrations = type(s.store).MIGRATIONS
+    assert migrations and all(m.split()[0] in ("CREATE", "ALTER", "DROP") for m in migrations)
+    if s.kind != "async_postgres":
+        return
+    store = s.store
+    sizes: list[int] = []
+    real = store.abatch
+
+    async def counting(ops: Any) -> Any:
+        ops = list(ops)
+        sizes.append(len(ops))
+        return await real(ops)
+
+    async def scenario() -> list[Any]:
+        store.abatch = counting
+        await asyncio.gather(*(store.aput(("b",), f"k{i}", {"i": i}) for i in range(50)))
+        got = await asyncio.gather(*(store.aget(("b",), f"k{i}") for i in range(50)))
+        async with store._cursor() as cur:
+            await cur.execute("SELECT count(*) FROM pregelkit_store")
+            (count,) = await cur.fetchone()
+        assert count == 50
+        return got
+
+    got = arun(scenario())
+    assert [item.value["i"] for item in got] == list(range(50))
+    assert sizes == [50, 50]

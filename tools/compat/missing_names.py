@@ -48,6 +48,13 @@ class _MissingMeta(type):
     def __getitem__(cls, item: Any) -> Any:
         return cls
 
+    def __iter__(cls) -> Any:
+        # Without this, `x in Missing` iterates through __getitem__ forever.
+        raise MissingName(f"missing: {cls._missing}")
+
+    def __contains__(cls, item: Any) -> bool:
+        raise MissingName(f"missing: {cls._missing}")
+
     def __or__(cls, other: Any) -> Any:
         return cls
 

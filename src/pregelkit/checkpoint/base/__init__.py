@@ -49,6 +49,7 @@ __all__ = [
     "CheckpointMetadata",
     "CheckpointTuple",
     "DeltaChannelHistory",
+    "EXCLUDED_METADATA_KEYS",
     "EmptyChannelError",
     "PendingWrite",
     "RunnableConfig",
@@ -191,6 +192,24 @@ def get_checkpoint_metadata(
         k: v.replace("\x00", "") if isinstance(v, str) else v
         for k, v in {**extra, **metadata}.items()
     }
+
+
+EXCLUDED_METADATA_KEYS: frozenset[str] = frozenset(
+    {
+        "thread_id",
+        "checkpoint_id",
+        "checkpoint_ns",
+        "checkpoint_map",
+        "langgraph_step",
+        "langgraph_node",
+        "langgraph_triggers",
+        "langgraph_path",
+        "langgraph_checkpoint_ns",
+    }
+)
+"""Config keys LangGraph never copies into checkpoint metadata. pregelkit
+copies none of ``configurable`` (it often carries credentials), only
+``config["metadata"]``; the set is here for code that filters with it."""
 
 
 def get_serializable_checkpoint_metadata(

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import psycopg
 from psycopg.rows import tuple_row
@@ -46,7 +46,7 @@ from pregelkit.checkpoint.base import (
     CheckpointTuple,
     RunnableConfig,
 )
-from pregelkit.checkpoint.postgres import _core
+from pregelkit.checkpoint.postgres import _core, _sql
 from pregelkit.checkpoint.postgres._faults import reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 
@@ -63,6 +63,13 @@ class PostgresSaver(BaseCheckpointSaver[str]):
     """
 
     conn: psycopg.Connection[Any] | ConnectionPool[Any]
+
+    MIGRATIONS: ClassVar[tuple[str, ...]] = tuple(
+        statement for version in _sql.MIGRATIONS for statement in version
+    )
+    """The SQL statements ``setup()`` runs on a new database, in order (as
+    LangGraph's savers list theirs); for reading: ``setup()`` keeps its own
+    copy and records how far a database got."""
 
     def __init__(
         self,

@@ -22,7 +22,7 @@ from contextlib import (
     contextmanager,
 )
 from functools import partial
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import psycopg
 from psycopg.rows import tuple_row
@@ -57,6 +57,13 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     """
 
     conn: psycopg.AsyncConnection[Any] | AsyncConnectionPool[Any]
+
+    MIGRATIONS: ClassVar[tuple[str, ...]] = tuple(
+        statement for version in _sql.MIGRATIONS for statement in version
+    )
+    """The SQL statements ``setup()`` runs on a new database, in order (as
+    LangGraph's savers list theirs); for reading: ``setup()`` keeps its own
+    copy and records how far a database got."""
 
     def __init__(
         self,

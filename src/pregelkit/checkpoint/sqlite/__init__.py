@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import xxhash
 
@@ -124,6 +124,13 @@ def _next_seqs(n: int) -> list[int]:
 class SqliteSaverCore(BaseCheckpointSaver[str]):
     """Everything the sync and async SQLite savers share: the async saver only
     moves these calls onto its worker thread."""
+
+    MIGRATIONS: ClassVar[tuple[str, ...]] = tuple(
+        statement for version in _sql.MIGRATIONS for statement in version
+    )
+    """The SQL statements ``setup()`` runs on a new database, in order (as
+    LangGraph's savers and stores list theirs); for reading: ``setup()``
+    keeps its own copy and records how far a database got."""
 
     conn: sqlite3.Connection
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, TypedDict
+from typing import Any, ClassVar, TypedDict
 
 import psycopg
 from psycopg.rows import tuple_row
@@ -68,6 +68,13 @@ def setup_plan() -> _sqlcore.Plan:
 
 class PostgresStoreCore(BaseStore):
     """Configuration both PostgreSQL stores share."""
+
+    MIGRATIONS: ClassVar[tuple[str, ...]] = tuple(
+        statement for version in _sql.MIGRATIONS for statement in version
+    )
+    """The SQL statements ``setup()`` runs on a new database, in order (as
+    LangGraph's savers and stores list theirs); for reading: ``setup()``
+    keeps its own copy and records how far a database got."""
 
     supports_ttl = True
 
@@ -165,6 +172,13 @@ class PostgresStore(PostgresStoreCore):
         else:
             with self._conn_lock:
                 yield self.conn
+
+    @contextmanager
+    def _cursor(self) -> Iterator[psycopg.Cursor[Any]]:
+        """A cursor on the store's connection, for SQL of the caller's own:
+        LangGraph's stores have this, and fixtures written for them use it."""
+        with self._connection() as conn, conn.cursor() as cur:
+            yield cur
 
     def _transaction(self, plan: _sqlcore.Plan, single: bool = False) -> Any:
         """Run ``plan`` in a transaction; a ``single``-statement plan on an

@@ -21,7 +21,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 from pregelkit.store import _index, _sqlcore
 from pregelkit.store._sweeper import ThreadSweeper, interval_minutes
@@ -42,6 +42,13 @@ def connect(path: str) -> sqlite3.Connection:
 
 class SqliteStoreCore(BaseStore):
     """Everything the sync and async SQLite stores share."""
+
+    MIGRATIONS: ClassVar[tuple[str, ...]] = tuple(
+        statement for version in _sql.MIGRATIONS for statement in version
+    )
+    """The SQL statements ``setup()`` runs on a new database, in order (as
+    LangGraph's savers and stores list theirs); for reading: ``setup()``
+    keeps its own copy and records how far a database got."""
 
     supports_ttl = True
 
