@@ -338,20 +338,23 @@ def test_bad_calls_never_reach_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls == []
 
 
+class Batched(AsyncBatchedBaseStore):
+    """An in-memory store behind the batching base, recording each batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = InMemoryStore()
+        self.batches: list[list[Any]] = []
+
+    def batch(self, ops: Any) -> list[Any]:
+        return self.inner.batch(ops)
+
+    async def abatch(self, ops: Any) -> list[Any]:
+        self.batches.append(list(ops))
+        return self.inner.batch(ops)
+
+
 def test_async_batched_store_gathers_concurrent_calls() -> None:
-    class Batched(AsyncBatchedBaseStore):
-        def __init__(self) -> None:
-            super().__init__()
-            self.inner = InMemoryStore()
-            self.batches: list[list[Any]] = []
-
-        def batch(self, ops: Any) -> list[Any]:
-            return self.inner.batch(ops)
-
-        async def abatch(self, ops: Any) -> list[Any]:
-            self.batches.append(list(ops))
-            return self.inner.batch(ops)
-
     store = Batched()
 
     async def scenario() -> None:
@@ -382,19 +385,6 @@ def test_async_batched_store_gathers_concurrent_calls() -> None:
 
 
 def test_async_batched_store_sends_the_last_of_repeated_writes() -> None:
-    class Batched(AsyncBatchedBaseStore):
-        def __init__(self) -> None:
-            super().__init__()
-            self.inner = InMemoryStore()
-            self.batches: list[list[Any]] = []
-
-        def batch(self, ops: Any) -> list[Any]:
-            return self.inner.batch(ops)
-
-        async def abatch(self, ops: Any) -> list[Any]:
-            self.batches.append(list(ops))
-            return self.inner.batch(ops)
-
     store = Batched()
 
     async def scenario() -> None:
