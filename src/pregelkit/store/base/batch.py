@@ -14,7 +14,6 @@ fails the other callers' batch.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from typing import Any, Literal, cast
 
@@ -75,15 +74,13 @@ class AsyncBatchedBaseStore(BaseStore):
                 if not future.done():
                     future.set_result(results[slot])
 
-    async def stop_batching(self) -> None:
-        """Stop the task that sends queued calls (a store closing its
-        connection); a later async call starts a new one."""
+    def stop_batching(self) -> None:
+        """Cancel the task that sends queued calls (a store closing its
+        connection), without waiting for a batch in flight to give up; a
+        later async call starts a new task."""
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()
-            if task.get_loop() is asyncio.get_running_loop():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
 
     async def aget(
         self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None

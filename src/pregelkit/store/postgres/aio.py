@@ -99,7 +99,7 @@ class AsyncPostgresStore(AsyncBatchedBaseStore, PostgresStoreCore):
             yield store
         finally:
             await store.stop_ttl_sweeper()
-            await store.stop_batching()
+            store.stop_batching()
             await store.conn.close()
 
     @asynccontextmanager
