@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Outcome = Literal["ok", "error", "interrupted", "cached", "replayed", "timeout", "cancelled"]
 
@@ -80,3 +80,33 @@ def group_attempts(thread_id: str, records: Iterable[AttemptRecord]) -> Timeline
         runs.append(RunTimeline(run_id, attempts[0].started_at, ended_at, tuple(attempts)))
     runs.sort(key=lambda run: (run.started_at, run.run_id))
     return Timeline(thread_id, tuple(runs))
+
+
+AttemptRow = tuple[Any, ...]
+AttemptList = list[AttemptRecord]
+"""What ``list_attempts`` returns (an alias: savers have a method named ``list``)."""
+
+
+def attempt_row(rec: AttemptRecord) -> AttemptRow:
+    """A record as the SQL savers store it: its fields in declaration order."""
+    return (
+        rec.thread_id,
+        rec.checkpoint_ns,
+        rec.run_id,
+        rec.step,
+        rec.task_id,
+        rec.name,
+        rec.attempt,
+        rec.started_at,
+        rec.ended_at,
+        rec.outcome,
+        rec.error_type,
+        rec.error_message,
+        rec.pid,
+        rec.host,
+        rec.worker,
+    )
+
+
+def attempt_from_row(row: AttemptRow) -> AttemptRecord:
+    return AttemptRecord(*row)

@@ -150,7 +150,7 @@ def run_with_retry(
             delay = next_retry_delay(policies, exc, attempts) if policies else None
             retrying = delay is not None and not _gives_up(exc)
             _ended(events, task, token, exc, retrying)
-            if not retrying:
+            if delay is None or not retrying:
                 _note(task, exc)
                 raise
             if attempt_failed is not None:
@@ -198,7 +198,7 @@ async def arun_with_retry(
             delay = next_retry_delay(policies, exc, attempts) if policies else None
             retrying = delay is not None and not _gives_up(exc)
             _ended(events, task, token, exc, retrying)
-            if not retrying:
+            if delay is None or not retrying:
                 _note(task, exc)
                 raise
             if attempt_failed is not None and (pending := attempt_failed(task, exc)) is not None:

@@ -31,7 +31,7 @@ from pregelkit._internal._constants import (
 )
 from pregelkit._internal._ids import uuid6
 from pregelkit._internal._typing import MISSING
-from pregelkit.checkpoint.attempts import AttemptRecord
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord
 from pregelkit.checkpoint.base import _delta
 from pregelkit.checkpoint.base._delta import DeltaChannelHistory, writes_sort_key
 from pregelkit.checkpoint.serde.base import SerializerProtocol
@@ -366,7 +366,7 @@ class BaseCheckpointSaver(Generic[V]):
             "PostgreSQL savers do)"
         )
 
-    def list_attempts(self, thread_id: str) -> list[AttemptRecord]:
+    def list_attempts(self, thread_id: str) -> AttemptList:
         """Every attempt record of ``thread_id``, in start order."""
         raise NotImplementedError(
             f"{type(self).__name__} keeps no attempt records, so its threads have no "
@@ -497,7 +497,7 @@ class BaseCheckpointSaver(Generic[V]):
     async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
         await self._in_thread(self.put_attempts, thread_id, records)
 
-    async def alist_attempts(self, thread_id: str) -> list[AttemptRecord]:
+    async def alist_attempts(self, thread_id: str) -> AttemptList:
         return await self._in_thread(self.list_attempts, thread_id)
 
 

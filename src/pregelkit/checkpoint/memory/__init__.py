@@ -22,7 +22,7 @@ from pregelkit._internal._constants import (
     CONFIG_KEY_THREAD_ID,
     WRITES_IDX_MAP,
 )
-from pregelkit.checkpoint.attempts import AttemptRecord, attempt_order
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord, attempt_order
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -224,7 +224,7 @@ class InMemorySaver(
                 continue  # a start record never replaces the finished one
             table[key] = rec
 
-    def list_attempts(self, thread_id: str) -> list[AttemptRecord]:
+    def list_attempts(self, thread_id: str) -> AttemptList:
         with self._lock:
             records = list(self.attempts.get(str(thread_id), {}).values())
         return sorted(records, key=attempt_order)
