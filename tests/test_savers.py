@@ -902,7 +902,11 @@ def test_postgres_setup_is_safe_to_run_concurrently(
         t.join()
     assert errors == []
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT version FROM pregelkit_migrations").fetchall() == [(1,), (2,), (3,)]
+        assert conn.execute("SELECT version FROM pregelkit_migrations").fetchall() == [
+            (1,),
+            (2,),
+            (3,),
+        ]
         conn.execute("INSERT INTO pregelkit_migrations (version) VALUES (99)")
         conn.commit()
     with (
