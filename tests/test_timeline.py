@@ -241,8 +241,10 @@ def test_killed_process_leaves_unfinished_attempts(
             assert proc.poll() is None, "the workflow process ended before its task started"
             assert time.monotonic() < deadline, "the task never started"
             time.sleep(0.02)
-        if durability == "async":
-            time.sleep(0.5)  # saves run in the background, moments behind the body
+        # a running attempt's start is saved within moments (START_SAVE_DELAY)
+        while not _started(Saver, db, "stuck"):
+            assert time.monotonic() < deadline, "the start of the running task was never saved"
+            time.sleep(0.02)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -256,3 +258,8 @@ def test_killed_process_leaves_unfinished_attempts(
         ("stuck", 1): (None, True),
     }
     assert {a.pid for a in run.attempts} == {proc.pid}
+
+
+def _started(saver_cls: Any, db: str, name: str) -> bool:
+    with saver_cls.from_conn_string(db) as saver:
+        return any(a.name == name for a in saver.list_attempts("killed"))

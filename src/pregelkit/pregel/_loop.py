@@ -583,6 +583,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
     # exit
     def _finish(self, exc: BaseException | None) -> bool:
         """Decide what exiting means; return whether to swallow ``exc``."""
+        self._close_attempts()
         if isinstance(exc, NondeterminismError):
             return False  # nothing this resume did is saved: the old code can still resume
         self._mark_drained(exc)
