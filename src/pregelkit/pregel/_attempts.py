@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pregelkit._internal._constants import ERROR, INTERRUPT
-from pregelkit.checkpoint.attempts import AttemptRecord, Outcome
+from pregelkit.checkpoint.attempts import AttemptRecord, Outcome, attempt_row
 from pregelkit.errors import GraphInterrupt, NodeTimeoutError
 from pregelkit.pregel._hooks import AttemptHooks
 from pregelkit.types import PregelExecutableTask
@@ -110,23 +110,9 @@ class AttemptLog:
             if rec is None:
                 return False
             etype, message = _error_fields(exc)
-            self.buffer[(task_id, rec.attempt)] = AttemptRecord(
-                rec.thread_id,
-                rec.checkpoint_ns,
-                rec.run_id,
-                rec.step,
-                rec.task_id,
-                rec.name,
-                rec.attempt,
-                rec.started_at,
-                time.time(),
-                outcome,
-                etype,
-                message,
-                rec.pid,
-                rec.host,
-                rec.worker,
-            )
+            row = attempt_row(rec)
+            ended = (time.time(), outcome, etype, message)
+            self.buffer[(task_id, rec.attempt)] = AttemptRecord(*(row[:8] + ended + row[12:]))
         return True
 
     def end_with(self, task_id: str, writes: Sequence[tuple[str, Any]]) -> bool:
