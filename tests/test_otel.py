@@ -30,7 +30,8 @@ SCRIPT = textwrap.dedent(
 
     from pregelkit.checkpoint.memory import InMemorySaver
     from pregelkit.func import entrypoint, task
-    from pregelkit.types import Command, RetryPolicy, interrupt
+    from pregelkit.cache.memory import InMemoryCache
+    from pregelkit.types import CachePolicy, Command, RetryPolicy, interrupt
 
     mode = sys.argv[1]
     failures = {"left": 1}
@@ -45,10 +46,14 @@ SCRIPT = textwrap.dedent(
                     raise ValueError("boom")
             return x + 1
 
-        @entrypoint(checkpointer=InMemorySaver())
+        @task(cache_policy=CachePolicy())
+        def same(x):
+            return x
+
+        @entrypoint(checkpointer=InMemorySaver(), cache=InMemoryCache())
         def wf(x):
-            futs = [flaky(x)]
-            y = futs[0].result()
+            y = flaky(x).result()
+            y += same(0).result() + same(0).result()
             return y + interrupt("more?")
         config = {"configurable": {"thread_id": "t"}}
         wf.invoke(1, config)
@@ -62,9 +67,14 @@ SCRIPT = textwrap.dedent(
                     raise ValueError("boom")
             return x + 1
 
-        @entrypoint(checkpointer=InMemorySaver())
+        @task(cache_policy=CachePolicy())
+        async def same(x):
+            return x
+
+        @entrypoint(checkpointer=InMemorySaver(), cache=InMemoryCache())
         async def wf(x):
             y = await flaky(x)
+            y += await same(0) + await same(0)
             return y + interrupt("more?")
         config = {"configurable": {"thread_id": "t"}}
         asyncio.run(wf.ainvoke(1, config))
@@ -105,18 +115,26 @@ def _check(spans: list[dict]) -> None:
         (t for t in tasks if t["attrs"]["pregelkit.task"] == "flaky"),
         key=lambda t: t["attrs"]["pregelkit.attempt"],
     )
-    # attempt 1 failed and was retried; the resume replays flaky (no attempt)
+    # attempt 1 failed and was retried; the resume replays flaky (attempt 0)
     assert [(t["attrs"]["pregelkit.attempt"], t["attrs"]["pregelkit.outcome"]) for t in flaky] == [
+        (0, "replayed"),
         (1, "error"),
         (2, "ok"),
     ]
-    assert "pregelkit.retry" in flaky[0]["events"]
+    assert "pregelkit.retry" in flaky[1]["events"]
+    same = [t["attrs"] for t in tasks if t["attrs"]["pregelkit.task"] == "same"]
+    assert sorted((a["pregelkit.outcome"], a["pregelkit.cached"]) for a in same) == [
+        ("cached", True),
+        ("ok", False),
+        ("replayed", False),
+        ("replayed", False),
+    ]
     wf = [t for t in tasks if t["attrs"]["pregelkit.task"] == "wf"]
     assert [t["attrs"]["pregelkit.outcome"] for t in wf] == ["interrupted", "ok"]
     assert all(t["attrs"]["pregelkit.thread_id"] == "t" for t in tasks)
     inner = [s for s in spans if s["name"] == "inside-flaky"]
     assert len(inner) == 2
-    assert {s["parent"] for s in inner} == {t["id"] for t in flaky}
+    assert {s["parent"] for s in inner} == {t["id"] for t in flaky[1:]}
 
 
 def test_sync_spans(tmp_path: Path) -> None:

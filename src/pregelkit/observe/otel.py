@@ -45,8 +45,8 @@ class OtelHooks:
             )
             self.parent = trace.set_span_in_context(self.run_span)
 
-    def attempt_started(self, task: PregelExecutableTask, step: int, attempt: int) -> Any:
-        span = self.tracer.start_span(
+    def _task_span(self, task: PregelExecutableTask, step: int, attempt: int) -> Any:
+        return self.tracer.start_span(
             "pregelkit.task",
             context=self.parent,
             attributes={
@@ -58,8 +58,17 @@ class OtelHooks:
                 "pregelkit.cached": False,
             },
         )
+
+    def attempt_started(self, task: PregelExecutableTask, step: int, attempt: int) -> Any:
+        span = self._task_span(task, step, attempt)
         token = self.context.attach(self.trace.set_span_in_context(span))
         return span, token
+
+    def attempt_skipped(self, task: PregelExecutableTask, step: int, outcome: Outcome) -> None:
+        span = self._task_span(task, step, 0)
+        span.set_attribute("pregelkit.cached", outcome == "cached")
+        span.set_attribute("pregelkit.outcome", outcome)
+        span.end()
 
     def attempt_ended(
         self, token: Any, outcome: Outcome, exc: BaseException | None, retrying: bool

@@ -33,24 +33,28 @@ __all__ = ["AttemptEvents", "AttemptLog", "outcome_of"]
 _HOST = socket.gethostname()
 
 
-def outcome_of(exc: BaseException | None) -> Outcome:
-    """What an attempt that ended with ``exc`` (None: returned) counts as."""
+def outcome_of(exc: BaseException | None, name: str) -> Outcome:
+    """What an attempt of task ``name`` that ended with ``exc`` (None:
+    returned) counts as. A timeout is the attempt's own (or its step's); a
+    body that failed with a timeout of a task it called is an ``error``."""
     if exc is None:
         return "ok"
     if isinstance(exc, GraphInterrupt):
         return "interrupted"
-    if isinstance(exc, NodeTimeoutError):
+    if isinstance(exc, NodeTimeoutError) and (exc.node == name or exc.kind == "step"):
         return "timeout"
     if isinstance(exc, Exception):
         return "error"
     return "cancelled"
 
 
-def _outcome_of_writes(writes: Sequence[tuple[str, Any]]) -> tuple[Outcome, BaseException | None]:
+def _outcome_of_writes(
+    writes: Sequence[tuple[str, Any]], name: str
+) -> tuple[Outcome, BaseException | None]:
     chan, value = writes[0]
     if chan == ERROR:
         exc = value if isinstance(value, BaseException) else None
-        return ("timeout" if isinstance(exc, NodeTimeoutError) else "error"), exc
+        return ("error" if exc is None else outcome_of(exc, name)), exc
     if chan == INTERRUPT:
         return "interrupted", None
     return "ok", None
@@ -117,9 +121,10 @@ class AttemptLog:
 
     def end_with(self, task_id: str, writes: Sequence[tuple[str, Any]]) -> bool:
         """Close the running attempt of ``task_id`` with what its writes say."""
-        if task_id not in self.open:
+        rec = self.open.get(task_id)
+        if rec is None:
             return False
-        outcome, exc = _outcome_of_writes(writes)
+        outcome, exc = _outcome_of_writes(writes, rec.name)
         return self.end(task_id, outcome, exc)
 
     def instant(self, task: PregelExecutableTask, step: int, outcome: Outcome) -> None:
@@ -202,7 +207,7 @@ class AttemptEvents:
         """The attempt's body is over. A failed attempt that will be retried
         is closed here (no writes record it); the last one is closed by the
         loop with the task's writes."""
-        outcome = outcome_of(exc)
+        outcome = outcome_of(exc, task.name)
         if retrying and self.log is not None:
             self.log.end(task.id, outcome, exc)
         if self.hooks is not None:

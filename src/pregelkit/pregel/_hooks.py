@@ -29,6 +29,9 @@ class AttemptHooks(Protocol):
         self, token: Any, outcome: Outcome, exc: BaseException | None, retrying: bool
     ) -> None: ...
 
+    def attempt_skipped(self, task: PregelExecutableTask, step: int, outcome: Outcome) -> None:
+        """A task's result came without running it (``cached``, ``replayed``)."""
+
     def interrupted(self, interrupts: Sequence[Any]) -> None: ...
 
     def run_ended(self, exc: BaseException | None) -> None: ...

@@ -20,11 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from pregelkit._internal._ids import uuid6
+from pregelkit.checkpoint.attempts import Outcome
 from pregelkit.checkpoint.base import BaseCheckpointSaver
-from pregelkit.errors import GraphInterrupt
+from pregelkit.errors import GraphInterrupt, NondeterminismError
 from pregelkit.pregel._attempts import AttemptEvents, AttemptLog
 from pregelkit.pregel._hooks import AttemptHooks, has_hooks, run_hooks
 from pregelkit.pregel._scope import RunContext, TaskScope
+from pregelkit.types import PregelExecutableTask
 
 __all__ = ["LoopAttempts"]
 
@@ -105,6 +107,13 @@ class LoopAttempts:
     def _step(self) -> int:
         return self.step
 
+    def _attempt_instant(self, task: PregelExecutableTask, outcome: Outcome) -> None:
+        """A task's result came without running it (``cached``, ``replayed``)."""
+        if self.attempt_log is not None:
+            self.attempt_log.instant(task, self.step, outcome)
+        if self.hooks is not None:
+            self.hooks.attempt_skipped(task, self.step, outcome)
+
     def _watch(self) -> None:
         """An attempt started: have the start saver look at this run."""
         if not self._watched and self.durability != "exit":
@@ -154,12 +163,15 @@ class LoopAttempts:
             self._attempts_closed = True
 
     def _attempts_at_exit(self, exc: BaseException | None) -> None:
-        """The run ends: attempts still open had no result (cancelled, or cut
-        short by the stop); save what is left, and end the run's span."""
+        """The run ends: attempts still open saved no result. A replay
+        mismatch ended them (``error``; the records are saved, the run's
+        writes are not); otherwise they were cancelled or cut short by a
+        stop. Save what is left, and end the run's span."""
         log = self.attempt_log
         if log is not None:
+            mismatch = isinstance(exc, NondeterminismError)
             for task_id in list(log.open):
-                log.end(task_id, "cancelled")
+                log.end(task_id, "error" if mismatch else "cancelled", exc if mismatch else None)
             self._save_buffered()
         hooks = self.hooks
         if hooks is not None:
