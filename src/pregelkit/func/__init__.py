@@ -25,6 +25,7 @@ from pregelkit.channels.last_value import LastValue
 from pregelkit.checkpoint.serde._registry import allow_modules
 from pregelkit.func._arguments import refuse_futures
 from pregelkit.func._patch import deprecate_patch, patched
+from pregelkit.observe import otel as _otel  # noqa: F401  (runs get spans once a tracer is set)
 from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode
 from pregelkit.pregel._validate import (

@@ -355,12 +355,12 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
             return False
         self.status = "pending"
         if self._done_writes:
-            log = self.attempt_log
+            listened = self.attempt_log is not None or self.hooks is not None
             for tid, task in self.tasks.items():
                 if (done := self._done_writes.get(tid)) is not None:
                     task.writes.extend(done)
-                    if log is not None:
-                        log.instant(task, self.step, "replayed")
+                    if listened:
+                        self._attempt_instant(task, "replayed")
         if self.interrupt_before and should_interrupt(
             self.checkpoint, self.interrupt_before, self.tasks.values()
         ):
@@ -544,8 +544,8 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
             done, record, call.call_id, idx, parent.name
         ):
             pushed.writes.extend(done if done is not None else [(CALL, record)])
-            if self.attempt_log is not None:
-                self.attempt_log.instant(pushed, self.step, "replayed")
+            if self.attempt_log is not None or self.hooks is not None:
+                self._attempt_instant(pushed, "replayed")
             return pushed
         if pushed.cache_key is not None and self.cache is not None:
             key = (pushed.cache_key.ns, pushed.cache_key.key)
@@ -583,10 +583,11 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
     # exit
     def _finish(self, exc: BaseException | None) -> bool:
         """Decide what exiting means; return whether to swallow ``exc``."""
+        self._close_attempts()
+        self._attempts_at_exit(exc)
         if isinstance(exc, NondeterminismError):
             return False  # nothing this resume did is saved: the old code can still resume
         self._mark_drained(exc)
-        self._attempts_at_exit(exc)
         if self.checkpointer is not None and self.durability == "exit":
             if self.checkpoint_id_saved != self.checkpoint["id"] or self._unsaved:
                 self._save_checkpoint()

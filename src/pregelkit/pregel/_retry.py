@@ -174,11 +174,7 @@ async def arun_with_retry(
     bounded = is_bounded(task)
     attempts = 0
     while True:
-        token = None
-        if events is not None:
-            token = events.started(task, attempts + 1)
-            if token.pending is not None:
-                await token.pending  # the start is saved before the body runs
+        token = None if events is None else events.started(task, attempts + 1)
         try:
             _fresh_attempt(task)
             value = await (abound(task, arun_task) if bounded else arun_task(task))

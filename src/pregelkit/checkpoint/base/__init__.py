@@ -360,19 +360,11 @@ class BaseCheckpointSaver(Generic[V]):
         record replaces the start record under its key, a start record never
         replaces a finished one. Deleted with the thread; ``prune`` keeps those
         of the thread's latest run."""
-        raise NotImplementedError(
-            f"{type(self).__name__} keeps no attempt records, so its threads have no "
-            "timeline: implement put_attempts and list_attempts (the memory, SQLite and "
-            "PostgreSQL savers do)"
-        )
+        raise NotImplementedError(_no_attempts(self))
 
     def list_attempts(self, thread_id: str) -> AttemptList:
         """Every attempt record of ``thread_id``, in start order."""
-        raise NotImplementedError(
-            f"{type(self).__name__} keeps no attempt records, so its threads have no "
-            "timeline: implement put_attempts and list_attempts (the memory, SQLite and "
-            "PostgreSQL savers do)"
-        )
+        raise NotImplementedError(_no_attempts(self))
 
     @property
     def records_attempts(self) -> bool:
@@ -499,6 +491,14 @@ class BaseCheckpointSaver(Generic[V]):
 
     async def alist_attempts(self, thread_id: str) -> AttemptList:
         return await self._in_thread(self.list_attempts, thread_id)
+
+
+def _no_attempts(saver: BaseCheckpointSaver[Any]) -> str:
+    return (
+        f"{type(saver).__name__} keeps no attempt records, so its threads have no "
+        "timeline: implement put_attempts and list_attempts (the memory, SQLite and "
+        "PostgreSQL savers do)"
+    )
 
 
 class _held(AbstractContextManager[None]):

@@ -15,6 +15,7 @@ from typing import Any
 import xxhash
 
 from pregelkit.checkpoint._rows import ListScope, StoredCheckpoint, filter_json
+from pregelkit.checkpoint.attempts import attempt_sql
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -120,34 +121,7 @@ polls instead of blocking in ``pg_advisory_lock`` because the lock connection
 is shared by every lock the process holds: a blocked call would keep other
 runs from releasing theirs."""
 
-ATTEMPT_COLUMNS = (
-    "thread_id, checkpoint_ns, run_id, step, task_id, name, attempt, started_at, ended_at, "
-    "outcome, error_type, error_message, pid, host, worker"
-)
-"""The columns of an attempt row, in ``AttemptRecord`` field order."""
-
-# A finished record replaces the start record; a start record replaces nothing.
-UPSERT_ATTEMPT = f"""
-INSERT INTO pregelkit_attempts ({ATTEMPT_COLUMNS})
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (thread_id, run_id, checkpoint_ns, task_id, attempt) DO UPDATE SET
-    step = EXCLUDED.step,
-    name = EXCLUDED.name,
-    started_at = EXCLUDED.started_at,
-    ended_at = EXCLUDED.ended_at,
-    outcome = EXCLUDED.outcome,
-    error_type = EXCLUDED.error_type,
-    error_message = EXCLUDED.error_message,
-    pid = EXCLUDED.pid,
-    host = EXCLUDED.host,
-    worker = EXCLUDED.worker
-WHERE EXCLUDED.outcome IS NOT NULL
-"""
-
-SELECT_ATTEMPTS = f"""
-SELECT {ATTEMPT_COLUMNS} FROM pregelkit_attempts WHERE thread_id = %s
-ORDER BY started_at, run_id, attempt, task_id
-"""
+UPSERT_ATTEMPT, SELECT_ATTEMPTS, _COPY_ATTEMPTS = attempt_sql("%s")
 
 UPSERT_CHECKPOINT = """
 INSERT INTO pregelkit_checkpoints (
@@ -262,12 +236,7 @@ COPY_THREAD = (
         value = EXCLUDED.value,
         task_path = EXCLUDED.task_path
     """,
-    f"""
-    INSERT INTO pregelkit_attempts ({ATTEMPT_COLUMNS})
-    SELECT %s, {ATTEMPT_COLUMNS.split(", ", 1)[1]}
-    FROM pregelkit_attempts WHERE thread_id = %s
-    ON CONFLICT DO NOTHING
-    """,
+    _COPY_ATTEMPTS,
 )
 
 # Parameter: thread id. Keeps each namespace's latest checkpoint, its writes and

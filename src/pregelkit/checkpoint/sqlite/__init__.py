@@ -353,6 +353,13 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
 
             self._attempt(put, "put_writes", encoded[0][0], write=True)
             return
+        self._put_rows(_sql.UPSERT_WRITE, rows, "put_writes", encoded[0][0])
+
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+        rows = [attempt_row(rec) for rec in records]
+        self._put_rows(_sql.UPSERT_ATTEMPT, rows, "put_attempts", str(thread_id))
+
+    def _put_rows(self, sql: str, rows: Sequence[Any], operation: str, thread_id: str) -> None:
         if len(rows) == 1:
             # one statement is its own transaction: no BEGIN/COMMIT round trips
             # for the common case of a task that made one write
@@ -360,35 +367,11 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                 with self._lock:
                     if not self._ready:
                         self._setup_locked()
-                    self.conn.execute(_sql.UPSERT_WRITE, rows[0])
+                    self.conn.execute(sql, rows[0])
                 return
             except sqlite3.DatabaseError:
                 pass  # let the retrying path below decide what this was
-        self._attempt(
-            lambda conn: conn.executemany(_sql.UPSERT_WRITE, rows),
-            "put_writes",
-            encoded[0][0],
-            write=True,
-        )
-
-    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
-        rows = [attempt_row(rec) for rec in records]
-        if len(rows) == 1:
-            # one statement is its own transaction (an attempt's start, usually)
-            try:
-                with self._lock:
-                    if not self._ready:
-                        self._setup_locked()
-                    self.conn.execute(_sql.UPSERT_ATTEMPT, rows[0])
-                return
-            except sqlite3.DatabaseError:
-                pass  # let the retrying path below decide what this was
-        self._attempt(
-            lambda conn: conn.executemany(_sql.UPSERT_ATTEMPT, rows),
-            "put_attempts",
-            str(thread_id),
-            write=True,
-        )
+        self._attempt(lambda conn: conn.executemany(sql, rows), operation, thread_id, write=True)
 
     def list_attempts(self, thread_id: str) -> AttemptList:
         rows = self._attempt(

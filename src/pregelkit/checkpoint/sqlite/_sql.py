@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pregelkit.checkpoint._rows import ListScope, filter_json
+from pregelkit.checkpoint.attempts import attempt_sql
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -109,34 +110,7 @@ RECORD_MIGRATION = (
     "INSERT INTO pregelkit_migrations (version, applied_at) VALUES (?, datetime('now'))"
 )
 
-ATTEMPT_COLUMNS = (
-    "thread_id, checkpoint_ns, run_id, step, task_id, name, attempt, started_at, ended_at, "
-    "outcome, error_type, error_message, pid, host, worker"
-)
-"""The columns of an attempt row, in ``AttemptRecord`` field order."""
-
-# A finished record replaces the start record; a start record replaces nothing.
-UPSERT_ATTEMPT = f"""
-INSERT INTO pregelkit_attempts ({ATTEMPT_COLUMNS})
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (thread_id, run_id, checkpoint_ns, task_id, attempt) DO UPDATE SET
-    step = excluded.step,
-    name = excluded.name,
-    started_at = excluded.started_at,
-    ended_at = excluded.ended_at,
-    outcome = excluded.outcome,
-    error_type = excluded.error_type,
-    error_message = excluded.error_message,
-    pid = excluded.pid,
-    host = excluded.host,
-    worker = excluded.worker
-WHERE excluded.outcome IS NOT NULL
-"""
-
-SELECT_ATTEMPTS = f"""
-SELECT {ATTEMPT_COLUMNS} FROM pregelkit_attempts WHERE thread_id = ?
-ORDER BY started_at, run_id, attempt, task_id
-"""
+UPSERT_ATTEMPT, SELECT_ATTEMPTS, _COPY_ATTEMPTS = attempt_sql("?")
 
 UPSERT_CHECKPOINT = """
 INSERT INTO pregelkit_checkpoints (
@@ -249,12 +223,7 @@ COPY_THREAD = (
         value = excluded.value,
         task_path = excluded.task_path
     """,
-    f"""
-    INSERT INTO pregelkit_attempts ({ATTEMPT_COLUMNS})
-    SELECT ?, {ATTEMPT_COLUMNS.split(", ", 1)[1]}
-    FROM pregelkit_attempts WHERE thread_id = ?
-    ON CONFLICT DO NOTHING
-    """,
+    _COPY_ATTEMPTS,
 )
 
 # Parameter: thread id. Keeps each namespace's latest checkpoint, its writes and
