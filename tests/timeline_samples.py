@@ -74,3 +74,43 @@ def sample_timeline() -> Timeline:
 
 
 ATTEMPTS = sum(len(r.attempts) for r in sample_timeline().runs)
+
+
+def guide_timeline() -> Timeline:
+    """What the guide's screenshot shows: a report that fetched three pages
+    (one retried), summarised them from the cache, stopped at an interrupt
+    for review and, resumed, replayed its fetches and published."""
+    t = 1_800_000_000.0
+    first = (
+        attempt("report", t, t + 2.9, "interrupted", run="9f1c2e", step=0),
+        attempt("fetch_page", t + 0.05, t + 0.9, "ok", run="9f1c2e", task_id="a"),
+        attempt("fetch_page", t + 0.05, t + 0.6, "ok", run="9f1c2e", task_id="b"),
+        attempt(
+            "fetch_page",
+            t + 0.05,
+            t + 0.4,
+            "error",
+            run="9f1c2e",
+            task_id="c",
+            error=("ConnectionError", "server closed the connection"),
+        ),
+        attempt("fetch_page", t + 0.9, t + 1.7, "ok", run="9f1c2e", task_id="c", number=2),
+        attempt("summarize", t + 1.75, t + 1.75, "cached", run="9f1c2e"),
+        attempt("check_links", t + 1.8, t + 2.85, "ok", run="9f1c2e"),
+    )
+    later = t + 3600.0
+    second = (
+        attempt("report", later, later + 1.6, "ok", run="4b7d01", step=0),
+        attempt("fetch_page", later + 0.01, later + 0.01, "replayed", run="4b7d01", task_id="a"),
+        attempt("fetch_page", later + 0.01, later + 0.01, "replayed", run="4b7d01", task_id="b"),
+        attempt("fetch_page", later + 0.01, later + 0.01, "replayed", run="4b7d01", task_id="c"),
+        attempt("summarize", later + 0.02, later + 0.02, "replayed", run="4b7d01"),
+        attempt("publish", later + 0.1, later + 1.55, "ok", run="4b7d01"),
+    )
+    return Timeline(
+        thread_id="weekly-report",
+        runs=(
+            RunTimeline(run_id="9f1c2e", started_at=t, ended_at=t + 2.9, attempts=first),
+            RunTimeline(run_id="4b7d01", started_at=later, ended_at=later + 1.6, attempts=second),
+        ),
+    )

@@ -44,14 +44,14 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
-    from pregelkit.observe.timeline import load_timeline
-
     with open_database(args.db, create=False, inspect=True) as db:
         _require_thread(db, args.thread)
+        from pregelkit.observe.timeline import load_timeline
+
         timeline = load_timeline(db.saver, args.thread)
         running = db.is_running(args.thread)
     now = time.time()
-    if args.html:
+    if args.html is not None:
         from pregelkit.cli._timeline_html import render_html
 
         _write_file(args.html, render_html(timeline, running=running, now=now))
@@ -94,6 +94,8 @@ def cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
 def _write_file(path: str, text: str) -> None:
     """Write ``text`` whole or not at all: a page cut short by a full disk or
     Ctrl-C never replaces a good one."""
+    if not path:
+        raise CliError("--html needs a file name, e.g. --html timeline.html")
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise CliError(f"--html {path!r} is a directory: give a file name, e.g. timeline.html")
