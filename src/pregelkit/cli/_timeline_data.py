@@ -24,6 +24,7 @@ process died). New keys may be added; existing ones keep their meaning.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -121,6 +122,17 @@ def summary(run: RunTimeline, *, live: bool) -> str:
         label = ("retry" if n == 1 else "retries") if key == "retries" else key
         parts.append(f"{n} {label}")
     return ", ".join(parts) or "no attempts"
+
+
+def run_title(run: RunTimeline, index: int, count: int, *, live: bool, now: float) -> str:
+    """``run 2/3 (ID), started 2026-11-25 18:00:00, ran 1.2s: 3 ok, 1 retry``."""
+    end = drawn_end(run, live=live, now=now)
+    started = datetime.fromtimestamp(run.started_at).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    took = "running for" if live else ("ran" if run.ended_at is not None else "stopped after")
+    return (
+        f"run {index}/{count} ({run.run_id}), started {started}, "
+        f"{took} {seconds(end - run.started_at)}: {summary(run, live=live)}"
+    )
 
 
 def seconds(value: float | None) -> str:

@@ -19,10 +19,16 @@ from __future__ import annotations
 
 import html
 import json
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pregelkit.cli._timeline_data import RUNNING, UNFINISHED, drawn_end, seconds, status_of, summary
+from pregelkit.cli._timeline_data import (
+    RUNNING,
+    UNFINISHED,
+    drawn_end,
+    run_title,
+    seconds,
+    status_of,
+)
 
 if TYPE_CHECKING:
     from pregelkit.checkpoint.attempts import AttemptRecord
@@ -63,11 +69,8 @@ def _script_json(data: Any) -> str:
 
 def _run_view(run: RunTimeline, index: int, count: int, live: bool, now: float) -> dict[str, Any]:
     end = drawn_end(run, live=live, now=now)
-    started = datetime.fromtimestamp(run.started_at).astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    took = "running for" if live else ("ran" if run.ended_at is not None else "stopped after")
     return {
-        "title": f"run {index}/{count} ({run.run_id}), started {started}, "
-        f"{took} {seconds(end - run.started_at)}: {summary(run, live=live)}",
+        "title": run_title(run, index, count, live=live, now=now),
         "span": end - run.started_at,
         "attempts": [_attempt_view(a, run.started_at, end, live) for a in run.attempts],
     }

@@ -10,23 +10,22 @@ time (a cache hit, or a result replayed from the checkpoint)."""
 from __future__ import annotations
 
 import math
-from datetime import datetime
 from typing import TYPE_CHECKING, TextIO
 
 from pregelkit.cli._timeline_data import (
     RUNNING,
     UNFINISHED,
     drawn_end,
+    run_title,
     seconds,
     status_of,
-    summary,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pregelkit.checkpoint.attempts import AttemptRecord
-    from pregelkit.observe.timeline import RunTimeline, Timeline
+    from pregelkit.observe.timeline import Timeline
 
 _COLORS = {
     "ok": "32",
@@ -79,7 +78,7 @@ def render_text(
         live = running and i == len(runs)
         end = drawn_end(run, live=live, now=now)
         out.write("\n")
-        _run_header(run, i, len(runs), end, live, out)
+        out.write(f"── {clean(run_title(run, i, len(runs), live=live, now=now))}\n")
         head = (
             f"{'STEP':>6}  {'TASK':<{name_w}}  {'TRY':>3}  {'OUTCOME':<{status_w}}  {'TIME':>7}  "
         )
@@ -98,17 +97,6 @@ def render_text(
             if a.error_type or a.error_message:
                 error = clean(f"{a.error_type or 'error'}: {a.error_message or ''}")
                 out.write(" " * 8 + _fit(f"↳ {error}", max(20, width - 8)) + "\n")
-
-
-def _run_header(
-    run: RunTimeline, index: int, count: int, end: float, live: bool, out: TextIO
-) -> None:
-    started = datetime.fromtimestamp(run.started_at).astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    took = "running for" if live else ("ran" if run.ended_at is not None else "stopped after")
-    out.write(
-        f"── run {index}/{count} ({clean(run.run_id)}), started {started}, "
-        f"{took} {seconds(end - run.started_at)}: {summary(run, live=live)}\n"
-    )
 
 
 def _bar(a: AttemptRecord, start: float, end: float, width: int) -> str:
