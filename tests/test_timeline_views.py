@@ -338,3 +338,58 @@ def test_command_output_into_a_closed_pipe(db: str) -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141, err
     assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+WAITING_FLOW = """
+import time
+from pathlib import Path
+
+from pregelkit.func import entrypoint
+
+
+@entrypoint()
+def wait_for_stop(n):
+    deadline = time.monotonic() + 60
+    while not Path("stop").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return n
+"""
+
+
+def test_command_tells_a_live_run_from_a_dead_one(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attempts without an outcome are ``running`` while a run holds the
+    thread, ``unfinished`` once none does."""
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "flows.py").write_text(WAITING_FLOW)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(
+        timeline_module, "load_timeline", lambda saver, t: sample_timeline(), raising=False
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pregelkit", "run", "flows:wait_for_stop", "1", "--thread", "t-1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            code, out, _ = run_cli(capfd, "timeline", "t-1", "--json")
+            if code == 0 and json.loads(out)["running"]:
+                break
+            assert time.monotonic() < deadline and proc.poll() is None, "the run never started"
+            time.sleep(0.2)
+        code, out, _ = run_cli(capfd, "timeline", "t-1")
+        assert code == 0 and "running for" in out and " running " in out
+    finally:
+        Path("stop").touch()
+        proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    code, out, _ = run_cli(capfd, "timeline", "t-1", "--json")
+    assert json.loads(out)["running"] is False
+    code, out, _ = run_cli(capfd, "timeline", "t-1")
+    assert " unfinished " in out and "running" not in out
