@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 FLOWS = """
+import sys
 import time
 from pathlib import Path
 
@@ -32,6 +33,7 @@ def flaky(n):
         marker.write_text("failed once")
         raise ConnectionError("the first try fails")
     time.sleep(0.6)
+    print(f"flaky({n}) warns", file=sys.stderr, flush=True)
     print(f"flaky({n}) worked", flush=True)
     return n
 
@@ -97,6 +99,8 @@ def test_progress_line_on_a_terminal(workdir: Path) -> None:
     ), shown
     # the line is cleared before the output goes on, and when the run ends
     assert screen.rstrip().endswith("\x1b[K")
+    # what the workflow writes to stderr comes whole, after the status is cleared
+    assert "\r\x1b[Kflaky(3) warns\r\n" in screen
     assert "flaky(3) worked" in out and "result: 3" in out
     assert "\x1b" not in out
 

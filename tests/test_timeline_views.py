@@ -298,6 +298,22 @@ def test_command_keeps_a_good_page_when_writing_fails(
     assert [n for n in os.listdir(".") if "sqlite" not in n] == ["view.html"]
 
 
+def test_command_writes_into_a_pipe_without_replacing_it(
+    db: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import threading
+
+    os.mkfifo("page.fifo")
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(Path("page.fifo").read_text()))
+    reader.start()
+    code, _, _ = run_cli(capfd, "timeline", "t-1", "--db", db, "--html", "page.fifo")
+    reader.join(timeout=60)
+    assert code == 0
+    assert got[0].startswith("<!DOCTYPE html>") and got[0].rstrip().endswith("</html>")
+    assert Path("page.fifo").is_fifo()
+
+
 def test_command_unknown_thread(db: str, capfd: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capfd, "timeline", "nope", "--db", db, "--json")
     assert code == 2

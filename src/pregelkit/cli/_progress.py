@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from pregelkit.cli._render import _short
+from pregelkit.cli._render import _short, clean
 
 RETRY_LOGGER = "pregelkit.pregel._retry"
 
@@ -99,14 +99,21 @@ class Progress:
 
     def line(self, text: str) -> None:
         """Print one line of output (on ``out``) above the status."""
+        self._write(self.out, text)
+
+    def error_line(self, text: str) -> None:
+        """Print one line the workflow wrote to stderr above the status."""
+        self._write(self.status, text)
+
+    def _write(self, stream: TextIO, text: str) -> None:
         with self._lock:
             self._clear()
-            self.out.write(text + "\n")
-            self.out.flush()
+            stream.write(text + "\n")
+            stream.flush()
 
     def text(self) -> str:
         """The status as shown now."""
-        names = Counter(self.running.values())
+        names = Counter(clean(name) for name in self.running.values())
         running = ", ".join(name if n == 1 else f"{name} x{n}" for name, n in sorted(names.items()))
         parts = [] if self.step is None else [f"step {self.step}"]
         parts.append(f"running {running}" if running else "working")
@@ -185,11 +192,18 @@ class _Lines(io.TextIOBase):
 
 @contextlib.contextmanager
 def _whole_lines(progress: Progress, real: TextIO) -> Iterator[None]:
-    saved = sys.stdout
+    """While the workflow runs, what it prints reaches the terminal a whole
+    line at a time, above the status line: its stdout always, its stderr
+    when the status line is shown there."""
+    saved_out, saved_err = sys.stdout, sys.stderr
     lines = _Lines(progress.line, real)
+    errors = _Lines(progress.error_line, saved_err)
     sys.stdout = lines
+    if progress.enabled:
+        sys.stderr = errors
     try:
         yield
     finally:
-        sys.stdout = saved
+        sys.stdout, sys.stderr = saved_out, saved_err
         lines.drain()
+        errors.drain()

@@ -30,6 +30,13 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
+def clean(text: str) -> str:
+    """``text`` safe to print: control characters (a task named with an
+    escape sequence, an error message with newlines) shown escaped, never
+    sent to the terminal as they are."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _short(value: Any, width: int = _CELL_WIDTH) -> str:
     """One line of at most ``width`` characters."""
     text = value if isinstance(value, str) else repr(value)

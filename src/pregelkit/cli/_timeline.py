@@ -96,9 +96,17 @@ def _write_file(path: str, text: str) -> None:
     Ctrl-C never replaces a good one."""
     if not path:
         raise CliError("--html needs a file name, e.g. --html timeline.html")
-    folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise CliError(f"--html {path!r} is a directory: give a file name, e.g. timeline.html")
+    if os.path.exists(path) and not os.path.isfile(path):
+        # a pipe or a device (/dev/stdout): written into, never replaced
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            raise CliError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+        return
+    folder = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".timeline-", suffix=".html", dir=folder)
     except OSError as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, TextIO
 
+from pregelkit.cli._render import clean
 from pregelkit.cli._timeline_data import (
     RUNNING,
     UNFINISHED,
@@ -41,13 +42,6 @@ _COLORS = {
 _SOLID, _OPEN, _INSTANT = "█", "░", "◆"
 _MIN_BAR = 10
 _NAME_MAX = 28
-
-
-def clean(text: str) -> str:
-    """``text`` safe to print: control characters (a task named with an
-    escape sequence, an error message with newlines) shown escaped, never
-    sent to the terminal as they are."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _fit(text: str, width: int) -> str:
