@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from pregelkit.cli._timeline_html import render_html
+from pregelkit.observe.timeline import Timeline
 from timeline_samples import ATTEMPTS, HOSTILE_ERROR, HOSTILE_NAME, guide_timeline, sample_timeline
 
 CHROMIUM = os.environ.get("PREGELKIT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -170,6 +171,18 @@ def test_wheel_zooms_and_drag_pans(sample: Page) -> None:
     sample.page.locator("#reset").click()
     assert sample.view() == (t0, t1)
     assert sample.problems == []
+
+
+def test_a_thread_without_attempts_says_so(browser: Any, tmp_path: Path) -> None:
+    page = Page(
+        browser, tmp_path / "empty.html", render_html(Timeline("t", ()), running=False, now=0)
+    )
+    try:
+        assert page.page.locator("#empty").is_visible()
+        assert page.page.locator("rect.bar").count() == 0
+        assert page.problems == []
+    finally:
+        page.page.close()
 
 
 def test_guide_screenshot(browser: Any, tmp_path: Path) -> None:
