@@ -329,6 +329,27 @@ def test_command_never_creates_a_database(
     assert not path.exists()
 
 
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("no_color", [None, "", "1"])
+def test_command_colours_a_terminal_unless_no_color(
+    db: str, monkeypatch: pytest.MonkeyPatch, no_color: str | None
+) -> None:
+    """NO_COLOR set to anything but the empty string turns colour off."""
+    if no_color is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    screen = Terminal()
+    monkeypatch.setattr("sys.stdout", screen)
+    assert main(["timeline", "t-1", "--db", db]) == 0
+    assert len(bar_rows(screen.getvalue())) == ATTEMPTS
+    assert ("\x1b[31;1m" in screen.getvalue()) == (not no_color)
+
+
 def test_command_output_into_a_closed_pipe(db: str) -> None:
     """``pregelkit timeline T | head -1``: a quiet exit, status 141."""
     import subprocess
