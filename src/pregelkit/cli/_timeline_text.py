@@ -87,7 +87,7 @@ def render_text(
                 f"{paint(status, status.ljust(status_w))}  {seconds(a.duration):>7}  "
                 f"│{paint(status, bar)}│"
             )
-            out.write(line.rstrip() + "\n")
+            out.write(line + "\n")
             if a.error_type or a.error_message:
                 error = clean(f"{a.error_type or 'error'}: {a.error_message or ''}")
                 out.write(" " * 8 + _fit(f"↳ {error}", max(20, width - 8)) + "\n")

@@ -88,6 +88,7 @@ def _retrying(task: PregelExecutableTask, exc: Exception, attempts: int, delay: 
             attempts,
             type(exc).__name__,
             exc,
+            exc_info=exc,
         )
 
 
