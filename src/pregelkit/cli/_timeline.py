@@ -52,10 +52,10 @@ def cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
         running = db.is_running(args.thread)
     now = time.time()
     if args.html is not None:
+        from pregelkit.cli._timeline_data import size
         from pregelkit.cli._timeline_html import render_html
 
         _write_file(args.html, render_html(timeline, running=running, now=now))
-        attempts = sum(len(r.attempts) for r in timeline.runs)
         if args.json:
             _print_json(
                 {
@@ -63,15 +63,12 @@ def cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
                     "thread_id": args.thread,
                     "path": os.path.abspath(args.html),
                     "runs": len(timeline.runs),
-                    "attempts": attempts,
+                    "attempts": sum(len(r.attempts) for r in timeline.runs),
                 },
                 out,
             )
         else:
-            out.write(
-                f"wrote {args.html}: {len(timeline.runs)} runs, {attempts} attempts "
-                "(open it in a browser)\n"
-            )
+            out.write(f"wrote {args.html}: {size(timeline)} (open it in a browser)\n")
         return 0
     if args.json:
         from pregelkit.cli._timeline_data import timeline_data

@@ -76,6 +76,13 @@ def _attempt_data(a: AttemptRecord) -> dict[str, Any]:
     }
 
 
+def size(timeline: Timeline) -> str:
+    """``2 runs, 13 attempts``."""
+    runs = len(timeline.runs)
+    attempts = sum(len(r.attempts) for r in timeline.runs)
+    return f"{runs} run{'' if runs == 1 else 's'}, {attempts} attempt{'' if attempts == 1 else 's'}"
+
+
 def status_of(a: AttemptRecord, *, live: bool) -> str:
     """The attempt's outcome, or ``running`` / ``unfinished`` without one
     (``live``: its run holds the thread now)."""

@@ -27,6 +27,7 @@ from pregelkit.cli._timeline_data import (
     drawn_end,
     run_title,
     seconds,
+    size,
     status_of,
 )
 
@@ -46,15 +47,10 @@ def render_html(timeline: Timeline, *, running: bool, now: float) -> str:
         for i, run in enumerate(timeline.runs, 1)
     ]
     data = {"thread_id": timeline.thread_id, "runs": runs}
-    attempts = sum(len(r.attempts) for r in timeline.runs)
-    heading = (
-        f"{len(runs)} run{'' if len(runs) == 1 else 's'}, "
-        f"{attempts} attempt{'' if attempts == 1 else 's'}"
-    )
     return _PAGE.format(
         title=html.escape(f"pregelkit timeline: {timeline.thread_id}"),
         thread=html.escape(timeline.thread_id),
-        heading=html.escape(heading),
+        heading=html.escape(size(timeline)),
         style=_STYLE,
         script=_SCRIPT,
         data=_script_json(data),

@@ -19,6 +19,7 @@ from pregelkit.cli._timeline_data import (
     drawn_end,
     run_title,
     seconds,
+    size,
     status_of,
 )
 
@@ -56,10 +57,7 @@ def render_text(
     paint = _painter(color)
     runs = timeline.runs
     total = sum(len(r.attempts) for r in runs)
-    out.write(
-        f"thread {clean(timeline.thread_id)}: {len(runs)} run{'' if len(runs) == 1 else 's'}, "
-        f"{total} attempt{'' if total == 1 else 's'}\n"
-    )
+    out.write(f"thread {clean(timeline.thread_id)}: {size(timeline)}\n")
     if not total:
         out.write("no attempts recorded\n")
         return
