@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,12 @@ def slow_flaky(n):
 
 
 @entrypoint()
+def sleepy(n):
+    time.sleep(n)
+    return n
+
+
+@entrypoint()
 def ask_then_flaky(n):
     answer = interrupt("go?")
     return [answer, flaky(n).result()]
@@ -58,9 +65,12 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def on_terminal(cwd: Path, *args: str) -> tuple[int, str, str]:
+def on_terminal(
+    cwd: Path, *args: str, once_shown: Callable[[subprocess.Popen[bytes]], None] | None = None
+) -> tuple[int, str, str]:
     """Run ``pregelkit ARGS`` with stderr on a pseudo-terminal: (exit status,
-    stdout, what the terminal showed)."""
+    stdout, what the terminal showed). ``once_shown`` is called when the
+    progress line first shows."""
     main, child = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "pregelkit", *args],
@@ -82,6 +92,9 @@ def on_terminal(cwd: Path, *args: str) -> tuple[int, str, str]:
             if not data:
                 break
             chunks.append(data)
+            if once_shown is not None and PROGRESS.encode() in b"".join(chunks):
+                once_shown(proc)
+                once_shown = None
         elif proc.poll() is not None:
             break
     os.close(main)
@@ -112,6 +125,20 @@ def test_progress_line_on_resume(workdir: Path) -> None:
     assert code == 0, screen
     assert "1 retry" in screen and PROGRESS in screen
     assert "result: ['yes', 4]" in out
+
+
+def test_ctrl_c_clears_the_line_before_saying_how_to_continue(workdir: Path) -> None:
+    code, _, screen = on_terminal(
+        workdir,
+        "run",
+        "flows:sleepy",
+        "30",
+        "--thread",
+        "p3",
+        once_shown=lambda p: p.send_signal(2),
+    )
+    assert code == 130
+    assert "\r\x1b[Kpregelkit: stopped. Finished tasks are saved; continue with: " in screen
 
 
 def test_no_progress_line_in_a_pipe(workdir: Path) -> None:
