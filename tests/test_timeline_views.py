@@ -62,6 +62,7 @@ def test_text_marks_retries_cache_hits_and_errors() -> None:
     assert len(retry) == 1 and " fetch " in retry[0] and " 2↻ " in retry[0]
     cached = next(r for r in rows if " cached " in r)
     assert "◆" in cached and "█" not in cached
+    assert re.search(r" cached_square +- +cached ", cached)  # no attempt ran
     text = text_of(sample_timeline())
     assert "↳ KeyError: 'missing'" in text
 

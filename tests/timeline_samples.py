@@ -51,7 +51,7 @@ def sample_timeline() -> Timeline:
         attempt("report", t, t + 3.0, "interrupted", run="r1", step=0),
         attempt("fetch", t + 0.1, t + 0.4, "error", run="r1", error=("KeyError", "'missing'")),
         attempt("fetch", t + 0.9, t + 1.2, "ok", run="r1", number=2),
-        attempt("cached_square", t + 1.3, t + 1.3, "cached", run="r1"),
+        attempt("cached_square", t + 1.3, t + 1.3, "cached", run="r1", number=0),
         attempt("slow", t + 1.4, t + 2.4, "timeout", run="r1", error=("NodeTimeoutError", "1s")),
         attempt(
             HOSTILE_NAME, t + 2.5, t + 2.6, "error", run="r1", error=("ValueError", HOSTILE_ERROR)
@@ -60,7 +60,7 @@ def sample_timeline() -> Timeline:
     )
     later = t + 86_400.0
     second = (
-        attempt("fetch", later, later, "replayed", run="r2"),
+        attempt("fetch", later, later, "replayed", run="r2", number=0),
         attempt("report", later + 0.05, None, None, run="r2", step=0),
         attempt("fetch_more", later + 0.1, later + 0.6, "ok", run="r2"),
     )
@@ -95,16 +95,40 @@ def guide_timeline() -> Timeline:
             error=("ConnectionError", "server closed the connection"),
         ),
         attempt("fetch_page", t + 0.9, t + 1.7, "ok", run="9f1c2e", task_id="c", number=2),
-        attempt("summarize", t + 1.75, t + 1.75, "cached", run="9f1c2e"),
+        attempt("summarize", t + 1.75, t + 1.75, "cached", run="9f1c2e", number=0),
         attempt("check_links", t + 1.8, t + 2.85, "ok", run="9f1c2e"),
     )
     later = t + 3600.0
     second = (
         attempt("report", later, later + 1.6, "ok", run="4b7d01", step=0),
-        attempt("fetch_page", later + 0.01, later + 0.01, "replayed", run="4b7d01", task_id="a"),
-        attempt("fetch_page", later + 0.01, later + 0.01, "replayed", run="4b7d01", task_id="b"),
-        attempt("fetch_page", later + 0.01, later + 0.01, "replayed", run="4b7d01", task_id="c"),
-        attempt("summarize", later + 0.02, later + 0.02, "replayed", run="4b7d01"),
+        attempt(
+            "fetch_page",
+            later + 0.01,
+            later + 0.01,
+            "replayed",
+            run="4b7d01",
+            number=0,
+            task_id="a",
+        ),
+        attempt(
+            "fetch_page",
+            later + 0.01,
+            later + 0.01,
+            "replayed",
+            run="4b7d01",
+            number=0,
+            task_id="b",
+        ),
+        attempt(
+            "fetch_page",
+            later + 0.01,
+            later + 0.01,
+            "replayed",
+            run="4b7d01",
+            number=0,
+            task_id="c",
+        ),
+        attempt("summarize", later + 0.02, later + 0.02, "replayed", run="4b7d01", number=0),
         attempt("publish", later + 0.1, later + 1.55, "ok", run="4b7d01"),
     )
     return Timeline(

@@ -83,6 +83,12 @@ def size(timeline: Timeline) -> str:
     return f"{runs} run{'' if runs == 1 else 's'}, {attempts} attempt{'' if attempts == 1 else 's'}"
 
 
+def attempt_number(a: AttemptRecord) -> str:
+    """The attempt's number, ``-`` for a result that came from the cache or
+    the checkpoint (recorded as attempt 0: nothing ran)."""
+    return str(a.attempt) if a.attempt > 0 else "-"
+
+
 def status_of(a: AttemptRecord, *, live: bool) -> str:
     """The attempt's outcome, or ``running`` / ``unfinished`` without one
     (``live``: its run holds the thread now)."""
@@ -146,6 +152,8 @@ def seconds(value: float | None) -> str:
     """A duration for people: ``950ms``, ``12.3s``, ``4m05s``, ``2h03m``."""
     if value is None:
         return "-"
+    if 0 < value < 0.01:
+        return f"{value * 1000:.1f}ms"
     if value < 1:
         return f"{value * 1000:.0f}ms"
     if value < 60:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pregelkit.cli._timeline_data import (
     RUNNING,
     UNFINISHED,
+    attempt_number,
     drawn_end,
     run_title,
     seconds,
@@ -87,6 +88,7 @@ def _attempt_view(a: AttemptRecord, start: float, end: float, live: bool) -> dic
         "name": a.name,
         "status": status,
         "attempt": a.attempt,
+        "attempt_shown": attempt_number(a),
         "step": a.step,
         "task_id": a.task_id,
         "from": a.started_at - start,
@@ -276,7 +278,7 @@ _SCRIPT = r"""
     name.textContent = a.name;
     tip.appendChild(name);
     const lines = ["duration: " + a.duration, "outcome: " + a.status,
-      "attempt: " + a.attempt, "step: " + a.step, "task: " + a.task_id];
+      "attempt: " + a.attempt_shown, "step: " + a.step, "task: " + a.task_id];
     if (a.where) lines.push("ran on: " + a.where);
     if (a.error) lines.push("error: " + a.error);
     tip.appendChild(document.createTextNode("\n" + lines.join("\n")));

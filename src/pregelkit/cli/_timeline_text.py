@@ -16,6 +16,7 @@ from pregelkit.cli._render import clean
 from pregelkit.cli._timeline_data import (
     RUNNING,
     UNFINISHED,
+    attempt_number,
     drawn_end,
     run_title,
     seconds,
@@ -80,8 +81,9 @@ def render_text(
             status = status_of(a, live=live)
             retry = "↻" if a.attempt > 1 else " "
             bar = _bar(a, run.started_at, end, bar_w)
+            name = _fit(clean(a.name), name_w)
             line = (
-                f"{a.step:>6}  {_fit(clean(a.name), name_w):<{name_w}}  {a.attempt:>2}{retry}  "
+                f"{a.step:>6}  {name:<{name_w}}  {attempt_number(a):>2}{retry}  "
                 f"{paint(status, status.ljust(status_w))}  {seconds(a.duration):>7}  "
                 f"│{paint(status, bar)}│"
             )
