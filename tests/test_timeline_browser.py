@@ -168,6 +168,14 @@ def test_wheel_zooms_and_drag_pans(sample: Page) -> None:
     sample.page.mouse.up()
     p0, p1 = sample.view()
     assert p0 > z0 and p1 - p0 == pytest.approx(z1 - z0)
+    for _ in range(8):  # far past the end: the view stops with part of the chart in it
+        sample.page.mouse.move(x, y)
+        sample.page.mouse.down()
+        sample.page.mouse.move(x - 400, y, steps=2)
+        sample.page.mouse.up()
+    e0, e1 = sample.view()
+    assert e1 - e0 == pytest.approx(z1 - z0)
+    assert e0 == pytest.approx(t1 - (e1 - e0) * 0.1)
     sample.page.locator("#reset").click()
     assert sample.view() == (t0, t1)
     assert sample.problems == []

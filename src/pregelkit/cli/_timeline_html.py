@@ -264,7 +264,13 @@ _SCRIPT = r"""
     const span = Math.min(full * 1.05, Math.max(1e-6, (t1 - t0) * factor));
     const tAt = t0 + (at - LABEL_W) / plotWidth() * (t1 - t0);
     const f = (tAt - t0) / (t1 - t0);
-    t0 = tAt - f * span;
+    show(tAt - f * span, span);
+  }
+
+  // the view keeps at least a tenth of itself over the runs: panning never
+  // loses the chart
+  function show(start, span) {
+    t0 = Math.min(full - span * 0.1, Math.max(-span * 0.9, start));
     t1 = t0 + span;
     layout();
   }
@@ -301,7 +307,10 @@ _SCRIPT = r"""
   svg.addEventListener("wheel", (ev) => {
     ev.preventDefault();
     const box = svg.getBoundingClientRect();
-    zoom(ev.deltaY < 0 ? 1 / 1.25 : 1.25, Math.max(LABEL_W, ev.clientX - box.left));
+    // a wheel notch (about 100 pixels, or 3 lines) zooms by about a fifth; a
+    // touchpad's many small steps add up to the same
+    const amount = ev.deltaY * (ev.deltaMode ? 0.06 : 0.002);
+    zoom(Math.exp(Math.max(-1, Math.min(1, amount))), Math.max(LABEL_W, ev.clientX - box.left));
   }, {passive: false});
   svg.addEventListener("mousedown", (ev) => {
     drag = {x: ev.clientX, t0: t0, t1: t1};
@@ -310,9 +319,7 @@ _SCRIPT = r"""
   window.addEventListener("mousemove", (ev) => {
     if (!drag) return;
     const dt = (drag.x - ev.clientX) / plotWidth() * (drag.t1 - drag.t0);
-    t0 = drag.t0 + dt;
-    t1 = drag.t1 + dt;
-    layout();
+    show(drag.t0 + dt, drag.t1 - drag.t0);
   });
   window.addEventListener("mouseup", () => { drag = null; chart.classList.remove("dragging"); });
   svg.addEventListener("dblclick", reset);
