@@ -272,6 +272,26 @@ def test_command_writes_the_page(db: str, capfd: pytest.CaptureFixture[str]) -> 
     assert sorted(n for n in os.listdir(".") if "sqlite" not in n) == ["v2.html", "view.html"]
 
 
+def test_command_page_shows_no_password(
+    db: str, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leak = "could not connect to postgresql://app:hunter22@db.internal/flows"
+    run = RunTimeline(
+        "r",
+        1.0,
+        2.0,
+        (attempt("load", 1.0, 2.0, "error", run="r", error=("OperationalError", leak)),),
+    )
+    monkeypatch.setattr(
+        timeline_module, "load_timeline", lambda saver, t: Timeline("t-1", (run,)), raising=False
+    )
+    for args in (["--html", "view.html"], ["--json"], []):
+        code, out, _ = run_cli(capfd, "timeline", "t-1", "--db", db, *args)
+        assert code == 0
+        shown = Path("view.html").read_text(encoding="utf-8") if args[:1] == ["--html"] else out
+        assert "hunter22" not in shown and "postgresql://app:***@" in shown
+
+
 @pytest.mark.parametrize("target", ["missing/dir/view.html", "."])
 def test_command_says_when_it_cannot_write_the_page(
     db: str, capfd: pytest.CaptureFixture[str], target: str

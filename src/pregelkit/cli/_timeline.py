@@ -20,6 +20,7 @@ from pregelkit.cli._commands import _require_thread
 from pregelkit.cli._db import open_database
 from pregelkit.cli._errors import CliError
 from pregelkit.cli._render import _print_json
+from pregelkit.cli._secrets import Redactor
 
 __all__ = ["cmd_timeline", "register"]
 
@@ -55,7 +56,9 @@ def cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
         from pregelkit.cli._timeline_data import size
         from pregelkit.cli._timeline_html import render_html
 
-        _write_file(args.html, render_html(timeline, running=running, now=now))
+        # like everything the command prints, the page shows no password
+        page = Redactor([args.db]).mask(render_html(timeline, running=running, now=now))
+        _write_file(args.html, page)
         if args.json:
             _print_json(
                 {
