@@ -51,7 +51,7 @@ def test_text_draws_one_bar_per_attempt_run_by_run() -> None:
     assert headers[0].startswith("── run 1/2 (r1)")
     assert "1 retry" in headers[0] and "1 cached" in headers[0]
     # the second run died: its unfinished task is drawn up to the run's last record
-    assert "stopped after 600ms" in headers[1] and "1 unfinished" in headers[1]
+    assert "never finished (last record at 600ms)" in headers[1] and "1 unfinished" in headers[1]
     unfinished = next(r for r in rows if " unfinished " in r)
     assert unfinished.rstrip("│").endswith("░░░")
 

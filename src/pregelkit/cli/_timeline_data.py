@@ -141,10 +141,15 @@ def run_title(run: RunTimeline, index: int, count: int, *, live: bool, now: floa
     """``run 2/3 (ID), started 2026-11-25 18:00:00, ran 1.2s: 3 ok, 1 retry``."""
     end = drawn_end(run, live=live, now=now)
     started = datetime.fromtimestamp(run.started_at).astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    took = "running for" if live else ("ran" if run.ended_at is not None else "stopped after")
+    span = seconds(end - run.started_at)
+    if live:
+        took = f"running for {span}"
+    elif run.ended_at is not None:
+        took = f"ran {span}"
+    else:  # when its process died is not known: only what it last recorded
+        took = f"never finished (last record at {span})"
     return (
-        f"run {index}/{count} ({run.run_id}), started {started}, "
-        f"{took} {seconds(end - run.started_at)}: {summary(run, live=live)}"
+        f"run {index}/{count} ({run.run_id}), started {started}, {took}: {summary(run, live=live)}"
     )
 
 
