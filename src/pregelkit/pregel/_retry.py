@@ -73,6 +73,26 @@ def _note(task: PregelExecutableTask, exc: BaseException) -> None:
             exc.add_note(note)
 
 
+def _retrying(task: PregelExecutableTask, exc: Exception, attempts: int, delay: float) -> None:
+    """Say on the ``pregelkit.pregel._retry`` logger (INFO) that an attempt
+    failed and another follows, as LangGraph does: a log shows why a run took
+    longer, and ``pregelkit run`` counts retries on its progress line from it.
+    Only failed attempts get here; ``logging`` loads on the first one."""
+    import logging
+
+    logger = logging.getLogger(__name__)
+    if logger.isEnabledFor(logging.INFO):
+        logger.info(
+            "Retrying task %s after %.2f seconds (attempt %d) after %s %s",
+            task.name,
+            delay,
+            attempts,
+            type(exc).__name__,
+            exc,
+            exc_info=exc,
+        )
+
+
 def _parent_command_writes(task: PregelExecutableTask, exc: ParentCommand) -> bool:
     """Apply a Command bubbled up from a subgraph addressed to this graph."""
     from pregelkit.pregel._write import control_writes
@@ -153,6 +173,7 @@ def run_with_retry(
             if delay is None or not retrying:
                 _note(task, exc)
                 raise
+            _retrying(task, exc, attempts, delay)
             if attempt_failed is not None:
                 attempt_failed(task, exc)
             time.sleep(delay)
@@ -197,6 +218,7 @@ async def arun_with_retry(
             if delay is None or not retrying:
                 _note(task, exc)
                 raise
+            _retrying(task, exc, attempts, delay)
             if attempt_failed is not None and (pending := attempt_failed(task, exc)) is not None:
                 await pending
             await asyncio.sleep(delay)
