@@ -260,7 +260,10 @@ class entrypoint(Generic[T]):
     for ``previous`` (the thread's last saved return value), ``config``,
     ``writer``, ``store`` or ``runtime`` by parameter name. ``timeout``
     bounds each attempt of the function's own body (seconds, a timedelta or a
-    ``TimeoutPolicy``); the tasks it calls have their own.
+    ``TimeoutPolicy``); the tasks it calls have their own. ``executor`` (e.g.
+    ``pregelkit.executors.dask.DaskExecutor(client)``) runs the bodies of the
+    tasks it calls on other machines; the function itself, which decides what
+    to call, runs in the caller's process with the loop.
     """
 
     def __init__(
@@ -272,6 +275,7 @@ class entrypoint(Generic[T]):
         cache_policy: CachePolicy[Any] | None = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         timeout: float | timedelta | TimeoutPolicy | None = None,
+        executor: Any = None,
     ) -> None:
         check_checkpointer(checkpointer)
         check_store(store)
@@ -285,6 +289,7 @@ class entrypoint(Generic[T]):
         self.context_schema = context_schema
         self.cache_policy = cache_policy
         self.retry_policy = retry_policy
+        self.executor = executor
 
     @dataclass
     class final(Generic[R, S]):
@@ -327,6 +332,7 @@ class entrypoint(Generic[T]):
             cache_policy=self.cache_policy,
             timeout=self.timeout,
         )
+        node.orchestrates = True  # its task calls need the loop: it stays in the driver
         graph = Pregel(
             nodes={name: node},
             channels={
@@ -343,6 +349,7 @@ class entrypoint(Generic[T]):
             cache=self.cache,
             context_schema=self.context_schema,
             name=name,
+            executor=self.executor,
         )
         graph.__doc__ = func.__doc__
         graph.__name__ = name  # type: ignore[attr-defined]

@@ -43,6 +43,12 @@ class ResumeSlot:
             value, self.value = self.value, MISSING
             return value
 
+    def give_back(self, value: Any) -> None:
+        """Return a value taken for a remote body that did not use it."""
+        with self._lock:
+            if self.value is MISSING:
+                self.value = value
+
 
 class RunContext:
     """Per-run facts every task needs; filled by the loop, read by tasks."""
@@ -56,6 +62,7 @@ class RunContext:
         "checkpointer",
         "emit",
         "emit_raw",
+        "executor",
         "is_async",
         "previous",
         "resume_map",
@@ -100,6 +107,8 @@ class RunContext:
         self.checkpoint_id: str | None = None
         self.emit_raw: Callable[[tuple[str, ...], str, Any], None] | None = None
         self.stream_subgraphs = False
+        self.executor: Any = None
+        """Where task bodies run (``pregel._remote``); None: here, on the pool."""
 
 
 class TaskScope:
