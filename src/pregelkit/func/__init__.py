@@ -27,6 +27,7 @@ from pregelkit.func._arguments import refuse_futures
 from pregelkit.func._patch import deprecate_patch, patched
 from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode
+from pregelkit.pregel._remote import TaskStub
 from pregelkit.pregel._validate import (
     check_cache,
     check_cache_policy,
@@ -89,6 +90,11 @@ class _TaskFunction(wrapt.FunctionWrapper):  # type: ignore[misc]
 
     async def aclear_cache(self, cache: Any) -> None:
         await cache.aclear([(CACHE_NS_WRITES, self._self_identity, self._self_task_name)])
+
+    def __reduce_remote__(self) -> tuple[Any, ...]:
+        """Captured by a body shipped to a remote executor, a task cannot be called
+        there (calls need the driver's loop); it travels as a stub that says so."""
+        return (TaskStub, (self._self_task_name,))
 
 
 class TaskFunction(Protocol[P, T]):

@@ -59,13 +59,11 @@ def check_executor(executor: Any, nodes: dict[str, PregelNode]) -> None:
             f"executor= takes an executor such as pregelkit.executors.dask.DaskExecutor(client), "
             f"got {type(executor).__name__} (it has no submit method)"
         )
-    import cloudpickle
-
     for name, node in nodes.items():
         if node.orchestrates or any(type(s) is _SubgraphStep for s in node.steps):
             continue
         try:
-            cloudpickle.dumps(node.steps)
+            _ship(node.steps)
         except Exception as exc:
             raise _unshippable(name, exc) from exc
 
@@ -149,12 +147,56 @@ class _NoStore:
         )
 
 
+def _no_calls(name: str) -> RuntimeError:
+    return RuntimeError(
+        f"task {name!r} was called from a body running on a remote executor: task "
+        "calls need the driver's loop, so make them from the @entrypoint function"
+    )
+
+
 class _NoCalls:
     def call(self, parent: Any, call: Call) -> Any:
-        raise RuntimeError(
-            f"task {call.name!r} was called from a body running on a remote executor: task "
-            "calls need the driver's loop, so make them from the @entrypoint function"
-        )
+        raise _no_calls(call.name)
+
+
+class TaskStub:
+    """What a task object captured by a shipped body becomes on the worker (a
+    type's ``__reduce_remote__`` says so): calling it explains why it cannot run."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise _no_calls(self.name)
+
+
+def _pickler() -> type:
+    """cloudpickle's pickler, plus ``__reduce_remote__``: a task wrapper is a
+    proxy that cloudpickle would take for the plain function it wraps."""
+    import cloudpickle
+
+    class Pickler(cloudpickle.Pickler):  # type: ignore[misc]
+        def reducer_override(self, obj: Any) -> Any:
+            reduce = getattr(type(obj), "__reduce_remote__", None)
+            if reduce is not None:
+                return reduce(obj)
+            return super().reducer_override(obj)
+
+    return Pickler
+
+
+_PICKLER: type | None = None
+
+
+def _ship(obj: Any) -> bytes:
+    global _PICKLER
+    if _PICKLER is None:
+        _PICKLER = _pickler()
+    import io
+
+    buf = io.BytesIO()
+    _PICKLER(buf, protocol=5).dump(obj)
+    return buf.getvalue()
 
 
 class _BodyRun:
@@ -319,13 +361,11 @@ async def _acall(body: _Body, scope: BodyScope) -> Any:
 
 # in the driver
 def _send(task: PregelExecutableTask, executor: RemoteExecutor) -> tuple[Any, tuple[Any, ...]]:
-    import cloudpickle
-
     scope = task.scope
     taken = scope.run.resume_slot.take()
     slot = () if taken is MISSING else (taken,)
     try:
-        payload = cloudpickle.dumps(_Body(task, scope, slot))
+        payload = _ship(_Body(task, scope, slot))
     except Exception as exc:
         if slot:
             scope.run.resume_slot.give_back(slot[0])
