@@ -25,16 +25,16 @@ if os.environ.get("CI") == "true":
 else:
     distributed = pytest.importorskip("distributed", reason="pip install 'pregelkit[dask]'")
 
-from pregelkit.cache.memory import InMemoryCache  # noqa: E402
-from pregelkit.channels import LastValue  # noqa: E402
-from pregelkit.checkpoint.memory import InMemorySaver  # noqa: E402
-from pregelkit.config import get_config, get_store, get_stream_writer  # noqa: E402
-from pregelkit.executors.dask import DaskExecutor  # noqa: E402
-from pregelkit.func import entrypoint, task  # noqa: E402
-from pregelkit.pregel import NodeBuilder, Pregel  # noqa: E402
-from pregelkit.runtime import get_runtime  # noqa: E402
-from pregelkit.store.memory import InMemoryStore  # noqa: E402
-from pregelkit.types import CachePolicy, Command, RetryPolicy, interrupt  # noqa: E402
+from pregelkit.cache.memory import InMemoryCache
+from pregelkit.channels import LastValue
+from pregelkit.checkpoint.memory import InMemorySaver
+from pregelkit.config import get_config, get_store, get_stream_writer
+from pregelkit.executors.dask import DaskExecutor
+from pregelkit.func import entrypoint, task
+from pregelkit.pregel import NodeBuilder, Pregel
+from pregelkit.runtime import get_runtime
+from pregelkit.store.memory import InMemoryStore
+from pregelkit.types import CachePolicy, Command, RetryPolicy, interrupt
 
 HERE = Path(__file__).parent
 
