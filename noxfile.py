@@ -69,7 +69,7 @@ def bench(session: nox.Session) -> None:
     beside it, so the two libraries' imports cannot interfere. Options after
     ``--`` go to benchmarks/run.py (e.g. ``nox -s bench -- --quick``).
     """
-    session.install("-e", ".[postgres]")
+    session.install("-e", ".[postgres,dask]")
     lg_venv = Path(session.virtualenv.location).parent / "bench-langgraph"
     lg_python = _bin(lg_venv, "python")
     if not lg_python.exists():

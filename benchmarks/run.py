@@ -54,6 +54,7 @@ SHORT_RUNS = ("short_memory", "short_sqlite", "short_async_sqlite")
 IMPORT_TARGET_MS = 50.0
 SCALING_TARGET = 1.5  # pregelkit per-task time at the largest N / at the smallest N
 SQLITE_TARGET = 2.0  # pregelkit chain_sqlite / chain_memory at the same N
+DASK_TARGET = 1.8  # CPU-bound fan-out: default executor time / DaskExecutor (2 processes) time
 
 LABELS = {
     "fanout": "fan-out (sync tasks)",
@@ -64,6 +65,8 @@ LABELS = {
     "async_fanout": "async fan-out (ainvoke)",
     "pregel_chain": "Pregel chain of N nodes",
     "cached": "cached tasks (all hits)",
+    "cpu_fanout": "CPU-bound fan-out, default executor",
+    "cpu_fanout_dask": "CPU-bound fan-out, DaskExecutor (LocalCluster, 2 processes)",
     "short_memory": "short runs + InMemorySaver",
     "short_sqlite": "short runs + SqliteSaver",
     "short_async_sqlite": "short runs + AsyncSqliteSaver (ainvoke)",
@@ -118,6 +121,7 @@ def plan(quick: bool) -> list[Case]:
             *(Case(w, 50, both) for w in SHORT_RUNS),
             Case("import", 0, both),
             *_store_cases(100, 2),
+            *_dask_cases(4),
         ]
     cases: list[Case] = []
     for w in ("fanout", "chain"):
@@ -131,7 +135,13 @@ def plan(quick: bool) -> list[Case]:
     cases += [Case(w, 300, both) for w in SHORT_RUNS]
     cases.append(Case("import", 0, both))
     cases += _store_cases(1_000, 10)
+    cases += _dask_cases(16)
     return cases
+
+
+def _dask_cases(n: int) -> list[Case]:
+    """pregelkit only: the same CPU-bound fan-out on threads and on Dask."""
+    return [Case(w, n, ("pregelkit",)) for w in ("cpu_fanout", "cpu_fanout_dask")]
 
 
 def _store_cases(n: int, searches: int) -> list[Case]:
@@ -316,6 +326,7 @@ def extra_checks(
                 "—" if value is None else ("yes" if value <= SQLITE_TARGET else "**no**"),
             ]
         )
+    rows += _dask_check(cases, results)
     pk_import = results.get(("import", 0, "pregelkit"))
     ms = pk_import.display_value() if pk_import else None
     fastest = min((s["seconds"] for s in pk_import.samples), default=None) if pk_import else None
@@ -327,6 +338,27 @@ def extra_checks(
             "—" if ms is None else ("yes" if ms < IMPORT_TARGET_MS else "**no**"),
         ]
     )
+    return rows
+
+
+def _dask_check(cases: list[Case], results: dict[tuple[str, int, str], Outcome]) -> list[list[str]]:
+    rows = []
+    for case in cases:
+        if case.workload != "cpu_fanout_dask":
+            continue
+        dask = results.get(("cpu_fanout_dask", case.n, "pregelkit"))
+        threads = results.get(("cpu_fanout", case.n, "pregelkit"))
+        a = dask.display_value() if dask else None
+        b = threads.display_value() if threads else None
+        value = None if not a or b is None else b / a
+        rows.append(
+            [
+                f"CPU-bound fan-out of {case.n:,}: default executor / DaskExecutor (2 processes)",
+                "—" if value is None else f"{value:.2f}{TIMES}",
+                f"≥ {DASK_TARGET:g}{TIMES}",
+                "—" if value is None else ("yes" if value >= DASK_TARGET else "**no**"),
+            ]
+        )
     return rows
 
 
