@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from pregelkit.cache.memory import InMemoryCache
 from pregelkit.channels import LastValue
 from pregelkit.checkpoint.memory import InMemorySaver
 from pregelkit.config import get_config, get_store, get_stream_writer
+from pregelkit.errors import NodeTimeoutError
 from pregelkit.executors.dask import DaskExecutor
 from pregelkit.func import entrypoint, task
 from pregelkit.pregel import NodeBuilder, Pregel
@@ -251,24 +253,20 @@ def test_worker_killed_mid_task_runs_again_and_is_recorded_once(
 def test_driver_crash_resumes_without_rerunning_saved_bodies(
     client: Any, tmp_path: Path, log: Path
 ) -> None:
-    base = [
-        sys.executable,
-        str(HERE / "dask_driver_workflow.py"),
-        "--scheduler",
-        client.scheduler.address,
-        "--db",
-        str(tmp_path / "runs.sqlite"),
-        "--thread",
-        "t",
-        "--log",
-        str(log),
-    ]
-    crashed = subprocess.run([*base, "--crash"], capture_output=True, text=True, timeout=120)
+    from dask_driver_workflow import build
+    from pregelkit.checkpoint.sqlite import SqliteSaver
+
+    db = str(tmp_path / "runs.sqlite")
+    script = str(HERE / "dask_driver_workflow.py")
+    args = ["--scheduler", client.scheduler.address, "--db", db, "--thread", "t", "--log", str(log)]
+    crashed = subprocess.run(
+        [sys.executable, script, *args], capture_output=True, text=True, timeout=120
+    )
     assert crashed.returncode == 9, crashed.stderr
     assert sorted(lines(log)) == ["leaf 0", "leaf 1", "leaf 2"]
-    done = subprocess.run(base, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "30"
+    with SqliteSaver.from_conn_string(db) as saver:  # a new driver takes the thread over
+        flow = build(client, saver, str(log), crash=False)
+        assert flow.invoke(None, cfg("t")) == 30
     assert sorted(lines(log)) == ["leaf 0", "leaf 1", "leaf 2", "total"]
 
 
@@ -371,3 +369,51 @@ def test_import_pregelkit_does_not_import_dask() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_timeout_stops_waiting_for_a_remote_body(executor: DaskExecutor) -> None:
+    @task(timeout=0.5)
+    def sleepy(seconds: float) -> float:
+        time.sleep(seconds)
+        return seconds
+
+    @entrypoint(checkpointer=InMemorySaver(), executor=executor)
+    def flow(seconds: float) -> float:
+        return sleepy(seconds).result()
+
+    started = time.monotonic()
+    with pytest.raises(NodeTimeoutError):
+        flow.invoke(2.0, cfg("slow"))
+    assert time.monotonic() - started < 1.9  # the driver did not wait for the body
+
+
+def test_unpicklable_result_is_explained(executor: DaskExecutor) -> None:
+    @task
+    def makes_a_lock(_: int) -> Any:
+        return threading.Lock()
+
+    @entrypoint(checkpointer=InMemorySaver(), executor=executor)
+    def flow(x: int) -> Any:
+        return makes_a_lock(x).result()
+
+    with pytest.raises(TypeError, match="'makes_a_lock' ran on a remote worker, but its result"):
+        flow.invoke(1, cfg("lockout"))
+
+
+def test_module_missing_on_the_workers_is_explained(
+    executor: DaskExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "only_on_the_driver.py").write_text("def double(x):\n    return 2 * x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # the workers' sys.path was set when they started
+    from only_on_the_driver import double  # type: ignore[import-not-found]
+
+    doubled = task(double)
+
+    @entrypoint(checkpointer=InMemorySaver(), executor=executor)
+    def flow(x: int) -> int:
+        return int(doubled(x).result())
+
+    with pytest.raises(
+        RuntimeError, match=r"could not be loaded on the worker.*only_on_the_driver"
+    ):
+        flow.invoke(1, cfg("missing"))

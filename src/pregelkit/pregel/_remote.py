@@ -271,6 +271,10 @@ class BodyScope:
 
 
 # on the worker
+_NOTHING = ([], [], None, 0, False, False)
+"""The state a body that never ran leaves behind."""
+
+
 def run_shipped(payload: bytes) -> bytes:
     """Run one shipped body; everything it produced, pickled. Its failure is part
     of the outcome, not an executor error: the executor retries only lost work."""
@@ -279,16 +283,12 @@ def run_shipped(payload: bytes) -> bytes:
     try:
         body: _Body = cloudpickle.loads(payload)
     except Exception as exc:
-        return _dumps(
-            (
-                False,
-                RuntimeError(
-                    f"a task body could not be loaded on the worker: {exc!r}; "
-                    "the modules it uses must be importable there (install "
-                    "them on the workers, or cloudpickle.register_pickle_by_value)"
-                ),
-            )
+        error = RuntimeError(
+            f"a task body could not be loaded on the worker: {exc!r}; the modules it "
+            "uses must be importable there (install them on the workers, or "
+            "cloudpickle.register_pickle_by_value(module) on the driver)"
         )
+        return _dumps(((False, error), _NOTHING))
     scope = BodyScope(body)
     token = CURRENT.set(scope)  # type: ignore[arg-type]
     try:
@@ -385,8 +385,9 @@ def _land(task: PregelExecutableTask, raw: bytes, slot: tuple[Any, ...]) -> Any:
     (ok, value), (writes, chunks, resume, counter, used_map, used_slot) = cloudpickle.loads(raw)
     scope = task.scope
     run = scope.run
-    scope.resume = resume
-    scope.interrupt_counter = counter
+    if resume is not None:
+        scope.resume = resume
+        scope.interrupt_counter = counter
     task.writes.extend(writes)
     if used_map and run.resume_map is not None:
         run.resume_map.pop(interrupt_id(scope.ns), None)
