@@ -271,7 +271,7 @@ class BodyScope:
 
 
 # on the worker
-_NOTHING = ([], [], None, 0, False, False)
+_NOTHING: tuple[Any, ...] = ([], [], None, 0, False, False)
 """The state a body that never ran leaves behind."""
 
 
@@ -311,11 +311,11 @@ def run_shipped(payload: bytes) -> bytes:
         return _dumps((outcome, state))
     except Exception as exc:
         what = "result" if outcome[0] else f"{type(outcome[1]).__name__} ({outcome[1]})"
-        error = TypeError(
+        unsendable = TypeError(
             f"task {body.name!r} ran on a remote worker, but its {what} or stream chunks "
             f"cannot be sent back: {type(exc).__name__}: {exc}. Return plain data"
         )
-        return _dumps(((False, error), (*state[:1], [], *state[2:])))
+        return _dumps(((False, unsendable), (*state[:1], [], *state[2:])))
 
 
 def _dumps(obj: Any) -> bytes:
