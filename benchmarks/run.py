@@ -313,18 +313,14 @@ def extra_checks(
     for case in cases:
         if case.workload != "chain_sqlite":
             continue
-        sq = results.get(("chain_sqlite", case.n, "pregelkit"))
-        mem = results.get(("chain_memory", case.n, "pregelkit"))
-        a = mem.display_value() if mem else None
-        b = sq.display_value() if sq else None
-        value = None if not a or b is None else b / a
         rows.append(
-            [
+            _ratio_row(
                 f"pregelkit chain + SqliteSaver (sync) / chain + InMemorySaver, N={case.n:,}",
-                "—" if value is None else f"{value:.2f}{TIMES}",
-                f"≤ {SQLITE_TARGET:g}{TIMES}",
-                "—" if value is None else ("yes" if value <= SQLITE_TARGET else "**no**"),
-            ]
+                results.get(("chain_sqlite", case.n, "pregelkit")),
+                results.get(("chain_memory", case.n, "pregelkit")),
+                SQLITE_TARGET,
+                at_least=False,
+            )
         )
     rows += _dask_check(cases, results)
     pk_import = results.get(("import", 0, "pregelkit"))
@@ -342,24 +338,33 @@ def extra_checks(
 
 
 def _dask_check(cases: list[Case], results: dict[tuple[str, int, str], Outcome]) -> list[list[str]]:
-    rows = []
-    for case in cases:
-        if case.workload != "cpu_fanout_dask":
-            continue
-        dask = results.get(("cpu_fanout_dask", case.n, "pregelkit"))
-        threads = results.get(("cpu_fanout", case.n, "pregelkit"))
-        a = dask.display_value() if dask else None
-        b = threads.display_value() if threads else None
-        value = None if not a or b is None else b / a
-        rows.append(
-            [
-                f"CPU-bound fan-out of {case.n:,}: default executor / DaskExecutor (2 processes)",
-                "—" if value is None else f"{value:.2f}{TIMES}",
-                f"≥ {DASK_TARGET:g}{TIMES}",
-                "—" if value is None else ("yes" if value >= DASK_TARGET else "**no**"),
-            ]
+    return [
+        _ratio_row(
+            f"CPU-bound fan-out of {case.n:,}: default executor / DaskExecutor (2 processes)",
+            results.get(("cpu_fanout", case.n, "pregelkit")),
+            results.get(("cpu_fanout_dask", case.n, "pregelkit")),
+            DASK_TARGET,
+            at_least=True,
         )
-    return rows
+        for case in cases
+        if case.workload == "cpu_fanout_dask"
+    ]
+
+
+def _ratio_row(
+    label: str, top: Outcome | None, bottom: Outcome | None, limit: float, *, at_least: bool
+) -> list[str]:
+    """A check row: ``top / bottom`` against ``limit`` (a floor or a ceiling)."""
+    a = bottom.display_value() if bottom else None
+    b = top.display_value() if top else None
+    value = None if not a or b is None else b / a
+    met = value is not None and (value >= limit if at_least else value <= limit)
+    return [
+        label,
+        "—" if value is None else f"{value:.2f}{TIMES}",
+        f"{'≥' if at_least else '≤'} {limit:g}{TIMES}",
+        "—" if value is None else ("yes" if met else "**no**"),
+    ]
 
 
 def text_table(header: list[str], rows: list[list[str]]) -> str:

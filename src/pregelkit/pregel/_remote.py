@@ -22,20 +22,18 @@ from __future__ import annotations
 import concurrent.futures
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from pregelkit._internal._constants import CONF, CONFIG_KEY_TASK_ID, RESUME, RETURN
+from pregelkit._internal._constants import CONF, CONFIG_KEY_TASK_ID, RETURN
 from pregelkit._internal._ids import interrupt_id
 from pregelkit._internal._scope import CURRENT
 from pregelkit._internal._typing import MISSING
-from pregelkit.errors import GraphBubbleUp, GraphInterrupt
+from pregelkit.errors import GraphBubbleUp
 from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode, _SubgraphStep
 from pregelkit.pregel._run import _async_error, _inject, _node_writes
-from pregelkit.types import Interrupt, PregelExecutableTask
-
-if TYPE_CHECKING:
-    from pregelkit.pregel._scope import TaskScope
+from pregelkit.pregel._scope import TaskScope
+from pregelkit.types import PregelExecutableTask
 
 __all__ = ["RemoteExecutor", "arun_remote", "check_executor", "run_remote", "run_shipped", "ships"]
 
@@ -228,46 +226,28 @@ class BodyScope:
         self.used_map = False
         self.used_slot = False
 
-    def interrupt(self, value: Any, *, response_schema: dict[str, Any] | None = None) -> Any:
-        """``TaskScope.interrupt``: the answers the driver shipped, in the same order."""
-        idx = self.interrupt_counter
-        self.interrupt_counter = idx + 1
-        if idx < len(self.resume):
-            return self.resume[idx]
-        iid = Interrupt.from_ns(value, self.ns, response_schema=response_schema)
+    def answer(self, iid: str) -> Any:
+        """``TaskScope.answer``, from the values the driver shipped."""
         if self.mapped:
-            (answer,), self.mapped = self.mapped, ()
+            (value,), self.mapped = self.mapped, ()
             self.used_map = True
-        elif self.slot:
-            (answer,), self.slot = self.slot, ()
+            return value
+        if self.slot:
+            (value,), self.slot = self.slot, ()
             self.used_slot = True
-        else:
-            raise GraphInterrupt((iid,))
-        self.resume.append(answer)
-        self.writes.append((RESUME, list(self.resume)))
-        return answer
+            return value
+        return MISSING
 
     def stream_writer(self, chunk: Any) -> None:
         self.chunks.append(chunk)
 
     def heartbeat(self) -> None:
-        return None
+        return None  # the driver's clock cannot hear it: see docs/scale-out.md
 
-    def next_call_index(self) -> int:
-        idx = self.call_counter
-        self.call_counter = idx + 1
-        return idx
-
-    def runtime(self) -> Any:
-        from pregelkit.runtime import Runtime
-
-        return Runtime(
-            context=self.config.get("context"),
-            store=self.run.store,
-            stream_writer=self.stream_writer,
-            previous=self.run.previous,
-            heartbeat=self.heartbeat,
-        )
+    # the same as a local task's: they read only what this class also has
+    interrupt = TaskScope.interrupt
+    next_call_index = TaskScope.next_call_index
+    runtime = TaskScope.runtime
 
 
 # on the worker
