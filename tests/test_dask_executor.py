@@ -417,3 +417,31 @@ def test_module_missing_on_the_workers_is_explained(
         RuntimeError, match=r"could not be loaded on the worker.*only_on_the_driver"
     ):
         flow.invoke(1, cfg("missing"))
+
+
+def test_one_resume_value_answers_one_interrupt(executor: DaskExecutor, tmp_path: Path) -> None:
+    marker = tmp_path / "ask-b-too"
+
+    @task
+    def ask(name: str) -> str:
+        return f"{name}={interrupt(f'{name}?')}"
+
+    @entrypoint(checkpointer=InMemorySaver(), executor=executor)
+    def flow(_: int) -> list[str]:
+        futures = [ask("a")]
+        if marker.exists():  # from the resume on, a second body asks at the same time
+            futures.append(ask("b"))
+        return [f.result() for f in futures]
+
+    config = cfg("one-value")
+    flow.invoke(1, config)
+    marker.touch()
+    flow.invoke(Command(resume="yes"), config)
+    # both bodies were shipped with the value; the first back took it, the other
+    # ran again without it and asks, as it would have locally
+    (pending,) = flow.get_state(config).interrupts
+    assert pending.value in ("a?", "b?")
+    result = flow.invoke(Command(resume="no"), config)
+    assert sorted(result) == sorted(
+        ["a=yes", "b=no"] if pending.value == "b?" else ["a=no", "b=yes"]
+    )

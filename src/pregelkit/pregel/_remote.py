@@ -340,39 +340,41 @@ async def _acall(body: _Body, scope: BodyScope) -> Any:
 
 
 # in the driver
-def _send(task: PregelExecutableTask, executor: RemoteExecutor) -> tuple[Any, tuple[Any, ...]]:
+def _send(task: PregelExecutableTask, executor: RemoteExecutor, offer: bool) -> Any:
+    """Ship one attempt. ``offer``: with a copy of the run's one resume value, if
+    any; whoever uses it first takes it (``_claim``), as ``interrupt()`` does locally."""
     scope = task.scope
-    taken = scope.run.resume_slot.take()
-    slot = () if taken is MISSING else (taken,)
+    value = scope.run.resume_slot.value if offer else MISSING
     try:
-        payload = _ship(_Body(task, scope, slot))
+        payload = _ship(_Body(task, scope, () if value is MISSING else (value,)))
     except Exception as exc:
-        if slot:
-            scope.run.resume_slot.give_back(slot[0])
         raise _unshippable(task.name, exc) from exc
-    try:
-        return executor.submit(run_shipped, payload, name=task.name), slot
-    except BaseException:
-        if slot:
-            scope.run.resume_slot.give_back(slot[0])
-        raise
+    return executor.submit(run_shipped, payload, name=task.name)
 
 
-def _land(task: PregelExecutableTask, raw: bytes, slot: tuple[Any, ...]) -> Any:
-    """Apply what came back as the body would have locally, then return or raise."""
+def _claim(task: PregelExecutableTask, raw: bytes) -> tuple[Any, Any] | None:
+    """What an attempt left, or None if it used the run's one resume value and
+    another body took that first: then the attempt runs again without it."""
     import cloudpickle
 
-    (ok, value), (writes, chunks, resume, counter, used_map, used_slot) = cloudpickle.loads(raw)
+    outcome, state = cloudpickle.loads(raw)
+    used_slot = state[5]
+    if used_slot and task.scope.run.resume_slot.take() is MISSING:
+        return None
+    return outcome, state
+
+
+def _land(task: PregelExecutableTask, outcome: Any, state: Any) -> Any:
+    """Apply what came back as the body would have locally, then return or raise."""
+    ok, value = outcome
+    writes, chunks, resume, counter, used_map, _ = state
     scope = task.scope
-    run = scope.run
     if resume is not None:
         scope.resume = resume
         scope.interrupt_counter = counter
     task.writes.extend(writes)
-    if used_map and run.resume_map is not None:
-        run.resume_map.pop(interrupt_id(scope.ns), None)
-    if slot and not used_slot:
-        run.resume_slot.give_back(slot[0])
+    if used_map and scope.run.resume_map is not None:
+        scope.run.resume_map.pop(interrupt_id(scope.ns), None)
     for chunk in chunks:
         scope.stream_writer(chunk)
     if not ok:
@@ -384,42 +386,43 @@ def _land(task: PregelExecutableTask, raw: bytes, slot: tuple[Any, ...]) -> Any:
     return value
 
 
+def _wait(fut: concurrent.futures.Future[Any], attempt: Any) -> Any:
+    """The attempt's outcome; a bounded attempt stops waiting once it is dead."""
+    try:
+        if attempt is None:
+            return fut.result()
+        while True:
+            try:
+                return fut.result(timeout=0.05)
+            except concurrent.futures.TimeoutError:
+                if attempt.is_dead():
+                    raise attempt.refusal() from None
+    except BaseException:
+        fut.cancel()  # a timeout or Ctrl-C: the cluster need not finish the work
+        raise
+
+
 def run_remote(task: PregelExecutableTask, executor: RemoteExecutor) -> Any:
     """One attempt of ``task``, its body run by ``executor``; this thread waits."""
     proc = task.proc
     steps = (proc.spec,) if type(proc) is Call else proc.steps
     if any(s.is_async for s in steps):
         raise _async_error("task" if type(proc) is Call else "node", task.name)
-    fut, slot = _send(task, executor)
-    attempt = task.scope.attempt
-    try:
-        if attempt is None:
-            raw = fut.result()
-        else:  # bounded: stop waiting (and cancel the work) once the attempt is dead
-            while True:
-                try:
-                    raw = fut.result(timeout=0.05)
-                    break
-                except concurrent.futures.TimeoutError:
-                    if attempt.is_dead():
-                        raise attempt.refusal() from None
-    except BaseException:
-        fut.cancel()
-        if slot:
-            task.scope.run.resume_slot.give_back(slot[0])
-        raise
-    return _land(task, raw, slot)
+    offer = True
+    while (landed := _claim(task, _wait(_send(task, executor, offer), task.scope.attempt))) is None:
+        offer = False
+    return _land(task, *landed)
 
 
 async def arun_remote(task: PregelExecutableTask, executor: RemoteExecutor) -> Any:
     """The async twin of ``run_remote``: the event loop waits, no thread does."""
     import asyncio
 
-    fut, slot = _send(task, executor)
-    try:
-        raw = await asyncio.wrap_future(fut)  # a cancelled wait cancels the remote work
-    except BaseException:
-        if slot:
-            task.scope.run.resume_slot.give_back(slot[0])
-        raise
-    return _land(task, raw, slot)
+    offer = True
+    while True:
+        # a cancelled wait cancels the remote work too
+        raw = await asyncio.wrap_future(_send(task, executor, offer))
+        landed = _claim(task, raw)
+        if landed is not None:
+            return _land(task, *landed)
+        offer = False

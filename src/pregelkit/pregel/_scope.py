@@ -43,12 +43,6 @@ class ResumeSlot:
             value, self.value = self.value, MISSING
             return value
 
-    def give_back(self, value: Any) -> None:
-        """Return a value taken for a remote body that did not use it."""
-        with self._lock:
-            if self.value is MISSING:
-                self.value = value
-
 
 class RunContext:
     """Per-run facts every task needs; filled by the loop, read by tasks."""
