@@ -63,6 +63,7 @@ class RunContext:
         "resume_slot",
         "resume_writes",
         "resuming",
+        "run_id",
         "runner",
         "stop",
         "store",
@@ -103,6 +104,8 @@ class RunContext:
         self.stream_subgraphs = False
         self.executor: Any = None
         """Where task bodies run (``pregel._remote``); None: here, on the pool."""
+        self.run_id: str | None = None
+        """Set when the run records or traces attempts; nested runs share it."""
 
 
 class TaskScope:
