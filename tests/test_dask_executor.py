@@ -81,9 +81,11 @@ class CountingSaver(InMemorySaver):
         super().__init__()
         self.returns: Counter[str] = Counter()
 
-    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+    def put_writes(
+        self, config: Any, writes: Any, task_id: str, task_path: str = "", **kw: Any
+    ) -> None:
         self.returns[task_id] += sum(1 for chan, _ in writes if chan == "__return__")
-        super().put_writes(config, writes, task_id, task_path)
+        super().put_writes(config, writes, task_id, task_path, **kw)
 
 
 def cfg(thread: str) -> dict[str, Any]:
