@@ -98,10 +98,12 @@ def square(x: int) -> tuple[int, int]:
 
 
 def test_fan_out_runs_on_the_workers(executor: DaskExecutor) -> None:
-    @entrypoint(checkpointer=InMemorySaver(), executor=executor)
-    def flow(n: int) -> list[tuple[int, int]]:
+    @entrypoint(checkpointer=InMemorySaver())
+    def local(n: int) -> list[tuple[int, int]]:
         return [f.result() for f in [square(i) for i in range(n)]]
 
+    assert {pid for _, pid in local.invoke(2, cfg("here"))} == {os.getpid()}
+    flow = local.copy(executor=executor)
     out = flow.invoke(8, cfg("fan"))
     assert [v for v, _ in out] == [i * i for i in range(8)]
     pids = {pid for _, pid in out}
@@ -305,14 +307,19 @@ def test_unpicklable_node_is_refused_when_the_graph_is_built(executor: DaskExecu
             return v
 
     builder = NodeBuilder().subscribe_only("x").do(guarded).write_to("y")
-    with pytest.raises(TypeError, match="task 'guarded' cannot be sent to the remote executor"):
-        Pregel(
-            nodes={"guarded": builder},
-            channels={"x": LastValue(int), "y": LastValue(int)},
-            input_channels="x",
-            output_channels="y",
-            executor=executor,
-        )
+    unsendable = "task 'guarded' cannot be sent to the remote executor"
+    spec: dict[str, Any] = {
+        "nodes": {"guarded": builder},
+        "channels": {"x": LastValue(int), "y": LastValue(int)},
+        "input_channels": "x",
+        "output_channels": "y",
+    }
+    with pytest.raises(TypeError, match=unsendable):
+        Pregel(**spec, executor=executor)
+    local = Pregel(**spec)
+    assert local.invoke(3) == 3
+    with pytest.raises(TypeError, match=unsendable):
+        local.copy(executor=executor)
 
 
 def test_unpicklable_argument_is_refused_before_the_body_runs(
