@@ -69,7 +69,7 @@ def bench(session: nox.Session) -> None:
     beside it, so the two libraries' imports cannot interfere. Options after
     ``--`` go to benchmarks/run.py (e.g. ``nox -s bench -- --quick``).
     """
-    session.install("-e", ".[postgres]")
+    session.install("-e", ".[postgres,dask]")
     lg_venv = Path(session.virtualenv.location).parent / "bench-langgraph"
     lg_python = _bin(lg_venv, "python")
     if not lg_python.exists():
@@ -101,7 +101,7 @@ def bench(session: nox.Session) -> None:
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the documentation site with mkdocs, warnings as errors."""
-    session.install("mkdocs", "mkdocs-material", "mkdocstrings[python]", "ruff", "-e", ".")
+    session.install("mkdocs", "mkdocs-material", "mkdocstrings[python]", "ruff", "-e", ".[dask]")
     # NO_MKDOCS_2_WARNING: mkdocs-material's banner about its own future, not a build warning
     session.run("mkdocs", "build", "--strict", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})
 

@@ -200,6 +200,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
         )
         self.run.emit_raw = self._forward
         self.run.stream_subgraphs = stream_subgraphs
+        self.run.executor = getattr(graph, "executor", None) or (parent and parent.run.executor)
         if parent is not None:
             self.run.resume_slot = parent.run.resume_slot
             self.run.resume_map = parent.run.resume_map

@@ -19,6 +19,7 @@ from pregelkit.pregel._driver import RunDriver, run_config
 from pregelkit.pregel._output import SKIP, InvokeResult, StreamShape
 from pregelkit.pregel._protocol import PregelProtocol
 from pregelkit.pregel._read import NodeBuilder, PregelNode
+from pregelkit.pregel._remote import check_executor
 from pregelkit.pregel._state import StateAPI
 from pregelkit.pregel._surface import RunnableSurface
 from pregelkit.pregel._validate import (
@@ -67,6 +68,7 @@ class Pregel(StateAPI, PregelProtocol, RunnableSurface):
         name: str = "LangGraph",
         context_schema: Any = None,
         auto_validate: bool = True,
+        executor: Any = None,
     ) -> None:
         check_components(checkpointer, store, cache, retry_policy, cache_policy)
         check_stream_mode(stream_mode)
@@ -93,6 +95,9 @@ class Pregel(StateAPI, PregelProtocol, RunnableSurface):
         self.checkpointer = checkpointer
         self.store = store
         self.cache = cache
+        check_executor(executor, built)
+        self.executor = executor
+        """Where task and node bodies run (e.g. ``DaskExecutor``); None: here."""
         if isinstance(retry_policy, RetryPolicy):
             retry_policy = (retry_policy,)
         self.retry_policy: Sequence[RetryPolicy] = tuple(retry_policy)
@@ -179,6 +184,8 @@ class Pregel(StateAPI, PregelProtocol, RunnableSurface):
         (LangGraph's spelling) or ``copy(name=...)``."""
         changes = {**(update or {}), **fields}
         check_copy_fields(self.__dict__, changes)
+        if "executor" in changes:
+            check_executor(changes["executor"], self.nodes)
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
         new.__dict__.update(changes)
