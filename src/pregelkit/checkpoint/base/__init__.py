@@ -38,6 +38,7 @@ from pregelkit.errors import ThreadBusyError
 
 if TYPE_CHECKING:
     from pregelkit.channels.base import BaseChannel
+    from pregelkit.checkpoint._runqueue import Dialect, RunPlan
 
 __all__ = [
     "BaseCheckpointSaver",
@@ -358,6 +359,18 @@ class BaseCheckpointSaver(Generic[V]):
         )
 
     # one run per thread
+    def run_queue(self, make: Callable[[Dialect], RunPlan[T]], op: str) -> T:
+        """Run a plan of the durable run queue (``wf.submit``, workers) in one
+        transaction of this saver's database. Only savers of a database every
+        worker process can reach keep a queue."""
+        raise TypeError(
+            f"{type(self).__name__} keeps no run queue: submit runs and serve them with "
+            "workers on a SqliteSaver or PostgresSaver (a database every worker can reach)"
+        )
+
+    async def arun_queue(self, make: Callable[[Dialect], RunPlan[T]], op: str) -> T:
+        return await self._in_thread(self.run_queue, make, op)
+
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:
         """Hold ``thread_id`` for one run; a second run of it fails fast
         (``ThreadBusyError``) or waits. This default covers one process;

@@ -31,6 +31,7 @@ from typing import Any, Literal, TypeVar
 
 import xxhash
 
+from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._rows import (
     RESEAL_SELECTS,
@@ -69,6 +70,8 @@ _BUSY = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED: another connection hold
 _FILE_FAULTS = frozenset(
     {3, 8, 10, 11, 13, 14, 26}
 )  # PERM READONLY IOERR CORRUPT FULL CANTOPEN NOTADB
+
+_SQL = _runqueue.SQLITE
 
 _CheckpointRow = tuple[str, str, str, "str | None", str, bytes, str, bytes, str]
 
@@ -317,8 +320,11 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
         with blobs for the channels in ``new_versions`` only."""
         row, blobs = encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions)
+        lease = _runqueue.lease_of(config)
 
         def put(conn: sqlite3.Connection) -> None:
+            if lease is not None:
+                _runqueue.drive_sqlite(conn, _runqueue.check_fence(_SQL, lease, "put"))
             conn.executemany(_sql.INSERT_BLOB, blobs)
             conn.execute(_sql.UPSERT_CHECKPOINT, row)
 
@@ -339,6 +345,15 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         if not encoded:
             return
         rows = [(*row, seq) for row, seq in zip(encoded, _next_seqs(len(encoded)))]
+        lease = _runqueue.lease_of(config)
+        if lease is not None:
+            # a leased run's write checks its fence in the same transaction
+            def fenced(conn: sqlite3.Connection) -> None:
+                _runqueue.drive_sqlite(conn, _runqueue.check_fence(_SQL, lease, "put_writes"))
+                conn.executemany(_sql.UPSERT_WRITE, rows)
+
+            self._attempt(fenced, "put_writes", encoded[0][0], write=True)
+            return
         if len(rows) == 1:
             # one statement is its own transaction: no BEGIN/COMMIT round trips
             # for the common case of a task that made one write
@@ -426,6 +441,15 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                 conn.execute(_sql.DELETE_THREAD_CONTROL, (str(thread_id),))
             else:
                 conn.execute(_sql.UPSERT_THREAD_CONTROL, (str(thread_id), mark))
+
+    # the run queue (checkpoint/_runqueue.py)
+
+    def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
+        """Run a queue plan in one ``BEGIN IMMEDIATE`` transaction: claims by
+        several worker processes are serialized by SQLite's write lock."""
+        return self._attempt(
+            lambda conn: _runqueue.drive_sqlite(conn, make(_SQL)), op, write=True
+        )
 
     # one run per thread
 
