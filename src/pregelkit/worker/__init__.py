@@ -8,6 +8,7 @@ that lost its lease can write nothing more for the run (its fence is
 checked in every write transaction). See docs/scale-out.md.
 """
 
+from pregelkit.worker._lease import Lease, current_lease
 from pregelkit.worker._sync import Worker
 
-__all__ = ["Worker"]
+__all__ = ["Lease", "Worker", "current_lease"]

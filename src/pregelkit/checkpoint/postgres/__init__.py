@@ -46,6 +46,7 @@ from pregelkit.checkpoint.base import (
     CheckpointTuple,
     RunnableConfig,
 )
+from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint.postgres import _core
 from pregelkit.checkpoint.postgres._faults import reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
@@ -316,6 +317,11 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         self._run(partial(_core.prune, thread_ids, strategy), "prune")
 
     # one run per thread
+
+    def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
+        """Run a queue plan in one transaction; claims use ``FOR UPDATE SKIP
+        LOCKED``, so workers take different runs without waiting for each other."""
+        return self._run(lambda: _core.queue_plan(make(_runqueue.POSTGRES)), op)
 
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:
         """Hold ``thread_id`` for one run, against other threads and processes:

@@ -37,6 +37,7 @@ from pregelkit.checkpoint.base import (
     CheckpointTuple,
     RunnableConfig,
 )
+from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint.postgres import _core, _sql
 from pregelkit.checkpoint.postgres._faults import reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
@@ -309,6 +310,15 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     ) -> None:
         """Drop the history of threads (see ``PostgresSaver.prune``)."""
         await self._run(partial(_core.prune, thread_ids, strategy), "prune")
+
+    async def arun_queue(
+        self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str
+    ) -> T:
+        """Run a queue plan in one transaction (see ``PostgresSaver.run_queue``)."""
+        return await self._run(lambda: _core.queue_plan(make(_runqueue.POSTGRES)), op)
+
+    def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
+        return self._sync(self.arun_queue(make, op), "run_queue")
 
     def alock_thread(
         self, thread_id: str, *, wait: bool = False

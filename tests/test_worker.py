@@ -1,0 +1,264 @@
+"""The run queue and its workers, on SQLite and on PostgreSQL (same tests).
+
+In-process tests cover the API (submit, handles, priorities, resume,
+cancel, failures, unknown workflows, fencing at the saver); the process
+tests (test_worker_processes.py) kill and pause real worker processes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fleet_flows
+import pytest
+from psycopg_pool import ConnectionPool
+
+from pregelkit.checkpoint import _runqueue
+from pregelkit.checkpoint.memory import InMemorySaver
+from pregelkit.checkpoint.postgres import PostgresSaver
+from pregelkit.checkpoint.runs import list_runs
+from pregelkit.checkpoint.sqlite import SqliteSaver
+from pregelkit.errors import LeaseLostError, RunCancelledError, RunFailedError
+from pregelkit.func import entrypoint, task
+from pregelkit.types import Command
+from pregelkit.worker import Worker
+
+_TABLES = (
+    "pregelkit_checkpoints, pregelkit_blobs, pregelkit_writes, pregelkit_thread_control, "
+    "pregelkit_runs, pregelkit_workers, fleet_log"
+)
+
+
+@pytest.fixture(scope="module")
+def _fleet_pg(postgres_database: Any) -> Iterator[tuple[str, ConnectionPool[Any]]]:
+    dsn = postgres_database("pregelkit_fleet")
+    with ConnectionPool(dsn, min_size=1, max_size=12, kwargs={"autocommit": True}) as pool:
+        PostgresSaver(pool).setup()
+        fleet_flows.create_log(dsn)
+        yield dsn, pool
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, Any]]:
+    """(URL, saver) of an empty queue database; fleet_flows logs to it."""
+    if request.param == "sqlite":
+        path = str(tmp_path / "queue.db")
+        with SqliteSaver.from_conn_string(path) as saver:
+            saver.setup()
+            fleet_flows.create_log(path)
+            monkeypatch.setenv("FLEET_DB", path)
+            yield path, saver
+        return
+    dsn, pool = request.getfixturevalue("_fleet_pg")
+    with pool.connection() as conn:
+        conn.execute(f"TRUNCATE {_TABLES}")
+    monkeypatch.setenv("FLEET_DB", dsn)
+    yield dsn, PostgresSaver(pool)
+
+
+def cfg(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+def test_submit_runs_and_returns_results(db: tuple[str, Any]) -> None:
+    _, saver = db
+    chain = fleet_flows.chain.copy(checkpointer=saver)
+    handle = chain.submit(4, cfg("t1"))
+    assert handle.thread_id == "t1"
+    assert handle.status() == "queued"
+    again = chain.submit(99, cfg("t1"))  # idempotent while queued: same run
+    assert again == handle
+    worker = Worker([fleet_flows.chain], saver, concurrency=2, lease_seconds=5)
+    assert worker.run_until_idle() == 1
+    assert handle.status() == "done"
+    assert handle.result(timeout=5) == 0 + 1 + 2 + 3
+    # the run's steps were logged once each, under the first lease
+    rows = fleet_flows.log_rows(db[0])
+    assert [(r[0], r[1], r[3]) for r in rows] == [("t1", i, 1) for i in range(4)]
+    # a finished thread gets a new run when submitted again
+    assert chain.submit(2, cfg("t1")) != handle
+
+
+def test_higher_priority_runs_first(db: tuple[str, Any]) -> None:
+    _, saver = db
+    order: list[str] = []
+
+    @entrypoint(checkpointer=saver)
+    def record(name: str) -> str:
+        order.append(name)
+        return name
+
+    record.submit("low", cfg("low"))
+    record.submit("high", cfg("high"), priority=10)
+    record.submit("mid", cfg("mid"), priority=5)
+    record.submit("low2", cfg("low2"))
+    assert Worker([record], saver, concurrency=1).run_until_idle() == 4
+    assert order == ["high", "mid", "low", "low2"]
+
+
+def test_interrupt_then_queued_resume(db: tuple[str, Any], arun: Any) -> None:
+    _, saver = db
+    ask = fleet_flows.ask.copy(checkpointer=saver)
+    first = ask.submit("ship it?", cfg("q"))
+    worker = Worker([ask], saver)
+    worker.run_until_idle()
+    assert first.status() == "interrupted"
+    out = first.result()
+    assert out["__interrupt__"][0].value == "ship it?"
+
+    async def resume() -> Any:
+        handle = await ask.asubmit(Command(resume="yes"), cfg("q"))
+        assert await handle.astatus() == "queued"
+        return handle
+
+    second = arun(resume())
+    worker.run_until_idle()
+    assert arun(second.aresult(timeout=5)) == {"question": "ship it?", "answer": "yes"}
+    assert first.status() == "interrupted"  # a handle keeps telling about its own run
+
+
+def test_failed_run_reports_its_error(db: tuple[str, Any]) -> None:
+    _, saver = db
+    boom = fleet_flows.boom.copy(checkpointer=saver)
+    handle = boom.submit("disk on fire", cfg("b"))
+    Worker([boom], saver).run_until_idle()
+    assert handle.status() == "failed"
+    with pytest.raises(RunFailedError, match="ValueError: disk on fire"):
+        handle.result()
+
+
+def test_unknown_workflow_stays_queued_and_runs_says_why(db: tuple[str, Any]) -> None:
+    _, saver = db
+    handle = fleet_flows.slow.copy(checkpointer=saver).submit([0.0], cfg("orphan"))
+    worker = Worker([fleet_flows.chain], saver)
+    assert worker.run_until_idle() == 0
+    assert handle.status() == "queued"
+    (record,) = list_runs(saver, "queued")
+    assert record.waiting is not None
+    assert "no live worker serves workflow 'slow':" in record.waiting  # it stopped
+    served = threading.Thread(target=worker.run)
+    served.start()
+    try:
+        time.sleep(0.5)
+        (record,) = list_runs(saver, "queued")
+        assert record.waiting is not None
+        assert "(live workers serve: chain)" in record.waiting
+    finally:
+        worker.stop()
+        served.join(timeout=10)
+    assert not served.is_alive()
+    with pytest.raises(TimeoutError, match="still queued"):
+        handle.result(timeout=0.1)
+
+
+def test_cancel_queued_and_running(db: tuple[str, Any]) -> None:
+    _, saver = db
+    slow = fleet_flows.slow.copy(checkpointer=saver)
+    queued = slow.submit([0.0], cfg("never"))
+    assert queued.cancel() == "cancelled"
+    with pytest.raises(RunCancelledError):
+        queued.result()
+    running = slow.submit([0.2] * 50, cfg("long"))
+    worker = Worker([slow], saver, concurrency=1, lease_seconds=5)
+    served = threading.Thread(target=worker.run_until_idle)
+    served.start()
+    deadline = time.monotonic() + 10
+    while running.status() != "running" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert running.cancel() == "running"
+    served.join(timeout=20)
+    assert not served.is_alive()
+    assert running.status() == "cancelled"
+    with pytest.raises(RunCancelledError):
+        running.result()
+    # what finished before the cancel is saved; a new submit runs the thread again
+    state = slow.get_state(cfg("long"))
+    assert state.next  # stopped midway
+    again = slow.submit(None, cfg("long"))
+    assert again.status() == "queued"
+
+
+def test_fence_refuses_a_stale_holders_writes(db: tuple[str, Any]) -> None:
+    """The saver half of fencing, without processes: once a run is claimed
+    again, a write carrying the old lease is refused and changes nothing."""
+    _, saver = db
+    chain = fleet_flows.chain.copy(checkpointer=saver)
+    handle = chain.submit(3, cfg("f"))
+    first = saver.run_queue(
+        lambda d: _runqueue.claim(d, "a", ["chain"], 1, 0.1), "claim"
+    )[0]  # fmt: skip
+    time.sleep(0.3)  # the lease expires
+    second = saver.run_queue(lambda d: _runqueue.claim(d, "b", ["chain"], 1, 30), "claim")[0]
+    assert (first.run_id, first.fence + 1) == (second.run_id, second.fence)
+    stale = {
+        "configurable": {
+            "thread_id": "f",
+            "checkpoint_ns": "",
+            "checkpoint_id": "1",
+            "__pregelkit_lease": (first.run_id, first.fence),
+        }
+    }
+    with pytest.raises(LeaseLostError, match="lease"):
+        saver.put_writes(stale, [("x", 1)], "task-1")
+    with pytest.raises(LeaseLostError):
+        saver.put_writes(stale, [("x", 1), ("y", 2)], "task-1")
+    assert saver.get_tuple({"configurable": {"thread_id": "f"}}) is None
+    assert handle.status() == "running"
+    # the old holder cannot record an end either
+    with pytest.raises(LeaseLostError):
+        saver.run_queue(
+            lambda d: _runqueue.finish(d, (first.run_id, first.fence), "done", None, None),
+            "finish",
+        )
+
+
+def test_arguments_are_checked(db: tuple[str, Any], tmp_path: Path) -> None:
+    _, saver = db
+    chain = fleet_flows.chain.copy(checkpointer=saver)
+    with pytest.raises(ValueError, match="thread id"):
+        chain.submit(1, {})
+    with pytest.raises(TypeError, match="priority"):
+        chain.submit(1, cfg("x"), priority="high")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="cannot be serialized"):
+        chain.submit(threading.Lock(), cfg("x"))
+    with pytest.raises(ValueError, match="concurrency"):
+        Worker([chain], saver, concurrency=0)
+    with pytest.raises(ValueError, match="lease_seconds"):
+        Worker([chain], saver, lease_seconds=0)
+    with pytest.raises(TypeError, match="list of workflows"):
+        Worker(chain, saver)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="two workflows are named 'chain'"):
+        Worker([chain, fleet_flows.chain], saver)
+    with pytest.raises(TypeError, match="keeps no run queue"):
+        Worker([chain], InMemorySaver())
+    with pytest.raises(TypeError, match="keeps no run queue"):
+        fleet_flows.chain.copy(checkpointer=InMemorySaver()).submit(1, cfg("x"))
+    with pytest.raises(ValueError, match="no checkpointer"):
+        fleet_flows.chain.submit(1, cfg("x"))
+    with pytest.raises(ValueError, match="unknown run status"):
+        list_runs(saver, "finished")
+
+
+def test_worker_runs_sync_tasks_in_parallel(db: tuple[str, Any]) -> None:
+    _, saver = db
+
+    @task
+    def nap(x: int) -> int:
+        time.sleep(0.3)
+        return x
+
+    @entrypoint(checkpointer=saver)
+    def napper(x: int) -> int:
+        return nap(x).result()
+
+    handles = [napper.submit(i, cfg(f"n{i}")) for i in range(4)]
+    started = time.monotonic()
+    Worker([napper], saver, concurrency=4).run_until_idle()
+    assert [h.result() for h in handles] == [0, 1, 2, 3]
+    assert time.monotonic() - started < 4 * 0.3 + 1.0  # generous: they overlapped
