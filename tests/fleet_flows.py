@@ -73,15 +73,13 @@ def _log(step: int) -> None:
     lease = current_lease()
     assert lease is not None, "fleet_flows runs under a worker"
     thread_id = get_config()["configurable"]["thread_id"]
-    conn = getattr(_local, "conn", None)
-    if conn is None:
-        conn = _local.conn = connect(db)
     params = (thread_id, step, lease.run_id, lease.fence, os.getpid(), *lease)
     if is_postgres(db):
-        sql = _INSERT.format(lock=" FOR SHARE").replace("?", "%s")
-        with conn.transaction():
-            row = conn.execute(sql, params).fetchone()
+        row = _pg_insert(db, params)
     else:
+        conn = getattr(_local, "conn", None)
+        if conn is None:
+            conn = _local.conn = connect(db)
         conn.execute("BEGIN IMMEDIATE")
         try:
             row = conn.execute(_INSERT.format(lock=""), params).fetchone()
@@ -89,6 +87,26 @@ def _log(step: int) -> None:
             conn.execute("COMMIT")
     if row is None:
         raise LeaseLostError(lease.run_id, lease.fence, f"logging step {step}")
+
+
+def _pg_insert(db: str, params: tuple[Any, ...]) -> Any:
+    """The fenced append, reconnecting while the server restarts (for up to
+    30 s), as an application that survives database restarts would."""
+    import psycopg
+
+    sql = _INSERT.format(lock=" FOR SHARE").replace("?", "%s")
+    deadline = time.monotonic() + 30
+    while True:
+        conn = getattr(_local, "conn", None)
+        try:
+            if conn is None or conn.closed or conn.broken:
+                conn = _local.conn = connect(db)
+            with conn.transaction():
+                return conn.execute(sql, params).fetchone()
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 @task

@@ -9,65 +9,27 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import fleet_flows
 import pytest
-from psycopg_pool import ConnectionPool
 
+import fleet_flows
 from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint.memory import InMemorySaver
-from pregelkit.checkpoint.postgres import PostgresSaver
 from pregelkit.checkpoint.runs import list_runs
-from pregelkit.checkpoint.sqlite import SqliteSaver
 from pregelkit.errors import LeaseLostError, RunCancelledError, RunFailedError
 from pregelkit.func import entrypoint, task
 from pregelkit.types import Command
 from pregelkit.worker import Worker
-
-_TABLES = (
-    "pregelkit_checkpoints, pregelkit_blobs, pregelkit_writes, pregelkit_thread_control, "
-    "pregelkit_runs, pregelkit_workers, fleet_log"
-)
-
-
-@pytest.fixture(scope="module")
-def _fleet_pg(postgres_database: Any) -> Iterator[tuple[str, ConnectionPool[Any]]]:
-    dsn = postgres_database("pregelkit_fleet")
-    with ConnectionPool(dsn, min_size=1, max_size=12, kwargs={"autocommit": True}) as pool:
-        PostgresSaver(pool).setup()
-        fleet_flows.create_log(dsn)
-        yield dsn, pool
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def db(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[str, Any]]:
-    """(URL, saver) of an empty queue database; fleet_flows logs to it."""
-    if request.param == "sqlite":
-        path = str(tmp_path / "queue.db")
-        with SqliteSaver.from_conn_string(path) as saver:
-            saver.setup()
-            fleet_flows.create_log(path)
-            monkeypatch.setenv("FLEET_DB", path)
-            yield path, saver
-        return
-    dsn, pool = request.getfixturevalue("_fleet_pg")
-    with pool.connection() as conn:
-        conn.execute(f"TRUNCATE {_TABLES}")
-    monkeypatch.setenv("FLEET_DB", dsn)
-    yield dsn, PostgresSaver(pool)
 
 
 def cfg(thread: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread}}
 
 
-def test_submit_runs_and_returns_results(db: tuple[str, Any]) -> None:
-    _, saver = db
+def test_submit_runs_and_returns_results(queue_db: tuple[str, Any]) -> None:
+    _, saver = queue_db
     chain = fleet_flows.chain.copy(checkpointer=saver)
     handle = chain.submit(4, cfg("t1"))
     assert handle.thread_id == "t1"
@@ -79,14 +41,14 @@ def test_submit_runs_and_returns_results(db: tuple[str, Any]) -> None:
     assert handle.status() == "done"
     assert handle.result(timeout=5) == 0 + 1 + 2 + 3
     # the run's steps were logged once each, under the first lease
-    rows = fleet_flows.log_rows(db[0])
+    rows = fleet_flows.log_rows(queue_db[0])
     assert [(r[0], r[1], r[3]) for r in rows] == [("t1", i, 1) for i in range(4)]
     # a finished thread gets a new run when submitted again
     assert chain.submit(2, cfg("t1")) != handle
 
 
-def test_higher_priority_runs_first(db: tuple[str, Any]) -> None:
-    _, saver = db
+def test_higher_priority_runs_first(queue_db: tuple[str, Any]) -> None:
+    _, saver = queue_db
     order: list[str] = []
 
     @entrypoint(checkpointer=saver)
@@ -102,8 +64,8 @@ def test_higher_priority_runs_first(db: tuple[str, Any]) -> None:
     assert order == ["high", "mid", "low", "low2"]
 
 
-def test_interrupt_then_queued_resume(db: tuple[str, Any], arun: Any) -> None:
-    _, saver = db
+def test_interrupt_then_queued_resume(queue_db: tuple[str, Any], arun: Any) -> None:
+    _, saver = queue_db
     ask = fleet_flows.ask.copy(checkpointer=saver)
     first = ask.submit("ship it?", cfg("q"))
     worker = Worker([ask], saver)
@@ -123,8 +85,8 @@ def test_interrupt_then_queued_resume(db: tuple[str, Any], arun: Any) -> None:
     assert first.status() == "interrupted"  # a handle keeps telling about its own run
 
 
-def test_failed_run_reports_its_error(db: tuple[str, Any]) -> None:
-    _, saver = db
+def test_failed_run_reports_its_error(queue_db: tuple[str, Any]) -> None:
+    _, saver = queue_db
     boom = fleet_flows.boom.copy(checkpointer=saver)
     handle = boom.submit("disk on fire", cfg("b"))
     Worker([boom], saver).run_until_idle()
@@ -133,8 +95,8 @@ def test_failed_run_reports_its_error(db: tuple[str, Any]) -> None:
         handle.result()
 
 
-def test_unknown_workflow_stays_queued_and_runs_says_why(db: tuple[str, Any]) -> None:
-    _, saver = db
+def test_unknown_workflow_stays_queued_and_runs_says_why(queue_db: tuple[str, Any]) -> None:
+    _, saver = queue_db
     handle = fleet_flows.slow.copy(checkpointer=saver).submit([0.0], cfg("orphan"))
     worker = Worker([fleet_flows.chain], saver)
     assert worker.run_until_idle() == 0
@@ -157,8 +119,8 @@ def test_unknown_workflow_stays_queued_and_runs_says_why(db: tuple[str, Any]) ->
         handle.result(timeout=0.1)
 
 
-def test_cancel_queued_and_running(db: tuple[str, Any]) -> None:
-    _, saver = db
+def test_cancel_queued_and_running(queue_db: tuple[str, Any]) -> None:
+    _, saver = queue_db
     slow = fleet_flows.slow.copy(checkpointer=saver)
     queued = slow.submit([0.0], cfg("never"))
     assert queued.cancel() == "cancelled"
@@ -184,10 +146,10 @@ def test_cancel_queued_and_running(db: tuple[str, Any]) -> None:
     assert again.status() == "queued"
 
 
-def test_fence_refuses_a_stale_holders_writes(db: tuple[str, Any]) -> None:
+def test_fence_refuses_a_stale_holders_writes(queue_db: tuple[str, Any]) -> None:
     """The saver half of fencing, without processes: once a run is claimed
     again, a write carrying the old lease is refused and changes nothing."""
-    _, saver = db
+    _, saver = queue_db
     chain = fleet_flows.chain.copy(checkpointer=saver)
     handle = chain.submit(3, cfg("f"))
     first = saver.run_queue(
@@ -218,8 +180,8 @@ def test_fence_refuses_a_stale_holders_writes(db: tuple[str, Any]) -> None:
         )
 
 
-def test_arguments_are_checked(db: tuple[str, Any], tmp_path: Path) -> None:
-    _, saver = db
+def test_arguments_are_checked(queue_db: tuple[str, Any], tmp_path: Path) -> None:
+    _, saver = queue_db
     chain = fleet_flows.chain.copy(checkpointer=saver)
     with pytest.raises(ValueError, match="thread id"):
         chain.submit(1, {})
@@ -245,8 +207,8 @@ def test_arguments_are_checked(db: tuple[str, Any], tmp_path: Path) -> None:
         list_runs(saver, "finished")
 
 
-def test_worker_runs_sync_tasks_in_parallel(db: tuple[str, Any]) -> None:
-    _, saver = db
+def test_worker_runs_sync_tasks_in_parallel(queue_db: tuple[str, Any]) -> None:
+    _, saver = queue_db
 
     @task
     def nap(x: int) -> int:

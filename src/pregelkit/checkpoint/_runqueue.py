@@ -315,6 +315,18 @@ def claim(
     return claimed
 
 
+def pending(d: Dialect, workflows: Sequence[str]) -> RunPlan[int]:
+    """How many runs of ``workflows`` are queued or running, wherever."""
+    names = ", ".join("?" for _ in workflows)
+    row = yield d.q(
+        f"SELECT count(*) FROM pregelkit_runs WHERE workflow IN ({names}) "
+        "AND status IN ('queued', 'running')",
+        tuple(workflows),
+        "one",
+    )
+    return int(row[0])
+
+
 def heartbeat(
     d: Dialect,
     worker_id: str,

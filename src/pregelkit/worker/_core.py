@@ -19,6 +19,7 @@ from typing import Any
 
 from pregelkit._internal._constants import (
     CONF,
+    CONFIG_KEY_DURABILITY,
     CONFIG_KEY_LEASE,
     CONFIG_KEY_THREAD_ID,
     INTERRUPT,
@@ -148,6 +149,9 @@ class WorkerCore:
             lease_seconds=self.lease_seconds,
         )
 
+    def pending_plan(self) -> Plan:
+        return partial(_runqueue.pending, workflows=self.names)
+
     def heartbeat_plan(self) -> Plan:
         return partial(
             _runqueue.heartbeat,
@@ -182,6 +186,10 @@ class WorkerCore:
         serde = self.saver.serde
         config: dict[str, Any] = dict(serde.loads_typed(claimed.config))
         conf = {
+            # a task's result is saved before the run goes on (as Temporal and
+            # DBOS record a step): a worker's death re-runs at most the
+            # bodies it was running, never one that had finished
+            CONFIG_KEY_DURABILITY: "sync",
             **(config.get(CONF) or {}),
             CONFIG_KEY_THREAD_ID: claimed.thread_id,
             CONFIG_KEY_LEASE: (claimed.run_id, claimed.fence),

@@ -71,8 +71,9 @@ class Worker:
             restore()
 
     def run_until_idle(self) -> int:
-        """Serve until no run of these workflows is left to claim and none
-        is held; returns how many runs this call saw end."""
+        """Serve until no run of these workflows is queued or running, here
+        or on another worker (a dead worker's runs are waited for and taken
+        over); returns how many runs this call saw end."""
         before = self._core.finished
         self._serve(until_idle=True)
         return self._core.finished - before
@@ -115,16 +116,25 @@ class Worker:
                         with self._lock:
                             started = core.start(run)
                         pool.submit(self._execute, run, *started)
-                    if until_idle and not claimed:
-                        with self._lock:
-                            if not core.held:
-                                break
+                    if until_idle and not claimed and self._idle():
+                        break
                     if not claimed or plan is None:
                         self._wake.wait(core.poll_seconds)
                         self._wake.clear()
         finally:
             beating.set()
         self._stopped()
+
+    def _idle(self) -> bool:
+        """Nothing held here, and no run of these workflows queued or
+        running anywhere (a dead worker's run counts until it is taken)."""
+        with self._lock:
+            if self._core.held:
+                return False
+        try:
+            return self._core.saver.run_queue(self._core.pending_plan(), "count runs") == 0
+        except StorageError:
+            return False
 
     def _execute(self, claimed: _runqueue.Claimed, graph: Pregel, input: Any, cfg: Any) -> None:
         core = self._core
