@@ -7,6 +7,7 @@ tests (test_worker_processes.py) kill and pause real worker processes.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from pathlib import Path
@@ -17,11 +18,13 @@ import pytest
 import fleet_flows
 from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint.memory import InMemorySaver
+from pregelkit.checkpoint.postgres.aio import AsyncPostgresSaver
 from pregelkit.checkpoint.runs import list_runs
+from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pregelkit.errors import LeaseLostError, RunCancelledError, RunFailedError
 from pregelkit.func import entrypoint, task
 from pregelkit.types import Command
-from pregelkit.worker import Worker
+from pregelkit.worker import AsyncWorker, Worker
 
 
 def cfg(thread: str) -> dict[str, Any]:
@@ -224,3 +227,40 @@ def test_worker_runs_sync_tasks_in_parallel(queue_db: tuple[str, Any]) -> None:
     Worker([napper], saver, concurrency=4).run_until_idle()
     assert [h.result() for h in handles] == [0, 1, 2, 3]
     assert time.monotonic() - started < 4 * 0.3 + 1.0  # generous: they overlapped
+
+
+def test_async_worker_on_async_savers(queue_db: tuple[str, Any], arun: Any) -> None:
+    url, _ = queue_db
+
+    @task
+    async def double(x: int) -> int:
+        await asyncio.sleep(0.01)
+        return 2 * x
+
+    @entrypoint()
+    async def doubler(xs: list[int]) -> list[int]:
+        return [await double(x) for x in xs]
+
+    async def main() -> None:
+        if url.startswith("postgresql://"):
+            opened: Any = AsyncPostgresSaver.from_conn_string(url)
+        else:
+            opened = AsyncSqliteSaver.from_conn_string(url)
+        async with opened as saver:
+            wf = doubler.copy(checkpointer=saver)
+            handles = [await wf.asubmit([i, i + 1], cfg(f"a{i}")) for i in range(3)]
+            ask = await fleet_flows.ask.copy(checkpointer=saver).asubmit("ok?", cfg("ask"))
+            worker = AsyncWorker([doubler, fleet_flows.ask], saver, concurrency=2)
+            assert await worker.run_until_idle() == 4
+            assert [await h.aresult(timeout=5) for h in handles] == [[0, 2], [2, 4], [4, 6]]
+            assert await ask.astatus() == "interrupted"
+            # run() serves until stop(), here from another task
+            resumed = await fleet_flows.ask.copy(checkpointer=saver).asubmit(
+                Command(resume="fine"), cfg("ask")
+            )
+            serving = asyncio.create_task(worker.run())
+            assert await resumed.aresult(timeout=10) == {"question": "ok?", "answer": "fine"}
+            worker.stop()
+            await asyncio.wait_for(serving, 10)
+
+    arun(main())

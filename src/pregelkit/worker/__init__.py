@@ -8,7 +8,9 @@ that lost its lease can write nothing more for the run (its fence is
 checked in every write transaction). See docs/scale-out.md.
 """
 
+from pregelkit.checkpoint.runs import RunHandle, RunRecord
+from pregelkit.worker._async import AsyncWorker
 from pregelkit.worker._lease import Lease, current_lease
 from pregelkit.worker._sync import Worker
 
-__all__ = ["Lease", "Worker", "current_lease"]
+__all__ = ["AsyncWorker", "Lease", "RunHandle", "RunRecord", "Worker", "current_lease"]
