@@ -25,11 +25,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import fleet_flows
 import pytest
-from fleet_harness import WorkerProcess, cfg, wait_for
 from psycopg_pool import ConnectionPool
 
+import fleet_flows
+from fleet_harness import WorkerProcess, cfg, wait_for
 from pregelkit.checkpoint.postgres import PostgresSaver
 
 pytestmark = pytest.mark.chaos
