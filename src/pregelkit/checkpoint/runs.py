@@ -303,4 +303,3 @@ class RunHandle:
         if rtype is None:
             return None
         return self.saver.serde.loads_typed((str(rtype), bytes(rvalue)))
-

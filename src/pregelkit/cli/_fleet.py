@@ -72,14 +72,12 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
     if not 0.1 <= args.lease <= 86400:
         raise CliError(f"--lease must be between 0.1 and 86400 seconds, got {args.lease}")
     graphs = [load_target(spec).graph for spec in args.entrypoints]
-    names = [g.name for g in graphs]
+    names = [str(g.name) for g in graphs]
     if len(set(names)) != len(names):
         raise CliError(f"two of the workflows have the same name ({names}): names must differ")
     _log_to_stderr()
     with open_database(args.db, create=True, pool_size=args.concurrency + 2) as db:
-        worker = Worker(
-            graphs, db.saver, concurrency=args.concurrency, lease_seconds=args.lease
-        )
+        worker = Worker(graphs, db.saver, concurrency=args.concurrency, lease_seconds=args.lease)
         if args.json:
             _print_json({"event": "worker", "worker_id": worker.worker_id, "serves": names}, out)
         else:

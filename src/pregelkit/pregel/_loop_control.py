@@ -53,15 +53,14 @@ class LoopControl:
         self._unwatch: Callable[[], None] | None = None
         self._poller: asyncio.Task[None] | None = None
 
-    def _locks_thread(self) -> bool:
-        """A root run holds its thread's lock, unless a worker's lease holds
-        the thread: the lease's fence then refuses a stale holder's writes,
-        which a lock held by a paused process could not hand over."""
-        return (
-            self.checkpointer is not None
-            and not self.is_nested
-            and CONFIG_KEY_LEASE not in self.config[CONF]
-        )
+    def _thread_locker(self) -> BaseCheckpointSaver[Any] | None:
+        """The saver whose lock a root run holds on its thread; none when a
+        worker's lease holds the thread: the lease's fence then refuses a
+        stale holder's writes, which a lock held by a paused process could
+        not hand over."""
+        if self.is_nested or CONFIG_KEY_LEASE in self.config[CONF]:
+            return None
+        return self.checkpointer
 
     @property
     def _thread_id(self) -> str:

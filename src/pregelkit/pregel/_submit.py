@@ -18,7 +18,7 @@ __all__ = ["SubmitAPI"]
 
 class SubmitAPI:
     checkpointer: Any
-    name: str | None
+    name: str
 
     def _queue(self) -> tuple[BaseCheckpointSaver[Any], str]:
         saver = self.checkpointer

@@ -26,7 +26,7 @@ from pregelkit._internal._constants import (
     METADATA_KEY_RUN,
 )
 from pregelkit.checkpoint import _runqueue
-from pregelkit.checkpoint.base import BaseCheckpointSaver
+from pregelkit.checkpoint.base import BaseCheckpointSaver, no_run_queue
 from pregelkit.errors import (
     GraphDrained,
     LeaseLostError,
@@ -89,8 +89,8 @@ class WorkerCore:
                 "Worker(checkpointer=...) takes a checkpoint saver (SqliteSaver or "
                 f"PostgresSaver), got {type(checkpointer).__name__}"
             )
-        if type(checkpointer).run_queue is BaseCheckpointSaver.run_queue:
-            checkpointer.run_queue(lambda d: iter(()), "")  # raises, saying what to use
+        if not checkpointer.has_run_queue:
+            raise no_run_queue(checkpointer)
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
         if (
@@ -258,7 +258,9 @@ class WorkerCore:
                 f"{what}: {error}",
                 logging.ERROR,
             )
-        return Outcome(partial(finish, status=status, result=stored, error=None), f"{what}: {status}")
+        return Outcome(
+            partial(finish, status=status, result=stored, error=None), f"{what}: {status}"
+        )
 
     def settle_failed(self, outcome: Outcome, exc: BaseException) -> None:
         """Recording how a run ended failed too: the lease decides (it lapses,

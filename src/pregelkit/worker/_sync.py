@@ -132,9 +132,10 @@ class Worker:
             if self._core.held:
                 return False
         try:
-            return self._core.saver.run_queue(self._core.pending_plan(), "count runs") == 0
+            pending = self._core.saver.run_queue(self._core.pending_plan(), "count runs")
         except StorageError:
             return False
+        return bool(pending == 0)
 
     def _execute(self, claimed: _runqueue.Claimed, graph: Pregel, input: Any, cfg: Any) -> None:
         core = self._core
@@ -203,4 +204,3 @@ def _on_signals(stop: Any) -> Any:
             signal.signal(sig, previous)
 
     return restore
-

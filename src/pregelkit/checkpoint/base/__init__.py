@@ -216,6 +216,13 @@ def thread_coordinates(config: RunnableConfig) -> tuple[str, str, str | None]:
     )
 
 
+def no_run_queue(saver: Any) -> TypeError:
+    return TypeError(
+        f"{type(saver).__name__} keeps no run queue: submit runs and serve them with "
+        "workers on a SqliteSaver or PostgresSaver (a database every worker can reach)"
+    )
+
+
 class BaseCheckpointSaver(Generic[V]):
     """Stores checkpoints and pending writes, per thread and checkpoint namespace.
 
@@ -363,10 +370,11 @@ class BaseCheckpointSaver(Generic[V]):
         """Run a plan of the durable run queue (``wf.submit``, workers) in one
         transaction of this saver's database. Only savers of a database every
         worker process can reach keep a queue."""
-        raise TypeError(
-            f"{type(self).__name__} keeps no run queue: submit runs and serve them with "
-            "workers on a SqliteSaver or PostgresSaver (a database every worker can reach)"
-        )
+        raise no_run_queue(self)
+
+    @property
+    def has_run_queue(self) -> bool:
+        return type(self).run_queue is not BaseCheckpointSaver.run_queue
 
     async def arun_queue(self, make: Callable[[Dialect], RunPlan[T]], op: str) -> T:
         return await self._in_thread(self.run_queue, make, op)

@@ -28,6 +28,7 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
+from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
@@ -37,7 +38,6 @@ from pregelkit.checkpoint.base import (
     CheckpointTuple,
     RunnableConfig,
 )
-from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint.postgres import _core, _sql
 from pregelkit.checkpoint.postgres._faults import reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol

@@ -447,9 +447,7 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
     def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
         """Run a queue plan in one ``BEGIN IMMEDIATE`` transaction: claims by
         several worker processes are serialized by SQLite's write lock."""
-        return self._attempt(
-            lambda conn: _runqueue.drive_sqlite(conn, make(_SQL)), op, write=True
-        )
+        return self._attempt(lambda conn: _runqueue.drive_sqlite(conn, make(_SQL)), op, write=True)
 
     # one run per thread
 
