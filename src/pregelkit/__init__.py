@@ -1,3 +1,27 @@
 """pregelkit: durable, resumable workflows from plain Python functions."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from pregelkit.worker import AsyncWorker, Worker
+
+__all__ = ["AsyncWorker", "Worker", "__version__"]
+
+_LAZY = {"Worker": "pregelkit.worker", "AsyncWorker": "pregelkit.worker"}
+
+
+def __getattr__(name: str) -> Any:
+    """``pregelkit.Worker`` and ``pregelkit.AsyncWorker``, imported on first
+    use: ``import pregelkit`` stays cheap for code that only runs workflows."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pregelkit' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -13,6 +13,9 @@ a PostgreSQL database (``--db postgresql://...``)::
     pregelkit delete THREAD
     pregelkit cancel THREAD
     pregelkit timeline THREAD [--html FILE]
+    pregelkit worker MODULE:NAME ... --concurrency 8
+    pregelkit submit MODULE:NAME --input JSON --thread ID
+    pregelkit runs [--status S]
 
 Every command prints readable tables, or JSON with ``--json`` (then stdout
 holds JSON alone, errors included). Mistakes in the command line or the
@@ -31,7 +34,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
-from pregelkit.cli import _cancel, _timeline
+from pregelkit.cli import _cancel, _fleet, _timeline
 from pregelkit.cli._commands import (
     cmd_delete,
     cmd_history,
@@ -141,6 +144,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_delete)
     _cancel.register(sub, common)
     _timeline.register(sub, common)
+    _fleet.register(sub, common)
     return parser
 
 

@@ -141,12 +141,17 @@ def _serde(inspect: bool) -> Any:
 
 
 @contextlib.contextmanager
-def open_database(location: str, *, create: bool, inspect: bool = False) -> Iterator[Database]:
+def open_database(
+    location: str, *, create: bool, inspect: bool = False, pool_size: int = 0
+) -> Iterator[Database]:
     """The database at ``location``; unless ``create``, it must already hold
     pregelkit checkpoints (so a typo never creates an empty file). With
-    ``inspect``, stored values load without importing anything (``_view``)."""
+    ``inspect``, stored values load without importing anything (``_view``).
+    ``pool_size``: a PostgreSQL saver gets a pool of that many connections
+    (a worker's runs save in parallel); the catalogue queries are then not
+    available."""
     if _is_postgres(location):
-        with _open_postgres(location, inspect) as db:
+        with _open_postgres(location, inspect, pool_size) as db:
             yield db
         return
     shown = Redactor().mask(location)
@@ -211,7 +216,7 @@ def _check_sqlite_file(path: str) -> None:
 
 
 @contextlib.contextmanager
-def _open_postgres(dsn: str, inspect: bool) -> Iterator[Database]:
+def _open_postgres(dsn: str, inspect: bool, pool_size: int = 0) -> Iterator[Database]:
     shown = Redactor().mask(dsn)
     try:
         import psycopg
@@ -226,6 +231,10 @@ def _open_postgres(dsn: str, inspect: bool) -> Iterator[Database]:
     options: dict[str, Any] = {"autocommit": True}
     if "connect_timeout" not in dsn:
         options["connect_timeout"] = CONNECT_TIMEOUT_S
+    if pool_size:
+        with _postgres_pool(dsn, options, pool_size, shown, redact) as db:
+            yield db
+        return
     try:
         conn = psycopg.Connection.connect(dsn, **options)
     except psycopg.Error as exc:
@@ -238,6 +247,38 @@ def _open_postgres(dsn: str, inspect: bool) -> Iterator[Database]:
             saver = PostgresSaver(conn, serde=_serde(inspect))
             saver.setup()
             yield Database(dsn, saver, "postgres", conn)
+        except psycopg.Error as exc:
+            raise CliError(
+                f"database error on {shown!r}: {redact.mask(_short(str(exc), 300))}",
+                kind="database",
+            ) from None
+
+
+@contextlib.contextmanager
+def _postgres_pool(
+    dsn: str, options: dict[str, Any], size: int, shown: str, redact: Redactor
+) -> Iterator[Database]:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+    from pregelkit.checkpoint.postgres import PostgresSaver
+
+    pool: ConnectionPool[Any] = ConnectionPool(
+        dsn, min_size=1, max_size=size, kwargs=options, open=False
+    )
+    try:
+        pool.open(wait=True, timeout=options.get("connect_timeout", CONNECT_TIMEOUT_S))
+    except Exception as exc:
+        pool.close()
+        raise CliError(
+            f"cannot connect to the database {shown!r}: {redact.mask(_short(str(exc), 300))}",
+            kind="database",
+        ) from None
+    with pool:
+        try:
+            saver = PostgresSaver(pool)
+            saver.setup()
+            yield Database(dsn, saver, "postgres", pool)
         except psycopg.Error as exc:
             raise CliError(
                 f"database error on {shown!r}: {redact.mask(_short(str(exc), 300))}",

@@ -642,10 +642,10 @@ class SyncPregelLoop(PregelLoop):
         self.submit = self._executor.submit
         self._lane = SerialLane(self.submit, self.faults)
         self._thread_lock = None
-        if self.checkpointer is not None and not self.is_nested:
+        if (locker := self._thread_locker()) is not None:
             thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
             wait = bool(self.config[CONF].get("wait_for_thread", False))
-            self._thread_lock = self.checkpointer.lock_thread(thread_id, wait=wait)
+            self._thread_lock = locker.lock_thread(thread_id, wait=wait)
             self._thread_lock.__enter__()
         try:
             self._start_control()
@@ -721,10 +721,10 @@ class AsyncPregelLoop(PregelLoop):
         self._io_wait: list[Awaitable[Any]] = []
         self._lane_tail: asyncio.Future[Any] | None = None
         self._thread_lock = None
-        if self.checkpointer is not None and not self.is_nested:
+        if (locker := self._thread_locker()) is not None:
             thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
             wait = bool(self.config[CONF].get("wait_for_thread", False))
-            self._thread_lock = self.checkpointer.alock_thread(thread_id, wait=wait)
+            self._thread_lock = locker.alock_thread(thread_id, wait=wait)
             await self._thread_lock.__aenter__()
         try:
             await self._astart_control()

@@ -21,6 +21,7 @@ from pregelkit.pregel._protocol import PregelProtocol
 from pregelkit.pregel._read import NodeBuilder, PregelNode
 from pregelkit.pregel._remote import check_executor
 from pregelkit.pregel._state import StateAPI
+from pregelkit.pregel._submit import SubmitAPI
 from pregelkit.pregel._surface import RunnableSurface
 from pregelkit.pregel._validate import (
     INVOKE_KEYWORDS,
@@ -38,7 +39,7 @@ from pregelkit.types import CachePolicy, RetryPolicy, Send, StreamMode, TimeoutP
 __all__ = ["NodeBuilder", "Pregel"]
 
 
-class Pregel(StateAPI, PregelProtocol, RunnableSurface):
+class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
     """A graph of nodes that communicate through channels, run in supersteps.
 
     In each step every triggered node runs in parallel on the values of the

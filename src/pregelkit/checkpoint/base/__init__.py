@@ -39,6 +39,7 @@ from pregelkit.errors import ThreadBusyError
 
 if TYPE_CHECKING:
     from pregelkit.channels.base import BaseChannel
+    from pregelkit.checkpoint._runqueue import Dialect, RunPlan
 
 __all__ = [
     "BaseCheckpointSaver",
@@ -216,6 +217,13 @@ def thread_coordinates(config: RunnableConfig) -> tuple[str, str, str | None]:
     )
 
 
+def no_run_queue(saver: Any) -> TypeError:
+    return TypeError(
+        f"{type(saver).__name__} keeps no run queue: submit runs and serve them with "
+        "workers on a SqliteSaver or PostgresSaver (a database every worker can reach)"
+    )
+
+
 class BaseCheckpointSaver(Generic[V]):
     """Stores checkpoints and pending writes, per thread and checkpoint namespace.
 
@@ -385,6 +393,19 @@ class BaseCheckpointSaver(Generic[V]):
         )
 
     # one run per thread
+    def run_queue(self, make: Callable[[Dialect], RunPlan[T]], op: str) -> T:
+        """Run a plan of the durable run queue (``wf.submit``, workers) in one
+        transaction of this saver's database. Only savers of a database every
+        worker process can reach keep a queue."""
+        raise no_run_queue(self)
+
+    @property
+    def has_run_queue(self) -> bool:
+        return type(self).run_queue is not BaseCheckpointSaver.run_queue
+
+    async def arun_queue(self, make: Callable[[Dialect], RunPlan[T]], op: str) -> T:
+        return await self._in_thread(self.run_queue, make, op)
+
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:
         """Hold ``thread_id`` for one run; a second run of it fails fast
         (``ThreadBusyError``) or waits. This default covers one process;

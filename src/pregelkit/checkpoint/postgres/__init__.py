@@ -37,6 +37,7 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
+from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord
 from pregelkit.checkpoint.base import (
@@ -327,6 +328,11 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         self._run(partial(_core.prune, thread_ids, strategy), "prune")
 
     # one run per thread
+
+    def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
+        """Run a queue plan in one transaction; claims use ``FOR UPDATE SKIP
+        LOCKED``, so workers take different runs without waiting for each other."""
+        return self._run(lambda: _core.queue_plan(make(_runqueue.POSTGRES)), op)
 
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:
         """Hold ``thread_id`` for one run, against other threads and processes:

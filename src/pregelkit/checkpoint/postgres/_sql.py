@@ -97,6 +97,50 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    (
+        # the durable run queue (checkpoint/_runqueue.py): one row per run
+        # request; fence grows by one at each claim, lease_until is seconds
+        # since the epoch by the database's clock
+        """
+        CREATE TABLE pregelkit_runs (
+            run_id text PRIMARY KEY,
+            thread_id text NOT NULL,
+            workflow text NOT NULL,
+            status text NOT NULL,
+            priority integer NOT NULL,
+            input_type text NOT NULL,
+            input bytea NOT NULL,
+            config_type text NOT NULL,
+            config bytea NOT NULL,
+            fence bigint NOT NULL DEFAULT 0,
+            worker text,
+            lease_until double precision,
+            attempts integer NOT NULL DEFAULT 0,
+            cancel_requested integer NOT NULL DEFAULT 0,
+            result_type text,
+            result bytea,
+            error text,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            finished_at double precision
+        )
+        """,
+        # one queued-or-running run per thread: what makes submit idempotent
+        """
+        CREATE UNIQUE INDEX pregelkit_runs_active ON pregelkit_runs (thread_id)
+        WHERE status IN ('queued', 'running')
+        """,
+        "CREATE INDEX pregelkit_runs_queue ON pregelkit_runs (status, priority, created_at)",
+        "CREATE INDEX pregelkit_runs_thread ON pregelkit_runs (thread_id, created_at)",
+        """
+        CREATE TABLE pregelkit_workers (
+            worker_id text PRIMARY KEY,
+            workflows text NOT NULL,
+            seen_at double precision NOT NULL,
+            stopped integer NOT NULL DEFAULT 0
+        )
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 

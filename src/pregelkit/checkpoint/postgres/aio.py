@@ -28,6 +28,7 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
+from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord
 from pregelkit.checkpoint.base import (
@@ -322,6 +323,15 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     ) -> None:
         """Drop the history of threads (see ``PostgresSaver.prune``)."""
         await self._run(partial(_core.prune, thread_ids, strategy), "prune")
+
+    async def arun_queue(
+        self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str
+    ) -> T:
+        """Run a queue plan in one transaction (see ``PostgresSaver.run_queue``)."""
+        return await self._run(lambda: _core.queue_plan(make(_runqueue.POSTGRES)), op)
+
+    def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
+        return self._sync(self.arun_queue(make, op), "run_queue")
 
     def alock_thread(
         self, thread_id: str, *, wait: bool = False

@@ -96,6 +96,50 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) WITHOUT ROWID
         """,
     ),
+    (
+        # the durable run queue (checkpoint/_runqueue.py): one row per run
+        # request; fence grows by one at each claim, lease_until is seconds
+        # since the epoch by the database's clock
+        """
+        CREATE TABLE pregelkit_runs (
+            run_id TEXT PRIMARY KEY,
+            thread_id TEXT NOT NULL,
+            workflow TEXT NOT NULL,
+            status TEXT NOT NULL,
+            priority INTEGER NOT NULL,
+            input_type TEXT NOT NULL,
+            input BLOB NOT NULL,
+            config_type TEXT NOT NULL,
+            config BLOB NOT NULL,
+            fence INTEGER NOT NULL DEFAULT 0,
+            worker TEXT,
+            lease_until REAL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            result_type TEXT,
+            result BLOB,
+            error TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            finished_at REAL
+        )
+        """,
+        # one queued-or-running run per thread: what makes submit idempotent
+        """
+        CREATE UNIQUE INDEX pregelkit_runs_active ON pregelkit_runs (thread_id)
+        WHERE status IN ('queued', 'running')
+        """,
+        "CREATE INDEX pregelkit_runs_queue ON pregelkit_runs (status, priority, created_at)",
+        "CREATE INDEX pregelkit_runs_thread ON pregelkit_runs (thread_id, created_at)",
+        """
+        CREATE TABLE pregelkit_workers (
+            worker_id TEXT PRIMARY KEY,
+            workflows TEXT NOT NULL,
+            seen_at REAL NOT NULL,
+            stopped INTEGER NOT NULL DEFAULT 0
+        )
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
