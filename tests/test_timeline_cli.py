@@ -5,14 +5,13 @@ and an HTML page (its browser behaviour: test_timeline_browser.py)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from test_cli import cli
 
 FLOWS = """
 from pathlib import Path
@@ -51,29 +50,15 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PREGELKIT_DB", "NO_COLOR")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "pregelkit", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
-
-
 def test_timeline_of_real_runs(workdir: Path) -> None:
     first = cli(workdir, "run", "flows:report", "3", "--cache", "c.sqlite", "--thread", "t")
-    assert first.returncode == 0, first.stderr
+    assert first.code == 0, first.err
     resumed = cli(workdir, "resume", "t", '"yes"', "--cache", "c.sqlite")
-    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.code == 0, resumed.err
 
     proc = cli(workdir, "timeline", "t", "--json")
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(proc.stdout)
+    assert proc.code == 0, proc.err
+    data = json.loads(proc.out)
     assert data["thread_id"] == "t" and data["running"] is False
     assert len(data["runs"]) == 2
     run1, run2 = (
@@ -97,13 +82,13 @@ def test_timeline_of_real_runs(workdir: Path) -> None:
     ], run2
 
     text = cli(workdir, "timeline", "t")
-    assert text.returncode == 0
-    rows = [line for line in text.stdout.splitlines() if line.endswith("│")]
+    assert text.code == 0
+    rows = [line for line in text.out.splitlines() if line.endswith("│")]
     assert len(rows) == sum(len(r["attempts"]) for r in data["runs"])
-    assert "── run 1/2" in text.stdout and "── run 2/2" in text.stdout
+    assert "── run 1/2" in text.out and "── run 2/2" in text.out
 
     page = cli(workdir, "timeline", "t", "--html", "t.html")
-    assert page.returncode == 0
+    assert page.code == 0
     html = (workdir / "t.html").read_text(encoding="utf-8")
     found = re.search(r'id="timeline-data">(.*?)</script>', html)
     assert found is not None
