@@ -32,7 +32,7 @@ from pregelkit.checkpoint.memory import InMemorySaver
 from pregelkit.config import get_config, get_store, get_stream_writer
 from pregelkit.errors import NodeTimeoutError
 from pregelkit.executors.dask import DaskExecutor
-from pregelkit.func import entrypoint, task
+from pregelkit.func import entrypoint, patched, task
 from pregelkit.pregel import NodeBuilder, Pregel
 from pregelkit.runtime import get_runtime
 from pregelkit.store.memory import InMemoryStore
@@ -354,14 +354,21 @@ def test_what_a_remote_body_cannot_reach_is_explained(executor: DaskExecutor) ->
     def reads_the_store(x: int) -> Any:
         return get_store().get(("ns",), "k")
 
+    @task
+    def checks_a_patch(x: int) -> bool:
+        return patched("new-way")
+
     @entrypoint(checkpointer=InMemorySaver(), store=InMemoryStore(), executor=executor)
     def flow(which: str) -> Any:
-        return (calls_a_task if which == "call" else reads_the_store)(1).result()
+        body = {"call": calls_a_task, "store": reads_the_store, "patch": checks_a_patch}[which]
+        return body(1).result()
 
     with pytest.raises(RuntimeError, match="task calls need the driver's loop"):
         flow.invoke("call", cfg("call"))
     with pytest.raises(RuntimeError, match="the store is not reachable"):
         flow.invoke("store", cfg("store"))
+    with pytest.raises(RuntimeError, match=r"patched\('new-way'\) was called in a body running"):
+        flow.invoke("patch", cfg("patch"))
 
 
 def test_wrong_executors_are_refused(client: Any) -> None:

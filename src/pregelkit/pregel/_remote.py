@@ -153,8 +153,17 @@ def _no_calls(name: str) -> RuntimeError:
 
 
 class _NoCalls:
+    """The runner a remote body sees: what needs the driver's records refuses."""
+
     def call(self, parent: Any, call: Call) -> Any:
         raise _no_calls(call.name)
+
+    def patch_marker(self, parent: Any, patch_id: str, *, deprecated: bool) -> bool:
+        raise RuntimeError(
+            f"patched({patch_id!r}) was called in a body running on a remote executor: "
+            "its decision is recorded by the driver, so make it in the @entrypoint function "
+            "and pass the outcome to the task"
+        )
 
 
 class TaskStub:
@@ -220,7 +229,6 @@ class BodyScope:
         self.task = self
         self.attempt = None
         self.interrupt_counter = 0
-        self.call_counter = 0
         self.writes: list[tuple[str, Any]] = []
         self.chunks: list[Any] = []
         self.used_map = False
@@ -246,7 +254,6 @@ class BodyScope:
 
     # the same as a local task's: they read only what this class also has
     interrupt = TaskScope.interrupt
-    next_call_index = TaskScope.next_call_index
     runtime = TaskScope.runtime
 
 
