@@ -377,6 +377,13 @@ def test_wrong_executors_are_refused(client: Any) -> None:
     with pytest.raises(TypeError, match="has no submit method"):
         entrypoint(executor=client.scheduler.address)(lambda x: x)
 
+    async def with_an_async_client() -> None:
+        async with distributed.Client(client.scheduler.address, asynchronous=True) as aclient:
+            with pytest.raises(TypeError, match=r"needs a synchronous distributed\.Client"):
+                DaskExecutor(aclient)
+
+    asyncio.run(with_an_async_client())
+
 
 def test_import_pregelkit_does_not_import_dask() -> None:
     code = (
