@@ -27,7 +27,7 @@ from pregelkit.func._arguments import refuse_futures
 from pregelkit.func._patch import deprecate_patch, patched
 from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode
-from pregelkit.pregel._remote import TaskStub
+from pregelkit.pregel._remote import RemoteExecutor, TaskStub
 from pregelkit.pregel._validate import (
     check_cache,
     check_cache_policy,
@@ -281,7 +281,7 @@ class entrypoint(Generic[T]):
         cache_policy: CachePolicy[Any] | None = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         timeout: float | timedelta | TimeoutPolicy | None = None,
-        executor: Any = None,
+        executor: RemoteExecutor | None = None,
     ) -> None:
         check_checkpointer(checkpointer)
         check_store(store)

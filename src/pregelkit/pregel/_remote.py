@@ -39,8 +39,10 @@ __all__ = ["RemoteExecutor", "arun_remote", "check_executor", "run_remote", "run
 
 
 class RemoteExecutor(Protocol):
-    """Runs ``fn(*args)`` somewhere else; ``fn`` and ``args`` pickle, and so does
-    what ``fn`` returns. ``name`` labels the work in the executor's dashboards."""
+    """Where task bodies run (``executor=``): ``submit`` runs ``fn(*args)``
+    somewhere else and returns a future of its result; ``fn``, ``args`` and the
+    result pickle. ``name`` labels the work in the executor's dashboards.
+    ``pregelkit.executors.dask.DaskExecutor`` is one."""
 
     def submit(
         self, fn: Callable[..., Any], /, *args: Any, name: str

@@ -19,7 +19,7 @@ from pregelkit.pregel._driver import RunDriver, run_config
 from pregelkit.pregel._output import SKIP, InvokeResult, StreamShape
 from pregelkit.pregel._protocol import PregelProtocol
 from pregelkit.pregel._read import NodeBuilder, PregelNode
-from pregelkit.pregel._remote import check_executor
+from pregelkit.pregel._remote import RemoteExecutor, check_executor
 from pregelkit.pregel._state import StateAPI
 from pregelkit.pregel._surface import RunnableSurface
 from pregelkit.pregel._validate import (
@@ -68,7 +68,7 @@ class Pregel(StateAPI, PregelProtocol, RunnableSurface):
         name: str = "LangGraph",
         context_schema: Any = None,
         auto_validate: bool = True,
-        executor: Any = None,
+        executor: RemoteExecutor | None = None,
     ) -> None:
         check_components(checkpointer, store, cache, retry_policy, cache_policy)
         check_stream_mode(stream_mode)
