@@ -27,7 +27,6 @@ from pregelkit.func._arguments import refuse_futures
 from pregelkit.func._patch import deprecate_patch, patched
 from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode
-from pregelkit.pregel._remote import RemoteExecutor, TaskStub
 from pregelkit.pregel._validate import (
     check_cache,
     check_cache_policy,
@@ -42,6 +41,8 @@ from pregelkit.types import CachePolicy, RetryPolicy, TimeoutPolicy
 if TYPE_CHECKING:
     import asyncio
     import concurrent.futures
+
+    from pregelkit.pregel._remote import RemoteExecutor
 
 __all__ = [
     "AsyncTaskFunction",
@@ -94,6 +95,8 @@ class _TaskFunction(wrapt.FunctionWrapper):  # type: ignore[misc]
     def __reduce_remote__(self) -> tuple[Any, ...]:
         """Captured by a body shipped to a remote executor, a task cannot be called
         there (calls need the driver's loop); it travels as a stub that says so."""
+        from pregelkit.pregel._remote import TaskStub
+
         return (TaskStub, (self._self_task_name,))
 
 

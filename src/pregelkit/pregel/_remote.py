@@ -19,10 +19,8 @@ streams nothing twice). The executor knows nothing of tasks: it runs
 
 from __future__ import annotations
 
-import concurrent.futures
-import traceback
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pregelkit._internal._constants import CONF, CONFIG_KEY_TASK_ID, RETURN
 from pregelkit._internal._ids import interrupt_id
@@ -34,6 +32,9 @@ from pregelkit.pregel._read import PregelNode, _SubgraphStep
 from pregelkit.pregel._run import _async_error, _inject, _node_writes
 from pregelkit.pregel._scope import TaskScope
 from pregelkit.types import PregelExecutableTask
+
+if TYPE_CHECKING:
+    import concurrent.futures  # loaded by the run machinery, not by importing this
 
 __all__ = ["RemoteExecutor", "arun_remote", "check_executor", "run_remote", "run_shipped", "ships"]
 
@@ -284,6 +285,8 @@ def run_shipped(payload: bytes) -> bytes:
         outcome: tuple[bool, Any] = (True, _call(body, scope))
     except Exception as exc:
         if not isinstance(exc, GraphBubbleUp):
+            import traceback
+
             exc.add_note(f"(raised on a remote worker)\n{''.join(traceback.format_exception(exc))}")
         outcome = (False, exc)
     finally:
@@ -397,6 +400,8 @@ def _land(task: PregelExecutableTask, outcome: Any, state: Any) -> Any:
 
 def _wait(fut: concurrent.futures.Future[Any], attempt: Any) -> Any:
     """The attempt's outcome; a bounded attempt stops waiting once it is dead."""
+    import concurrent.futures
+
     try:
         if attempt is None:
             return fut.result()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import RESERVED, TASKS
 from pregelkit.channels.base import BaseChannel
@@ -19,7 +19,6 @@ from pregelkit.pregel._driver import RunDriver, run_config
 from pregelkit.pregel._output import SKIP, InvokeResult, StreamShape
 from pregelkit.pregel._protocol import PregelProtocol
 from pregelkit.pregel._read import NodeBuilder, PregelNode
-from pregelkit.pregel._remote import RemoteExecutor, check_executor
 from pregelkit.pregel._state import StateAPI
 from pregelkit.pregel._surface import RunnableSurface
 from pregelkit.pregel._validate import (
@@ -34,6 +33,9 @@ from pregelkit.pregel._validate import (
 )
 from pregelkit.runtime import RunControl
 from pregelkit.types import CachePolicy, RetryPolicy, Send, StreamMode, TimeoutPolicy
+
+if TYPE_CHECKING:
+    from pregelkit.pregel._remote import RemoteExecutor
 
 __all__ = ["NodeBuilder", "Pregel"]
 
@@ -95,7 +97,10 @@ class Pregel(StateAPI, PregelProtocol, RunnableSurface):
         self.checkpointer = checkpointer
         self.store = store
         self.cache = cache
-        check_executor(executor, built)
+        if executor is not None:
+            from pregelkit.pregel._remote import check_executor
+
+            check_executor(executor, built)
         self.executor = executor
         """Where task and node bodies run (e.g. ``DaskExecutor``); None: here."""
         if isinstance(retry_policy, RetryPolicy):
@@ -184,7 +189,9 @@ class Pregel(StateAPI, PregelProtocol, RunnableSurface):
         (LangGraph's spelling) or ``copy(name=...)``."""
         changes = {**(update or {}), **fields}
         check_copy_fields(self.__dict__, changes)
-        if "executor" in changes:
+        if changes.get("executor") is not None:
+            from pregelkit.pregel._remote import check_executor
+
             check_executor(changes["executor"], self.nodes)
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
