@@ -27,7 +27,7 @@ else:
     distributed = pytest.importorskip("distributed", reason="pip install 'pregelkit[dask]'")
 
 from pregelkit.cache.memory import InMemoryCache
-from pregelkit.channels import LastValue
+from pregelkit.channels import LastValue, Topic
 from pregelkit.checkpoint.memory import InMemorySaver
 from pregelkit.config import get_config, get_store, get_stream_writer
 from pregelkit.errors import NodeTimeoutError
@@ -36,7 +36,7 @@ from pregelkit.func import entrypoint, patched, task
 from pregelkit.pregel import NodeBuilder, Pregel
 from pregelkit.runtime import get_runtime
 from pregelkit.store.memory import InMemoryStore
-from pregelkit.types import CachePolicy, Command, RetryPolicy, interrupt
+from pregelkit.types import CachePolicy, Command, RetryPolicy, Send, interrupt
 
 HERE = Path(__file__).parent
 
@@ -122,6 +122,28 @@ def test_pregel_nodes_run_on_the_workers(executor: DaskExecutor) -> None:
     ).copy(executor=executor)
     value, pid = graph.invoke(1)
     assert value == 2 and pid != os.getpid()
+
+
+def test_sends_and_commands_come_back_from_remote_nodes(executor: DaskExecutor) -> None:
+    graph = Pregel(
+        nodes={
+            "fan": NodeBuilder()
+            .subscribe_only("n")
+            .do(
+                lambda n: Command(update={"note": "fanned"}, goto=[Send("w", i) for i in range(n)])
+            ),
+            "w": NodeBuilder().do(lambda i: (i * 10, os.getpid())).write_to("out"),
+        },
+        channels={"n": LastValue(int), "note": LastValue(str), "out": Topic(Any, accumulate=True)},
+        input_channels="n",
+        output_channels=["note", "out"],
+        checkpointer=InMemorySaver(),
+        executor=executor,
+    )
+    result = graph.invoke(4, cfg("sends"))
+    assert result["note"] == "fanned"
+    assert sorted(v for v, _ in result["out"]) == [0, 10, 20, 30]
+    assert os.getpid() not in {pid for _, pid in result["out"]}
 
 
 def test_interrupt_and_resume(executor: DaskExecutor, log: Path) -> None:
