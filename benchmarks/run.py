@@ -575,6 +575,11 @@ grew during the timed run (see Method).
   durability) or an `AsyncSqliteSaver` through `ainvoke`; time per run, and
   the median and 99th percentile of single runs. This is the cost a request
   handler pays per request.
+- **CPU-bound fan-out** (pregelkit only): N tasks of pure-Python arithmetic
+  (about 0.1 s of CPU each), gathered by one entrypoint, on the default
+  executor (threads: one core at a time) and with `DaskExecutor` on a
+  `LocalCluster` of 2 worker processes (started and warmed up untimed); the
+  check row is their ratio. See [scale-out](scale-out.md#task-bodies-on-dask).
 - **import**: wall time of `import <lib>.func` in a bare fresh interpreter
   (`python -c`, `time.perf_counter` around the import), median of
   {args.import_repeats} interpreters per round. Bytecode caching is on (the

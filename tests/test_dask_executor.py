@@ -27,16 +27,16 @@ else:
     distributed = pytest.importorskip("distributed", reason="pip install 'pregelkit[dask]'")
 
 from pregelkit.cache.memory import InMemoryCache
-from pregelkit.channels import LastValue
+from pregelkit.channels import LastValue, Topic
 from pregelkit.checkpoint.memory import InMemorySaver
 from pregelkit.config import get_config, get_store, get_stream_writer
 from pregelkit.errors import NodeTimeoutError
 from pregelkit.executors.dask import DaskExecutor
-from pregelkit.func import entrypoint, task
+from pregelkit.func import entrypoint, patched, task
 from pregelkit.pregel import NodeBuilder, Pregel
 from pregelkit.runtime import get_runtime
 from pregelkit.store.memory import InMemoryStore
-from pregelkit.types import CachePolicy, Command, RetryPolicy, interrupt
+from pregelkit.types import CachePolicy, Command, RetryPolicy, Send, interrupt
 
 HERE = Path(__file__).parent
 
@@ -122,6 +122,28 @@ def test_pregel_nodes_run_on_the_workers(executor: DaskExecutor) -> None:
     ).copy(executor=executor)
     value, pid = graph.invoke(1)
     assert value == 2 and pid != os.getpid()
+
+
+def test_sends_and_commands_come_back_from_remote_nodes(executor: DaskExecutor) -> None:
+    graph = Pregel(
+        nodes={
+            "fan": NodeBuilder()
+            .subscribe_only("n")
+            .do(
+                lambda n: Command(update={"note": "fanned"}, goto=[Send("w", i) for i in range(n)])
+            ),
+            "w": NodeBuilder().do(lambda i: (i * 10, os.getpid())).write_to("out"),
+        },
+        channels={"n": LastValue(int), "note": LastValue(str), "out": Topic(Any, accumulate=True)},
+        input_channels="n",
+        output_channels=["note", "out"],
+        checkpointer=InMemorySaver(),
+        executor=executor,
+    )
+    result = graph.invoke(4, cfg("sends"))
+    assert result["note"] == "fanned"
+    assert sorted(v for v, _ in result["out"]) == [0, 10, 20, 30]
+    assert os.getpid() not in {pid for _, pid in result["out"]}
 
 
 def test_interrupt_and_resume(executor: DaskExecutor, log: Path) -> None:
@@ -354,14 +376,21 @@ def test_what_a_remote_body_cannot_reach_is_explained(executor: DaskExecutor) ->
     def reads_the_store(x: int) -> Any:
         return get_store().get(("ns",), "k")
 
+    @task
+    def checks_a_patch(x: int) -> bool:
+        return patched("new-way")
+
     @entrypoint(checkpointer=InMemorySaver(), store=InMemoryStore(), executor=executor)
     def flow(which: str) -> Any:
-        return (calls_a_task if which == "call" else reads_the_store)(1).result()
+        body = {"call": calls_a_task, "store": reads_the_store, "patch": checks_a_patch}[which]
+        return body(1).result()
 
     with pytest.raises(RuntimeError, match="task calls need the driver's loop"):
         flow.invoke("call", cfg("call"))
     with pytest.raises(RuntimeError, match="the store is not reachable"):
         flow.invoke("store", cfg("store"))
+    with pytest.raises(RuntimeError, match=r"patched\('new-way'\) was called in a body running"):
+        flow.invoke("patch", cfg("patch"))
 
 
 def test_wrong_executors_are_refused(client: Any) -> None:
@@ -369,6 +398,13 @@ def test_wrong_executors_are_refused(client: Any) -> None:
         DaskExecutor("tcp://127.0.0.1:8786")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="has no submit method"):
         entrypoint(executor=client.scheduler.address)(lambda x: x)
+
+    async def with_an_async_client() -> None:
+        async with distributed.Client(client.scheduler.address, asynchronous=True) as aclient:
+            with pytest.raises(TypeError, match=r"needs a synchronous distributed\.Client"):
+                DaskExecutor(aclient)
+
+    asyncio.run(with_an_async_client())
 
 
 def test_import_pregelkit_does_not_import_dask() -> None:

@@ -55,6 +55,11 @@ class DaskExecutor:
                 "DaskExecutor(distributed.Client('tcp://scheduler:8786')), "
                 f"got {type(client).__name__}"
             )
+        if client.asynchronous:
+            raise TypeError(
+                "DaskExecutor needs a synchronous distributed.Client (the default, not "
+                "asynchronous=True): it serves ainvoke() too, without blocking the event loop"
+            )
         self.client = client
         self._fetch: concurrent.futures.ThreadPoolExecutor | None = None
 

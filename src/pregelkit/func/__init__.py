@@ -28,7 +28,6 @@ from pregelkit.func._patch import deprecate_patch, patched
 from pregelkit.observe import otel as _otel  # noqa: F401  (runs get spans once a tracer is set)
 from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode
-from pregelkit.pregel._remote import TaskStub
 from pregelkit.pregel._validate import (
     check_cache,
     check_cache_policy,
@@ -43,6 +42,8 @@ from pregelkit.types import CachePolicy, RetryPolicy, TimeoutPolicy
 if TYPE_CHECKING:
     import asyncio
     import concurrent.futures
+
+    from pregelkit.pregel._remote import RemoteExecutor
 
 __all__ = [
     "AsyncTaskFunction",
@@ -95,6 +96,8 @@ class _TaskFunction(wrapt.FunctionWrapper):  # type: ignore[misc]
     def __reduce_remote__(self) -> tuple[Any, ...]:
         """Captured by a body shipped to a remote executor, a task cannot be called
         there (calls need the driver's loop); it travels as a stub that says so."""
+        from pregelkit.pregel._remote import TaskStub
+
         return (TaskStub, (self._self_task_name,))
 
 
@@ -282,7 +285,7 @@ class entrypoint(Generic[T]):
         cache_policy: CachePolicy[Any] | None = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         timeout: float | timedelta | TimeoutPolicy | None = None,
-        executor: Any = None,
+        executor: RemoteExecutor | None = None,
     ) -> None:
         check_checkpointer(checkpointer)
         check_store(store)

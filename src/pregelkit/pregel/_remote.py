@@ -19,10 +19,8 @@ streams nothing twice). The executor knows nothing of tasks: it runs
 
 from __future__ import annotations
 
-import concurrent.futures
-import traceback
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pregelkit._internal._constants import CONF, CONFIG_KEY_TASK_ID, RETURN
 from pregelkit._internal._ids import interrupt_id
@@ -35,12 +33,17 @@ from pregelkit.pregel._run import _async_error, _inject, _node_writes
 from pregelkit.pregel._scope import TaskScope
 from pregelkit.types import PregelExecutableTask
 
+if TYPE_CHECKING:
+    import concurrent.futures  # loaded by the run machinery, not by importing this
+
 __all__ = ["RemoteExecutor", "arun_remote", "check_executor", "run_remote", "run_shipped", "ships"]
 
 
 class RemoteExecutor(Protocol):
-    """Runs ``fn(*args)`` somewhere else; ``fn`` and ``args`` pickle, and so does
-    what ``fn`` returns. ``name`` labels the work in the executor's dashboards."""
+    """Where task bodies run (``executor=``): ``submit`` runs ``fn(*args)``
+    somewhere else and returns a future of its result; ``fn``, ``args`` and the
+    result pickle. ``name`` labels the work in the executor's dashboards.
+    ``pregelkit.executors.dask.DaskExecutor`` is one."""
 
     def submit(
         self, fn: Callable[..., Any], /, *args: Any, name: str
@@ -153,8 +156,17 @@ def _no_calls(name: str) -> RuntimeError:
 
 
 class _NoCalls:
+    """The runner a remote body sees: what needs the driver's records refuses."""
+
     def call(self, parent: Any, call: Call) -> Any:
         raise _no_calls(call.name)
+
+    def patch_marker(self, parent: Any, patch_id: str, *, deprecated: bool) -> bool:
+        raise RuntimeError(
+            f"patched({patch_id!r}) was called in a body running on a remote executor: "
+            "its decision is recorded by the driver, so make it in the @entrypoint function "
+            "and pass the outcome to the task"
+        )
 
 
 class TaskStub:
@@ -220,7 +232,6 @@ class BodyScope:
         self.task = self
         self.attempt = None
         self.interrupt_counter = 0
-        self.call_counter = 0
         self.writes: list[tuple[str, Any]] = []
         self.chunks: list[Any] = []
         self.used_map = False
@@ -246,7 +257,6 @@ class BodyScope:
 
     # the same as a local task's: they read only what this class also has
     interrupt = TaskScope.interrupt
-    next_call_index = TaskScope.next_call_index
     runtime = TaskScope.runtime
 
 
@@ -275,6 +285,8 @@ def run_shipped(payload: bytes) -> bytes:
         outcome: tuple[bool, Any] = (True, _call(body, scope))
     except Exception as exc:
         if not isinstance(exc, GraphBubbleUp):
+            import traceback
+
             exc.add_note(f"(raised on a remote worker)\n{''.join(traceback.format_exception(exc))}")
         outcome = (False, exc)
     finally:
@@ -388,6 +400,8 @@ def _land(task: PregelExecutableTask, outcome: Any, state: Any) -> Any:
 
 def _wait(fut: concurrent.futures.Future[Any], attempt: Any) -> Any:
     """The attempt's outcome; a bounded attempt stops waiting once it is dead."""
+    import concurrent.futures
+
     try:
         if attempt is None:
             return fut.result()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import RESERVED, TASKS
 from pregelkit.channels.base import BaseChannel
@@ -19,7 +19,6 @@ from pregelkit.pregel._driver import RunDriver, run_config
 from pregelkit.pregel._output import SKIP, InvokeResult, StreamShape
 from pregelkit.pregel._protocol import PregelProtocol
 from pregelkit.pregel._read import NodeBuilder, PregelNode
-from pregelkit.pregel._remote import check_executor
 from pregelkit.pregel._state import StateAPI
 from pregelkit.pregel._submit import SubmitAPI
 from pregelkit.pregel._surface import RunnableSurface
@@ -35,6 +34,9 @@ from pregelkit.pregel._validate import (
 )
 from pregelkit.runtime import RunControl
 from pregelkit.types import CachePolicy, RetryPolicy, Send, StreamMode, TimeoutPolicy
+
+if TYPE_CHECKING:
+    from pregelkit.pregel._remote import RemoteExecutor
 
 __all__ = ["NodeBuilder", "Pregel"]
 
@@ -69,7 +71,7 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         name: str = "LangGraph",
         context_schema: Any = None,
         auto_validate: bool = True,
-        executor: Any = None,
+        executor: RemoteExecutor | None = None,
     ) -> None:
         check_components(checkpointer, store, cache, retry_policy, cache_policy)
         check_stream_mode(stream_mode)
@@ -96,7 +98,10 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         self.checkpointer = checkpointer
         self.store = store
         self.cache = cache
-        check_executor(executor, built)
+        if executor is not None:
+            from pregelkit.pregel._remote import check_executor
+
+            check_executor(executor, built)
         self.executor = executor
         """Where task and node bodies run (e.g. ``DaskExecutor``); None: here."""
         if isinstance(retry_policy, RetryPolicy):
@@ -185,7 +190,9 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         (LangGraph's spelling) or ``copy(name=...)``."""
         changes = {**(update or {}), **fields}
         check_copy_fields(self.__dict__, changes)
-        if "executor" in changes:
+        if changes.get("executor") is not None:
+            from pregelkit.pregel._remote import check_executor
+
             check_executor(changes["executor"], self.nodes)
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
