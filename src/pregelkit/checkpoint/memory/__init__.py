@@ -12,7 +12,6 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, ExitStack
-from dataclasses import replace
 from typing import Any, Literal, Self, TypeVar
 
 from pregelkit._internal._constants import (
@@ -22,7 +21,12 @@ from pregelkit._internal._constants import (
     CONFIG_KEY_THREAD_ID,
     WRITES_IDX_MAP,
 )
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord, attempt_order
+from pregelkit.checkpoint.attempts import (
+    AttemptList,
+    AttemptRow,
+    attempt_from_row,
+    attempt_order,
+)
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -99,8 +103,8 @@ class InMemorySaver(
             for table in tables:
                 self.stack.enter_context(table)
         self.controls: dict[str, str] = {}
-        self.attempts: dict[str, dict[tuple[str, str, str, int], AttemptRecord]] = {}
-        """Attempt records by thread, keyed (namespace, run, task id, attempt)."""
+        self.attempts: dict[str, dict[tuple[str, str, str, int], AttemptRow]] = {}
+        """Attempt rows by thread, keyed (namespace, run, task id, attempt)."""
         # One lock for all three tables: workers call put_writes concurrently,
         # and readers must not see a checkpoint without its blobs.
         self._lock = threading.Lock()
@@ -164,7 +168,7 @@ class InMemorySaver(
         task_id: str,
         task_path: str = "",
         *,
-        attempts: Sequence[AttemptRecord] = (),
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         """Record a task's writes against the checkpoint ``config`` names,
         with ``attempts`` (under the same lock: a reader sees both or neither).
@@ -210,24 +214,24 @@ class InMemorySaver(
             if attempts:
                 self._put_attempts(thread_id, attempts)
 
-    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         with self._lock:
             self._put_attempts(str(thread_id), records)
 
-    def _put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+    def _put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         table = self.attempts.get(thread_id)
         if table is None:
             table = self.attempts[thread_id] = {}
-        for rec in records:
-            key = (rec.checkpoint_ns, rec.run_id, rec.task_id, rec.attempt)
-            if rec.outcome is None and key in table:
+        for row in records:
+            key = (row[1], row[2], row[4], row[6])  # namespace, run, task id, attempt
+            if row[9] is None and key in table:
                 continue  # a start record never replaces the finished one
-            table[key] = rec
+            table[key] = row
 
     def list_attempts(self, thread_id: str) -> AttemptList:
         with self._lock:
-            records = list(self.attempts.get(str(thread_id), {}).values())
-        return sorted(records, key=attempt_order)
+            rows = list(self.attempts.get(str(thread_id), {}).values())
+        return sorted(map(attempt_from_row, rows), key=attempt_order)
 
     def delete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, write and blob of ``thread_id``."""
@@ -281,7 +285,7 @@ class InMemorySaver(
             if records := self.attempts.get(source_thread_id):
                 self._put_attempts(
                     target_thread_id,
-                    [replace(rec, thread_id=target_thread_id) for rec in records.values()],
+                    [(target_thread_id, *row[1:]) for row in records.values()],
                 )
             for (thread_id, ns, channel, version), blob in list(self.blobs.items()):
                 if thread_id == source_thread_id:

@@ -38,7 +38,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from pregelkit.checkpoint._faults import StorageRetry
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -268,7 +268,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
         *,
-        attempts: Sequence[AttemptRecord] = (),
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
@@ -280,7 +280,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             writes=True,
         )
 
-    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         self._run(partial(_core.put_attempts, records), "put_attempts", str(thread_id), writes=True)
 
     def list_attempts(self, thread_id: str) -> AttemptList:
