@@ -28,22 +28,25 @@ __all__ = ["OtelHooks", "otel_hooks"]
 class OtelHooks:
     """The spans of one run."""
 
-    def __init__(self, trace: Any, thread_id: str, run_id: str, nested: bool) -> None:
+    def __init__(self, trace: Any, thread_id: str, nested: bool) -> None:
         from opentelemetry import context
 
         self.trace = trace
         self.context = context
         self.tracer = trace.get_tracer("pregelkit")
         self.thread_id = thread_id
+        self.nested = nested
         self.run_span: Any = None
-        if nested:
-            self.parent = context.get_current()  # the enclosing task's span
-        else:
-            self.run_span = self.tracer.start_span(
-                "pregelkit.run",
-                attributes={"pregelkit.thread_id": thread_id, "pregelkit.run_id": run_id},
-            )
-            self.parent = trace.set_span_in_context(self.run_span)
+        self.parent: Any = context.get_current()  # nested: the enclosing task's span
+
+    def run_started(self, run_id: str) -> None:
+        if self.nested:
+            return
+        self.run_span = self.tracer.start_span(
+            "pregelkit.run",
+            attributes={"pregelkit.thread_id": self.thread_id, "pregelkit.run_id": run_id},
+        )
+        self.parent = self.trace.set_span_in_context(self.run_span)
 
     def _task_span(self, task: PregelExecutableTask, step: int, attempt: int) -> Any:
         return self.tracer.start_span(
@@ -108,7 +111,7 @@ def _is_interrupt(exc: BaseException) -> bool:
     return isinstance(exc, GraphInterrupt)
 
 
-def otel_hooks(thread_id: str, run_id: str, nested: bool) -> AttemptHooks | None:
+def otel_hooks(thread_id: str, nested: bool) -> AttemptHooks | None:
     """Spans for a run, when OpenTelemetry is imported and a provider is set."""
     trace = sys.modules.get("opentelemetry.trace")
     if trace is None:
@@ -116,7 +119,7 @@ def otel_hooks(thread_id: str, run_id: str, nested: bool) -> AttemptHooks | None
     provider = trace.get_tracer_provider()
     if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
         return None
-    return OtelHooks(trace, thread_id, run_id, nested)
+    return OtelHooks(trace, thread_id, nested)
 
 
 add_hooks_factory(otel_hooks)
