@@ -38,8 +38,15 @@ def instructions(src: Path, workload: str, n: int, script: Path) -> int:
     """Instructions callgrind counts for one process running ``workload`` at ``n``."""
     env = {**os.environ, "PYTHONPATH": str(src)}
     done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-        + [sys.executable, str(script), workload, str(n)],
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            str(script),
+            workload,
+            str(n),
+        ],
         env=env,
         capture_output=True,
         text=True,
