@@ -178,7 +178,7 @@ class AttemptEvents:
     (``log``; ``watch`` asks for starts to be saved soon) and tracing
     (``hooks``)."""
 
-    __slots__ = ("hooks", "log", "step", "watch")
+    __slots__ = ("hooks", "instant", "log", "step", "watch")
 
     def __init__(
         self,
@@ -186,11 +186,14 @@ class AttemptEvents:
         watch: Callable[[], None],
         hooks: AttemptHooks | None,
         step: Callable[[], int],
+        instant: Callable[[PregelExecutableTask, Outcome], None],
     ) -> None:
         self.log = log
         self.watch = watch
         self.hooks = hooks
         self.step = step
+        self.instant = instant
+        """A task's result came without running it (a twin's result: ``cached``)."""
 
     def started(self, task: PregelExecutableTask, attempt: int) -> Any:
         """Attempt ``attempt`` (from 1) of ``task`` starts in this thread or

@@ -104,7 +104,9 @@ class LoopAttempts:
         """What the runner tells of attempts, or None when nobody listens."""
         if self.attempt_log is None and self.hooks is None:
             return None
-        return AttemptEvents(self.attempt_log, self._watch, self.hooks, self._step)
+        return AttemptEvents(
+            self.attempt_log, self._watch, self.hooks, self._step, self._attempt_instant
+        )
 
     def _step(self) -> int:
         return self.step
