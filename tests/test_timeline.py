@@ -386,3 +386,24 @@ def test_a_call_that_waits_for_its_running_twin_is_cached(saver: Saver) -> None:
         ("slow", 1, "ok"),
         ("wf", 1, "ok"),
     ]
+
+
+def test_an_exception_that_cannot_be_printed_is_still_recorded() -> None:
+    from pregelkit.checkpoint.memory import InMemorySaver
+
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no str()")
+
+    saver = InMemorySaver()
+
+    @entrypoint(checkpointer=saver)
+    def wf(x: int) -> int:
+        raise Unprintable()
+
+    with pytest.raises(Unprintable):
+        wf.invoke(1, {"configurable": {"thread_id": "u"}})
+    (run,) = load_timeline(saver, "u").runs
+    (a,) = run.attempts
+    assert (a.outcome, a.error_type) == ("error", "Unprintable")
+    assert a.error_message == "<Unprintable: str() failed>"

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from pregelkit.checkpoint.attempts import Outcome
+from pregelkit.checkpoint.attempts import Outcome, error_fields
 from pregelkit.pregel._hooks import AttemptHooks, add_hooks_factory
 from pregelkit.types import PregelExecutableTask
 
@@ -82,12 +82,15 @@ class OtelHooks:
         if outcome == "interrupted":
             span.add_event("pregelkit.interrupt")
         elif exc is not None and outcome != "cancelled":
-            span.record_exception(exc)
-            if retrying:
-                span.add_event("pregelkit.retry", {"exception.type": type(exc).__qualname__})
-            else:
-                span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, str(exc)))
+            self._failed(span, exc, retrying)
         span.end()
+
+    def _failed(self, span: Any, exc: BaseException, retrying: bool) -> None:
+        etype, message = error_fields(exc)
+        attributes = {"exception.type": etype, "exception.message": message}
+        span.add_event("pregelkit.retry" if retrying else "exception", attributes)
+        if not retrying:
+            span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, message))
 
     def interrupted(self, interrupts: Sequence[Any]) -> None:
         if self.run_span is not None:
@@ -100,8 +103,7 @@ class OtelHooks:
         if span is None:
             return
         if exc is not None and isinstance(exc, Exception) and not _is_interrupt(exc):
-            span.record_exception(exc)
-            span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, str(exc)))
+            self._failed(span, exc, False)
         span.end()
 
 

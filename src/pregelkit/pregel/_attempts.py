@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pregelkit._internal._constants import ERROR, INTERRUPT
-from pregelkit.checkpoint.attempts import AttemptRow, Outcome
+from pregelkit.checkpoint.attempts import AttemptRow, Outcome, error_fields
 from pregelkit.errors import GraphInterrupt, NodeTimeoutError
 from pregelkit.pregel._hooks import AttemptHooks
 from pregelkit.types import PregelExecutableTask
@@ -70,9 +70,7 @@ def _outcome_of_writes(
 
 
 def _error_fields(exc: BaseException | None) -> tuple[str | None, str | None]:
-    if exc is None:
-        return None, None
-    return type(exc).__qualname__, str(exc)[:2000]
+    return (None, None) if exc is None else error_fields(exc)
 
 
 class AttemptLog:
