@@ -50,8 +50,8 @@ def error_fields(exc: BaseException) -> tuple[str, str]:
     try:
         message = str(exc)[:2000]
     except Exception:
-        message = f"<{type(exc).__qualname__}: str() failed>"
-    return type(exc).__qualname__, message
+        message = f"<{type(exc).__name__}: str() failed>"
+    return type(exc).__name__, message
 
 
 def attempt_order(record: AttemptRecord) -> tuple[float, str, int, str]:
