@@ -1,91 +1,97 @@
-"""What recording attempts costs per task, counted in instructions.
+"""What recording attempts adds to each task, measured on the code it adds.
 
-Wall-clock A/B runs are useless on a loaded machine, so this counts with
-``valgrind --tool=callgrind``: each workload of ``benchmarks/workloads.py`` runs
-at two sizes on two source trees (``--base`` revision, and the working tree),
-and the per-task cost is the difference between the sizes divided by the
-difference in tasks (imports, build and warm-up cancel out). Instructions
-count the CPU work of Python and SQLite, not the time a commit waits for the
-disk.
+Whole-workload A/B runs cannot see a few microseconds on a loaded machine
+(two runs of the same code differ by more), so this times the added path
+itself, in CPU time, best of several rounds:
 
-    python benchmarks/attempts_overhead.py --base main chain_memory chain_sqlite
+- the run's side: an attempt's start, its end from the task's writes, and
+  the buffer taken by the save (``AttemptLog``);
+- the saver's side: ``put_writes`` of a functional-API task's two writes
+  (its return value and its call record) with and without its attempt row,
+  on ``InMemorySaver`` and on ``SqliteSaver`` (a file in a temporary
+  directory).
+
+Divide by the per-task times of ``docs/benchmarks.md`` for the overhead.
+
+    python benchmarks/attempts_overhead.py
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import re
-import subprocess
-import sys
 import tempfile
-from pathlib import Path
+import time
+from collections.abc import Callable
+from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-RUNNER = """
-import sys
-sys.path.insert(0, {bench!r})
-import workloads as W
-prep = getattr(W, sys.argv[1])(W.Lib("pregelkit"), int(sys.argv[2]))
-prep.warmup()
-prep.run()
-prep.close()
-"""
+from pregelkit.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+from pregelkit.checkpoint.memory import InMemorySaver
+from pregelkit.checkpoint.sqlite import SqliteSaver
+from pregelkit.pregel._attempts import AttemptLog
+
+ROUNDS = 7
+N = 3000
 
 
-def instructions(src: Path, workload: str, n: int, script: Path) -> int:
-    """Instructions callgrind counts for one process running ``workload`` at ``n``."""
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    done = subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            "--callgrind-out-file=/dev/null",
-            sys.executable,
-            str(script),
-            workload,
-            str(n),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
+class _Task:
+    """What ``AttemptLog`` reads of a task."""
+
+    def __init__(self, i: int) -> None:
+        self.id = f"00000000-0000-0000-0000-{i:012d}"
+        self.name = "inc"
+
+
+def best_us(fn: Callable[[int], Any]) -> float:
+    """Best per-call CPU time over ``ROUNDS`` rounds of ``N`` calls, in µs."""
+    best = float("inf")
+    for r in range(ROUNDS):
+        start = time.process_time()
+        for i in range(N):
+            fn(r * N + i)
+        best = min(best, time.process_time() - start)
+    return best / N * 1e6
+
+
+def run_side() -> float:
+    log = AttemptLog("thread", "", "run")
+    writes = [("__return__", 1)]
+
+    def attempt(i: int) -> None:
+        task = _Task(i)
+        log.start(task, 0, 1)  # type: ignore[arg-type]
+        log.end_with(task.id, writes)
+        log.take()
+
+    return best_us(attempt)
+
+
+def saver_side(saver: BaseCheckpointSaver[Any]) -> tuple[float, float]:
+    config = saver.put(
+        {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, empty_checkpoint(), {}, {}
     )
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if found is None:
-        raise RuntimeError(f"callgrind printed no count:\n{done.stderr[-2000:]}")
-    return int(found.group(1))
+    log = AttemptLog("t", "", "run")
+    writes = [("__return__", 1), ("__call__", "inc:digest")]
+
+    def plain(i: int) -> None:
+        saver.put_writes(config, writes, f"plain-{i}")
+
+    def recorded(i: int) -> None:
+        task = _Task(i)
+        log.start(task, 0, 1)  # type: ignore[arg-type]
+        log.end_with(task.id, writes)
+        saver.put_writes(config, writes, task.id, attempts=log.take())
+
+    return best_us(plain), best_us(recorded)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("workloads", nargs="+")
-    parser.add_argument("--base", default="main", help="git revision to compare with")
-    parser.add_argument("--small", type=int, default=50)
-    parser.add_argument("--large", type=int, default=350)
-    args = parser.parse_args(argv)
+def main() -> int:
+    print(f"run side (start, end, take): {run_side():.2f} µs per attempt")
+    memory = saver_side(InMemorySaver())
+    print(f"InMemorySaver.put_writes: {memory[0]:.2f} -> {memory[1]:.2f} µs with the attempt")
     with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "base"
-        base.mkdir()
-        archive = subprocess.run(
-            ["git", "archive", args.base, "src"], cwd=ROOT, capture_output=True, check=True
-        )
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
-        script = Path(tmp) / "run_one.py"
-        script.write_text(RUNNER.format(bench=str(HERE)))
-        trees = {"base": base / "src", "new": ROOT / "src"}
-        for workload in args.workloads:
-            per_task = {}
-            for side, src in trees.items():
-                small = instructions(src, workload, args.small, script)
-                large = instructions(src, workload, args.large, script)
-                per_task[side] = (large - small) / (args.large - args.small)
-            ratio = per_task["new"] / per_task["base"]
-            print(
-                f"{workload}: {per_task['base']:,.0f} -> {per_task['new']:,.0f} "
-                f"instructions per task ({(ratio - 1) * 100:+.1f}%)"
-            )
+        with SqliteSaver.from_conn_string(os.path.join(tmp, "state.db")) as sqlite:
+            disk = saver_side(sqlite)
+    print(f"SqliteSaver.put_writes: {disk[0]:.2f} -> {disk[1]:.2f} µs with the attempt")
     return 0
 
 

@@ -41,6 +41,18 @@ def _forked() -> None:
 
 os.register_at_fork(after_in_child=_forked)  # a forked worker records its own pid
 
+_here = threading.local()
+
+
+def _worker() -> str:
+    """The name of the running thread, kept in the thread (one attribute read
+    on the task path instead of ``current_thread()``)."""
+    try:
+        name: str = _here.name
+    except AttributeError:
+        name = _here.name = threading.current_thread().name
+    return name
+
 
 def outcome_of(exc: BaseException | None, name: str) -> Outcome:
     """What an attempt of task ``name`` that ended with ``exc`` (None:
@@ -67,10 +79,6 @@ def _outcome_of_writes(
     if chan == INTERRUPT:
         return "interrupted", None
     return "ok", None
-
-
-def _error_fields(exc: BaseException | None) -> tuple[str | None, str | None]:
-    return (None, None) if exc is None else error_fields(exc)
 
 
 class AttemptLog:
@@ -108,7 +116,7 @@ class AttemptLog:
             None,
             _PID,
             _HOST,
-            threading.current_thread().name,
+            _worker(),
         )
         with self._lock:
             self.open[task.id] = row
@@ -120,9 +128,15 @@ class AttemptLog:
             row = self.open.pop(task_id, None)
             if row is None:
                 return False
-            etype, message = _error_fields(exc)
-            ended = (time.time(), outcome, etype, message)
-            self.buffer[(task_id, row[6])] = row[:8] + ended + row[12:]
+            etype, message = (None, None) if exc is None else error_fields(exc)
+            self.buffer[(task_id, row[6])] = (
+                *row[:8],
+                time.time(),
+                outcome,
+                etype,
+                message,
+                *row[12:],
+            )
         return True
 
     def end_with(self, task_id: str, writes: Sequence[tuple[str, Any]]) -> bool:
@@ -130,6 +144,9 @@ class AttemptLog:
         row = self.open.get(task_id)
         if row is None:
             return False
+        chan = writes[0][0]
+        if chan != ERROR and chan != INTERRUPT:
+            return self.end(task_id, "ok")
         outcome, exc = _outcome_of_writes(writes, row[5])
         return self.end(task_id, outcome, exc)
 
@@ -150,7 +167,7 @@ class AttemptLog:
             None,
             _PID,
             _HOST,
-            threading.current_thread().name,
+            _worker(),
         )
         with self._lock:
             self.buffer[(task.id, 0)] = row
