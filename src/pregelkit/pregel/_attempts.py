@@ -89,14 +89,13 @@ class AttemptLog:
     taken leaves one row (the finished one), so a quick task costs one row
     in the transaction of its writes."""
 
-    __slots__ = ("_lock", "buffer", "head", "open")
+    __slots__ = ("buffer", "head", "open")
 
     def __init__(self, thread_id: str, ns: str, run_id: str) -> None:
         self.head = (thread_id, ns, run_id)
         self.buffer: dict[tuple[str, int], AttemptRow] = {}
         self.open: dict[str, AttemptRow] = {}
         """The running attempt of each task id: its start row."""
-        self._lock = threading.Lock()
 
     @property
     def thread_id(self) -> str:
@@ -118,25 +117,23 @@ class AttemptLog:
             _HOST,
             _worker(),
         )
-        with self._lock:
-            self.open[task.id] = row
-            self.buffer[(task.id, attempt)] = row
+        self.open[task.id] = row
+        self.buffer[(task.id, attempt)] = row
 
     def end(self, task_id: str, outcome: Outcome, exc: BaseException | None = None) -> bool:
         """Close the running attempt of ``task_id``; False if none runs."""
-        with self._lock:
-            row = self.open.pop(task_id, None)
-            if row is None:
-                return False
-            etype, message = (None, None) if exc is None else error_fields(exc)
-            self.buffer[(task_id, row[6])] = (
-                *row[:8],
-                time.time(),
-                outcome,
-                etype,
-                message,
-                *row[12:],
-            )
+        row = self.open.pop(task_id, None)
+        if row is None:
+            return False
+        etype, message = (None, None) if exc is None else error_fields(exc)
+        self.buffer[(task_id, row[6])] = (
+            *row[:8],
+            time.time(),
+            outcome,
+            etype,
+            message,
+            *row[12:],
+        )
         return True
 
     def end_with(self, task_id: str, writes: Sequence[tuple[str, Any]]) -> bool:
@@ -169,23 +166,21 @@ class AttemptLog:
             _HOST,
             _worker(),
         )
-        with self._lock:
-            self.buffer[(task.id, 0)] = row
+        self.buffer[(task.id, 0)] = row
 
     def stale(self, before: float) -> bool:
         """Whether an attempt that started before ``before`` runs with its
         start not yet taken."""
-        with self._lock:
-            return any(row[8] is None and row[7] < before for row in self.buffer.values())
+        rows = list(self.buffer.values())
+        return any(row[8] is None and row[7] < before for row in rows)
 
     def take(self) -> list[AttemptRow]:
         """The rows not yet given to a saver call (and forget them)."""
-        with self._lock:
-            if not self.buffer:
-                return []
-            taken = list(self.buffer.values())
-            self.buffer = {}
-            return taken
+        buffer = self.buffer
+        if not buffer:
+            return []
+        pop = buffer.pop
+        return [pop(key) for key in list(buffer)]
 
 
 class AttemptEvents:
