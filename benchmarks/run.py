@@ -587,7 +587,7 @@ runs of whole workloads on a loaded machine differ by more than this):
 Measured 2026-11-25 on the 2-core machine below while other jobs ran; in
 instructions (callgrind) the run's side is ~17k per attempt, against ~5k for
 creating a small Python object. Against the per-task times above that is
-about 13% on the chain with `InMemorySaver` and about 20% on the durable
+about 10% on the chain with `InMemorySaver` and about 22% on the durable
 SQLite chain: over the targets of 5% and 15%. Where it goes: the start and
 end rows (two tuples of 15 fields, two clock reads), and on SQLite a second
 table touched by the task's commit (one more b-tree page in the WAL). A
