@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, ExitStack
 from typing import Any, Literal, Self, TypeVar
 
@@ -103,8 +103,9 @@ class InMemorySaver(
             for table in tables:
                 self.stack.enter_context(table)
         self.controls: dict[str, str] = {}
-        self.attempts: dict[str, dict[tuple[str, str, str, int], AttemptRow]] = {}
-        """Attempt rows by thread, keyed (namespace, run, task id, attempt)."""
+        self.attempts: dict[str, list[AttemptRow]] = {}
+        """Attempt rows by thread, as saved (a row per save; ``_merged`` keeps
+        one per attempt)."""
         # One lock for all three tables: workers call put_writes concurrently,
         # and readers must not see a checkpoint without its blobs.
         self._lock = threading.Lock()
@@ -219,18 +220,16 @@ class InMemorySaver(
             self._put_attempts(str(thread_id), records)
 
     def _put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
+        # an append: rows are merged by key when read (see _merged)
         table = self.attempts.get(thread_id)
         if table is None:
-            table = self.attempts[thread_id] = {}
-        for row in records:
-            key = (row[1], row[2], row[4], row[6])  # namespace, run, task id, attempt
-            if row[9] is None and key in table:
-                continue  # a start record never replaces the finished one
-            table[key] = row
+            self.attempts[thread_id] = list(records)
+        else:
+            table.extend(records)
 
     def list_attempts(self, thread_id: str) -> AttemptList:
         with self._lock:
-            rows = list(self.attempts.get(str(thread_id), {}).values())
+            rows = _merged(self.attempts.get(str(thread_id), ()))
         return sorted(map(attempt_from_row, rows), key=attempt_order)
 
     def delete_thread(self, thread_id: str) -> None:
@@ -285,7 +284,7 @@ class InMemorySaver(
             if records := self.attempts.get(source_thread_id):
                 self._put_attempts(
                     target_thread_id,
-                    [(target_thread_id, *row[1:]) for row in records.values()],
+                    [(target_thread_id, *row[1:]) for row in _merged(records)],
                 )
             for (thread_id, ns, channel, version), blob in list(self.blobs.items()):
                 if thread_id == source_thread_id:
@@ -335,8 +334,8 @@ class InMemorySaver(
                     self.controls.pop(thread_id, None)
                     self.attempts.pop(thread_id, None)
                 elif table := self.attempts.get(thread_id):
-                    latest = max(key[1] for key in table)
-                    self.attempts[thread_id] = {k: v for k, v in table.items() if k[1] == latest}
+                    latest = max(row[2] for row in table)  # run ids sort by time
+                    self.attempts[thread_id] = [row for row in _merged(table) if row[2] == latest]
             for (thread_id, ns), (checkpoint_id, stored) in kept.items():
                 self.storage[thread_id][ns][checkpoint_id] = stored
             self._forget_rows(targets, kept_writes, kept_blobs)
@@ -537,6 +536,18 @@ class InMemorySaver(
         """Everything is in memory: the base saver's async twins run their sync
         method inline, without a worker thread."""
         return fn(*args, **kwargs)
+
+
+def _merged(rows: Iterable[AttemptRow]) -> list[AttemptRow]:
+    """One row per attempt (namespace, run, task id, attempt): the finished
+    one if any (a start row never replaces it), else the latest start."""
+    by_key: dict[tuple[Any, ...], AttemptRow] = {}
+    for row in rows:
+        key = (row[1], row[2], row[4], row[6])
+        if row[9] is None and key in by_key:
+            continue
+        by_key[key] = row
+    return list(by_key.values())
 
 
 MemorySaver = InMemorySaver
