@@ -88,9 +88,11 @@ def main() -> int:
     print(f"run side (start, end, take): {run_side():.2f} µs per attempt")
     memory = saver_side(InMemorySaver())
     print(f"InMemorySaver.put_writes: {memory[0]:.2f} -> {memory[1]:.2f} µs with the attempt")
-    with tempfile.TemporaryDirectory() as tmp:
-        with SqliteSaver.from_conn_string(os.path.join(tmp, "state.db")) as sqlite:
-            disk = saver_side(sqlite)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        SqliteSaver.from_conn_string(os.path.join(tmp, "state.db")) as sqlite,
+    ):
+        disk = saver_side(sqlite)
     print(f"SqliteSaver.put_writes: {disk[0]:.2f} -> {disk[1]:.2f} µs with the attempt")
     return 0
 
