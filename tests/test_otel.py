@@ -37,14 +37,17 @@ SCRIPT = textwrap.dedent(
     failures = {"left": 1}
     policy = RetryPolicy(max_attempts=2, initial_interval=0.001, retry_on=ValueError)
 
+    def traced_step(x):  # a user span inside the task; the first attempt fails
+        with user.start_as_current_span("inside-flaky"):
+            if failures["left"]:
+                failures["left"] -= 1
+                raise ValueError("boom")
+        return x + 1
+
     if mode == "sync":
         @task(retry_policy=policy)
         def flaky(x):
-            with user.start_as_current_span("inside-flaky"):
-                if failures["left"]:
-                    failures["left"] -= 1
-                    raise ValueError("boom")
-            return x + 1
+            return traced_step(x)
 
         @task(cache_policy=CachePolicy())
         def same(x):
@@ -61,11 +64,7 @@ SCRIPT = textwrap.dedent(
     else:
         @task(retry_policy=policy)
         async def flaky(x):
-            with user.start_as_current_span("inside-flaky"):
-                if failures["left"]:
-                    failures["left"] -= 1
-                    raise ValueError("boom")
-            return x + 1
+            return traced_step(x)
 
         @task(cache_policy=CachePolicy())
         async def same(x):

@@ -366,3 +366,44 @@ def test_pregel_nodes_and_subgraph_attempts(saver: Saver) -> None:
     got = sorted((a.name, a.step, a.outcome, a.checkpoint_ns[:4]) for a in second.attempts)
     assert got == [("deep", 0, "ok", "two:"), ("two", 1, "ok", "")]
     assert {a.run_id for a in second.attempts} == {second.run_id}
+
+
+def test_a_call_that_waits_for_its_running_twin_is_cached(saver: Saver) -> None:
+    @task(cache_policy=CachePolicy())
+    def slow(x: int) -> int:
+        time.sleep(0.2)
+        return x
+
+    @entrypoint(checkpointer=saver, cache=InMemoryCache())
+    def wf(x: int) -> int:
+        first, second = slow(x), slow(x)  # the second waits for the first
+        return first.result() + second.result()
+
+    assert wf.invoke(3, {"configurable": {"thread_id": "twins"}}) == 6
+    (run,) = load_timeline(saver, "twins").runs
+    assert sorted((a.name, a.attempt, a.outcome) for a in run.attempts) == [
+        ("slow", 0, "cached"),
+        ("slow", 1, "ok"),
+        ("wf", 1, "ok"),
+    ]
+
+
+def test_an_exception_that_cannot_be_printed_is_still_recorded() -> None:
+    from pregelkit.checkpoint.memory import InMemorySaver
+
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no str()")
+
+    saver = InMemorySaver()
+
+    @entrypoint(checkpointer=saver)
+    def wf(x: int) -> int:
+        raise Unprintable()
+
+    with pytest.raises(Unprintable):
+        wf.invoke(1, {"configurable": {"thread_id": "u"}})
+    (run,) = load_timeline(saver, "u").runs
+    (a,) = run.attempts
+    assert (a.outcome, a.error_type) == ("error", "Unprintable")
+    assert a.error_message == "<Unprintable: str() failed>"

@@ -43,6 +43,17 @@ class AttemptRecord:
         return None if self.ended_at is None else self.ended_at - self.started_at
 
 
+def error_fields(exc: BaseException) -> tuple[str, str]:
+    """The type name and message an attempt record keeps of ``exc`` (the
+    message cut at 2,000 characters; an exception whose ``str()`` fails still
+    gets a record)."""
+    try:
+        message = str(exc)[:2000]
+    except Exception:
+        message = f"<{type(exc).__name__}: str() failed>"
+    return type(exc).__name__, message
+
+
 def attempt_order(record: AttemptRecord) -> tuple[float, str, int, str]:
     """The order timelines list attempts in: by start, then run, attempt, task."""
     return (record.started_at, record.run_id, record.attempt, record.task_id)

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from pregelkit.checkpoint.attempts import Outcome
+from pregelkit.checkpoint.attempts import Outcome, error_fields
 from pregelkit.pregel._hooks import AttemptHooks, add_hooks_factory
 from pregelkit.types import PregelExecutableTask
 
@@ -28,22 +28,25 @@ __all__ = ["OtelHooks", "otel_hooks"]
 class OtelHooks:
     """The spans of one run."""
 
-    def __init__(self, trace: Any, thread_id: str, run_id: str, nested: bool) -> None:
+    def __init__(self, trace: Any, thread_id: str, nested: bool) -> None:
         from opentelemetry import context
 
         self.trace = trace
         self.context = context
         self.tracer = trace.get_tracer("pregelkit")
         self.thread_id = thread_id
+        self.nested = nested
         self.run_span: Any = None
-        if nested:
-            self.parent = context.get_current()  # the enclosing task's span
-        else:
-            self.run_span = self.tracer.start_span(
-                "pregelkit.run",
-                attributes={"pregelkit.thread_id": thread_id, "pregelkit.run_id": run_id},
-            )
-            self.parent = trace.set_span_in_context(self.run_span)
+        self.parent: Any = context.get_current()  # nested: the enclosing task's span
+
+    def run_started(self, run_id: str) -> None:
+        if self.nested:
+            return
+        self.run_span = self.tracer.start_span(
+            "pregelkit.run",
+            attributes={"pregelkit.thread_id": self.thread_id, "pregelkit.run_id": run_id},
+        )
+        self.parent = self.trace.set_span_in_context(self.run_span)
 
     def _task_span(self, task: PregelExecutableTask, step: int, attempt: int) -> Any:
         return self.tracer.start_span(
@@ -79,12 +82,15 @@ class OtelHooks:
         if outcome == "interrupted":
             span.add_event("pregelkit.interrupt")
         elif exc is not None and outcome != "cancelled":
-            span.record_exception(exc)
-            if retrying:
-                span.add_event("pregelkit.retry", {"exception.type": type(exc).__qualname__})
-            else:
-                span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, str(exc)))
+            self._failed(span, exc, retrying)
         span.end()
+
+    def _failed(self, span: Any, exc: BaseException, retrying: bool) -> None:
+        etype, message = error_fields(exc)
+        attributes = {"exception.type": etype, "exception.message": message}
+        span.add_event("pregelkit.retry" if retrying else "exception", attributes)
+        if not retrying:
+            span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, message))
 
     def interrupted(self, interrupts: Sequence[Any]) -> None:
         if self.run_span is not None:
@@ -97,8 +103,7 @@ class OtelHooks:
         if span is None:
             return
         if exc is not None and isinstance(exc, Exception) and not _is_interrupt(exc):
-            span.record_exception(exc)
-            span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, str(exc)))
+            self._failed(span, exc, False)
         span.end()
 
 
@@ -108,7 +113,7 @@ def _is_interrupt(exc: BaseException) -> bool:
     return isinstance(exc, GraphInterrupt)
 
 
-def otel_hooks(thread_id: str, run_id: str, nested: bool) -> AttemptHooks | None:
+def otel_hooks(thread_id: str, nested: bool) -> AttemptHooks | None:
     """Spans for a run, when OpenTelemetry is imported and a provider is set."""
     trace = sys.modules.get("opentelemetry.trace")
     if trace is None:
@@ -116,7 +121,7 @@ def otel_hooks(thread_id: str, run_id: str, nested: bool) -> AttemptHooks | None
     provider = trace.get_tracer_provider()
     if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
         return None
-    return OtelHooks(trace, thread_id, run_id, nested)
+    return OtelHooks(trace, thread_id, nested)
 
 
 add_hooks_factory(otel_hooks)

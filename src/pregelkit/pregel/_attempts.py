@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pregelkit._internal._constants import ERROR, INTERRUPT
-from pregelkit.checkpoint.attempts import AttemptRecord, Outcome, attempt_row
+from pregelkit.checkpoint.attempts import AttemptRow, Outcome, error_fields
 from pregelkit.errors import GraphInterrupt, NodeTimeoutError
 from pregelkit.pregel._hooks import AttemptHooks
 from pregelkit.types import PregelExecutableTask
@@ -31,6 +31,27 @@ from pregelkit.types import PregelExecutableTask
 __all__ = ["AttemptEvents", "AttemptLog", "outcome_of"]
 
 _HOST = socket.gethostname()
+_PID = os.getpid()
+
+
+def _forked() -> None:
+    global _PID
+    _PID = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)  # a forked worker records its own pid
+
+_here = threading.local()
+
+
+def _worker() -> str:
+    """The name of the running thread, kept in the thread (one attribute read
+    on the task path instead of ``current_thread()``)."""
+    try:
+        name: str = _here.name
+    except AttributeError:
+        name = _here.name = threading.current_thread().name
+    return name
 
 
 def outcome_of(exc: BaseException | None, name: str) -> Outcome:
@@ -60,36 +81,29 @@ def _outcome_of_writes(
     return "ok", None
 
 
-def _error_fields(exc: BaseException | None) -> tuple[str | None, str | None]:
-    if exc is None:
-        return None, None
-    return type(exc).__qualname__, str(exc)[:2000]
-
-
 class AttemptLog:
-    """The records of one run's attempts that no saver call has taken yet.
+    """The records of one run's attempts that no saver call has taken yet,
+    as rows (``AttemptRecord`` fields in order: what savers store).
 
     ``buffer`` is keyed by attempt: an attempt that ends before its start was
-    taken leaves one record (the finished one), so a quick task costs one row
+    taken leaves one row (the finished one), so a quick task costs one row
     in the transaction of its writes."""
 
-    __slots__ = ("_lock", "buffer", "ns", "open", "pid", "run_id", "thread_id")
+    __slots__ = ("buffer", "head", "open")
 
     def __init__(self, thread_id: str, ns: str, run_id: str) -> None:
-        self.thread_id = thread_id
-        self.ns = ns
-        self.run_id = run_id
-        self.pid = os.getpid()
-        self.buffer: dict[tuple[str, int], AttemptRecord] = {}
-        self.open: dict[str, AttemptRecord] = {}
-        """The running attempt of each task id: its start record."""
-        self._lock = threading.Lock()
+        self.head = (thread_id, ns, run_id)
+        self.buffer: dict[tuple[str, int], AttemptRow] = {}
+        self.open: dict[str, AttemptRow] = {}
+        """The running attempt of each task id: its start row."""
+
+    @property
+    def thread_id(self) -> str:
+        return self.head[0]
 
     def start(self, task: PregelExecutableTask, step: int, attempt: int) -> None:
-        rec = AttemptRecord(
-            self.thread_id,
-            self.ns,
-            self.run_id,
+        row = (
+            *self.head,
             step,
             task.id,
             task.name,
@@ -99,42 +113,46 @@ class AttemptLog:
             None,
             None,
             None,
-            self.pid,
+            _PID,
             _HOST,
-            threading.current_thread().name,
+            _worker(),
         )
-        with self._lock:
-            self.open[task.id] = rec
-            self.buffer[(task.id, attempt)] = rec
+        self.open[task.id] = row
+        self.buffer[(task.id, attempt)] = row
 
     def end(self, task_id: str, outcome: Outcome, exc: BaseException | None = None) -> bool:
         """Close the running attempt of ``task_id``; False if none runs."""
-        with self._lock:
-            rec = self.open.pop(task_id, None)
-            if rec is None:
-                return False
-            etype, message = _error_fields(exc)
-            row = attempt_row(rec)
-            ended = (time.time(), outcome, etype, message)
-            self.buffer[(task_id, rec.attempt)] = AttemptRecord(*(row[:8] + ended + row[12:]))
+        row = self.open.pop(task_id, None)
+        if row is None:
+            return False
+        etype, message = (None, None) if exc is None else error_fields(exc)
+        self.buffer[(task_id, row[6])] = (
+            *row[:8],
+            time.time(),
+            outcome,
+            etype,
+            message,
+            *row[12:],
+        )
         return True
 
     def end_with(self, task_id: str, writes: Sequence[tuple[str, Any]]) -> bool:
         """Close the running attempt of ``task_id`` with what its writes say."""
-        rec = self.open.get(task_id)
-        if rec is None:
+        row = self.open.get(task_id)
+        if row is None:
             return False
-        outcome, exc = _outcome_of_writes(writes, rec.name)
+        chan = writes[0][0]
+        if chan != ERROR and chan != INTERRUPT:
+            return self.end(task_id, "ok")
+        outcome, exc = _outcome_of_writes(writes, row[5])
         return self.end(task_id, outcome, exc)
 
     def instant(self, task: PregelExecutableTask, step: int, outcome: Outcome) -> None:
         """A task whose result came without running it (``replayed``, ``cached``):
         attempt 0, started and ended now."""
         now = time.time()
-        rec = AttemptRecord(
-            self.thread_id,
-            self.ns,
-            self.run_id,
+        row = (
+            *self.head,
             step,
             task.id,
             task.name,
@@ -144,29 +162,25 @@ class AttemptLog:
             outcome,
             None,
             None,
-            self.pid,
+            _PID,
             _HOST,
-            threading.current_thread().name,
+            _worker(),
         )
-        with self._lock:
-            self.buffer[(task.id, 0)] = rec
+        self.buffer[(task.id, 0)] = row
 
     def stale(self, before: float) -> bool:
         """Whether an attempt that started before ``before`` runs with its
         start not yet taken."""
-        with self._lock:
-            return any(
-                rec.ended_at is None and rec.started_at < before for rec in self.buffer.values()
-            )
+        rows = list(self.buffer.values())
+        return any(row[8] is None and row[7] < before for row in rows)
 
-    def take(self) -> list[AttemptRecord]:
-        """The records not yet given to a saver call (and forget them)."""
-        with self._lock:
-            if not self.buffer:
-                return []
-            taken = list(self.buffer.values())
-            self.buffer = {}
-            return taken
+    def take(self) -> list[AttemptRow]:
+        """The rows not yet given to a saver call (and forget them)."""
+        buffer = self.buffer
+        if not buffer:
+            return []
+        pop = buffer.pop
+        return [pop(key) for key in list(buffer)]
 
 
 class AttemptEvents:
@@ -174,7 +188,7 @@ class AttemptEvents:
     (``log``; ``watch`` asks for starts to be saved soon) and tracing
     (``hooks``)."""
 
-    __slots__ = ("hooks", "log", "step", "watch")
+    __slots__ = ("hooks", "instant", "log", "step", "watch")
 
     def __init__(
         self,
@@ -182,11 +196,14 @@ class AttemptEvents:
         watch: Callable[[], None],
         hooks: AttemptHooks | None,
         step: Callable[[], int],
+        instant: Callable[[PregelExecutableTask, Outcome], None],
     ) -> None:
         self.log = log
         self.watch = watch
         self.hooks = hooks
         self.step = step
+        self.instant = instant
+        """A task's result came without running it (a twin's result: ``cached``)."""
 
     def started(self, task: PregelExecutableTask, attempt: int) -> Any:
         """Attempt ``attempt`` (from 1) of ``task`` starts in this thread or

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from pregelkit.checkpoint.attempts import Outcome
 from pregelkit.types import PregelExecutableTask
 
-__all__ = ["AttemptHooks", "add_hooks_factory", "has_hooks", "run_hooks"]
+__all__ = ["AttemptHooks", "add_hooks_factory", "run_hooks"]
 
 
 class AttemptHooks(Protocol):
@@ -32,30 +32,27 @@ class AttemptHooks(Protocol):
     def attempt_skipped(self, task: PregelExecutableTask, step: int, outcome: Outcome) -> None:
         """A task's result came without running it (``cached``, ``replayed``)."""
 
+    def run_started(self, run_id: str) -> None: ...
+
     def interrupted(self, interrupts: Sequence[Any]) -> None: ...
 
     def run_ended(self, exc: BaseException | None) -> None: ...
 
 
-HooksFactory = Callable[[str, str, bool], "AttemptHooks | None"]
+HooksFactory = Callable[[str, bool], "AttemptHooks | None"]
 _factories: list[HooksFactory] = []
 
 
 def add_hooks_factory(factory: HooksFactory) -> None:
-    """Register ``factory(thread_id, run_id, nested)``, asked once per run for
-    hooks (None: it has nothing to do for this run)."""
+    """Register ``factory(thread_id, nested)``, asked once per run for hooks
+    (None: it has nothing to do for this run)."""
     if factory not in _factories:
         _factories.append(factory)
 
 
-def has_hooks() -> bool:
-    """Whether anything may trace runs (asked once per run)."""
-    return bool(_factories)
-
-
-def run_hooks(thread_id: str, run_id: str, nested: bool) -> AttemptHooks | None:
+def run_hooks(thread_id: str, nested: bool) -> AttemptHooks | None:
     for factory in _factories:
-        hooks = factory(thread_id, run_id, nested)
+        hooks = factory(thread_id, nested)
         if hooks is not None:
             return hooks
     return None

@@ -24,7 +24,7 @@ from pregelkit.checkpoint.attempts import Outcome
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.errors import GraphInterrupt, NondeterminismError
 from pregelkit.pregel._attempts import AttemptEvents, AttemptLog
-from pregelkit.pregel._hooks import AttemptHooks, has_hooks, run_hooks
+from pregelkit.pregel._hooks import AttemptHooks, run_hooks
 from pregelkit.pregel._scope import RunContext, TaskScope
 from pregelkit.types import PregelExecutableTask
 
@@ -90,19 +90,23 @@ class LoopAttempts:
         self._attempts_lock = threading.Lock()
         saver = self.checkpointer
         records = saver is not None and thread_id is not None and saver.records_attempts
-        if not records and not has_hooks():
+        self.hooks = hooks = run_hooks(str(thread_id or ""), parent is not None)
+        if not records and hooks is None:
             return
         run_id = parent.run.run_id if parent is not None else None
         self.run.run_id = run_id = run_id or uuid6()
         if records:
             self.attempt_log = AttemptLog(str(thread_id), ns, run_id)
-        self.hooks = run_hooks(str(thread_id or ""), run_id, parent is not None)
+        if hooks is not None:
+            hooks.run_started(run_id)
 
     def attempt_events(self) -> AttemptEvents | None:
         """What the runner tells of attempts, or None when nobody listens."""
         if self.attempt_log is None and self.hooks is None:
             return None
-        return AttemptEvents(self.attempt_log, self._watch, self.hooks, self._step)
+        return AttemptEvents(
+            self.attempt_log, self._watch, self.hooks, self._step, self._attempt_instant
+        )
 
     def _step(self) -> int:
         return self.step

@@ -31,7 +31,7 @@ from pregelkit._internal._constants import (
 )
 from pregelkit._internal._ids import uuid6
 from pregelkit._internal._typing import MISSING
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import _delta
 from pregelkit.checkpoint.base._delta import DeltaChannelHistory, writes_sort_key
 from pregelkit.checkpoint.serde.base import SerializerProtocol
@@ -288,7 +288,7 @@ class BaseCheckpointSaver(Generic[V]):
         task_id: str,
         task_path: str = "",
         *,
-        attempts: Sequence[AttemptRecord] = (),
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         """Store a task's writes against the checkpoint in ``config``; a saver
         that records attempts (``records_attempts``) stores ``attempts`` in the
@@ -362,8 +362,10 @@ class BaseCheckpointSaver(Generic[V]):
         )
 
     # attempts, for timelines
-    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
-        """Store attempt records of ``thread_id`` (see ``checkpoint.attempts``).
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
+        """Store attempt records of ``thread_id`` (see ``checkpoint.attempts``),
+        each a row: a tuple of ``AttemptRecord``'s fields in order
+        (``attempt_row(record)``), which is what the SQL savers insert.
         A record is keyed by (namespace, run, task id, attempt): a finished
         record replaces the start record under its key, a start record never
         replaces a finished one. Deleted with the thread; ``prune`` keeps those
@@ -465,7 +467,7 @@ class BaseCheckpointSaver(Generic[V]):
         task_id: str,
         task_path: str = "",
         *,
-        attempts: Sequence[AttemptRecord] = (),
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         if attempts:
             await self._in_thread(
@@ -507,7 +509,7 @@ class BaseCheckpointSaver(Generic[V]):
     async def aput_thread_control(self, thread_id: str, mark: str | None) -> None:
         await self._in_thread(self.put_thread_control, thread_id, mark)
 
-    async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+    async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         await self._in_thread(self.put_attempts, thread_id, records)
 
     async def alist_attempts(self, thread_id: str) -> AttemptList:

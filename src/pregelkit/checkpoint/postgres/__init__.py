@@ -39,7 +39,7 @@ from psycopg_pool import ConnectionPool
 
 from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -269,7 +269,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
         *,
-        attempts: Sequence[AttemptRecord] = (),
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
@@ -281,7 +281,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             writes=True,
         )
 
-    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         self._run(partial(_core.put_attempts, records), "put_attempts", str(thread_id), writes=True)
 
     def list_attempts(self, thread_id: str) -> AttemptList:

@@ -38,7 +38,7 @@ from pregelkit.checkpoint._rows import (
     list_scope,
     reseal_params,
 )
-from pregelkit.checkpoint.attempts import AttemptRecord, attempt_from_row, attempt_row
+from pregelkit.checkpoint.attempts import AttemptRecord, AttemptRow, attempt_from_row
 from pregelkit.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
@@ -389,7 +389,7 @@ def put_writes(
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
-    attempts: Sequence[AttemptRecord] = (),
+    attempts: Sequence[AttemptRow] = (),
 ) -> Plan[None]:
     rows = encode_writes(serde, config, writes, task_id, task_path)
     lease = _runqueue.lease_of(config)
@@ -401,8 +401,8 @@ def put_writes(
         yield from put_attempts(attempts)
 
 
-def put_attempts(records: Sequence[AttemptRecord]) -> Plan[None]:
-    yield Statement(_sql.UPSERT_ATTEMPT, [attempt_row(rec) for rec in records], fetch="many")
+def put_attempts(records: Sequence[AttemptRow]) -> Plan[None]:
+    yield Statement(_sql.UPSERT_ATTEMPT, list(records), fetch="many")
 
 
 def list_attempts(thread_id: str) -> Plan[list[AttemptRecord]]:

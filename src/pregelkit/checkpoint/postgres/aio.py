@@ -30,7 +30,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -267,7 +267,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
         *,
-        attempts: Sequence[AttemptRecord] = (),
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
@@ -279,7 +279,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             writes=True,
         )
 
-    async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+    async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         await self._run(
             partial(_core.put_attempts, records), "put_attempts", str(thread_id), writes=True
         )
@@ -413,13 +413,13 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
         *,
-        attempts: Sequence[AttemptRecord] = (),
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         self._sync(
             self.aput_writes(config, writes, task_id, task_path, attempts=attempts), "put_writes"
         )
 
-    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         self._sync(self.aput_attempts(thread_id, records), "put_attempts")
 
     def list_attempts(self, thread_id: str) -> AttemptList:

@@ -45,7 +45,7 @@ from pregelkit.checkpoint._rows import (
     list_scope,
     reseal_params,
 )
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord, attempt_from_row, attempt_row
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRow, attempt_from_row
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -339,7 +339,7 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
         *,
-        attempts: Sequence[AttemptRecord] = (),
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
@@ -350,22 +350,20 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         rows = [(*row, seq) for row, seq in zip(encoded, _next_seqs(len(encoded)))]
         lease = _runqueue.lease_of(config)
         if attempts or lease is not None:
-            records = [attempt_row(rec) for rec in attempts]
 
             def put(conn: sqlite3.Connection) -> None:
                 if lease is not None:
                     # a leased run's write checks its fence in the same transaction
                     _runqueue.drive_sqlite(conn, _runqueue.check_fence(_SQL, lease, "put_writes"))
                 conn.executemany(_sql.UPSERT_WRITE, rows)
-                conn.executemany(_sql.UPSERT_ATTEMPT, records)
+                conn.executemany(_sql.UPSERT_ATTEMPT, attempts)
 
             self._attempt(put, "put_writes", thread_coordinates(config)[0], write=True)
             return
         self._put_rows(_sql.UPSERT_WRITE, rows, "put_writes", encoded[0][0])
 
-    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
-        rows = [attempt_row(rec) for rec in records]
-        self._put_rows(_sql.UPSERT_ATTEMPT, rows, "put_attempts", str(thread_id))
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
+        self._put_rows(_sql.UPSERT_ATTEMPT, records, "put_attempts", str(thread_id))
 
     def _put_rows(self, sql: str, rows: Sequence[Any], operation: str, thread_id: str) -> None:
         if len(rows) == 1:
