@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 import threading
 from typing import Any
@@ -123,7 +122,7 @@ class AsyncWorker(WorkerFront):
             self._wake.set()
 
     async def _record(self, outcome: Outcome) -> None:
-        log.log(outcome.level, outcome.message, exc_info=outcome.level >= logging.ERROR)
+        outcome.log()
         if outcome.plan is None:
             return
         try:

@@ -71,6 +71,11 @@ class Outcome:
     level: int = logging.INFO
     exc: BaseException | None = field(default=None, repr=False)
 
+    def log(self) -> None:
+        """A failed run's traceback goes with its message."""
+        failed = self.level >= logging.ERROR and self.exc is not None
+        log.log(self.level, self.message, exc_info=self.exc if failed else None)
+
 
 class WorkerCore:
     """A worker's state: the graphs it serves, the runs it holds, its lease."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -127,7 +126,7 @@ class Worker(WorkerFront):
             raise error
 
     def _record(self, outcome: Outcome) -> None:
-        log.log(outcome.level, outcome.message, exc_info=outcome.level >= logging.ERROR)
+        outcome.log()
         if outcome.plan is None:
             return
         try:
