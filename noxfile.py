@@ -63,7 +63,8 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """pregelkit vs LangGraph benchmarks; writes docs/benchmarks.md.
+    """pregelkit vs LangGraph benchmarks, then the worker fleet's
+    (benchmarks/fleet.py); writes docs/benchmarks.md.
 
     pregelkit goes into this session's venv; LangGraph into a second venv
     beside it, so the two libraries' imports cannot interfere. Options after
@@ -95,6 +96,12 @@ def bench(session: nox.Session) -> None:
         "--langgraph-python",
         str(lg_python),
         *session.posargs,
+    )
+    # the worker fleet (issue 15): its own section of docs/benchmarks.md
+    session.run(
+        "python",
+        str(ROOT / "benchmarks" / "fleet.py"),
+        *(["--quick"] if "--quick" in session.posargs else []),
     )
 
 

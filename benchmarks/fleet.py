@@ -246,6 +246,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small run; writes nothing")
     args = parser.parse_args()
     runs = 60 if args.quick else 400
+    load = os.getloadavg()[0]
     rows: list[str] = []
     takeovers: list[str] = []
     fences: list[str] = []
@@ -271,7 +272,8 @@ def main() -> None:
             "## Worker fleet (issue 15)",
             "",
             f"`python benchmarks/fleet.py` on {platform.machine()}, {os.cpu_count()} CPUs "
-            f"(shared), Python {platform.python_version()}; {runs} runs of a two-task "
+            f"(load average {load:.1f} when it started: other jobs share them), Python "
+            f"{platform.python_version()}; {runs} runs of a two-task "
             "workflow per figure, workers with concurrency 4 (threads) and durability "
             "`sync`.",
             "",

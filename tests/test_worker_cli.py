@@ -1,32 +1,40 @@
 """``pregelkit submit``, ``runs``, ``cancel`` of queued runs, and ``worker``'s
-refusals, as a user types them (subprocesses; serving itself is exercised
-by test_worker_processes.py)."""
+refusals (in-process ``main``; serving itself, through ``pregelkit worker``
+subprocesses, is exercised by test_worker_processes.py)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from fleet_harness import TESTS
+import pytest
+
+from pregelkit.cli import main
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "pregelkit", *args],
-        cwd=TESTS,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(TESTS)},
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def test_submit_runs_and_cancel_from_the_command_line(tmp_path: Path) -> None:
+@pytest.fixture
+def cli(capfd: pytest.CaptureFixture[str]) -> Callable[..., Done]:
+    def run(*args: str) -> Done:
+        code = main(list(args))
+        out, err = capfd.readouterr()
+        assert "Traceback" not in err, err
+        return Done(code, out, err)
+
+    return run
+
+
+def test_submit_runs_and_cancel_from_the_command_line(
+    tmp_path: Path, cli: Callable[..., Done]
+) -> None:
     db = str(tmp_path / "q.db")
     first = cli("submit", "fleet_flows:chain", "--input", "3", "--thread", "c1", "--db", db)
     assert first.returncode == 0, first.stderr
@@ -57,7 +65,7 @@ def test_submit_runs_and_cancel_from_the_command_line(tmp_path: Path) -> None:
     assert cli("runs", "--db", db, "--status", "done").stdout == "no runs with status done\n"
 
 
-def test_mistakes_exit_2_and_say_what_to_do(tmp_path: Path) -> None:
+def test_mistakes_exit_2_and_say_what_to_do(tmp_path: Path, cli: Callable[..., Done]) -> None:
     db = str(tmp_path / "q.db")
     bad = cli("worker", "fleet_flows:chain", "--db", db, "--concurrency", "0")
     assert bad.returncode == 2 and "--concurrency must be at least 1" in bad.stderr

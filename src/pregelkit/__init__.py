@@ -1,11 +1,10 @@
 """pregelkit: durable, resumable workflows from plain Python functions."""
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
-
 __version__ = "0.1.0"
 
+# typing is not imported: `import pregelkit` stays free (mypy and
+# import-linter read this name as typing.TYPE_CHECKING)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pregelkit.worker import AsyncWorker, Worker
 
@@ -14,7 +13,7 @@ __all__ = ["AsyncWorker", "Worker", "__version__"]
 _LAZY = {"Worker": "pregelkit.worker", "AsyncWorker": "pregelkit.worker"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """``pregelkit.Worker`` and ``pregelkit.AsyncWorker``, imported on first
     use: ``import pregelkit`` stays cheap for code that only runs workflows."""
     module = _LAZY.get(name)

@@ -231,22 +231,22 @@ def _open_postgres(dsn: str, inspect: bool, pool_size: int = 0) -> Iterator[Data
     options: dict[str, Any] = {"autocommit": True}
     if "connect_timeout" not in dsn:
         options["connect_timeout"] = CONNECT_TIMEOUT_S
-    if pool_size:
-        with _postgres_pool(dsn, options, pool_size, shown, redact) as db:
-            yield db
-        return
     try:
-        conn = psycopg.Connection.connect(dsn, **options)
-    except psycopg.Error as exc:
+        source: Any = (
+            _open_pool(dsn, options, pool_size)
+            if pool_size
+            else psycopg.Connection.connect(dsn, **options)
+        )
+    except Exception as exc:
         raise CliError(
             f"cannot connect to the database {shown!r}: {redact.mask(_short(str(exc), 300))}",
             kind="database",
         ) from None
-    with conn:
+    with source:
         try:
-            saver = PostgresSaver(conn, serde=_serde(inspect))
+            saver = PostgresSaver(source, serde=_serde(inspect))
             saver.setup()
-            yield Database(dsn, saver, "postgres", conn)
+            yield Database(dsn, saver, "postgres", source)
         except psycopg.Error as exc:
             raise CliError(
                 f"database error on {shown!r}: {redact.mask(_short(str(exc), 300))}",
@@ -254,33 +254,16 @@ def _open_postgres(dsn: str, inspect: bool, pool_size: int = 0) -> Iterator[Data
             ) from None
 
 
-@contextlib.contextmanager
-def _postgres_pool(
-    dsn: str, options: dict[str, Any], size: int, shown: str, redact: Redactor
-) -> Iterator[Database]:
-    import psycopg
+def _open_pool(dsn: str, options: dict[str, Any], size: int) -> Any:
+    """A pool of ``size`` connections, its first one open (or the error)."""
     from psycopg_pool import ConnectionPool
-
-    from pregelkit.checkpoint.postgres import PostgresSaver
 
     pool: ConnectionPool[Any] = ConnectionPool(
         dsn, min_size=1, max_size=size, kwargs=options, open=False
     )
     try:
         pool.open(wait=True, timeout=options.get("connect_timeout", CONNECT_TIMEOUT_S))
-    except Exception as exc:
+    except BaseException:
         pool.close()
-        raise CliError(
-            f"cannot connect to the database {shown!r}: {redact.mask(_short(str(exc), 300))}",
-            kind="database",
-        ) from None
-    with pool:
-        try:
-            saver = PostgresSaver(pool)
-            saver.setup()
-            yield Database(dsn, saver, "postgres", pool)
-        except psycopg.Error as exc:
-            raise CliError(
-                f"database error on {shown!r}: {redact.mask(_short(str(exc), 300))}",
-                kind="database",
-            ) from None
+        raise
+    return pool

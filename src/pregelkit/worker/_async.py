@@ -3,50 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
 from pregelkit.checkpoint import _runqueue
-from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.errors import StorageError
 from pregelkit.pregel.main import Pregel
-from pregelkit.worker._core import OUTAGE_PAUSE_SECONDS, Outcome, WorkerCore, log
+from pregelkit.worker._core import OUTAGE_PAUSE_SECONDS, Outcome, WorkerFront, log
 
 __all__ = ["AsyncWorker"]
 
 
-class AsyncWorker:
+class AsyncWorker(WorkerFront):
     """``Worker`` for async workflows and async savers (``AsyncSqliteSaver``,
     ``AsyncPostgresSaver``): each run is an asyncio task on the caller's
     event loop, started with ``ainvoke``; leases work as in ``Worker``."""
 
-    def __init__(
-        self,
-        workflows: Sequence[Pregel],
-        checkpointer: BaseCheckpointSaver[Any],
-        *,
-        concurrency: int = 8,
-        lease_seconds: float = 30.0,
-        worker_id: str | None = None,
-    ) -> None:
-        """As ``Worker``."""
-        self._core = WorkerCore(
-            workflows,
-            checkpointer,
-            concurrency=concurrency,
-            lease_seconds=lease_seconds,
-            worker_id=worker_id,
-        )
-        self._wake: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    @property
-    def worker_id(self) -> str:
-        return self._core.worker_id
+    _wake: asyncio.Event | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
 
     async def run(self) -> None:
         """Serve until ``stop()`` or SIGTERM/SIGINT (handled when the event
@@ -146,7 +122,7 @@ class AsyncWorker:
             self._wake.set()
 
     async def _record(self, outcome: Outcome) -> None:
-        log.log(outcome.level, outcome.message, exc_info=outcome.level >= logging.ERROR)
+        outcome.log()
         if outcome.plan is None:
             return
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from pregelkit.errors import (
 from pregelkit.pregel.main import Pregel
 from pregelkit.runtime import RunControl
 
-__all__ = ["Held", "Outcome", "WorkerCore", "log"]
+__all__ = ["Held", "Outcome", "WorkerCore", "WorkerFront", "log"]
 
 log = logging.getLogger("pregelkit.worker")
 
@@ -69,6 +70,11 @@ class Outcome:
     message: str
     level: int = logging.INFO
     exc: BaseException | None = field(default=None, repr=False)
+
+    def log(self) -> None:
+        """A failed run's traceback goes with its message."""
+        failed = self.level >= logging.ERROR and self.exc is not None
+        log.log(self.level, self.message, exc_info=self.exc if failed else None)
 
 
 class WorkerCore:
@@ -275,3 +281,39 @@ class WorkerCore:
         are saved) and are handed back to the queue."""
         self.stopping = True
         self.control.request_drain(reason)
+
+
+class WorkerFront:
+    """What ``Worker`` and ``AsyncWorker`` are built from: the arguments,
+    checked once, and the core holding the decisions."""
+
+    def __init__(
+        self,
+        workflows: Sequence[Pregel],
+        checkpointer: BaseCheckpointSaver[Any],
+        *,
+        concurrency: int = 8,
+        lease_seconds: float = 30.0,
+        worker_id: str | None = None,
+    ) -> None:
+        """``workflows``: the graphs this worker serves, found by name (a
+        queued run names its workflow). ``checkpointer``: the database the
+        runs are queued in and saved to (a SQLite or PostgreSQL saver); the
+        workflows run with it, whatever saver they were built with.
+        ``concurrency``: runs at a time. ``lease_seconds``: how long a run
+        this worker stops renewing stays its own before another worker may
+        take it (renewed every third of it). ``worker_id``: a name in
+        ``pregelkit runs`` (default: host, pid and a random suffix)."""
+        self._core = WorkerCore(
+            workflows,
+            checkpointer,
+            concurrency=concurrency,
+            lease_seconds=lease_seconds,
+            worker_id=worker_id,
+        )
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+
+    @property
+    def worker_id(self) -> str:
+        return self._core.worker_id

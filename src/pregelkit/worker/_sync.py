@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import logging
 import signal
 import threading
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import Any
 
 from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
 from pregelkit.checkpoint import _runqueue
-from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.errors import StorageError
 from pregelkit.pregel.main import Pregel
-from pregelkit.worker._core import OUTAGE_PAUSE_SECONDS, Outcome, WorkerCore, log
+from pregelkit.worker._core import OUTAGE_PAUSE_SECONDS, Outcome, WorkerFront, log
 
 __all__ = ["Worker"]
 
 
-class Worker:
+class Worker(WorkerFront):
     """Runs the queued runs (``wf.submit``) of its workflows, up to
     ``concurrency`` at a time, each in a thread of its own.
 
@@ -31,34 +28,6 @@ class Worker:
     more for them (``LeaseLostError``). Several workers, in any number of
     processes and machines, may serve one database.
     """
-
-    def __init__(
-        self,
-        workflows: Sequence[Pregel],
-        checkpointer: BaseCheckpointSaver[Any],
-        *,
-        concurrency: int = 8,
-        lease_seconds: float = 30.0,
-        worker_id: str | None = None,
-    ) -> None:
-        """``workflows``: the graphs this worker serves, found by name (a
-        queued run names its workflow). ``checkpointer``: the database the
-        runs are queued in and saved to (a ``SqliteSaver`` or
-        ``PostgresSaver``); the workflows run with it, whatever saver they
-        were built with."""
-        self._core = WorkerCore(
-            workflows,
-            checkpointer,
-            concurrency=concurrency,
-            lease_seconds=lease_seconds,
-            worker_id=worker_id,
-        )
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-
-    @property
-    def worker_id(self) -> str:
-        return self._core.worker_id
 
     def run(self) -> None:
         """Serve until ``stop()`` or SIGTERM/SIGINT (handled when called from
@@ -81,7 +50,7 @@ class Worker:
     def stop(self, reason: str = "worker stopping") -> None:
         """Ask ``run()`` to return (safe from a signal handler or any thread)."""
         self._core.stop(reason)
-        self._wake.set()
+        self._event.set()
 
     # serving
 
@@ -108,9 +77,9 @@ class Worker:
                             pause = OUTAGE_PAUSE_SECONDS[0]
                         except StorageError as exc:
                             log.warning("cannot reach the queue (%s); trying again", exc)
-                            self._wake.wait(pause)
+                            self._event.wait(pause)
                             pause = min(pause * 2, OUTAGE_PAUSE_SECONDS[1])
-                            self._wake.clear()
+                            self._event.clear()
                             continue
                     for run in claimed:
                         with self._lock:
@@ -119,8 +88,8 @@ class Worker:
                     if until_idle and not claimed and self._idle():
                         break
                     if not claimed or plan is None:
-                        self._wake.wait(core.poll_seconds)
-                        self._wake.clear()
+                        self._event.wait(core.poll_seconds)
+                        self._event.clear()
         finally:
             beating.set()
         self._stopped()
@@ -152,12 +121,12 @@ class Worker:
         with self._lock:
             outcome = core.outcome(claimed, result, error)
         self._record(outcome)
-        self._wake.set()
+        self._event.set()
         if error is not None and not isinstance(error, Exception):
             raise error
 
     def _record(self, outcome: Outcome) -> None:
-        log.log(outcome.level, outcome.message, exc_info=outcome.level >= logging.ERROR)
+        outcome.log()
         if outcome.plan is None:
             return
         try:
