@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import shlex
 import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -307,40 +304,6 @@ def test_cache_option_skips_a_cached_task(workdir: Path) -> None:
     assert "cached_square: 49 (cached)" in second.lines
 
 
-def test_progress_line_only_on_a_terminal(workdir: Path) -> None:
-    piped = cli(workdir, "run", "flows:slow", "0.5")
-    assert piped.code == 0
-    assert "\x1b[K" not in piped.out
-
-    main, child = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pregelkit", "run", "flows:slow", "0.6"],
-        cwd=workdir,
-        stdout=child,
-        stderr=subprocess.PIPE,
-    )
-    os.close(child)
-    chunks = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([main], [], [], 0.5)
-        if ready:
-            try:
-                data = os.read(main, 4096)
-            except OSError:  # the child closed the terminal
-                break
-            if not data:
-                break
-            chunks.append(data)
-        elif proc.poll() is not None:
-            break
-    os.close(main)
-    assert proc.wait(timeout=60) == 0
-    screen = b"".join(chunks).decode()
-    assert "\x1b[K… running slow (0 tasks done, " in screen
-    assert "result: 0.6" in screen
-
-
 def test_console_script_is_installed(workdir: Path) -> None:
     script = Path(sys.executable).parent / "pregelkit"
     assert script.exists()
@@ -388,13 +351,13 @@ def test_history_table_and_json(workdir: Path) -> None:
         "TIME",
     ]
     first, second = (line.split() for line in table.lines[2:])
-    assert first[1:7] == ["-1", "input", "3:", "report,", "report[0],", "report[1]"]
+    assert first[1:7] == ["-1", "input", "3:", "fetch,", "fetch,", "report"]
     assert second[1:4] == ["0", "loop", "-"]
 
     rows = json.loads(cli(workdir, "history", "h", "--json").out)
     assert [r["step"] for r in rows] == [-1, 0]
-    # the entrypoint and its two task calls (named by the entrypoint that made them)
-    assert sorted(rows[0]["tasks"]) == ["report", "report[0]", "report[1]"]
+    # the entrypoint and its two task calls, named by the function each called
+    assert sorted(rows[0]["tasks"]) == ["fetch", "fetch", "report"]
     assert rows[1]["writes"] == 0
     assert rows[0]["checkpoint_id"] < rows[1]["checkpoint_id"]
 
@@ -407,12 +370,12 @@ def test_show_latest_by_prefix_and_json(workdir: Path) -> None:
     assert "channel values:" in res.lines
     assert any(line.split()[:2] == ["__start__", "[3]"] for line in res.lines)
     writes = [line.split() for line in res.lines if "__return__" in line]
-    assert writes and writes[0][0] == "report[0]" and writes[0][-1] == "9"
+    assert writes and writes[0][0] == "fetch" and writes[0][-1] == "9"
     assert res.lines[-1].endswith("] total 9: publish? (task report)")
 
     data = json.loads(cli(workdir, "show", "s", "--json").out)
     assert data["channel_values"] == {"__start__": [3]}
-    assert {"task": "report[0]", "channel": "__return__", "value": 9} in [
+    assert {"task": "fetch", "channel": "__return__", "value": 9} in [
         {k: w[k] for k in ("task", "channel", "value")} for w in data["pending_writes"]
     ]
     (waiting,) = data["interrupts"]

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import shlex
+import sys
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
@@ -17,8 +18,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from pregelkit.cli._db import DEFAULT_DB, ENTRYPOINT_KEY, TARGET_KEY, Database, open_database
 from pregelkit.cli._errors import CliError
+from pregelkit.cli._progress import Progress, _whole_lines
 from pregelkit.cli._render import (
-    Progress,
     _cell,
     _entry_cell,
     _fail_line,
@@ -29,10 +30,9 @@ from pregelkit.cli._render import (
     _short,
     _table,
     _when,
-    _whole_lines,
 )
 from pregelkit.cli._secrets import Redactor
-from pregelkit.cli._status import ERROR, interrupts_of, task_label, thread_status
+from pregelkit.cli._status import ERROR, interrupts_of, task_labels, thread_status
 from pregelkit.cli._target import Target, load_recorded, load_target
 
 if TYPE_CHECKING:
@@ -71,8 +71,11 @@ def _drive(
     config: dict[str, Any],
     durability: str | None,
     on_chunk: Callable[[str, Any], None],
+    progress: bool,
 ) -> None:
-    modes: list[StreamMode] = ["updates", "tasks"]
+    # the debug stream (tasks started and finished, with their step) only
+    # feeds the progress line: without one it is not asked for
+    modes: list[StreamMode] = ["updates", "debug"] if progress else ["updates"]
     if _is_async(graph):
 
         async def consume() -> None:
@@ -103,14 +106,14 @@ def _execute(
     as_json = args.json
     outcome = RunOutcome()
     with (
-        Progress(out, enabled=not as_json and out.isatty()) as progress,
+        Progress(out, sys.stderr, enabled=not as_json and sys.stderr.isatty()) as progress,
         # under --json the workflow's prints already go to stderr (_streams)
         contextlib.nullcontext() if as_json else _whole_lines(progress, out),
     ):
 
         def on_chunk(mode: str, chunk: Any) -> None:
-            if mode == "tasks":
-                progress.task_event(chunk)
+            if mode == "debug":
+                progress.debug_event(chunk)
                 return
             if _INTERRUPT in chunk:
                 outcome.interrupts.extend(chunk[_INTERRUPT])
@@ -127,7 +130,7 @@ def _execute(
                     progress.line(f"{name}: {_short(value, 200)}{suffix}")
 
         try:
-            _drive(graph, input, config, args.durability, on_chunk)
+            _drive(graph, input, config, args.durability, on_chunk, progress.enabled)
         except KeyboardInterrupt:
             progress.line("")
             _fail_line(
@@ -427,14 +430,14 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
         for tup in tuples:
             cid = tup.config["configurable"]["checkpoint_id"]
             writes = tup.pending_writes or []
-            labels = db.task_paths(args.thread, cid)
+            labels = task_labels(db, tup)
             tasks = sorted({t for t, _, _ in writes if t != _NULL_TASK_ID})
             rows.append(
                 {
                     "checkpoint_id": cid,
                     "step": tup.metadata.get("step"),
                     "source": tup.metadata.get("source"),
-                    "tasks": [task_label(labels.get(t, "")) for t in tasks],
+                    "tasks": [labels.get(t, "-") for t in tasks],
                     "writes": len(writes),
                     "interrupts": [_interrupt_data(i, t, labels) for t, i in interrupts_of(tup)],
                     "errors": [v for _, c, v in writes if c == ERROR],
@@ -474,7 +477,7 @@ def _interrupt_data(interrupt: Any, task_id: str, labels: dict[str, str]) -> dic
         "id": getattr(interrupt, "id", None),
         "value": getattr(interrupt, "value", interrupt),
         "task_id": task_id,
-        "task": task_label(labels.get(task_id, "")),
+        "task": labels.get(task_id, "-"),
     }
 
 
@@ -489,7 +492,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
             raise CliError(f"thread {args.thread!r} has no checkpoints", thread_id=args.thread)
         tup = found[0]
         conf = tup.config["configurable"]
-        labels = db.task_paths(args.thread, conf["checkpoint_id"])
+        labels = task_labels(db, tup)
         writes = tup.pending_writes or []
         data = {
             "thread_id": args.thread,
@@ -502,7 +505,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
             "channel_values": tup.checkpoint["channel_values"],
             "channel_versions": tup.checkpoint["channel_versions"],
             "pending_writes": [
-                {"task": task_label(labels.get(t, "")), "task_id": t, "channel": c, "value": v}
+                {"task": labels.get(t, "-"), "task_id": t, "channel": c, "value": v}
                 for t, c, v in writes
             ],
             "interrupts": [_interrupt_data(i, t, labels) for t, i in interrupts_of(tup)],

@@ -64,6 +64,7 @@ from pregelkit.pregel._io import (
     read_channels,
     task_start_event,
 )
+from pregelkit.pregel._loop_attempts import LoopAttempts
 from pregelkit.pregel._loop_cache import LoopCache
 from pregelkit.pregel._loop_control import LoopControl
 from pregelkit.pregel._loop_events import Emit, tee
@@ -90,7 +91,7 @@ __all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
 Status = Literal["input", "pending", "done", "interrupt_before", "interrupt_after", "out_of_steps"]
 
 
-class PregelLoop(LoopInput, LoopControl, LoopCache):
+class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
     """One run of a graph: input, supersteps, checkpoints, exit."""
 
     def __init__(
@@ -199,10 +200,12 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
         )
         self.run.emit_raw = self._forward
         self.run.stream_subgraphs = stream_subgraphs
+        self.run.executor = getattr(graph, "executor", None) or (parent and parent.run.executor)
         if parent is not None:
             self.run.resume_slot = parent.run.resume_slot
             self.run.resume_map = parent.run.resume_map
         self._init_control(parent)
+        self._init_attempts(parent, thread_id, self.ns)
         self._next_version: Any = (
             checkpointer.get_next_version if checkpointer is not None else increment
         )
@@ -353,9 +356,12 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
             return False
         self.status = "pending"
         if self._done_writes:
+            listened = self.attempt_log is not None or self.hooks is not None
             for tid, task in self.tasks.items():
                 if (done := self._done_writes.get(tid)) is not None:
                     task.writes.extend(done)
+                    if listened:
+                        self._attempt_instant(task, "replayed")
         if self.interrupt_before and should_interrupt(
             self.checkpoint, self.interrupt_before, self.tasks.values()
         ):
@@ -389,6 +395,8 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
         self.run.resuming = False
         finished = self.tasks
         self.tasks = {}
+        if self.durability != "exit":
+            self._save_buffered()
         self._put_checkpoint({"source": "loop"}, changed)
         if self.interrupt_after and should_interrupt(
             self.checkpoint, self.interrupt_after, finished.values()
@@ -467,6 +475,9 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
             task_id in stop.refused or (writes[0][0] == ERROR and stop.reason != DRAINED)
         ):
             return None  # a task cut short by the stop (or by what stopping did to it)
+        log = self.attempt_log
+        if log is not None:
+            log.end_with(task_id, writes)
         if task_id == NULL_TASK_ID:
             chans = {c for c, _ in writes}
             self.checkpoint_pending_writes = [
@@ -510,6 +521,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
             task_id,
             path,
             who,
+            () if log is None else log.take(),
         )
 
     def accept_push(
@@ -533,6 +545,8 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
             done, record, call.call_id, idx, parent.name
         ):
             pushed.writes.extend(done if done is not None else [(CALL, record)])
+            if self.attempt_log is not None or self.hooks is not None:
+                self._attempt_instant(pushed, "replayed")
             return pushed
         if pushed.cache_key is not None and self.cache is not None:
             key = (pushed.cache_key.ns, pushed.cache_key.key)
@@ -570,6 +584,8 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
     # exit
     def _finish(self, exc: BaseException | None) -> bool:
         """Decide what exiting means; return whether to swallow ``exc``."""
+        self._close_attempts()
+        self._attempts_at_exit(exc)
         if isinstance(exc, NondeterminismError):
             return False  # nothing this resume did is saved: the old code can still resume
         self._mark_drained(exc)
@@ -626,10 +642,10 @@ class SyncPregelLoop(PregelLoop):
         self.submit = self._executor.submit
         self._lane = SerialLane(self.submit, self.faults)
         self._thread_lock = None
-        if self.checkpointer is not None and not self.is_nested:
+        if (locker := self._thread_locker()) is not None:
             thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
             wait = bool(self.config[CONF].get("wait_for_thread", False))
-            self._thread_lock = self.checkpointer.lock_thread(thread_id, wait=wait)
+            self._thread_lock = locker.lock_thread(thread_id, wait=wait)
             self._thread_lock.__enter__()
         try:
             self._start_control()
@@ -705,10 +721,10 @@ class AsyncPregelLoop(PregelLoop):
         self._io_wait: list[Awaitable[Any]] = []
         self._lane_tail: asyncio.Future[Any] | None = None
         self._thread_lock = None
-        if self.checkpointer is not None and not self.is_nested:
+        if (locker := self._thread_locker()) is not None:
             thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
             wait = bool(self.config[CONF].get("wait_for_thread", False))
-            self._thread_lock = self.checkpointer.alock_thread(thread_id, wait=wait)
+            self._thread_lock = locker.alock_thread(thread_id, wait=wait)
             await self._thread_lock.__aenter__()
         try:
             await self._astart_control()

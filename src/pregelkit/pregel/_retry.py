@@ -6,6 +6,7 @@ async drivers differ only in how they call the task and how they sleep.
 
 from __future__ import annotations
 
+import functools
 import random
 import sys
 import time
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._scope import CURRENT
 from pregelkit.errors import GraphBubbleUp, NodeTimeoutError, ParentCommand
+from pregelkit.pregel._attempts import AttemptEvents
+from pregelkit.pregel._remote import arun_remote, run_remote, ships
 from pregelkit.pregel._run import arun_task, run_task
 from pregelkit.pregel._timeout import abound, bound, is_bounded
 from pregelkit.types import Command, PregelExecutableTask, RetryPolicy
@@ -72,6 +75,26 @@ def _note(task: PregelExecutableTask, exc: BaseException) -> None:
             exc.add_note(note)
 
 
+def _retrying(task: PregelExecutableTask, exc: Exception, attempts: int, delay: float) -> None:
+    """Say on the ``pregelkit.pregel._retry`` logger (INFO) that an attempt
+    failed and another follows, as LangGraph does: a log shows why a run took
+    longer, and ``pregelkit run`` counts retries on its progress line from it.
+    Only failed attempts get here; ``logging`` loads on the first one."""
+    import logging
+
+    logger = logging.getLogger(__name__)
+    if logger.isEnabledFor(logging.INFO):
+        logger.info(
+            "Retrying task %s after %.2f seconds (attempt %d) after %s %s",
+            task.name,
+            delay,
+            attempts,
+            type(exc).__name__,
+            exc,
+            exc_info=exc,
+        )
+
+
 def _parent_command_writes(task: PregelExecutableTask, exc: ParentCommand) -> bool:
     """Apply a Command bubbled up from a subgraph addressed to this graph."""
     from pregelkit.pregel._write import control_writes
@@ -94,6 +117,17 @@ def _fresh_attempt(task: PregelExecutableTask) -> None:
         scope.interrupt_counter = 0
 
 
+def _ended(
+    events: AttemptEvents | None,
+    task: PregelExecutableTask,
+    token: Any,
+    exc: BaseException | None,
+    retrying: bool,
+) -> None:
+    if events is not None:
+        events.ended(task, token, exc, retrying)
+
+
 def _gives_up(exc: Exception) -> bool:
     """A step that ran out of time is over: nothing of it is retried."""
     return isinstance(exc, NodeTimeoutError) and exc.kind == "step"
@@ -103,70 +137,103 @@ def run_with_retry(
     task: PregelExecutableTask,
     retry_policy: Sequence[RetryPolicy] | None = None,
     attempt_failed: Callable[[PregelExecutableTask, BaseException], Any] | None = None,
+    events: AttemptEvents | None = None,
 ) -> Any:
     """Run ``task`` until it succeeds or its retry policies give up.
 
     ``attempt_failed`` hears of each failed attempt before the next one starts
-    (the runner records which of the task's calls it handled).
+    (the runner records which of the task's calls it handled); ``events``
+    hears each attempt start and end (timelines, tracing).
 
     A bounded task (a ``TimeoutPolicy``, or a step with ``step_timeout``)
     runs each attempt in a thread of its own; a timed-out attempt is a failed
     attempt like any other."""
     policies = task.retry_policy or retry_policy or ()
     bounded = is_bounded(task)
+    run: Callable[[PregelExecutableTask], Any] = run_task
+    executor = task.scope.run.executor if task.scope is not None else None
+    if executor is not None and ships(task):
+        run = functools.partial(run_remote, executor=executor)
+
     attempts = 0
     while True:
+        token = None if events is None else events.started(task, attempts + 1)
         try:
             _fresh_attempt(task)
-            if bounded:
-                return bound(task, run_task)
-            return run_task(task)
+            value = bound(task, run) if bounded else run(task)
         except ParentCommand as exc:
+            _ended(events, task, token, None, False)
             if _parent_command_writes(task, exc):
                 return None
             raise
-        except GraphBubbleUp:
+        except GraphBubbleUp as exc:
+            _ended(events, task, token, exc, False)
             raise
-        except Exception as exc:
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                _ended(events, task, token, exc, False)
+                raise
             attempts += 1
             delay = next_retry_delay(policies, exc, attempts) if policies else None
-            if delay is None or _gives_up(exc):
+            retrying = delay is not None and not _gives_up(exc)
+            _ended(events, task, token, exc, retrying)
+            if delay is None or not retrying:
                 _note(task, exc)
                 raise
+            _retrying(task, exc, attempts, delay)
             if attempt_failed is not None:
                 attempt_failed(task, exc)
             time.sleep(delay)
+        else:
+            _ended(events, task, token, None, False)
+            return value
 
 
 async def arun_with_retry(
     task: PregelExecutableTask,
     retry_policy: Sequence[RetryPolicy] | None = None,
     attempt_failed: Callable[[PregelExecutableTask, BaseException], Any] | None = None,
+    events: AttemptEvents | None = None,
 ) -> Any:
     """The async twin of ``run_with_retry``."""
     import asyncio
 
     policies = task.retry_policy or retry_policy or ()
     bounded = is_bounded(task)
+    arun: Callable[[PregelExecutableTask], Any] = arun_task
+    executor = task.scope.run.executor if task.scope is not None else None
+    if executor is not None and ships(task):
+        arun = functools.partial(arun_remote, executor=executor)
+
     attempts = 0
     while True:
+        token = None if events is None else events.started(task, attempts + 1)
         try:
             _fresh_attempt(task)
-            if bounded:
-                return await abound(task, arun_task)
-            return await arun_task(task)
+            value = await (abound(task, arun) if bounded else arun(task))
         except ParentCommand as exc:
+            _ended(events, task, token, None, False)
             if _parent_command_writes(task, exc):
                 return None
             raise
-        except GraphBubbleUp:
+        except GraphBubbleUp as exc:
+            _ended(events, task, token, exc, False)
             raise
-        except Exception as exc:
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                _ended(events, task, token, exc, False)
+                raise
             attempts += 1
             delay = next_retry_delay(policies, exc, attempts) if policies else None
-            if delay is None or _gives_up(exc):
+            retrying = delay is not None and not _gives_up(exc)
+            _ended(events, task, token, exc, retrying)
+            if delay is None or not retrying:
                 _note(task, exc)
                 raise
+            _retrying(task, exc, attempts, delay)
             if attempt_failed is not None and (pending := attempt_failed(task, exc)) is not None:
                 await pending
             await asyncio.sleep(delay)
+        else:
+            _ended(events, task, token, None, False)
+            return value

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, ExitStack
 from typing import Any, Literal, Self, TypeVar
 
@@ -20,6 +20,12 @@ from pregelkit._internal._constants import (
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_THREAD_ID,
     WRITES_IDX_MAP,
+)
+from pregelkit.checkpoint.attempts import (
+    AttemptList,
+    AttemptRow,
+    attempt_from_row,
+    attempt_order,
 )
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
@@ -98,6 +104,9 @@ class InMemorySaver(
             for table in tables:
                 self.stack.enter_context(table)
         self.controls: dict[str, str] = {}
+        self.attempts: dict[str, list[AttemptRow]] = {}
+        """Attempt rows by thread, as saved (a row per save; ``_merged`` keeps
+        one per attempt)."""
         # One lock for all three tables: workers call put_writes concurrently,
         # and readers must not see a checkpoint without its blobs.
         self._lock = threading.Lock()
@@ -160,8 +169,11 @@ class InMemorySaver(
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
+        *,
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
-        """Record a task's writes against the checkpoint ``config`` names.
+        """Record a task's writes against the checkpoint ``config`` names,
+        with ``attempts`` (under the same lock: a reader sees both or neither).
 
         A special write (error, interrupt, resume, scheduled) replaces the
         task's previous one in place; a regular write that is already stored
@@ -201,6 +213,25 @@ class InMemorySaver(
                 if key[1] >= 0 and key in stored:
                     continue
                 stored[key] = row
+            if attempts:
+                self._put_attempts(thread_id, attempts)
+
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
+        with self._lock:
+            self._put_attempts(str(thread_id), records)
+
+    def _put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
+        # an append: rows are merged by key when read (see _merged)
+        table = self.attempts.get(thread_id)
+        if table is None:
+            self.attempts[thread_id] = list(records)
+        else:
+            table.extend(records)
+
+    def list_attempts(self, thread_id: str) -> AttemptList:
+        with self._lock:
+            rows = _merged(self.attempts.get(str(thread_id), ()))
+        return sorted(map(attempt_from_row, rows), key=attempt_order)
 
     def delete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, write and blob of ``thread_id``."""
@@ -208,6 +239,7 @@ class InMemorySaver(
         with self._lock:
             self.storage.pop(thread_id, None)
             self.controls.pop(thread_id, None)
+            self.attempts.pop(thread_id, None)
             self._forget_rows({thread_id}, set(), set())
 
     def get_thread_control(self, thread_id: str) -> str | None:
@@ -250,6 +282,11 @@ class InMemorySaver(
                         )
                         for slot, (task_id, channel, value, path) in stored.items()
                     }
+            if records := self.attempts.get(source_thread_id):
+                self._put_attempts(
+                    target_thread_id,
+                    [(target_thread_id, *row[1:]) for row in _merged(records)],
+                )
             for (thread_id, ns, channel, version), blob in list(self.blobs.items()):
                 if thread_id == source_thread_id:
                     self.blobs[(target_thread_id, ns, channel, version)] = (
@@ -296,6 +333,10 @@ class InMemorySaver(
                 self.storage.pop(thread_id, None)
                 if strategy == "delete":
                     self.controls.pop(thread_id, None)
+                    self.attempts.pop(thread_id, None)
+                elif table := self.attempts.get(thread_id):
+                    latest = max(row[2] for row in table)  # run ids sort by time
+                    self.attempts[thread_id] = [row for row in _merged(table) if row[2] == latest]
             for (thread_id, ns), (checkpoint_id, stored) in kept.items():
                 self.storage[thread_id][ns][checkpoint_id] = stored
             self._forget_rows(targets, kept_writes, kept_blobs)
@@ -496,6 +537,18 @@ class InMemorySaver(
         """Everything is in memory: the base saver's async twins run their sync
         method inline, without a worker thread."""
         return fn(*args, **kwargs)
+
+
+def _merged(rows: Iterable[AttemptRow]) -> list[AttemptRow]:
+    """One row per attempt (namespace, run, task id, attempt): the finished
+    one if any (a start row never replaces it), else the latest start."""
+    by_key: dict[tuple[Any, ...], AttemptRow] = {}
+    for row in rows:
+        key = (row[1], row[2], row[4], row[6])
+        if row[9] is None and key in by_key:
+            continue
+        by_key[key] = row
+    return list(by_key.values())
 
 
 MemorySaver = InMemorySaver

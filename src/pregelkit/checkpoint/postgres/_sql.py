@@ -15,6 +15,7 @@ from typing import Any
 import xxhash
 
 from pregelkit.checkpoint._rows import ListScope, StoredCheckpoint, filter_json
+from pregelkit.checkpoint.attempts import attempt_sql
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -72,6 +73,74 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    (
+        # one row per task attempt (timelines): a start row, replaced by the
+        # finished one; keyed by run so a thread's history reads in key order
+        """
+        CREATE TABLE pregelkit_attempts (
+            thread_id text NOT NULL,
+            run_id text COLLATE "C" NOT NULL,
+            checkpoint_ns text NOT NULL,
+            task_id text NOT NULL,
+            attempt integer NOT NULL,
+            step integer NOT NULL,
+            name text NOT NULL,
+            started_at double precision NOT NULL,
+            ended_at double precision,
+            outcome text,
+            error_type text,
+            error_message text,
+            pid integer,
+            host text,
+            worker text,
+            PRIMARY KEY (thread_id, run_id, checkpoint_ns, task_id, attempt)
+        )
+        """,
+    ),
+    (
+        # the durable run queue (checkpoint/_runqueue.py): one row per run
+        # request; fence grows by one at each claim, lease_until is seconds
+        # since the epoch by the database's clock
+        """
+        CREATE TABLE pregelkit_runs (
+            run_id text PRIMARY KEY,
+            thread_id text NOT NULL,
+            workflow text NOT NULL,
+            status text NOT NULL,
+            priority integer NOT NULL,
+            input_type text NOT NULL,
+            input bytea NOT NULL,
+            config_type text NOT NULL,
+            config bytea NOT NULL,
+            fence bigint NOT NULL DEFAULT 0,
+            worker text,
+            lease_until double precision,
+            attempts integer NOT NULL DEFAULT 0,
+            cancel_requested integer NOT NULL DEFAULT 0,
+            result_type text,
+            result bytea,
+            error text,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            finished_at double precision
+        )
+        """,
+        # one queued-or-running run per thread: what makes submit idempotent
+        """
+        CREATE UNIQUE INDEX pregelkit_runs_active ON pregelkit_runs (thread_id)
+        WHERE status IN ('queued', 'running')
+        """,
+        "CREATE INDEX pregelkit_runs_queue ON pregelkit_runs (status, priority, created_at)",
+        "CREATE INDEX pregelkit_runs_thread ON pregelkit_runs (thread_id, created_at)",
+        """
+        CREATE TABLE pregelkit_workers (
+            worker_id text PRIMARY KEY,
+            workflows text NOT NULL,
+            seen_at double precision NOT NULL,
+            stopped integer NOT NULL DEFAULT 0
+        )
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
@@ -95,6 +164,8 @@ LOCK_POLL_SECONDS = (0.005, 0.25)
 polls instead of blocking in ``pg_advisory_lock`` because the lock connection
 is shared by every lock the process holds: a blocked call would keep other
 runs from releasing theirs."""
+
+UPSERT_ATTEMPT, SELECT_ATTEMPTS, _COPY_ATTEMPTS = attempt_sql("%s")
 
 UPSERT_CHECKPOINT = """
 INSERT INTO pregelkit_checkpoints (
@@ -168,6 +239,7 @@ DELETE_THREAD = (
     "DELETE FROM pregelkit_blobs WHERE thread_id = %s",
     "DELETE FROM pregelkit_writes WHERE thread_id = %s",
     "DELETE FROM pregelkit_thread_control WHERE thread_id = %s",
+    "DELETE FROM pregelkit_attempts WHERE thread_id = %s",
 )
 
 # Parameters: target thread id, source thread id. Rows the target already has
@@ -208,6 +280,7 @@ COPY_THREAD = (
         value = EXCLUDED.value,
         task_path = EXCLUDED.task_path
     """,
+    _COPY_ATTEMPTS,
 )
 
 # Parameter: thread id. Keeps each namespace's latest checkpoint, its writes and
@@ -227,6 +300,12 @@ PRUNE_KEEP_LATEST = (
         SELECT 1 FROM pregelkit_checkpoints AS c
         WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
           AND c.checkpoint_id = w.checkpoint_id
+    )
+    """,
+    """
+    DELETE FROM pregelkit_attempts AS a
+    WHERE a.thread_id = %s AND a.run_id < (
+        SELECT max(k.run_id) FROM pregelkit_attempts AS k WHERE k.thread_id = a.thread_id
     )
     """,
     """

@@ -29,7 +29,9 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from pregelkit._internal._loop_thread import SyncCallOnLoopError, running_loop
+from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -272,15 +274,27 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
+        *,
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
-        already stored is kept."""
+        already stored is kept. ``attempts`` go in the same transaction."""
         await self._run(
-            partial(_core.put_writes, self.serde, config, writes, task_id, task_path),
+            partial(_core.put_writes, self.serde, config, writes, task_id, task_path, attempts),
             "put_writes",
             _core.thread_of(config),
             writes=True,
+        )
+
+    async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
+        await self._run(
+            partial(_core.put_attempts, records), "put_attempts", str(thread_id), writes=True
+        )
+
+    async def alist_attempts(self, thread_id: str) -> AttemptList:
+        return await self._run(
+            partial(_core.list_attempts, str(thread_id)), "list_attempts", str(thread_id)
         )
 
     async def adelete_thread(self, thread_id: str) -> None:
@@ -317,6 +331,15 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     ) -> None:
         """Drop the history of threads (see ``PostgresSaver.prune``)."""
         await self._run(partial(_core.prune, thread_ids, strategy), "prune")
+
+    async def arun_queue(
+        self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str
+    ) -> T:
+        """Run a queue plan in one transaction (see ``PostgresSaver.run_queue``)."""
+        return await self._run(lambda: _core.queue_plan(make(_runqueue.POSTGRES)), op)
+
+    def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
+        return self._sync(self.arun_queue(make, op), "run_queue")
 
     def alock_thread(
         self, thread_id: str, *, wait: bool = False
@@ -394,8 +417,18 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
+        *,
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
-        self._sync(self.aput_writes(config, writes, task_id, task_path), "put_writes")
+        self._sync(
+            self.aput_writes(config, writes, task_id, task_path, attempts=attempts), "put_writes"
+        )
+
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
+        self._sync(self.aput_attempts(thread_id, records), "put_attempts")
+
+    def list_attempts(self, thread_id: str) -> AttemptList:
+        return self._sync(self.alist_attempts(thread_id), "list_attempts")
 
     def delete_thread(self, thread_id: str) -> None:
         self._sync(self.adelete_thread(thread_id), "delete_thread")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pregelkit.checkpoint._rows import ListScope, filter_json
+from pregelkit.checkpoint.attempts import attempt_sql
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -71,6 +72,74 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) WITHOUT ROWID
         """,
     ),
+    (
+        # one row per task attempt (timelines): a start row, replaced by the
+        # finished one; keyed by run so a thread's history reads in key order
+        """
+        CREATE TABLE pregelkit_attempts (
+            thread_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            checkpoint_ns TEXT NOT NULL,
+            task_id TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            step INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            started_at REAL NOT NULL,
+            ended_at REAL,
+            outcome TEXT,
+            error_type TEXT,
+            error_message TEXT,
+            pid INTEGER,
+            host TEXT,
+            worker TEXT,
+            PRIMARY KEY (thread_id, run_id, checkpoint_ns, task_id, attempt)
+        ) WITHOUT ROWID
+        """,
+    ),
+    (
+        # the durable run queue (checkpoint/_runqueue.py): one row per run
+        # request; fence grows by one at each claim, lease_until is seconds
+        # since the epoch by the database's clock
+        """
+        CREATE TABLE pregelkit_runs (
+            run_id TEXT PRIMARY KEY,
+            thread_id TEXT NOT NULL,
+            workflow TEXT NOT NULL,
+            status TEXT NOT NULL,
+            priority INTEGER NOT NULL,
+            input_type TEXT NOT NULL,
+            input BLOB NOT NULL,
+            config_type TEXT NOT NULL,
+            config BLOB NOT NULL,
+            fence INTEGER NOT NULL DEFAULT 0,
+            worker TEXT,
+            lease_until REAL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            result_type TEXT,
+            result BLOB,
+            error TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            finished_at REAL
+        )
+        """,
+        # one queued-or-running run per thread: what makes submit idempotent
+        """
+        CREATE UNIQUE INDEX pregelkit_runs_active ON pregelkit_runs (thread_id)
+        WHERE status IN ('queued', 'running')
+        """,
+        "CREATE INDEX pregelkit_runs_queue ON pregelkit_runs (status, priority, created_at)",
+        "CREATE INDEX pregelkit_runs_thread ON pregelkit_runs (thread_id, created_at)",
+        """
+        CREATE TABLE pregelkit_workers (
+            worker_id TEXT PRIMARY KEY,
+            workflows TEXT NOT NULL,
+            seen_at REAL NOT NULL,
+            stopped INTEGER NOT NULL DEFAULT 0
+        )
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
@@ -84,6 +153,8 @@ SELECT_SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM pregelkit_migrati
 RECORD_MIGRATION = (
     "INSERT INTO pregelkit_migrations (version, applied_at) VALUES (?, datetime('now'))"
 )
+
+UPSERT_ATTEMPT, SELECT_ATTEMPTS, _COPY_ATTEMPTS = attempt_sql("?")
 
 UPSERT_CHECKPOINT = """
 INSERT INTO pregelkit_checkpoints (
@@ -155,6 +226,7 @@ DELETE_THREAD = (
     "DELETE FROM pregelkit_blobs WHERE thread_id = ?",
     "DELETE FROM pregelkit_writes WHERE thread_id = ?",
     "DELETE FROM pregelkit_thread_control WHERE thread_id = ?",
+    "DELETE FROM pregelkit_attempts WHERE thread_id = ?",
 )
 
 # Parameters: target thread id, source thread id. Rows the target already has
@@ -195,6 +267,7 @@ COPY_THREAD = (
         value = excluded.value,
         task_path = excluded.task_path
     """,
+    _COPY_ATTEMPTS,
 )
 
 # Parameter: thread id. Keeps each namespace's latest checkpoint, its writes and
@@ -216,6 +289,13 @@ PRUNE_KEEP_LATEST = (
         WHERE c.thread_id = pregelkit_writes.thread_id
           AND c.checkpoint_ns = pregelkit_writes.checkpoint_ns
           AND c.checkpoint_id = pregelkit_writes.checkpoint_id
+    )
+    """,
+    """
+    DELETE FROM pregelkit_attempts
+    WHERE thread_id = ? AND run_id < (
+        SELECT max(a.run_id) FROM pregelkit_attempts AS a
+        WHERE a.thread_id = pregelkit_attempts.thread_id
     )
     """,
     """
