@@ -624,7 +624,7 @@ class SyncPregelLoop(PregelLoop):
     def __enter__(self) -> SyncPregelLoop:
         self._executor = BackgroundExecutor(self.config)
         self.submit = self._executor.submit
-        self._lane = SerialLane(self.submit, self.faults)
+        self._lane = SerialLane(self.faults)
         self._thread_lock = None
         if self.checkpointer is not None and not self.is_nested:
             thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
