@@ -133,3 +133,41 @@ def test_busy_timeout_must_be_a_number_of_seconds(tmp_path: Path) -> None:
     for bad in (-1, "30", float("nan"), True):
         with pytest.raises(ValueError, match="busy_timeout"):
             SqliteSaver(conn, busy_timeout=bad)  # type: ignore[arg-type]
+
+
+def test_async_saver_waits_for_a_locked_database_off_the_event_loop(tmp_path: Path) -> None:
+    """The async saver makes cheap calls on the event loop, but one that meets
+    another process's write lock waits on its worker thread: the loop keeps
+    running meanwhile, and the call succeeds once the lock is released."""
+    import asyncio
+
+    from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    path = tmp_path / "busy.db"
+
+    async def main() -> tuple[int, float]:
+        async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+            first = await saver.aput(_cfg("t"), empty_checkpoint(), {"source": "input"}, {})
+            await saver.aput_writes(first, [("x", 0)], "task-0")  # made on the loop
+            holder = await asyncio.to_thread(_hold_write_lock, path, 1.0)
+            ticks = 0
+
+            async def tick() -> None:
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0.01)
+                    ticks += 1
+
+            ticker = asyncio.create_task(tick())
+            started = time.monotonic()
+            await saver.aput_writes(first, [("y", 1)], "task-1")
+            waited = time.monotonic() - started
+            ticker.cancel()
+            await asyncio.to_thread(holder.wait)
+            saved = await saver.aget_tuple(first)
+            assert saved is not None and ("task-1", "y", 1) in (saved.pending_writes or [])
+            return ticks, waited
+
+    ticks, waited = asyncio.run(main())
+    assert waited > 0.3  # it did wait for the lock...
+    assert ticks >= 10  # ...without holding up the event loop

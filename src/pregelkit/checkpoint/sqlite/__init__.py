@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal, TypeVar
 
 import xxhash
@@ -71,6 +72,16 @@ _FILE_FAULTS = frozenset(
 )  # PERM READONLY IOERR CORRUPT FULL CANTOPEN NOTADB
 
 _CheckpointRow = tuple[str, str, str, "str | None", str, bytes, str, bytes, str]
+
+NO_WAIT: ContextVar[bool] = ContextVar("pregelkit_sqlite_no_wait", default=False)
+"""Set by the async saver around a call it makes on the event loop: SQLite
+must not wait for another connection's lock then (busy timeout 0)."""
+
+
+class WouldWait(Exception):
+    """A call made under ``NO_WAIT`` found the database locked by another
+    connection; nothing was written, and the caller makes it again where
+    waiting is allowed."""
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -155,6 +166,7 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         self.retry = retry or StorageRetry()
         self._lock = threading.Lock()
         self._ready = False
+        self._busy_ms = -1  # the connection's busy timeout, once this saver sets it
         path = self._path()
         self._lock_dir = f"{path}.locks" if path else None
 
@@ -166,14 +178,13 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
             self.conn.close()
 
     def _setup(self) -> None:
-        with self._lock:
-            self._setup_locked()
+        with self._connection():
+            pass
 
     def _setup_locked(self) -> None:
         if self._ready:
             return
         conn = self.conn
-        conn.execute(f"PRAGMA busy_timeout = {round(self.busy_timeout * 1000)}")
         # Every durable task write is one commit appending whole pages to the
         # WAL: 1 KiB pages (only a new file takes them) and a checkpoint every
         # 10k pages (~10 MiB of WAL) make that commit ~20% cheaper.
@@ -204,14 +215,37 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         self._ready = True
 
     @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        """The connection, set up, under the saver's lock. Its busy timeout is
+        0 while ``NO_WAIT`` is set (a locked database is then ``WouldWait``),
+        ``busy_timeout`` otherwise; it is changed only when the wish changes."""
+        with self._lock:
+            conn = self.conn
+            no_wait = NO_WAIT.get()
+            want = 0 if no_wait else round(self.busy_timeout * 1000)
+            if want != self._busy_ms:
+                conn.execute(f"PRAGMA busy_timeout = {want}")
+                self._busy_ms = want
+            if not no_wait:
+                if not self._ready:
+                    self._setup_locked()
+                yield conn
+                return
+            try:
+                if not self._ready:
+                    self._setup_locked()
+                yield conn
+            except sqlite3.DatabaseError as exc:
+                if _result_code(exc) in _BUSY:
+                    raise WouldWait(str(exc)) from exc
+                raise
+
+    @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
         """One transaction under the saver's lock. Writes start IMMEDIATE so a
         busy database makes them wait at BEGIN (``busy_timeout``) rather than
         fail halfway; reads get one consistent snapshot."""
-        with self._lock:
-            if not self._ready:
-                self._setup_locked()
-            conn = self.conn
+        with self._connection() as conn:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield conn
@@ -343,10 +377,8 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
             # one statement is its own transaction: no BEGIN/COMMIT round trips
             # for the common case of a task that made one write
             try:
-                with self._lock:
-                    if not self._ready:
-                        self._setup_locked()
-                    self.conn.execute(_sql.UPSERT_WRITE, rows[0])
+                with self._connection() as conn:
+                    conn.execute(_sql.UPSERT_WRITE, rows[0])
                 return
             except sqlite3.DatabaseError:
                 pass  # let the retrying path below decide what this was
@@ -414,10 +446,8 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
     def get_thread_control(self, thread_id: str) -> str | None:
         """The thread's run-control mark (see ``BaseCheckpointSaver``); a read
         by key outside any transaction, cheap enough to poll."""
-        with self._lock:
-            if not self._ready:
-                self._setup_locked()
-            row = self.conn.execute(_sql.SELECT_THREAD_CONTROL, (str(thread_id),)).fetchone()
+        with self._connection() as conn:
+            row = conn.execute(_sql.SELECT_THREAD_CONTROL, (str(thread_id),)).fetchone()
         return None if row is None else str(row[0])
 
     def put_thread_control(self, thread_id: str, mark: str | None) -> None:

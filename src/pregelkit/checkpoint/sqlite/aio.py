@@ -1,9 +1,17 @@
 """The SQLite saver for asyncio code, without aiosqlite.
 
-``sqlite3`` calls block, so every async method runs the same code as
-:class:`~pregelkit.checkpoint.sqlite.SqliteSaver` on one dedicated worker
-thread: the event loop never waits on the disk, and calls from one saver reach
-SQLite one at a time, in the order they were made.
+The async methods run the same code as
+:class:`~pregelkit.checkpoint.sqlite.SqliteSaver`, one call at a time, in the
+order they were made. The calls every run makes (``aget_tuple``, ``aput``,
+``aput_writes``, reading and setting the thread's run-control mark) are made
+right on the event loop when nothing can make them wait: no earlier call of
+the saver is still running, no other thread holds its connection, and the
+database is not locked by another connection (SQLite is told not to wait
+for one). A WAL commit with ``synchronous=NORMAL`` is a write to the page
+cache, so a hop to a thread would cost more than the call; only the commit
+that checkpoints the WAL (every ~10 MiB written) waits for the disk. Any other
+call, and any of those that would have waited, runs on the saver's one worker
+thread, where it may wait up to ``busy_timeout``.
 
 The sync methods (``get_tuple``, ``list``, ``put``, ...) work too and run on
 the calling thread, so sync tools such as ``graph.get_state`` can use this
@@ -15,14 +23,27 @@ from __future__ import annotations
 import asyncio
 import functools
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, ParamSpec, TypeVar
 
 from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.serde.base import SerializerProtocol
-from pregelkit.checkpoint.sqlite import BUSY_TIMEOUT, SqliteSaverCore, connect
+from pregelkit.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    RunnableConfig,
+)
+from pregelkit.checkpoint.sqlite import (
+    BUSY_TIMEOUT,
+    NO_WAIT,
+    SqliteSaverCore,
+    WouldWait,
+    connect,
+)
 
 __all__ = ["AsyncSqliteSaver"]
 
@@ -49,6 +70,9 @@ class AsyncSqliteSaver(SqliteSaverCore):
         super().__init__(conn, serde=serde, busy_timeout=busy_timeout, retry=retry)
         # The thread starts on first use and, idle, does not keep the process alive.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pregelkit-sqlite")
+        self._on_worker = 0
+        """Calls handed to the worker thread and not finished: while there are
+        any, later calls go there too, behind them."""
 
     @classmethod
     @asynccontextmanager
@@ -74,7 +98,53 @@ class AsyncSqliteSaver(SqliteSaverCore):
         """Every async method of the base saver runs its sync twin here: on
         this saver's one worker thread, so SQLite sees one thread at a time."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        self._on_worker += 1
+        try:
+            return await loop.run_in_executor(
+                self._executor, functools.partial(fn, *args, **kwargs)
+            )
+        finally:
+            self._on_worker -= 1
+
+    async def _quick(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """``fn`` on the event loop if nothing can make it wait (see the
+        module's docstring), else on the worker thread."""
+        if not self._on_worker and not self._lock.locked():
+            token = NO_WAIT.set(True)
+            try:
+                return fn(*args)
+            except WouldWait:
+                pass  # locked by another connection: nothing was written
+            finally:
+                NO_WAIT.reset(token)
+        return await self._in_thread(fn, *args)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._quick(self.get_tuple, config)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await self._quick(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self._quick(self.put_writes, config, writes, task_id, task_path)
+
+    async def aget_thread_control(self, thread_id: str) -> str | None:
+        return await self._quick(self.get_thread_control, thread_id)
+
+    async def aput_thread_control(self, thread_id: str, mark: str | None) -> None:
+        await self._quick(self.put_thread_control, thread_id, mark)
 
     async def setup(self) -> None:
         """Create or migrate the tables; idempotent, and done on first use
