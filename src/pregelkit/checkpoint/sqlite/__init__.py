@@ -56,7 +56,14 @@ from pregelkit.checkpoint.base import (
 )
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.checkpoint.sqlite import _sql
-from pregelkit.checkpoint.sqlite._filelock import FileLock, is_held
+from pregelkit.checkpoint.sqlite._filelock import (
+    RANGE_LOCKS,
+    RANGES_FILE,
+    FileLock,
+    RangeLock,
+    is_held,
+    range_is_held,
+)
 
 __all__ = ["SqliteSaver"]
 
@@ -461,12 +468,16 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
 
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:
         """Hold ``thread_id`` for one run, against other threads and other
-        processes: an exclusive ``flock`` on ``<database>.locks/<hash of the
-        thread id>``, released when the run ends or the process dies; the file
-        exists only while the lock is held (see ``_filelock``). An in-memory
-        database exists in one process only, so it uses the in-process lock."""
+        processes, with a lock the OS releases when the process dies: on
+        Linux a byte of ``<database>.locks/threads`` (see ``_filelock``),
+        elsewhere an exclusive ``flock`` on ``<database>.locks/<hash of the
+        thread id>``, a file that exists only while the lock is held. An
+        in-memory database exists in one process only, so it uses the
+        in-process lock."""
         if self._lock_dir is None or sys.platform == "win32":
             return super().lock_thread(thread_id, wait=wait)
+        if RANGE_LOCKS:
+            return RangeLock(os.path.join(self._lock_dir, RANGES_FILE), thread_id, wait)
         return FileLock(self._thread_lock_path(thread_id), thread_id, wait)
 
     def thread_is_running(self, thread_id: str) -> bool:
@@ -474,6 +485,8 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         look that never takes the lock, so it cannot make a starting run busy."""
         if self._lock_dir is None or sys.platform == "win32":
             return False
+        if RANGE_LOCKS:
+            return range_is_held(os.path.join(self._lock_dir, RANGES_FILE), thread_id)
         return is_held(self._thread_lock_path(thread_id))
 
     def _thread_lock_path(self, thread_id: str) -> str:

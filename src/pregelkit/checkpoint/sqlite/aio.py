@@ -29,7 +29,6 @@ from contextlib import asynccontextmanager
 from typing import Any, ParamSpec, TypeVar
 
 from pregelkit.checkpoint._faults import StorageRetry
-from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
@@ -37,6 +36,7 @@ from pregelkit.checkpoint.base import (
     CheckpointTuple,
     RunnableConfig,
 )
+from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.checkpoint.sqlite import (
     BUSY_TIMEOUT,
     NO_WAIT,
