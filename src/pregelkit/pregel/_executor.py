@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ABANDONED",
+    "DEFER_SECONDS",
     "AsyncBackgroundExecutor",
     "BackgroundExecutor",
     "Detached",
@@ -50,6 +51,9 @@ __all__ = [
 ]
 
 _MAX_WORKERS = int(os.environ.get("PREGELKIT_MAX_WORKERS", "64"))
+
+DEFER_SECONDS = 0.0005
+"""How long deferred work waits for its caller before a pool thread takes it."""
 
 
 class Submit(Protocol):
@@ -80,7 +84,7 @@ class _Pool:
     within ``DEFER_SECONDS`` through a poller thread, whichever comes first.
     """
 
-    DEFER_SECONDS = 0.0005
+    DEFER_SECONDS = DEFER_SECONDS
     PARK_AFTER = 200  # idle polls before the poller sleeps until needed
 
     def __init__(self, max_workers: int) -> None:

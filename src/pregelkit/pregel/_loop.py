@@ -8,7 +8,8 @@ cache or lane call is made: directly or awaited.
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager, nullcontext
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -59,7 +60,7 @@ from pregelkit.pregel._control import (
     DRAINED,
 )
 from pregelkit.pregel._executor import AsyncBackgroundExecutor, BackgroundExecutor
-from pregelkit.pregel._faults import RunFaults, asave_now, describe_call, save_now
+from pregelkit.pregel._faults import RunFaults, asave_now, save_now
 from pregelkit.pregel._io import (
     read_channels,
     task_start_event,
@@ -69,6 +70,7 @@ from pregelkit.pregel._loop_control import LoopControl
 from pregelkit.pregel._loop_events import Emit, tee
 from pregelkit.pregel._loop_input import LoopInput
 from pregelkit.pregel._persist import (
+    AsyncSerialLane,
     Awaited,
     SerialLane,
     aput_writes,
@@ -81,8 +83,6 @@ from pregelkit.pregel._scope import RunContext, TaskScope
 from pregelkit.types import Interrupt, PregelExecutableTask
 
 if TYPE_CHECKING:
-    import asyncio
-
     from pregelkit.pregel.main import Pregel
 
 __all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
@@ -618,13 +618,20 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
         raise NotImplementedError
 
 
+@asynccontextmanager
+async def _no_group() -> AsyncIterator[None]:
+    yield
+
+
 class SyncPregelLoop(PregelLoop):
     """The loop for ``invoke``/``stream``: saver calls are plain calls."""
 
     def __enter__(self) -> SyncPregelLoop:
         self._executor = BackgroundExecutor(self.config)
         self.submit = self._executor.submit
-        self._lane = SerialLane(self.faults)
+        self._lane = SerialLane(
+            self.faults, nullcontext if self.checkpointer is None else self.checkpointer.grouped
+        )
         self._thread_lock = None
         if self.checkpointer is not None and not self.is_nested:
             thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
@@ -703,7 +710,10 @@ class AsyncPregelLoop(PregelLoop):
         self.submit = self._executor.submit
         self._aloop = asyncio.get_running_loop()
         self._io_wait: list[Awaitable[Any]] = []
-        self._lane_tail: asyncio.Future[Any] | None = None
+        saver = self.checkpointer
+        self._lane = AsyncSerialLane(
+            self.faults, self._aloop, _no_group if saver is None else saver.agrouped
+        )
         self._thread_lock = None
         if self.checkpointer is not None and not self.is_nested:
             thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
@@ -748,7 +758,6 @@ class AsyncPregelLoop(PregelLoop):
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> bool:
-        import asyncio
 
         try:
             try:
@@ -758,8 +767,7 @@ class AsyncPregelLoop(PregelLoop):
             try:
                 await self.settle()
             finally:
-                if self._lane_tail is not None:
-                    await asyncio.shield(self._lane_tail)
+                await self._lane.wait()
             self.faults.raise_if_failed(self.step)
         finally:
             await self._release()
@@ -779,27 +787,10 @@ class AsyncPregelLoop(PregelLoop):
         return None
 
     def _background(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> None:
-        import asyncio
-
-        if not on_loop(self._aloop):
+        if on_loop(self._aloop):
+            self._lane.put(afn, *args)
+        else:
             self._aloop.call_soon_threadsafe(self._background, fn, afn, *args)
-            return
-        prev = self._lane_tail
-
-        faults = self.faults
-
-        async def run() -> None:
-            if prev is not None:
-                await asyncio.shield(prev)
-            if faults.failure is not None:
-                faults.skip(describe_call(afn, args))
-                return
-            try:
-                await afn(*args)
-            except BaseException as exc:
-                faults.record(exc, describe_call(afn, args))
-
-        self._lane_tail = self._aloop.create_task(run())
 
     async def amatch_cached_writes(self) -> list[PregelExecutableTask]:
         wanted = self._cached_lookup()

@@ -13,19 +13,28 @@ import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import Future
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import CALL, NULL_TASK_ID
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.serde.base import SerdeError
-from pregelkit.pregel._executor import in_background
+from pregelkit.pregel._executor import DEFER_SECONDS, in_background
 from pregelkit.pregel._faults import RunFaults, describe_call
 from pregelkit.types import PregelExecutableTask
 
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["Awaited", "SerialLane", "aput_writes", "on_loop", "put_writes", "writer_name"]
+__all__ = [
+    "AsyncSerialLane",
+    "Awaited",
+    "SerialLane",
+    "aput_writes",
+    "on_loop",
+    "put_writes",
+    "writer_name",
+]
 
 
 def put_writes(
@@ -86,13 +95,20 @@ class SerialLane:
     its end), which then makes them itself: a short run saves without a
     thread hand-off, a long one still saves as it goes.
 
+    The calls found queued together are made inside ``group`` (the saver's
+    ``grouped``): one transaction where the saver has them, all saved or
+    none, and then all listed as not saved.
+
     Once a save of the run has failed (``faults``), the lane makes no more
     calls: those queued and those submitted later are only listed as not
     saved (a checkpoint must never be saved after writes it follows were
     lost)."""
 
-    def __init__(self, faults: RunFaults) -> None:
+    def __init__(
+        self, faults: RunFaults, group: Callable[[], AbstractContextManager[None]]
+    ) -> None:
         self.faults = faults
+        self.group = group
         self.queue: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         self.lock = threading.Lock()
         self.job: Future[None] | None = None
@@ -117,14 +133,23 @@ class SerialLane:
                 if not self.queue:
                     self.job = None
                     return
-                fn, args = self.queue.popleft()
+                calls = list(self.queue)
+                self.queue.clear()
             if faults.failure is not None:
-                faults.skip(describe_call(fn, args))
+                for fn, args in calls:
+                    faults.skip(describe_call(fn, args))
                 continue
+            made = 0
             try:
-                fn(*args)
+                if len(calls) == 1:
+                    calls[0][0](*calls[0][1])
+                else:
+                    with self.group():
+                        for fn, args in calls:
+                            fn(*args)
+                            made += 1
             except BaseException as exc:
-                faults.record(exc, describe_call(fn, args))
+                _failed(faults, [describe_call(fn, args) for fn, args in calls], made, exc)
 
     def wait(self) -> None:
         """Wait until every call submitted so far has run or been dropped,
@@ -135,6 +160,85 @@ class SerialLane:
             if job is None:
                 return
             job.result()
+
+
+def _failed(faults: RunFaults, calls: list[str], made: int, exc: BaseException) -> None:
+    """A batch of queued saves failed after ``made`` of them: none of it is
+    saved (a group is rolled back whole), the one that raised is the cause."""
+    failed = min(made, len(calls) - 1)  # past the last: the group's commit failed
+    faults.record(exc, calls[failed])
+    for i, what in enumerate(calls):
+        if i != failed:  # rolled back with it, or never made
+            faults.skip(what)
+
+
+class AsyncSerialLane:
+    """The async loop's ``SerialLane``: one asyncio task on the run's event
+    loop makes the queued saver calls in order, the calls found queued
+    together inside ``group`` (the saver's ``agrouped``). As in the sync
+    lane, the calls wait up to ``DEFER_SECONDS`` to be taken, unless the run
+    waits for them first (at its end): a short run saves in one group.
+    Called on the event loop's thread only."""
+
+    def __init__(
+        self,
+        faults: RunFaults,
+        loop: asyncio.AbstractEventLoop,
+        group: Callable[[], AbstractAsyncContextManager[None]],
+    ) -> None:
+        self.faults = faults
+        self.loop = loop
+        self.group = group
+        self.queue: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self.task: asyncio.Task[None] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+
+    def put(self, afn: Callable[..., Any], *args: Any) -> None:
+        if self.faults.failure is not None:
+            self.faults.skip(describe_call(afn, args))
+            return
+        self.queue.append((afn, args))
+        if self.task is None and self.timer is None:
+            self.timer = self.loop.call_later(DEFER_SECONDS, self._start)
+
+    def _start(self) -> None:
+        self.timer = None
+        if self.task is None and self.queue:
+            self.task = self.loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        faults = self.faults
+        try:
+            while self.queue:
+                calls, self.queue = self.queue, []
+                if faults.failure is not None:
+                    for afn, args in calls:
+                        faults.skip(describe_call(afn, args))
+                    continue
+                made = 0
+                try:
+                    if len(calls) == 1:
+                        await calls[0][0](*calls[0][1])
+                    else:
+                        async with self.group():
+                            for afn, args in calls:
+                                await afn(*args)
+                                made += 1
+                except BaseException as exc:
+                    _failed(faults, [describe_call(afn, args) for afn, args in calls], made, exc)
+        finally:
+            self.task = None
+
+    async def wait(self) -> None:
+        """Wait until every call put so far has been made or dropped (a
+        cancelled waiter leaves the calls to go on)."""
+        import asyncio
+
+        if self.timer is not None:
+            self.timer.cancel()
+            self._start()
+        while self.task is not None:
+            await asyncio.shield(self.task)
 
 
 class Awaited:

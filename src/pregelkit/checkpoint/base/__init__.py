@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    nullcontext,
+)
 from datetime import UTC, datetime
 from typing import (
     TYPE_CHECKING,
@@ -356,6 +361,18 @@ class BaseCheckpointSaver(Generic[V]):
             cls.get_thread_control is not BaseCheckpointSaver.get_thread_control
             or cls.aget_thread_control is not BaseCheckpointSaver.aget_thread_control
         )
+
+    def grouped(self) -> AbstractContextManager[None]:
+        """Make the saver calls of this thread inside the block one
+        transaction, where the store has them: all saved at the end of the
+        block, or none (an error leaves the block). The engine groups the
+        saves it has queued when it makes them; this default groups nothing."""
+        return nullcontext()
+
+    @asynccontextmanager
+    async def agrouped(self) -> AsyncIterator[None]:
+        """The async twin of ``grouped``; this default groups nothing."""
+        yield
 
     # one run per thread
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:

@@ -6,7 +6,8 @@ drop the last few transactions (never corrupt the file). Writers from other
 processes wait for each other up to ``busy_timeout`` instead of failing.
 
 Each saver uses one connection, guarded by a lock, from any number of threads;
-``put`` and ``put_writes`` are one transaction each.
+``put`` and ``put_writes`` are one transaction each, or, inside ``grouped``
+(the engine's batch of queued saves), all one transaction.
 
 A database busy past ``busy_timeout`` is tried again within the saver's
 ``retry`` budget; that and every other fault of the file (disk full,
@@ -64,6 +65,7 @@ from pregelkit.checkpoint.sqlite._filelock import (
     is_held,
     range_is_held,
 )
+from pregelkit.errors import StorageError
 
 __all__ = ["SqliteSaver"]
 
@@ -83,6 +85,12 @@ _CheckpointRow = tuple[str, str, str, "str | None", str, bytes, str, bytes, str]
 NO_WAIT: ContextVar[bool] = ContextVar("pregelkit_sqlite_no_wait", default=False)
 """Set by the async saver around a call it makes on the event loop: SQLite
 must not wait for another connection's lock then (busy timeout 0)."""
+
+
+IN_GROUP: ContextVar[SqliteSaverCore | None] = ContextVar("pregelkit_sqlite_group", default=None)
+"""The saver whose ``grouped`` block the current context is in: its calls
+join that block's open transaction (a context, not a thread: on an event
+loop, another task's calls must not join it)."""
 
 
 class WouldWait(Exception):
@@ -226,6 +234,9 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         """The connection, set up, under the saver's lock. Its busy timeout is
         0 while ``NO_WAIT`` is set (a locked database is then ``WouldWait``),
         ``busy_timeout`` otherwise; it is changed only when the wish changes."""
+        if IN_GROUP.get() is self:
+            yield self.conn  # inside this thread's group: its transaction, its lock
+            return
         with self._lock:
             conn = self.conn
             no_wait = NO_WAIT.get()
@@ -252,6 +263,9 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         """One transaction under the saver's lock. Writes start IMMEDIATE so a
         busy database makes them wait at BEGIN (``busy_timeout``) rather than
         fail halfway; reads get one consistent snapshot."""
+        if IN_GROUP.get() is self:
+            yield self.conn  # part of the group's transaction
+            return
         with self._connection() as conn:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
@@ -261,6 +275,65 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                     conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+
+    @contextmanager
+    def grouped(self) -> Iterator[None]:
+        """The saver calls this thread makes inside the block are one write
+        transaction (one commit instead of one each): all saved, or, if an
+        error leaves the block, none. Calls from other threads (or other
+        asyncio tasks) wait for the block to end."""
+        if IN_GROUP.get() is self:
+            yield
+            return
+        held = self._begin_group()
+        token = IN_GROUP.set(self)
+        try:
+            yield
+            IN_GROUP.reset(token)
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                if _result_code(exc) in _BUSY or _result_code(exc) in _FILE_FAULTS:
+                    raise self._storage_error("commit", None, exc, 1) from exc
+                raise
+        finally:
+            if IN_GROUP.get() is self:
+                IN_GROUP.reset(token)
+            try:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+            finally:
+                held.__exit__(None, None, None)
+
+    def _begin_group(self) -> AbstractContextManager[sqlite3.Connection]:
+        """The connection held (see ``_connection``) in a write transaction,
+        begun within the retry budget while the database is busy."""
+        attempts = Attempts(self.retry)
+        while True:
+            attempts.tries += 1
+            held = self._connection()
+            conn = held.__enter__()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return held
+            except BaseException as exc:
+                # lets go of the connection; raises WouldWait for a busy one under NO_WAIT
+                held.__exit__(type(exc), exc, exc.__traceback__)
+                if not isinstance(exc, sqlite3.DatabaseError):
+                    raise
+                code = _result_code(exc)
+                if code not in _BUSY and code not in _FILE_FAULTS:
+                    raise
+                delay = attempts.pause_after_failure(code in _BUSY)
+                if delay is None:
+                    raise self._storage_error("begin", None, exc, attempts.tries) from exc
+                time.sleep(delay)
+
+    def _storage_error(
+        self, operation: str, thread_id: str | None, exc: BaseException, tries: int
+    ) -> StorageError:
+        where = f"SQLite database {self._path() or '(in memory)'}"
+        return storage_error(where, operation, thread_id, exc, tries=tries)
 
     def _attempt(
         self,
@@ -282,12 +355,11 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                 code = _result_code(exc)
                 if code not in _BUSY and code not in _FILE_FAULTS:
                     raise
+                if IN_GROUP.get() is self:  # the group's transaction is lost
+                    raise self._storage_error(operation, thread_id, exc, attempts.tries) from exc
                 delay = attempts.pause_after_failure(code in _BUSY)
                 if delay is None:
-                    where = f"SQLite database {self._path() or '(in memory)'}"
-                    raise storage_error(
-                        where, operation, thread_id, exc, tries=attempts.tries
-                    ) from exc
+                    raise self._storage_error(operation, thread_id, exc, attempts.tries) from exc
                 time.sleep(delay)
 
     # reading

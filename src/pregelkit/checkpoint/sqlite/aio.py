@@ -25,7 +25,7 @@ import functools
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Any, ParamSpec, TypeVar
 
 from pregelkit.checkpoint._faults import StorageRetry
@@ -39,6 +39,7 @@ from pregelkit.checkpoint.base import (
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.checkpoint.sqlite import (
     BUSY_TIMEOUT,
+    IN_GROUP,
     NO_WAIT,
     SqliteSaverCore,
     WouldWait,
@@ -109,6 +110,8 @@ class AsyncSqliteSaver(SqliteSaverCore):
     async def _quick(self, fn: Callable[..., T], /, *args: Any) -> T:
         """``fn`` on the event loop if nothing can make it wait (see the
         module's docstring), else on the worker thread."""
+        if IN_GROUP.get() is self:
+            return fn(*args)  # in this task's open group: its transaction
         if not self._on_worker and not self._lock.locked():
             token = NO_WAIT.set(True)
             try:
@@ -118,6 +121,33 @@ class AsyncSqliteSaver(SqliteSaverCore):
             finally:
                 NO_WAIT.reset(token)
         return await self._in_thread(fn, *args)
+
+    @asynccontextmanager
+    async def agrouped(self) -> AsyncIterator[None]:
+        """``grouped``, held on the event loop, when it can be had there
+        without waiting (as ``_quick`` decides); else nothing is grouped. The
+        calls of this task inside the block are made on the loop; other
+        tasks' calls go to the worker thread, which waits for the block."""
+        group: AbstractContextManager[None] | None = None
+        if not self._on_worker and not self._lock.locked():
+            token = NO_WAIT.set(True)
+            try:
+                group = self.grouped()
+                group.__enter__()
+            except WouldWait:
+                group = None  # locked by another connection: make the calls one by one
+            finally:
+                NO_WAIT.reset(token)
+        if group is None:
+            yield
+            return
+        try:
+            yield
+        except BaseException as exc:
+            if not group.__exit__(type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            group.__exit__(None, None, None)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await self._quick(self.get_tuple, config)
