@@ -487,10 +487,8 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         if len(rows) == 1:
             # one statement is its own transaction (an attempt's start, usually)
             try:
-                with self._lock:
-                    if not self._ready:
-                        self._setup_locked()
-                    self.conn.execute(_sql.UPSERT_ATTEMPT, rows[0])
+                with self._connection() as conn:
+                    conn.execute(_sql.UPSERT_ATTEMPT, rows[0])
                 return
             except sqlite3.DatabaseError:
                 pass  # let the retrying path below decide what this was

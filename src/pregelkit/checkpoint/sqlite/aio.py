@@ -29,6 +29,7 @@ from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Any, ParamSpec, TypeVar
 
 from pregelkit.checkpoint._faults import StorageRetry
+from pregelkit.checkpoint.attempts import AttemptRecord
 from pregelkit.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
@@ -167,8 +168,19 @@ class AsyncSqliteSaver(SqliteSaverCore):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
+        *,
+        attempts: Sequence[AttemptRecord] = (),
     ) -> None:
-        await self._quick(self.put_writes, config, writes, task_id, task_path)
+        await self._quick(
+            functools.partial(self.put_writes, attempts=attempts),
+            config,
+            writes,
+            task_id,
+            task_path,
+        )
+
+    async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+        await self._quick(self.put_attempts, thread_id, records)
 
     async def aget_thread_control(self, thread_id: str) -> str | None:
         return await self._quick(self.get_thread_control, thread_id)
