@@ -502,16 +502,8 @@ def short_sqlite(lib: Lib, n: int) -> Prepared:
     return _short_sync(lib, n, cm.__enter__(), close)
 
 
-CHECKPOINT_TABLES = {
-    "pregelkit": (
-        "pregelkit_checkpoints",
-        "pregelkit_blobs",
-        "pregelkit_writes",
-        "pregelkit_thread_control",
-        "pregelkit_migrations",
-    ),
-    "langgraph": ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations"),
-}
+CHECKPOINT_TABLES = {"pregelkit": "pregelkit\\_%", "langgraph": "checkpoint%"}
+"""Each library's checkpointer tables, as a LIKE pattern (store tables excepted)."""
 
 
 def short_postgres(lib: Lib, n: int) -> Prepared:
@@ -524,8 +516,13 @@ def short_postgres(lib: Lib, n: int) -> Prepared:
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for table in CHECKPOINT_TABLES[lib.name]:
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+            "AND tablename LIKE %s AND tablename NOT LIKE '%%store%%'",
+            (CHECKPOINT_TABLES[lib.name],),
+        ).fetchall()
+        for (table,) in tables:
+            conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
     cm = lib.module("checkpoint.postgres").PostgresSaver.from_conn_string(dsn)
     saver = cm.__enter__()
     saver.setup()
