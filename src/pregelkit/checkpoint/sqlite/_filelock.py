@@ -53,11 +53,8 @@ def _offset(thread_id: str) -> int:
     return xxhash.xxh3_64_intdigest(thread_id.encode()) >> 2
 
 
-class RangeLock(AbstractContextManager[None]):
-    """An exclusive open-file-description lock on ``thread_id``'s byte of
-    ``path``, through a descriptor of its own: it excludes other runs of this
-    process as well as other processes, and closing the descriptor (or the
-    process dying) releases it."""
+class _ThreadLock(AbstractContextManager[None]):
+    """A lock on ``thread_id`` held through a descriptor of ``path``."""
 
     def __init__(self, path: str, thread_id: str, wait: bool) -> None:
         self.path = path
@@ -65,8 +62,15 @@ class RangeLock(AbstractContextManager[None]):
         self.wait = wait
         self.fd = -1
 
+
+class RangeLock(_ThreadLock):
+    """An exclusive open-file-description lock on ``thread_id``'s byte of
+    ``path``, through a descriptor of its own: it excludes other runs of this
+    process as well as other processes, and closing the descriptor (or the
+    process dying) releases it."""
+
     def __enter__(self) -> None:
-        fd = _open_ranges(self.path)
+        fd = _open_creating(self.path)
         try:
             fcntl.fcntl(
                 fd,
@@ -88,10 +92,12 @@ class RangeLock(AbstractContextManager[None]):
         os.close(fd)  # releases the lock
 
 
-def _open_ranges(path: str) -> int:
+def _open_creating(path: str) -> int:
+    """``path`` opened for writing, created (with the lock directory, beside
+    the database, if it is missing) if need be."""
     try:
         return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except FileNotFoundError:  # no lock directory yet: make it, beside the database
+    except FileNotFoundError:  # no lock directory yet (or it was removed): make it
         with contextlib.suppress(FileExistsError):
             os.mkdir(os.path.dirname(path))
         return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -111,25 +117,14 @@ def range_is_held(path: str, thread_id: str) -> bool:
     return bool(struct.unpack("hhqqi4x", got)[0] != fcntl.F_UNLCK)
 
 
-class FileLock(AbstractContextManager[None]):
+class FileLock(_ThreadLock):
     """An exclusive ``flock`` on ``path``: per open file, so it excludes other
     threads of this process as well as other processes. The file is removed
     when the lock is released; the directory stays (one empty directory)."""
 
-    def __init__(self, path: str, thread_id: str, wait: bool) -> None:
-        self.path = path
-        self.thread_id = thread_id
-        self.wait = wait
-        self.fd = -1
-
     def __enter__(self) -> None:
         while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            except FileNotFoundError:  # no lock directory yet (or it was removed): make it
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(os.path.dirname(self.path))  # beside the database, which exists
-                continue
+            fd = _open_creating(self.path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX if self.wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -23,20 +23,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Any, ParamSpec, TypeVar
 
 from pregelkit.checkpoint._faults import StorageRetry
-from pregelkit.checkpoint.attempts import AttemptRecord
-from pregelkit.checkpoint.base import (
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    CheckpointTuple,
-    RunnableConfig,
-)
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.checkpoint.sqlite import (
     BUSY_TIMEOUT,
@@ -51,6 +43,12 @@ __all__ = ["AsyncSqliteSaver"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+_QUICK = frozenset(
+    {"get_tuple", "put", "put_writes", "put_attempts", "get_thread_control", "put_thread_control"}
+)
+"""The calls every run makes, made on the event loop when nothing can make them wait."""
 
 
 class AsyncSqliteSaver(SqliteSaverCore):
@@ -97,8 +95,16 @@ class AsyncSqliteSaver(SqliteSaverCore):
             saver._executor.shutdown(wait=False)
 
     async def _in_thread(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Every async method of the base saver runs its sync twin here: on
-        this saver's one worker thread, so SQLite sees one thread at a time."""
+        """Every async method of the base saver runs its sync twin here: the
+        calls every run makes through ``_quick``, the rest on this saver's one
+        worker thread, so SQLite sees one thread at a time."""
+        if getattr(fn, "__name__", None) in _QUICK and getattr(fn, "__self__", None) is self:
+            call: Callable[..., T] = functools.partial(fn, **kwargs)
+            result: T = await self._quick(call, *args)
+            return result
+        return await self._on_worker_thread(fn, *args, **kwargs)
+
+    async def _on_worker_thread(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
         self._on_worker += 1
         try:
@@ -121,7 +127,7 @@ class AsyncSqliteSaver(SqliteSaverCore):
                 pass  # locked by another connection: nothing was written
             finally:
                 NO_WAIT.reset(token)
-        return await self._in_thread(fn, *args)
+        return await self._on_worker_thread(fn, *args)
 
     @asynccontextmanager
     async def agrouped(self) -> AsyncIterator[None]:
@@ -149,44 +155,6 @@ class AsyncSqliteSaver(SqliteSaverCore):
                 raise
         else:
             group.__exit__(None, None, None)
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._quick(self.get_tuple, config)
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return await self._quick(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-        *,
-        attempts: Sequence[AttemptRecord] = (),
-    ) -> None:
-        await self._quick(
-            functools.partial(self.put_writes, attempts=attempts),
-            config,
-            writes,
-            task_id,
-            task_path,
-        )
-
-    async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
-        await self._quick(self.put_attempts, thread_id, records)
-
-    async def aget_thread_control(self, thread_id: str) -> str | None:
-        return await self._quick(self.get_thread_control, thread_id)
-
-    async def aput_thread_control(self, thread_id: str, mark: str | None) -> None:
-        await self._quick(self.put_thread_control, thread_id, mark)
 
     async def setup(self) -> None:
         """Create or migrate the tables; idempotent, and done on first use
