@@ -8,8 +8,8 @@ cache or lane call is made: directly or awaited.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager, nullcontext
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -632,11 +632,6 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
         raise NotImplementedError
 
 
-@asynccontextmanager
-async def _no_group() -> AsyncIterator[None]:
-    yield
-
-
 class SyncPregelLoop(PregelLoop):
     """The loop for ``invoke``/``stream``: saver calls are plain calls."""
 
@@ -726,7 +721,7 @@ class AsyncPregelLoop(PregelLoop):
         self._io_wait: list[Awaitable[Any]] = []
         saver = self.checkpointer
         self._lane = AsyncSerialLane(
-            self.faults, self._aloop, _no_group if saver is None else saver.agrouped
+            self.faults, self._aloop, nullcontext if saver is None else saver.agrouped
         )
         self._thread_lock = None
         if self.checkpointer is not None and not self.is_nested:
@@ -772,7 +767,6 @@ class AsyncPregelLoop(PregelLoop):
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> bool:
-
         try:
             try:
                 await self._executor.__aexit__(exc_type, exc_value, traceback)
