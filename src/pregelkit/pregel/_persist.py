@@ -106,8 +106,9 @@ class SerialLane:
     thread hand-off, a long one still saves as it goes.
 
     The calls found queued together are made inside ``group`` (the saver's
-    ``grouped``): one transaction where the saver has them, all saved or
-    none, and then all listed as not saved.
+    ``grouped``): one transaction where the saver has them. If it fails, it
+    saved none of them, and they are made again one by one, so every save
+    that fits is kept, exactly as without groups.
 
     Once a save of the run has failed (``faults``), the lane makes no more
     calls: those queued and those submitted later are only listed as not
@@ -149,17 +150,22 @@ class SerialLane:
                 for fn, args in calls:
                     faults.skip(describe_call(fn, args))
                 continue
-            made = 0
-            try:
-                if len(calls) == 1:
-                    calls[0][0](*calls[0][1])
-                else:
+            if len(calls) > 1:
+                try:
                     with self.group():
                         for fn, args in calls:
                             fn(*args)
-                            made += 1
-            except BaseException as exc:
-                _failed(faults, [describe_call(fn, args) for fn, args in calls], made, exc)
+                    continue
+                except BaseException:
+                    pass  # rolled back whole: made again one by one, so what fits is saved
+            for fn, args in calls:
+                if faults.failure is not None:
+                    faults.skip(describe_call(fn, args))
+                    continue
+                try:
+                    fn(*args)
+                except BaseException as exc:
+                    faults.record(exc, describe_call(fn, args))
 
     def wait(self) -> None:
         """Wait until every call submitted so far has run or been dropped,
@@ -170,16 +176,6 @@ class SerialLane:
             if job is None:
                 return
             job.result()
-
-
-def _failed(faults: RunFaults, calls: list[str], made: int, exc: BaseException) -> None:
-    """A batch of queued saves failed after ``made`` of them: none of it is
-    saved (a group is rolled back whole), the one that raised is the cause."""
-    failed = min(made, len(calls) - 1)  # past the last: the group's commit failed
-    faults.record(exc, calls[failed])
-    for i, what in enumerate(calls):
-        if i != failed:  # rolled back with it, or never made
-            faults.skip(what)
 
 
 class AsyncSerialLane:
@@ -225,17 +221,22 @@ class AsyncSerialLane:
                     for afn, args in calls:
                         faults.skip(describe_call(afn, args))
                     continue
-                made = 0
-                try:
-                    if len(calls) == 1:
-                        await calls[0][0](*calls[0][1])
-                    else:
+                if len(calls) > 1:
+                    try:
                         async with self.group():
                             for afn, args in calls:
                                 await afn(*args)
-                                made += 1
-                except BaseException as exc:
-                    _failed(faults, [describe_call(afn, args) for afn, args in calls], made, exc)
+                        continue
+                    except BaseException:
+                        pass  # rolled back whole: made again one by one, as in SerialLane
+                for afn, args in calls:
+                    if faults.failure is not None:
+                        faults.skip(describe_call(afn, args))
+                        continue
+                    try:
+                        await afn(*args)
+                    except BaseException as exc:
+                        faults.record(exc, describe_call(afn, args))
         finally:
             self.task = None
 

@@ -401,7 +401,8 @@ class BaseCheckpointSaver(Generic[V]):
         """Make the saver calls of this thread inside the block one
         transaction, where the store has them: all saved at the end of the
         block, or none (an error leaves the block). The engine groups the
-        saves it has queued when it makes them; this default groups nothing."""
+        saves it has queued when it makes them (and, if the group fails, makes
+        them again one by one); this default groups nothing."""
         return nullcontext()
 
     @asynccontextmanager
