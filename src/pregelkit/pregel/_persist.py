@@ -17,7 +17,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import CALL, NULL_TASK_ID
-from pregelkit.checkpoint.attempts import AttemptRecord
+from pregelkit.checkpoint.attempts import AttemptRow
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.serde.base import SerdeError
 from pregelkit.pregel._executor import DEFER_SECONDS, in_background
@@ -45,7 +45,7 @@ def put_writes(
     task_id: str,
     path: str,
     who: str,
-    attempts: Sequence[AttemptRecord] = (),
+    attempts: Sequence[AttemptRow] = (),
 ) -> None:
     """Save a task's writes (and attempt records, in the same call); a value
     the serializer refuses names ``who`` wrote it."""
@@ -65,7 +65,7 @@ async def aput_writes(
     task_id: str,
     path: str,
     who: str,
-    attempts: Sequence[AttemptRecord] = (),
+    attempts: Sequence[AttemptRow] = (),
 ) -> None:
     """The async twin of ``put_writes``."""
     try:
