@@ -19,6 +19,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -27,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +52,7 @@ RATIO_TARGETS: dict[str, float] = {
     "short_sqlite": 10.0,
     "short_async_sqlite": 10.0,
 }
-SHORT_RUNS = ("short_memory", "short_sqlite", "short_async_sqlite")
+SHORT_RUNS = ("short_memory", "short_sqlite", "short_async_sqlite", "short_postgres")
 IMPORT_TARGET_MS = 50.0
 SCALING_TARGET = 1.5  # pregelkit per-task time at the largest N / at the smallest N
 SQLITE_TARGET = 2.0  # pregelkit chain_sqlite / chain_memory at the same N
@@ -70,6 +72,7 @@ LABELS = {
     "short_memory": "short runs + InMemorySaver",
     "short_sqlite": "short runs + SqliteSaver",
     "short_async_sqlite": "short runs + AsyncSqliteSaver (ainvoke)",
+    "short_postgres": "short runs + PostgresSaver",
     "import": "import `<lib>.func`",
     "store_sqlite_put": "SqliteStore.put",
     "store_sqlite_get": "SqliteStore.get (1,000 items)",
@@ -118,7 +121,7 @@ def plan(quick: bool) -> list[Case]:
                     "cached",
                 )
             ),
-            *(Case(w, 50, both) for w in SHORT_RUNS),
+            *(Case(w, 50, both) for w in _short_runs()),
             Case("import", 0, both),
             *_store_cases(100, 2),
             *_dask_cases(4),
@@ -132,11 +135,18 @@ def plan(quick: bool) -> list[Case]:
         ]
     for w in ("chain_memory", "chain_sqlite", "resume", "async_fanout", "pregel_chain", "cached"):
         cases.append(Case(w, 1_000, both))
-    cases += [Case(w, 300, both) for w in SHORT_RUNS]
+    cases += [Case(w, 300, both) for w in _short_runs()]
     cases.append(Case("import", 0, both))
     cases += _store_cases(1_000, 10)
     cases += _dask_cases(16)
     return cases
+
+
+def _short_runs() -> tuple[str, ...]:
+    """The short-run workloads; the PostgreSQL one only with BENCH_PG_DSN."""
+    if os.environ.get("BENCH_PG_DSN"):
+        return SHORT_RUNS
+    return tuple(w for w in SHORT_RUNS if w != "short_postgres")
 
 
 def _dask_cases(n: int) -> list[Case]:
@@ -572,9 +582,11 @@ grew during the timed run (see Method).
 - **short runs**: N runs of an entrypoint that calls one task, each `invoke`
   on a new thread (so each run starts from an empty checkpoint and ends with its
   saver calls done), with an `InMemorySaver`, a `SqliteSaver` (default
-  durability) or an `AsyncSqliteSaver` through `ainvoke`; time per run, and
-  the median and 99th percentile of single runs. This is the cost a request
-  handler pays per request.
+  durability), an `AsyncSqliteSaver` through `ainvoke`, or a `PostgresSaver`
+  on one connection to a local PostgreSQL server (`BENCH_PG_DSN`, else a
+  throwaway server started for the run; each library's tables are emptied
+  first); time per run, and the median and 99th percentile of single runs.
+  This is the cost a request handler pays per request.
 - **CPU-bound fan-out** (pregelkit only): N tasks of pure-Python arithmetic
   (about 0.1 s of CPU each), gathered by one entrypoint, on the default
   executor (threads: one core at a time) and with `DaskExecutor` on a
@@ -648,6 +660,9 @@ nox -s bench -- --rounds 3   # any benchmarks/run.py option goes after --
 The session installs pregelkit (`pip install -e .`) into one venv and
 `langgraph=={lg_version}` with `langgraph-checkpoint-sqlite` into another, then runs
 `python benchmarks/run.py --pregelkit-python <venv1> --langgraph-python <venv2>`.
+The PostgreSQL workloads use the server `BENCH_PG_DSN` names (a database they may
+empty); without it, a throwaway server is started where PostgreSQL is installed
+(`--no-postgres-server` skips them instead).
 """
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
@@ -683,12 +698,47 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="write raw samples here (default benchmarks/.results/latest.json; quick: none)",
     )
+    parser.add_argument(
+        "--no-postgres-server",
+        action="store_true",
+        help="without BENCH_PG_DSN, skip the PostgreSQL workloads instead of starting a "
+        "throwaway server (tests/_pg_server.py) for them",
+    )
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = 1 if args.quick else 5
     if args.import_repeats is None:
         args.import_repeats = 3 if args.quick else 7
+    with _postgres(not args.no_postgres_server):
+        return _run(args)
 
+
+@contextlib.contextmanager
+def _postgres(start: bool) -> Iterator[None]:
+    """BENCH_PG_DSN for the PostgreSQL workloads: the caller's, or a throwaway
+    server's where PostgreSQL is installed; without either they are skipped."""
+    if os.environ.get("BENCH_PG_DSN") or not start:
+        yield
+        return
+    sys.path.insert(0, str(ROOT / "tests"))
+    from _pg_server import PostgresUnavailable, postgres_server
+
+    try:
+        server = postgres_server()
+        dsn = server.__enter__()
+    except PostgresUnavailable as exc:
+        print(f"PostgreSQL workloads skipped: {exc}", file=sys.stderr)
+        yield
+        return
+    os.environ["BENCH_PG_DSN"] = dsn
+    try:
+        yield
+    finally:
+        del os.environ["BENCH_PG_DSN"]
+        server.__exit__(None, None, None)
+
+
+def _run(args: argparse.Namespace) -> int:
     pythons = {"pregelkit": args.pregelkit_python, "langgraph": args.langgraph_python}
     cases = plan(args.quick)
     if args.only:

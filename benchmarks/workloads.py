@@ -502,6 +502,33 @@ def short_sqlite(lib: Lib, n: int) -> Prepared:
     return _short_sync(lib, n, cm.__enter__(), close)
 
 
+CHECKPOINT_TABLES = {"pregelkit": "pregelkit\\_%", "langgraph": "checkpoint%"}
+"""Each library's checkpointer tables, as a LIKE pattern (store tables excepted)."""
+
+
+def short_postgres(lib: Lib, n: int) -> Prepared:
+    """N short runs (one task each, a new thread each) with a PostgresSaver on
+    one connection, default durability. Needs BENCH_PG_DSN; the library's
+    checkpoint tables are emptied first, so every run starts a new thread."""
+    dsn = os.environ.get("BENCH_PG_DSN")
+    if not dsn:
+        raise RuntimeError("PostgreSQL workloads need BENCH_PG_DSN")
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+            "AND tablename LIKE %s AND tablename NOT LIKE '%%store%%'",
+            (CHECKPOINT_TABLES[lib.name],),
+        ).fetchall()
+        for (table,) in tables:
+            conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+    cm = lib.module("checkpoint.postgres").PostgresSaver.from_conn_string(dsn)
+    saver = cm.__enter__()
+    saver.setup()
+    return _short_sync(lib, n, saver, lambda: cm.__exit__(None, None, None))
+
+
 def short_async_sqlite(lib: Lib, n: int) -> Prepared:
     """N short runs with ainvoke (one async task each, a new thread each) on an AsyncSqliteSaver."""
     entrypoint, task = lib.func.entrypoint, lib.func.task
@@ -617,6 +644,7 @@ WORKLOADS: dict[str, tuple[Callable[[Lib, int], Prepared], str]] = {
     "short_memory": (short_memory, "run"),
     "short_sqlite": (short_sqlite, "run"),
     "short_async_sqlite": (short_async_sqlite, "run"),
+    "short_postgres": (short_postgres, "run"),
 }
 
 IMPORT_SNIPPET = (

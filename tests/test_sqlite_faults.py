@@ -133,3 +133,75 @@ def test_busy_timeout_must_be_a_number_of_seconds(tmp_path: Path) -> None:
     for bad in (-1, "30", float("nan"), True):
         with pytest.raises(ValueError, match="busy_timeout"):
             SqliteSaver(conn, busy_timeout=bad)  # type: ignore[arg-type]
+
+
+def test_async_saver_waits_for_a_locked_database_off_the_event_loop(tmp_path: Path) -> None:
+    """The async saver makes cheap calls on the event loop, but one that meets
+    another process's write lock waits on its worker thread: the loop keeps
+    running meanwhile, and the call succeeds once the lock is released."""
+    import asyncio
+
+    from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    path = tmp_path / "busy.db"
+
+    async def main() -> tuple[int, float]:
+        async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+            first = await saver.aput(_cfg("t"), empty_checkpoint(), {"source": "input"}, {})
+            await saver.aput_writes(first, [("x", 0)], "task-0")  # made on the loop
+            holder = await asyncio.to_thread(_hold_write_lock, path, 1.0)
+            ticks = 0
+
+            async def tick() -> None:
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0.01)
+                    ticks += 1
+
+            ticker = asyncio.create_task(tick())
+            started = time.monotonic()
+            await saver.aput_writes(first, [("y", 1)], "task-1")
+            waited = time.monotonic() - started
+            ticker.cancel()
+            await asyncio.to_thread(holder.wait)
+            saved = await saver.aget_tuple(first)
+            assert saved is not None and ("task-1", "y", 1) in (saved.pending_writes or [])
+            return ticks, waited
+
+    ticks, waited = asyncio.run(main())
+    assert waited > 0.3  # it did wait for the lock...
+    assert ticks >= 10  # ...without holding up the event loop
+
+
+def test_grouped_calls_are_saved_together_or_not_at_all(tmp_path: Path) -> None:
+    """The engine makes the saves it finds queued together in one
+    transaction: all of them are saved, or, when one fails, none is."""
+    with SqliteSaver.from_conn_string(str(tmp_path / "g.db")) as saver:
+        with saver.grouped():
+            first = saver.put(_cfg("t"), empty_checkpoint(), {"source": "input"}, {})
+            saver.put_writes(first, [("x", 1), ("y", 2)], "task-0")
+            saver.put_writes(first, [("z", 3)], "task-1")
+        saved = saver.get_tuple(_cfg("t"))
+        assert saved is not None and len(saved.pending_writes or []) == 3
+
+        with pytest.raises(RuntimeError, match="boom"), saver.grouped():
+            config = saver.put(_cfg("u"), empty_checkpoint(), {"source": "input"}, {})
+            saver.put_writes(config, [("x", 1)], "task-0")
+            raise RuntimeError("boom")
+        assert saver.get_tuple(_cfg("u")) is None  # the checkpoint went with the writes
+        saver.put_writes(first, [("w", 4)], "task-2")  # the saver works on after it
+        assert len(saver.get_tuple(_cfg("t")).pending_writes or []) == 4  # type: ignore[union-attr]
+
+
+def test_a_full_disk_at_the_commit_of_a_group_saves_none_of_it(tmp_path: Path) -> None:
+    path = tmp_path / "full.db"
+    with SqliteSaver.from_conn_string(str(path)) as saver:
+        first = _saved(saver, "t")
+        pages = saver.conn.execute("PRAGMA page_count").fetchone()[0]
+        saver.conn.execute(f"PRAGMA max_page_count = {pages}")
+        with pytest.raises(StorageError) as caught, saver.grouped():
+            for i in range(50):
+                saver.put_writes(first, [(f"big{i}", "x" * 4000)], f"task-{i + 1}")
+        assert str(path) in str(caught.value)
+        saved = saver.get_tuple(first)
+        assert saved is not None and saved.pending_writes == [("task-0", "x", "kept")]

@@ -1,7 +1,8 @@
-"""SqliteSaver's per-thread lock files exist only while held, and deleting
-them never lets two processes hold one thread at once: several processes
-take turns on one thread, each doing a read-modify-write that loses counts
-if two of them ever overlap."""
+"""SqliteSaver's thread locks never let two processes hold one thread at
+once: several processes take turns on one thread, each doing a
+read-modify-write that loses counts if two of them ever overlap. Both kinds
+are run: byte ranges of one file (Linux) and, as on other systems, per-thread
+lock files that exist only while held (deleting them must not let two in)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,24 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+import pregelkit.checkpoint.sqlite
 from pregelkit.checkpoint.sqlite import SqliteSaver
+from pregelkit.checkpoint.sqlite._filelock import RANGE_LOCKS, RANGES_FILE
+from pregelkit.errors import ThreadBusyError
 
 WORKER = """
 import sys
 import time
 from pathlib import Path
 
+import pregelkit.checkpoint.sqlite
 from pregelkit.checkpoint.sqlite import SqliteSaver
 from pregelkit.errors import ThreadBusyError
 
 db, counter, rounds, wait = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+pregelkit.checkpoint.sqlite.RANGE_LOCKS = sys.argv[5] == "ranges"
 done = 0
 with SqliteSaver.from_conn_string(db) as saver:
     while done < rounds:
@@ -39,7 +47,12 @@ PROCESSES = 4
 ROUNDS = 150
 
 
-def _hammer(tmp_path: Path, wait: str) -> None:
+KINDS = ["ranges", "files"] if RANGE_LOCKS else ["files"]
+LEFT = {"ranges": [RANGES_FILE], "files": []}
+"""What the lock directory holds when no thread is held."""
+
+
+def _hammer(tmp_path: Path, wait: str, kind: str) -> None:
     db = tmp_path / "state.sqlite"
     with SqliteSaver.from_conn_string(str(db)) as saver:
         saver.setup()
@@ -49,7 +62,7 @@ def _hammer(tmp_path: Path, wait: str) -> None:
     worker.write_text(textwrap.dedent(WORKER))
     procs = [
         subprocess.Popen(
-            [sys.executable, str(worker), str(db), str(counter), str(ROUNDS), wait],
+            [sys.executable, str(worker), str(db), str(counter), str(ROUNDS), wait, kind],
             stderr=subprocess.PIPE,
             text=True,
         )
@@ -59,23 +72,40 @@ def _hammer(tmp_path: Path, wait: str) -> None:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
     assert int(counter.read_text()) == PROCESSES * ROUNDS
-    assert os.listdir(tmp_path / "state.sqlite.locks") == []
+    assert os.listdir(tmp_path / "state.sqlite.locks") == LEFT[kind]
 
 
-def test_waiting_lockers_exclude_each_other_and_leave_no_lock_file(tmp_path: Path) -> None:
-    _hammer(tmp_path, "wait")
+@pytest.mark.parametrize("kind", KINDS)
+def test_waiting_lockers_exclude_each_other_and_leave_no_lock_file(
+    tmp_path: Path, kind: str
+) -> None:
+    _hammer(tmp_path, "wait", kind)
 
 
-def test_non_waiting_lockers_exclude_each_other_and_leave_no_lock_file(tmp_path: Path) -> None:
-    _hammer(tmp_path, "nowait")
+@pytest.mark.parametrize("kind", KINDS)
+def test_non_waiting_lockers_exclude_each_other_and_leave_no_lock_file(
+    tmp_path: Path, kind: str
+) -> None:
+    _hammer(tmp_path, "nowait", kind)
 
 
-def test_a_held_thread_shows_as_running_without_being_locked(tmp_path: Path) -> None:
-    with SqliteSaver.from_conn_string(str(tmp_path / "state.sqlite")) as saver:
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_held_thread_shows_as_running_without_being_locked(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pregelkit.checkpoint.sqlite, "RANGE_LOCKS", kind == "ranges")
+    with (
+        SqliteSaver.from_conn_string(str(tmp_path / "state.sqlite")) as saver,
+        SqliteSaver.from_conn_string(str(tmp_path / "state.sqlite")) as other,
+    ):
         saver.setup()
         assert not saver.thread_is_running("t")
         with saver.lock_thread("t"):
             assert saver.thread_is_running("t")
+            assert other.thread_is_running("t")
             assert not saver.thread_is_running("other")
+            for run in (saver, other):  # another run, of this saver or of another one
+                with pytest.raises(ThreadBusyError), run.lock_thread("t"):
+                    pass
         assert not saver.thread_is_running("t")
-        assert os.listdir(tmp_path / "state.sqlite.locks") == []
+        assert os.listdir(tmp_path / "state.sqlite.locks") == LEFT[kind]

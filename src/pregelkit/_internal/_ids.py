@@ -60,15 +60,21 @@ def uuid6(clock_seq: int | None = None, after: str | None = None) -> str:
     value = (time_high_and_time_mid << 80) | (time_low_and_version << 64)
     value |= ((clock_seq & 0x3FFF) | 0x8000) << 48
     value |= node & 0xFFFFFFFFFFFF
-    return str(uuid.UUID(int=value))
+    return _fmt(f"{value:032x}")  # str(uuid.UUID(int=value)), without the object
 
 
 def _timestamp(checkpoint_id: str) -> int:
     """The 60-bit timestamp of a UUIDv6 id; 0 for an id of another form."""
-    try:
-        value = uuid.UUID(checkpoint_id).int
-    except (ValueError, TypeError, AttributeError):
-        return 0
+    if isinstance(checkpoint_id, str) and len(checkpoint_id) == 36 and checkpoint_id[14] == "6":
+        try:  # the canonical form these ids are made in: no need for uuid.UUID
+            value = int(checkpoint_id.replace("-", ""), 16)
+        except ValueError:
+            return 0
+    else:
+        try:
+            value = uuid.UUID(checkpoint_id).int
+        except (ValueError, TypeError, AttributeError):
+            return 0
     if (value >> 76) & 0xF != 6:
         return 0
     return (((value >> 80) & 0xFFFFFFFFFFFF) << 12) | ((value >> 64) & 0x0FFF)

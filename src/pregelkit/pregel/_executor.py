@@ -40,15 +40,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ABANDONED",
+    "DEFER_SECONDS",
     "AsyncBackgroundExecutor",
     "BackgroundExecutor",
     "Detached",
     "Submit",
     "abandon",
     "detach",
+    "in_background",
 ]
 
 _MAX_WORKERS = int(os.environ.get("PREGELKIT_MAX_WORKERS", "64"))
+
+DEFER_SECONDS = 0.0005
+"""How long deferred work waits for its caller before a pool thread takes it."""
 
 
 class Submit(Protocol):
@@ -79,7 +84,7 @@ class _Pool:
     within ``DEFER_SECONDS`` through a poller thread, whichever comes first.
     """
 
-    DEFER_SECONDS = 0.0005
+    DEFER_SECONDS = DEFER_SECONDS
     PARK_AFTER = 200  # idle polls before the poller sleeps until needed
 
     def __init__(self, max_workers: int) -> None:
@@ -93,13 +98,16 @@ class _Pool:
         self.poller_parked = False
         self.poller_wake = threading.Event()
 
-    def defer(self, job: Job[Any]) -> None:
+    def defer(self, job: Job[Any], *, quiet: bool = False) -> None:
+        """Defer ``job``; a ``quiet`` one (background saves) never counts as a
+        fan-out: only the poller, a waiting caller or a real fan-out hands it over."""
+        job._quiet = quiet
         with self.lock:
             deferred = self.deferred
             while deferred and deferred[0]._state != PENDING:
                 deferred.popleft()  # taken by its caller already
             deferred.append(job)
-            fan_out = len(deferred) > 1
+            fan_out = not quiet and sum(1 for j in deferred if not j._quiet) > 1
             wake = self.poller_parked
             self.poller_parked = False
             start = self.poller is None
@@ -232,6 +240,7 @@ class Job(concurrent.futures.Future[T]):
         self._event: threading.Event | None = None
         self._waiter_list: list[Any] | None = None
         self._abandoned = False
+        self._quiet = False
 
     @property
     def _waiters(self) -> list[Any]:  # type: ignore[override]
@@ -395,6 +404,7 @@ class Done(Job[T]):
         self._event = None
         self._waiter_list = None
         self._abandoned = False
+        self._quiet = False
 
 
 ABANDONED: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -492,6 +502,15 @@ class _DetachedThreads:
 
 
 _detached: _DetachedThreads | None = None
+
+
+def in_background(fn: Callable[[], Any]) -> Job[Any]:
+    """Run ``fn`` on the shared pool within ``_Pool.DEFER_SECONDS``, unless
+    someone waits for it first and so runs it in its own thread: a short run
+    then makes its background saves itself at its end, with no hand-off."""
+    job: Job[Any] = Job(fn, (), {})
+    _get_pool().defer(job, quiet=True)
+    return job
 
 
 def detach(

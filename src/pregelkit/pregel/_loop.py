@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -59,7 +60,7 @@ from pregelkit.pregel._control import (
     DRAINED,
 )
 from pregelkit.pregel._executor import AsyncBackgroundExecutor, BackgroundExecutor
-from pregelkit.pregel._faults import RunFaults, asave_now, describe_call, save_now
+from pregelkit.pregel._faults import RunFaults, asave_now, save_now
 from pregelkit.pregel._io import (
     read_channels,
     task_start_event,
@@ -70,6 +71,7 @@ from pregelkit.pregel._loop_control import LoopControl
 from pregelkit.pregel._loop_events import Emit, tee
 from pregelkit.pregel._loop_input import LoopInput
 from pregelkit.pregel._persist import (
+    AsyncSerialLane,
     Awaited,
     SerialLane,
     aput_writes,
@@ -82,8 +84,6 @@ from pregelkit.pregel._scope import RunContext, TaskScope
 from pregelkit.types import Interrupt, PregelExecutableTask
 
 if TYPE_CHECKING:
-    import asyncio
-
     from pregelkit.pregel.main import Pregel
 
 __all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
@@ -640,7 +640,9 @@ class SyncPregelLoop(PregelLoop):
     def __enter__(self) -> SyncPregelLoop:
         self._executor = BackgroundExecutor(self.config)
         self.submit = self._executor.submit
-        self._lane = SerialLane(self.submit, self.faults)
+        self._lane = SerialLane(
+            self.faults, nullcontext if self.checkpointer is None else self.checkpointer.grouped
+        )
         self._thread_lock = None
         if (locker := self._thread_locker()) is not None:
             thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
@@ -719,7 +721,10 @@ class AsyncPregelLoop(PregelLoop):
         self.submit = self._executor.submit
         self._aloop = asyncio.get_running_loop()
         self._io_wait: list[Awaitable[Any]] = []
-        self._lane_tail: asyncio.Future[Any] | None = None
+        saver = self.checkpointer
+        self._lane = AsyncSerialLane(
+            self.faults, self._aloop, nullcontext if saver is None else saver.agrouped
+        )
         self._thread_lock = None
         if (locker := self._thread_locker()) is not None:
             thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
@@ -764,8 +769,6 @@ class AsyncPregelLoop(PregelLoop):
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> bool:
-        import asyncio
-
         try:
             try:
                 await self._executor.__aexit__(exc_type, exc_value, traceback)
@@ -774,8 +777,7 @@ class AsyncPregelLoop(PregelLoop):
             try:
                 await self.settle()
             finally:
-                if self._lane_tail is not None:
-                    await asyncio.shield(self._lane_tail)
+                await self._lane.wait()
             self.faults.raise_if_failed(self.step)
         finally:
             await self._release()
@@ -795,27 +797,10 @@ class AsyncPregelLoop(PregelLoop):
         return None
 
     def _background(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> None:
-        import asyncio
-
-        if not on_loop(self._aloop):
+        if on_loop(self._aloop):
+            self._lane.put(afn, *args)
+        else:
             self._aloop.call_soon_threadsafe(self._background, fn, afn, *args)
-            return
-        prev = self._lane_tail
-
-        faults = self.faults
-
-        async def run() -> None:
-            if prev is not None:
-                await asyncio.shield(prev)
-            if faults.failure is not None:
-                faults.skip(describe_call(afn, args))
-                return
-            try:
-                await afn(*args)
-            except BaseException as exc:
-                faults.record(exc, describe_call(afn, args))
-
-        self._lane_tail = self._aloop.create_task(run())
 
     async def amatch_cached_writes(self) -> list[PregelExecutableTask]:
         wanted = self._cached_lookup()

@@ -12,7 +12,12 @@ import copy
 import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    nullcontext,
+)
 from datetime import UTC, datetime
 from typing import (
     TYPE_CHECKING,
@@ -437,6 +442,19 @@ class BaseCheckpointSaver(Generic[V]):
             cls.get_thread_control is not BaseCheckpointSaver.get_thread_control
             or cls.aget_thread_control is not BaseCheckpointSaver.aget_thread_control
         )
+
+    def grouped(self) -> AbstractContextManager[None]:
+        """Make the saver calls of this thread inside the block one
+        transaction, where the store has them: all saved at the end of the
+        block, or none (an error leaves the block). The engine groups the
+        saves it has queued when it makes them (and, if the group fails, makes
+        them again one by one); this default groups nothing."""
+        return nullcontext()
+
+    @asynccontextmanager
+    async def agrouped(self) -> AsyncIterator[None]:
+        """The async twin of ``grouped``; this default groups nothing."""
+        yield
 
     # one run per thread
     def run_queue(self, make: Callable[[Dialect], RunPlan[T]], op: str) -> T:

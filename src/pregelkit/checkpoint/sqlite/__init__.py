@@ -6,7 +6,8 @@ drop the last few transactions (never corrupt the file). Writers from other
 processes wait for each other up to ``busy_timeout`` instead of failing.
 
 Each saver uses one connection, guarded by a lock, from any number of threads;
-``put`` and ``put_writes`` are one transaction each.
+``put`` and ``put_writes`` are one transaction each, or, inside ``grouped``
+(the engine's batch of queued saves), all one transaction.
 
 A database busy past ``busy_timeout`` is tried again within the saver's
 ``retry`` budget; that and every other fault of the file (disk full,
@@ -27,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from typing import Any, ClassVar, Literal, TypeVar
 
 import xxhash
@@ -57,7 +59,15 @@ from pregelkit.checkpoint.base import (
 )
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.checkpoint.sqlite import _sql
-from pregelkit.checkpoint.sqlite._filelock import FileLock, is_held
+from pregelkit.checkpoint.sqlite._filelock import (
+    RANGE_LOCKS,
+    RANGES_FILE,
+    FileLock,
+    RangeLock,
+    is_held,
+    range_is_held,
+)
+from pregelkit.errors import StorageError
 
 __all__ = ["SqliteSaver"]
 
@@ -75,6 +85,22 @@ _FILE_FAULTS = frozenset(
 _SQL = _runqueue.SQLITE
 
 _CheckpointRow = tuple[str, str, str, "str | None", str, bytes, str, bytes, str]
+
+NO_WAIT: ContextVar[bool] = ContextVar("pregelkit_sqlite_no_wait", default=False)
+"""Set by the async saver around a call it makes on the event loop: SQLite
+must not wait for another connection's lock then (busy timeout 0)."""
+
+
+IN_GROUP: ContextVar[SqliteSaverCore | None] = ContextVar("pregelkit_sqlite_group", default=None)
+"""The saver whose ``grouped`` block the current context is in: its calls
+join that block's open transaction (a context, not a thread: on an event
+loop, another task's calls must not join it)."""
+
+
+class WouldWait(Exception):
+    """A call made under ``NO_WAIT`` found the database locked by another
+    connection; nothing was written, and the caller makes it again where
+    waiting is allowed."""
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -166,6 +192,7 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         self.retry = retry or StorageRetry()
         self._lock = threading.Lock()
         self._ready = False
+        self._busy_ms = -1  # the connection's busy timeout, once this saver sets it
         path = self._path()
         self._lock_dir = f"{path}.locks" if path else None
 
@@ -177,14 +204,13 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
             self.conn.close()
 
     def _setup(self) -> None:
-        with self._lock:
-            self._setup_locked()
+        with self._connection():
+            pass
 
     def _setup_locked(self) -> None:
         if self._ready:
             return
         conn = self.conn
-        conn.execute(f"PRAGMA busy_timeout = {round(self.busy_timeout * 1000)}")
         # Every durable task write is one commit appending whole pages to the
         # WAL: 1 KiB pages (only a new file takes them) and a checkpoint every
         # 10k pages (~10 MiB of WAL) make that commit ~20% cheaper.
@@ -215,14 +241,43 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         self._ready = True
 
     @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        """The connection, set up, under the saver's lock. Its busy timeout is
+        0 while ``NO_WAIT`` is set (a locked database is then ``WouldWait``),
+        ``busy_timeout`` otherwise; it is changed only when the wish changes."""
+        if IN_GROUP.get() is self:
+            yield self.conn  # inside this thread's group: its transaction, its lock
+            return
+        with self._lock:
+            conn = self.conn
+            no_wait = NO_WAIT.get()
+            want = 0 if no_wait else round(self.busy_timeout * 1000)
+            if want != self._busy_ms:
+                conn.execute(f"PRAGMA busy_timeout = {want}")
+                self._busy_ms = want
+            if not no_wait:
+                if not self._ready:
+                    self._setup_locked()
+                yield conn
+                return
+            try:
+                if not self._ready:
+                    self._setup_locked()
+                yield conn
+            except sqlite3.DatabaseError as exc:
+                if _result_code(exc) in _BUSY:
+                    raise WouldWait(str(exc)) from exc
+                raise
+
+    @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
         """One transaction under the saver's lock. Writes start IMMEDIATE so a
         busy database makes them wait at BEGIN (``busy_timeout``) rather than
         fail halfway; reads get one consistent snapshot."""
-        with self._lock:
-            if not self._ready:
-                self._setup_locked()
-            conn = self.conn
+        if IN_GROUP.get() is self:
+            yield self.conn  # part of the group's transaction
+            return
+        with self._connection() as conn:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield conn
@@ -231,6 +286,65 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                     conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+
+    @contextmanager
+    def grouped(self) -> Iterator[None]:
+        """The saver calls this thread makes inside the block are one write
+        transaction (one commit instead of one each): all saved, or, if an
+        error leaves the block, none. Calls from other threads (or other
+        asyncio tasks) wait for the block to end."""
+        if IN_GROUP.get() is self:
+            yield
+            return
+        held = self._begin_group()
+        token = IN_GROUP.set(self)
+        try:
+            yield
+            IN_GROUP.reset(token)
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                if _result_code(exc) in _BUSY or _result_code(exc) in _FILE_FAULTS:
+                    raise self._storage_error("commit", None, exc, 1) from exc
+                raise
+        finally:
+            if IN_GROUP.get() is self:
+                IN_GROUP.reset(token)
+            try:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+            finally:
+                held.__exit__(None, None, None)
+
+    def _begin_group(self) -> AbstractContextManager[sqlite3.Connection]:
+        """The connection held (see ``_connection``) in a write transaction,
+        begun within the retry budget while the database is busy."""
+        attempts = Attempts(self.retry)
+        while True:
+            attempts.tries += 1
+            held = self._connection()
+            conn = held.__enter__()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return held
+            except BaseException as exc:
+                # lets go of the connection; raises WouldWait for a busy one under NO_WAIT
+                held.__exit__(type(exc), exc, exc.__traceback__)
+                if not isinstance(exc, sqlite3.DatabaseError):
+                    raise
+                code = _result_code(exc)
+                if code not in _BUSY and code not in _FILE_FAULTS:
+                    raise
+                delay = attempts.pause_after_failure(code in _BUSY)
+                if delay is None:
+                    raise self._storage_error("begin", None, exc, attempts.tries) from exc
+                time.sleep(delay)
+
+    def _storage_error(
+        self, operation: str, thread_id: str | None, exc: BaseException, tries: int
+    ) -> StorageError:
+        where = f"SQLite database {self._path() or '(in memory)'}"
+        return storage_error(where, operation, thread_id, exc, tries=tries)
 
     def _attempt(
         self,
@@ -252,12 +366,11 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                 code = _result_code(exc)
                 if code not in _BUSY and code not in _FILE_FAULTS:
                     raise
+                if IN_GROUP.get() is self:  # the group's transaction is lost
+                    raise self._storage_error(operation, thread_id, exc, attempts.tries) from exc
                 delay = attempts.pause_after_failure(code in _BUSY)
                 if delay is None:
-                    where = f"SQLite database {self._path() or '(in memory)'}"
-                    raise storage_error(
-                        where, operation, thread_id, exc, tries=attempts.tries
-                    ) from exc
+                    raise self._storage_error(operation, thread_id, exc, attempts.tries) from exc
                 time.sleep(delay)
 
     # reading
@@ -377,10 +490,8 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
             # one statement is its own transaction: no BEGIN/COMMIT round trips
             # for the common case of a task that made one write
             try:
-                with self._lock:
-                    if not self._ready:
-                        self._setup_locked()
-                    self.conn.execute(sql, rows[0])
+                with self._connection() as conn:
+                    conn.execute(sql, rows[0])
                 return
             except sqlite3.DatabaseError:
                 pass  # let the retrying path below decide what this was
@@ -452,10 +563,8 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
     def get_thread_control(self, thread_id: str) -> str | None:
         """The thread's run-control mark (see ``BaseCheckpointSaver``); a read
         by key outside any transaction, cheap enough to poll."""
-        with self._lock:
-            if not self._ready:
-                self._setup_locked()
-            row = self.conn.execute(_sql.SELECT_THREAD_CONTROL, (str(thread_id),)).fetchone()
+        with self._connection() as conn:
+            row = conn.execute(_sql.SELECT_THREAD_CONTROL, (str(thread_id),)).fetchone()
         return None if row is None else str(row[0])
 
     def put_thread_control(self, thread_id: str, mark: str | None) -> None:
@@ -476,12 +585,16 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
 
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:
         """Hold ``thread_id`` for one run, against other threads and other
-        processes: an exclusive ``flock`` on ``<database>.locks/<hash of the
-        thread id>``, released when the run ends or the process dies; the file
-        exists only while the lock is held (see ``_filelock``). An in-memory
-        database exists in one process only, so it uses the in-process lock."""
+        processes, with a lock the OS releases when the process dies: on
+        Linux a byte of ``<database>.locks/threads`` (see ``_filelock``),
+        elsewhere an exclusive ``flock`` on ``<database>.locks/<hash of the
+        thread id>``, a file that exists only while the lock is held. An
+        in-memory database exists in one process only, so it uses the
+        in-process lock."""
         if self._lock_dir is None or sys.platform == "win32":
             return super().lock_thread(thread_id, wait=wait)
+        if RANGE_LOCKS:
+            return RangeLock(os.path.join(self._lock_dir, RANGES_FILE), thread_id, wait)
         return FileLock(self._thread_lock_path(thread_id), thread_id, wait)
 
     def thread_is_running(self, thread_id: str) -> bool:
@@ -489,6 +602,8 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         look that never takes the lock, so it cannot make a starting run busy."""
         if self._lock_dir is None or sys.platform == "win32":
             return False
+        if RANGE_LOCKS:
+            return range_is_held(os.path.join(self._lock_dir, RANGES_FILE), thread_id)
         return is_held(self._thread_lock_path(thread_id))
 
     def _thread_lock_path(self, thread_id: str) -> str:

@@ -1,9 +1,17 @@
 """The SQLite saver for asyncio code, without aiosqlite.
 
-``sqlite3`` calls block, so every async method runs the same code as
-:class:`~pregelkit.checkpoint.sqlite.SqliteSaver` on one dedicated worker
-thread: the event loop never waits on the disk, and calls from one saver reach
-SQLite one at a time, in the order they were made.
+The async methods run the same code as
+:class:`~pregelkit.checkpoint.sqlite.SqliteSaver`, one call at a time, in the
+order they were made. The calls every run makes (``aget_tuple``, ``aput``,
+``aput_writes``, reading and setting the thread's run-control mark) are made
+right on the event loop when nothing can make them wait: no earlier call of
+the saver is still running, no other thread holds its connection, and the
+database is not locked by another connection (SQLite is told not to wait
+for one). A WAL commit with ``synchronous=NORMAL`` is a write to the page
+cache, so a hop to a thread would cost more than the call; only the commit
+that checkpoints the WAL (every ~10 MiB written) waits for the disk. Any other
+call, and any of those that would have waited, runs on the saver's one worker
+thread, where it may wait up to ``busy_timeout``.
 
 The sync methods (``get_tuple``, ``list``, ``put``, ...) work too and run on
 the calling thread, so sync tools such as ``graph.get_state`` can use this
@@ -17,17 +25,30 @@ import functools
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Any, ParamSpec, TypeVar
 
 from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.serde.base import SerializerProtocol
-from pregelkit.checkpoint.sqlite import BUSY_TIMEOUT, SqliteSaverCore, connect
+from pregelkit.checkpoint.sqlite import (
+    BUSY_TIMEOUT,
+    IN_GROUP,
+    NO_WAIT,
+    SqliteSaverCore,
+    WouldWait,
+    connect,
+)
 
 __all__ = ["AsyncSqliteSaver"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+_QUICK = frozenset(
+    {"get_tuple", "put", "put_writes", "put_attempts", "get_thread_control", "put_thread_control"}
+)
+"""The calls every run makes, made on the event loop when nothing can make them wait."""
 
 
 class AsyncSqliteSaver(SqliteSaverCore):
@@ -49,6 +70,9 @@ class AsyncSqliteSaver(SqliteSaverCore):
         super().__init__(conn, serde=serde, busy_timeout=busy_timeout, retry=retry)
         # The thread starts on first use and, idle, does not keep the process alive.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pregelkit-sqlite")
+        self._on_worker = 0
+        """Calls handed to the worker thread and not finished: while there are
+        any, later calls go there too, behind them."""
 
     @classmethod
     @asynccontextmanager
@@ -71,10 +95,66 @@ class AsyncSqliteSaver(SqliteSaverCore):
             saver._executor.shutdown(wait=False)
 
     async def _in_thread(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Every async method of the base saver runs its sync twin here: on
-        this saver's one worker thread, so SQLite sees one thread at a time."""
+        """Every async method of the base saver runs its sync twin here: the
+        calls every run makes through ``_quick``, the rest on this saver's one
+        worker thread, so SQLite sees one thread at a time."""
+        if getattr(fn, "__name__", None) in _QUICK and getattr(fn, "__self__", None) is self:
+            call: Callable[..., T] = functools.partial(fn, **kwargs)
+            result: T = await self._quick(call, *args)
+            return result
+        return await self._on_worker_thread(fn, *args, **kwargs)
+
+    async def _on_worker_thread(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        self._on_worker += 1
+        try:
+            return await loop.run_in_executor(
+                self._executor, functools.partial(fn, *args, **kwargs)
+            )
+        finally:
+            self._on_worker -= 1
+
+    async def _quick(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """``fn`` on the event loop if nothing can make it wait (see the
+        module's docstring), else on the worker thread."""
+        if IN_GROUP.get() is self:
+            return fn(*args)  # in this task's open group: its transaction
+        if not self._on_worker and not self._lock.locked():
+            token = NO_WAIT.set(True)
+            try:
+                return fn(*args)
+            except WouldWait:
+                pass  # locked by another connection: nothing was written
+            finally:
+                NO_WAIT.reset(token)
+        return await self._on_worker_thread(fn, *args)
+
+    @asynccontextmanager
+    async def agrouped(self) -> AsyncIterator[None]:
+        """``grouped``, held on the event loop, when it can be had there
+        without waiting (as ``_quick`` decides); else nothing is grouped. The
+        calls of this task inside the block are made on the loop; other
+        tasks' calls go to the worker thread, which waits for the block."""
+        group: AbstractContextManager[None] | None = None
+        if not self._on_worker and not self._lock.locked():
+            token = NO_WAIT.set(True)
+            try:
+                group = self.grouped()
+                group.__enter__()
+            except WouldWait:
+                group = None  # locked by another connection: make the calls one by one
+            finally:
+                NO_WAIT.reset(token)
+        if group is None:
+            yield
+            return
+        try:
+            yield
+        except BaseException as exc:
+            if not group.__exit__(type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            group.__exit__(None, None, None)
 
     async def setup(self) -> None:
         """Create or migrate the tables; idempotent, and done on first use
