@@ -757,9 +757,11 @@ def test_invoke_from_a_past_checkpoint_forks_and_reruns_what_follows() -> None:
     assert app.invoke(None, at_step0.config) == {"b": "x1", "c": "x12", "d": "x123"}
     assert calls == ["two", "three"]
     after = list(app.get_state_history(cfg()))
-    assert len(after) == len(history) + 2
-    # the new branch hangs off the forked checkpoint; the old one is intact
-    fork_first = next(
+    # as LangGraph writes them: a fork checkpoint (a copy of the one named),
+    # then one per step that ran again
+    assert len(after) == len(history) + 3
+    # the new branch hangs off the named checkpoint; the old one is intact
+    fork = next(
         h
         for h in after
         if h.parent_config
@@ -767,7 +769,9 @@ def test_invoke_from_a_past_checkpoint_forks_and_reruns_what_follows() -> None:
         == at_step0.config["configurable"]["checkpoint_id"]
         and h.config != history[1].config
     )
-    assert meta(fork_first) == 1
+    assert fork.metadata is not None and fork.metadata["source"] == "fork"
+    assert meta(fork) == 1 and fork.values == at_step0.values and fork.next == ("two",)
+    assert [meta(h) for h in after[:2]] == [3, 2]
     assert {h.config["configurable"]["checkpoint_id"] for h in history} <= {
         h.config["configurable"]["checkpoint_id"] for h in after
     }

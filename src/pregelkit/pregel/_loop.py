@@ -134,6 +134,10 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
         self._call_records: dict[str, Any] = {}
         self._null_writes: list[tuple[str, Any]] = []
         self.checkpoint_pending_writes: list[tuple[str, str, Any]] = []
+        self.addressed = False
+        """The caller named the checkpoint this run starts from."""
+        self.replays_past = False
+        """The run starts from a checkpoint the thread has moved past."""
         self._lock = threading.Lock()
         self._fresh: dict[tuple[Any, str], list[tuple[str, Any]]] = {}
         """Results of this run on their way to the cache (written in the
@@ -237,6 +241,8 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
         self.checkpoint_metadata: CheckpointMetadata = saved.metadata
         # new ids sort after the thread's newest one, whatever the clock says
         self._last_id: str = max(cp["id"], latest.checkpoint["id"] if latest else "")
+        self.addressed = bool(asked) and not self.is_nested
+        self.replays_past = latest is not None and latest.checkpoint["id"] != cp["id"]
         self.checkpoint_id_saved = cp["id"] if saved.pending_writes is not None else None
         values = self.checkpoint["channel_values"]
         channels: dict[str, BaseChannel[Any, Any, Any]] = {}

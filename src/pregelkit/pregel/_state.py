@@ -7,7 +7,7 @@ The sync and async methods differ only in how they call the saver.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -44,7 +44,7 @@ from pregelkit.pregel._algo import (
     prepare_next_tasks,
 )
 from pregelkit.pregel._control import CANCELLED
-from pregelkit.pregel._io import read_channels
+from pregelkit.pregel._io import map_input, read_channels
 from pregelkit.pregel._read import PregelNode
 from pregelkit.pregel._write import control_writes
 from pregelkit.types import Interrupt, PregelTask, StateSnapshot
@@ -60,6 +60,7 @@ class StateAPI:
     node_order: dict[str, int]
     trigger_to_nodes: dict[str, list[str]]
     stream_channels_asis: Any
+    input_channels: str | Sequence[str]
 
     def _saver(self) -> BaseCheckpointSaver[Any] | None:
         raise NotImplementedError
@@ -292,7 +293,19 @@ class StateAPI:
         step = int(saved.metadata.get("step", -2)) + 1 if saved is not None else -1
         if as_node is None and len(self.nodes) == 1:
             as_node = next(iter(self.nodes))
-        if as_node is not None:
+        source = "update"
+        if as_node == INPUT:
+            # as a run's input would write it: a checkpoint of source "input"
+            # whose triggered nodes run next
+            writes = list(map_input(self.input_channels, values))
+            if not writes:
+                raise InvalidUpdateError(
+                    f"update_state(as_node={INPUT!r}) got no input for the input channels "
+                    f"{self.input_channels!r}"
+                )
+            task = PregelTaskWrites((), INPUT, writes, ())
+            as_node, source = None, "input"
+        elif as_node is not None:
             node = self.nodes.get(as_node)
             if node is None:
                 raise InvalidUpdateError(
@@ -346,7 +359,7 @@ class StateAPI:
             versions_seen=checkpoint["versions_seen"],
         )
         new_checkpoint["ts"] = datetime.now(UTC).isoformat()
-        metadata: CheckpointMetadata = {"source": "update", "step": step, "parents": {}}
+        metadata: CheckpointMetadata = {"source": source, "step": step, "parents": {}}
         parent_config = dict(saved.config) if saved is not None else config
         parent_config = {
             **parent_config,
