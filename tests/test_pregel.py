@@ -1165,9 +1165,9 @@ def test_stream_tasks_start_and_result_events() -> None:
     ]
     assert [e["triggers"] for e in starts] == [("a",), ("b",), ("c",)]
     assert [(e["name"], e["result"], e["error"], e["interrupts"]) for e in results] == [
-        ("one", [("b", "x1")], None, []),
-        ("two", [("c", "x12")], None, []),
-        ("three", [("d", "x123")], None, []),
+        ("one", {"b": "x1"}, None, []),
+        ("two", {"c": "x12"}, None, []),
+        ("three", {"d": "x123"}, None, []),
     ]
     assert [s["id"] for s in starts] == [r["id"] for r in results]
 
@@ -1184,7 +1184,8 @@ def test_stream_tasks_reports_interrupts_and_errors() -> None:
     )
     events = list(app.stream("x", cfg(), stream_mode="tasks"))
     assert [e["name"] for e in events] == ["ask", "ask"]
-    assert [i.value for i in events[1]["interrupts"]] == ["q"] and events[1]["result"] == []
+    # as LangGraph 1.2 shapes them: interrupts as dicts, the result as a dict
+    assert [i["value"] for i in events[1]["interrupts"]] == ["q"] and events[1]["result"] == {}
 
     failing = Pregel(
         nodes={"boom": NodeBuilder().subscribe_only("a").do(lambda v: 1 / 0)},
@@ -1244,7 +1245,7 @@ def test_stream_debug_wraps_checkpoints_and_tasks(capsys: pytest.CaptureFixture[
         ("checkpoint", 2),
     ]
     assert all(isinstance(e["timestamp"], str) for e in events)
-    assert events[2]["payload"]["result"] == [("b", "x1")]
+    assert events[2]["payload"]["result"] == {"b": "x1"}
     # debug=True prints the debug events; the requested stream stays as it is
     both = list(app.stream("x", cfg("2"), stream_mode="updates", debug=True))
     assert both == [

@@ -108,7 +108,7 @@ class LoopEvents:
             if update is not None:
                 self._emit("updates", update)
         if not cached and ("tasks" in modes or "debug" in modes):
-            event = task_result_event(task, writes)
+            event = task_result_event(task, writes, self.stream_keys)
             self._emit("tasks", event)
             self._emit_debug("task_result", event)
 
@@ -151,9 +151,11 @@ class LoopEvents:
 
     def _config_for(self, checkpoint_id: str) -> dict[str, Any]:
         conf = self.checkpoint_config[CONF]
+        thread_id = conf.get(CONFIG_KEY_THREAD_ID)
         return {
             CONF: {
-                CONFIG_KEY_THREAD_ID: conf.get(CONFIG_KEY_THREAD_ID),
+                # a string, as the saver stores it (a UUID thread id included)
+                CONFIG_KEY_THREAD_ID: None if thread_id is None else str(thread_id),
                 CONFIG_KEY_CHECKPOINT_NS: self.ns,
                 CONFIG_KEY_CHECKPOINT_ID: checkpoint_id,
             }

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from pregelkit._internal._constants import CONF, ERROR, INTERRUPT, RETURN
+from pregelkit.pregel._io import fold_writes
 from pregelkit.types import PregelExecutableTask
 
 __all__ = [
@@ -82,15 +83,7 @@ def is_multiple_channel_write(value: Any) -> bool:
 def map_task_result_writes(writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
     """``{channel: value}``; a channel written more than once gets
     ``{"$writes": [value, ...]}``."""
-    result: dict[str, Any] = {}
-    for channel, value in writes:
-        if channel in result:
-            existing = result[channel]
-            folded = existing["$writes"] if is_multiple_channel_write(existing) else [existing]
-            result[channel] = {"$writes": [*folded, value]}
-        else:
-            result[channel] = value
-    return result
+    return fold_writes(writes)
 
 
 def map_debug_task_results(
