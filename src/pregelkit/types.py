@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, Union
 
+from pregelkit.warnings import LangGraphDeprecatedSinceV10, LangGraphDeprecatedSinceV11
 from pregelkit._internal._cache import default_cache_key
 from pregelkit._internal._ids import interrupt_id
 from pregelkit._internal._policy_checks import (
@@ -29,6 +30,7 @@ __all__ = [
     "CachePolicy",
     "Command",
     "Durability",
+    "GraphOutput",
     "Interrupt",
     "Overwrite",
     "PregelExecutableTask",
@@ -56,6 +58,8 @@ Durability = Literal["sync", "async", "exit"]
 background while it runs (``async``), or only when the run exits (``exit``)."""
 
 StreamWriter = Callable[[Any], None]
+
+OutputT = TypeVar("OutputT")
 """Emits a chunk on the ``custom`` stream."""
 
 RunnableConfig = dict[str, Any]
@@ -106,7 +110,9 @@ class Interrupt:
     def interrupt_id(self) -> str:
         """Deprecated name of ``id``, kept for code written against LangGraph 0.4."""
         warnings.warn(
-            "`interrupt_id` is deprecated. Use `id` instead.", DeprecationWarning, stacklevel=2
+            "`interrupt_id` is deprecated. Use `id` instead.",
+            LangGraphDeprecatedSinceV10,
+            stacklevel=2,
         )
         return self.id
 
@@ -126,6 +132,46 @@ class Interrupt:
 
     def __getstate__(self) -> tuple[Any, ...]:
         return (self.value, self.id, self.response_schema)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphOutput(Generic[OutputT]):
+    """What ``invoke(..., version="v2")`` returns: the output, and the
+    interrupts the run stopped at (if any)."""
+
+    value: OutputT
+    interrupts: tuple[Interrupt, ...] = ()
+
+    def __getitem__(self, key: str) -> Any:
+        """``result[key]`` as in a v1 result (deprecated since LangGraph 1.1)."""
+        warnings.warn(
+            "Accessing GraphOutput via `result[key]` is deprecated. Use `result.value` to "
+            "access the output value directly, or `result.interrupts` for interrupts.",
+            LangGraphDeprecatedSinceV11,
+            stacklevel=2,
+        )
+        if key == "__interrupt__":
+            return self.interrupts
+        if isinstance(self.value, dict):
+            return self.value[key]
+        try:
+            return getattr(self.value, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def __contains__(self, key: object) -> bool:
+        """``key in result`` as in a v1 result (deprecated since LangGraph 1.1)."""
+        warnings.warn(
+            "Accessing GraphOutput via `key in result` is deprecated. Use `result.value` to "
+            "access the output value directly, or `result.interrupts` for interrupts.",
+            LangGraphDeprecatedSinceV11,
+            stacklevel=2,
+        )
+        if key == "__interrupt__":
+            return bool(self.interrupts)
+        if isinstance(self.value, dict):
+            return key in self.value
+        return isinstance(key, str) and hasattr(self.value, key)
 
 
 @dataclass(slots=True)

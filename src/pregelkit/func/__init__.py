@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import inspect
 import typing
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
 import wrapt
 
@@ -37,6 +38,7 @@ from pregelkit.pregel._validate import (
 from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
 from pregelkit.pregel.main import Pregel
 from pregelkit.types import CachePolicy, RetryPolicy, TimeoutPolicy
+from pregelkit.warnings import LangGraphDeprecatedSinceV05, LangGraphDeprecatedSinceV10
 
 if TYPE_CHECKING:
     import asyncio
@@ -120,6 +122,25 @@ class _TaskDecorator(Protocol):
     def __call__(self, fn: Callable[P, T], /) -> TaskFunction[P, T]: ...
 
 
+def _deprecated_retry(
+    where: str, deprecated: dict[str, Any], retry_policy: Any
+) -> RetryPolicy | Sequence[RetryPolicy] | None:
+    """``retry=`` (LangGraph before 0.5) is ``retry_policy=``, with a warning;
+    any other unknown keyword is a ``TypeError``."""
+    retry = deprecated.pop("retry", None)
+    if deprecated:
+        unknown = ", ".join(sorted(deprecated))
+        raise TypeError(f"{where}() got unexpected keyword arguments: {unknown}")
+    if retry is None:
+        return cast("RetryPolicy | Sequence[RetryPolicy] | None", retry_policy)
+    warnings.warn(
+        "`retry` is deprecated and will be removed. Please use `retry_policy` instead.",
+        LangGraphDeprecatedSinceV05,
+        stacklevel=3,
+    )
+    return cast("RetryPolicy | Sequence[RetryPolicy]", retry_policy or retry)
+
+
 @overload
 def task(  # type: ignore[overload-overlap]  # async functions match first, on purpose
     __func_or_none__: Callable[P, Awaitable[T]],
@@ -148,6 +169,7 @@ def task(
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
     cache_policy: CachePolicy[Any] | None = None,
     timeout: float | timedelta | TimeoutPolicy | None = None,
+    **deprecated: Any,
 ) -> Any:
     """Make a function a task: each call inside an entrypoint is run, saved,
     retried and cached by the engine, and returns a future.
@@ -155,6 +177,7 @@ def task(
     Use ``.result()`` on the future in sync code and ``await`` it in async code.
     ``timeout`` bounds each attempt (seconds, a timedelta or a ``TimeoutPolicy``).
     """
+    retry_policy = _deprecated_retry("task", deprecated, retry_policy)
     timeout_policy = TimeoutPolicy.coerce(timeout, "@task(timeout=...)")
 
     if name is not None and not isinstance(name, str):
@@ -272,7 +295,17 @@ class entrypoint(Generic[T]):
         cache_policy: CachePolicy[Any] | None = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         timeout: float | timedelta | TimeoutPolicy | None = None,
+        **deprecated: Any,
     ) -> None:
+        if "config_schema" in deprecated:
+            warnings.warn(
+                "`config_schema` is deprecated and will be removed. "
+                "Please use `context_schema` instead.",
+                LangGraphDeprecatedSinceV10,
+                stacklevel=2,
+            )
+            context_schema = context_schema or deprecated.pop("config_schema")
+        retry_policy = _deprecated_retry("entrypoint", deprecated, retry_policy)
         check_checkpointer(checkpointer)
         check_store(store)
         check_cache(cache)
