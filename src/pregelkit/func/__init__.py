@@ -8,6 +8,7 @@ running it again.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
 import warnings
@@ -70,9 +71,14 @@ def _policies(
     return tuple(retry_policy)
 
 
+class _GeneratorRefused(TypeError, NotImplementedError):
+    """A generator given as a task or an entrypoint: a ``TypeError``, and the
+    ``NotImplementedError`` LangGraph raises, so code catching either works."""
+
+
 def _refuse_generators(fn: Callable[..., Any], what: str) -> None:
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
-        raise TypeError(
+        raise _GeneratorRefused(
             f"{what} {getattr(fn, '__qualname__', fn)!r} is a generator; generators are not "
             "supported: return the value instead, and stream progress with "
             "get_stream_writer() or the 'updates' stream"
@@ -188,7 +194,10 @@ def task(
     def decorate(fn: Callable[..., Any]) -> Any:
         _refuse_generators(fn, "task")
         spec = FnSpec(fn, skip_first=False)
-        task_name: str = name or getattr(fn, "__name__", None) or "task"
+        target = fn
+        while isinstance(target, functools.partial):  # named after the function it binds
+            target = target.func
+        task_name: str = name or getattr(target, "__name__", None) or "task"
         identity = origin(fn)
         salt: list[bytes] = []
 
@@ -202,6 +211,7 @@ def task(
 
         if getattr(fn, "__module__", None):
             allow_modules(fn.__module__)
+        bound = inspect.ismethod(fn)
 
         def call_task(
             wrapped: Callable[..., Any],
@@ -215,7 +225,9 @@ def task(
                     f"task {task_name!r} was called outside a running workflow: call it from "
                     "inside an @entrypoint function (or another task, or a graph node)"
                 )
-            if instance is not None and not inspect.isclass(instance):
+            # a method decorated in its class gets its instance here; a bound
+            # method (``task(obj.method)``) already carries it
+            if instance is not None and not bound and not inspect.isclass(instance):
                 args = (instance, *args)
             refuse_futures(task_name, args, kwargs)
             call = Call(
