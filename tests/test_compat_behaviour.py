@@ -82,6 +82,18 @@ def test_a_run_from_an_update_checkpoint_does_not_fork_it_again() -> None:
     assert reads == ["x!", "z!"]
 
 
+def test_update_state_without_as_node_infers_the_last_node_to_run() -> None:
+    reads: list[Any] = []
+    app = writer_reader(reads)
+    app.invoke("x", cfg())
+    # "reader" read the newest version: the update is made as it, so nothing
+    # runs next; a dict keeps naming channels
+    app.update_state(cfg(), "ignored by reader")
+    assert app.get_state(cfg()).next == ()
+    app.update_state(cfg(), {"b": "y"})
+    assert app.get_state(cfg()).next == ("reader",)
+
+
 # stream shapes
 
 

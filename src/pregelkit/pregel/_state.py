@@ -291,8 +291,8 @@ class StateAPI:
         )
         channels = self._channels_of(checkpoint)
         step = int(saved.metadata.get("step", -2)) + 1 if saved is not None else -1
-        if as_node is None and len(self.nodes) == 1:
-            as_node = next(iter(self.nodes))
+        if as_node is None and not (len(self.nodes) > 1 and isinstance(values, Mapping)):
+            as_node = self._infer_as_node(checkpoint)
         source = "update"
         if as_node == INPUT:
             # as a run's input would write it: a checkpoint of source "input"
@@ -373,6 +373,25 @@ class StateAPI:
             parent_config[CONF].pop(CONFIG_KEY_CHECKPOINT_ID, None)
         new_versions = {c: versions[c] for c in changed if c in versions}
         return parent_config, new_checkpoint, metadata, new_versions
+
+    def _infer_as_node(self, checkpoint: Checkpoint) -> str | None:
+        """The node an update without ``as_node`` is made as, as LangGraph
+        infers it: the only node, or the one node that read the newest
+        version of a channel. ``None`` when that is ambiguous (or nothing ran
+        yet). Not asked when the update is a dict: pregelkit writes that to
+        the channels it names (an unknown one is an error, not a node's
+        value)."""
+        if len(self.nodes) == 1:
+            return next(iter(self.nodes))
+        newest = sorted(
+            (v, node)
+            for node, seen in checkpoint["versions_seen"].items()
+            if node in self.nodes
+            for v in seen.values()
+        )
+        if newest and (len(newest) == 1 or newest[-1][0] != newest[-2][0]):
+            return newest[-1][1]
+        return None
 
     def update_state(
         self,
