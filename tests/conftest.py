@@ -50,7 +50,10 @@ settings.load_profile("ci" if os.environ.get("CI") == "true" else "default")
 T = TypeVar("T")
 
 SAVER_KINDS = ["memory", "sqlite", "postgres"]
-_TABLES = "pregelkit_checkpoints, pregelkit_blobs, pregelkit_writes, pregelkit_thread_control"
+_TABLES = (
+    "pregelkit_checkpoints, pregelkit_blobs, pregelkit_writes, pregelkit_thread_control, "
+    "pregelkit_attempts"
+)
 
 
 @pytest.fixture(scope="session")

@@ -388,13 +388,13 @@ def test_history_table_and_json(workdir: Path) -> None:
         "TIME",
     ]
     first, second = (line.split() for line in table.lines[2:])
-    assert first[1:7] == ["-1", "input", "3:", "report,", "report[0],", "report[1]"]
+    assert first[1:7] == ["-1", "input", "3:", "fetch,", "fetch,", "report"]
     assert second[1:4] == ["0", "loop", "-"]
 
     rows = json.loads(cli(workdir, "history", "h", "--json").out)
     assert [r["step"] for r in rows] == [-1, 0]
-    # the entrypoint and its two task calls (named by the entrypoint that made them)
-    assert sorted(rows[0]["tasks"]) == ["report", "report[0]", "report[1]"]
+    # the entrypoint and its two task calls, named by the function each called
+    assert sorted(rows[0]["tasks"]) == ["fetch", "fetch", "report"]
     assert rows[1]["writes"] == 0
     assert rows[0]["checkpoint_id"] < rows[1]["checkpoint_id"]
 
@@ -407,12 +407,12 @@ def test_show_latest_by_prefix_and_json(workdir: Path) -> None:
     assert "channel values:" in res.lines
     assert any(line.split()[:2] == ["__start__", "[3]"] for line in res.lines)
     writes = [line.split() for line in res.lines if "__return__" in line]
-    assert writes and writes[0][0] == "report[0]" and writes[0][-1] == "9"
+    assert writes and writes[0][0] == "fetch" and writes[0][-1] == "9"
     assert res.lines[-1].endswith("] total 9: publish? (task report)")
 
     data = json.loads(cli(workdir, "show", "s", "--json").out)
     assert data["channel_values"] == {"__start__": [3]}
-    assert {"task": "report[0]", "channel": "__return__", "value": 9} in [
+    assert {"task": "fetch", "channel": "__return__", "value": 9} in [
         {k: w[k] for k in ("task", "channel", "value")} for w in data["pending_writes"]
     ]
     (waiting,) = data["interrupts"]

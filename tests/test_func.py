@@ -51,9 +51,11 @@ def count_put_writes(saver: Saver, monkeypatch: pytest.MonkeyPatch) -> list[str]
     calls: list[str] = []
     original = saver.put_writes
 
-    def put_writes(config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+    def put_writes(
+        config: Any, writes: Any, task_id: str, task_path: str = "", **kwargs: Any
+    ) -> None:
         calls.append(task_id)
-        original(config, writes, task_id, task_path)
+        original(config, writes, task_id, task_path, **kwargs)
 
     monkeypatch.setattr(saver, "put_writes", put_writes)
     return calls

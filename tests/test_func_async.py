@@ -49,9 +49,11 @@ def count_aput_writes(saver: Saver, monkeypatch: pytest.MonkeyPatch) -> list[str
     calls: list[str] = []
     original = saver.aput_writes
 
-    async def aput_writes(config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+    async def aput_writes(
+        config: Any, writes: Any, task_id: str, task_path: str = "", **kwargs: Any
+    ) -> None:
         calls.append(task_id)
-        await original(config, writes, task_id, task_path)
+        await original(config, writes, task_id, task_path, **kwargs)
 
     monkeypatch.setattr(saver, "aput_writes", aput_writes)
     return calls

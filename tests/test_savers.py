@@ -850,7 +850,7 @@ def test_sqlite_file_settings_and_schema_version(tmp_path: Path) -> None:
         assert saver.conn.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
         assert saver.conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
         versions = saver.conn.execute("SELECT version FROM pregelkit_migrations").fetchall()
-        assert versions == [(1,), (2,)]  # 2: the run-control marks
+        assert versions == [(1,), (2,), (3,)]  # 2: run-control marks, 3: attempt records
         saver.conn.execute("INSERT INTO pregelkit_migrations VALUES (99, 'future')")
     with (
         SqliteSaver.from_conn_string(path) as saver,
@@ -902,7 +902,11 @@ def test_postgres_setup_is_safe_to_run_concurrently(
         t.join()
     assert errors == []
     with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT version FROM pregelkit_migrations").fetchall() == [(1,), (2,)]
+        assert conn.execute("SELECT version FROM pregelkit_migrations").fetchall() == [
+            (1,),
+            (2,),
+            (3,),
+        ]
         conn.execute("INSERT INTO pregelkit_migrations (version) VALUES (99)")
         conn.commit()
     with (

@@ -2,12 +2,16 @@
 
 Savers store these beside checkpoints (same thread, deleted and pruned with
 it), so a run's history is read from the database the run already writes.
+A thread's records grouped by run are a ``Timeline`` (defined here, below the
+graph layer, so ``Pregel.get_timeline`` can build one; users import it from
+``pregelkit.observe.timeline``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Outcome = Literal["ok", "error", "interrupted", "cached", "replayed", "timeout", "cancelled"]
 
@@ -37,3 +41,72 @@ class AttemptRecord:
     def duration(self) -> float | None:
         """Seconds from start to end, None while unfinished."""
         return None if self.ended_at is None else self.ended_at - self.started_at
+
+
+def attempt_order(record: AttemptRecord) -> tuple[float, str, int, str]:
+    """The order timelines list attempts in: by start, then run, attempt, task."""
+    return (record.started_at, record.run_id, record.attempt, record.task_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RunTimeline:
+    """One invoke, stream or resume of a thread: its attempts in start order."""
+
+    run_id: str
+    started_at: float
+    ended_at: float | None
+    attempts: tuple[AttemptRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """Every run of one thread, oldest first."""
+
+    thread_id: str
+    runs: tuple[RunTimeline, ...]
+
+
+def group_attempts(thread_id: str, records: Iterable[AttemptRecord]) -> Timeline:
+    """A thread's records as runs, oldest first. A run ends when its last
+    attempt ended; one with an unfinished attempt (a killed process) has no
+    end."""
+    by_run: dict[str, list[AttemptRecord]] = {}
+    for rec in sorted(records, key=attempt_order):
+        by_run.setdefault(rec.run_id, []).append(rec)
+    runs = []
+    for run_id, attempts in by_run.items():
+        ends = [a.ended_at for a in attempts]
+        ended_at = None if any(e is None for e in ends) else max(e for e in ends if e is not None)
+        runs.append(RunTimeline(run_id, attempts[0].started_at, ended_at, tuple(attempts)))
+    runs.sort(key=lambda run: (run.started_at, run.run_id))
+    return Timeline(thread_id, tuple(runs))
+
+
+AttemptRow = tuple[Any, ...]
+AttemptList = list[AttemptRecord]
+"""What ``list_attempts`` returns (an alias: savers have a method named ``list``)."""
+
+
+def attempt_row(rec: AttemptRecord) -> AttemptRow:
+    """A record as the SQL savers store it: its fields in declaration order."""
+    return (
+        rec.thread_id,
+        rec.checkpoint_ns,
+        rec.run_id,
+        rec.step,
+        rec.task_id,
+        rec.name,
+        rec.attempt,
+        rec.started_at,
+        rec.ended_at,
+        rec.outcome,
+        rec.error_type,
+        rec.error_message,
+        rec.pid,
+        rec.host,
+        rec.worker,
+    )
+
+
+def attempt_from_row(row: AttemptRow) -> AttemptRecord:
+    return AttemptRecord(*row)

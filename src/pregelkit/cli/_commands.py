@@ -32,7 +32,7 @@ from pregelkit.cli._render import (
     _whole_lines,
 )
 from pregelkit.cli._secrets import Redactor
-from pregelkit.cli._status import ERROR, interrupts_of, task_label, thread_status
+from pregelkit.cli._status import ERROR, interrupts_of, task_labels, thread_status
 from pregelkit.cli._target import Target, load_recorded, load_target
 
 if TYPE_CHECKING:
@@ -427,14 +427,14 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
         for tup in tuples:
             cid = tup.config["configurable"]["checkpoint_id"]
             writes = tup.pending_writes or []
-            labels = db.task_paths(args.thread, cid)
+            labels = task_labels(db, tup)
             tasks = sorted({t for t, _, _ in writes if t != _NULL_TASK_ID})
             rows.append(
                 {
                     "checkpoint_id": cid,
                     "step": tup.metadata.get("step"),
                     "source": tup.metadata.get("source"),
-                    "tasks": [task_label(labels.get(t, "")) for t in tasks],
+                    "tasks": [labels.get(t, "-") for t in tasks],
                     "writes": len(writes),
                     "interrupts": [_interrupt_data(i, t, labels) for t, i in interrupts_of(tup)],
                     "errors": [v for _, c, v in writes if c == ERROR],
@@ -474,7 +474,7 @@ def _interrupt_data(interrupt: Any, task_id: str, labels: dict[str, str]) -> dic
         "id": getattr(interrupt, "id", None),
         "value": getattr(interrupt, "value", interrupt),
         "task_id": task_id,
-        "task": task_label(labels.get(task_id, "")),
+        "task": labels.get(task_id, "-"),
     }
 
 
@@ -489,7 +489,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
             raise CliError(f"thread {args.thread!r} has no checkpoints", thread_id=args.thread)
         tup = found[0]
         conf = tup.config["configurable"]
-        labels = db.task_paths(args.thread, conf["checkpoint_id"])
+        labels = task_labels(db, tup)
         writes = tup.pending_writes or []
         data = {
             "thread_id": args.thread,
@@ -502,7 +502,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
             "channel_values": tup.checkpoint["channel_values"],
             "channel_versions": tup.checkpoint["channel_versions"],
             "pending_writes": [
-                {"task": task_label(labels.get(t, "")), "task_id": t, "channel": c, "value": v}
+                {"task": labels.get(t, "-"), "task_id": t, "channel": c, "value": v}
                 for t, c, v in writes
             ],
             "interrupts": [_interrupt_data(i, t, labels) for t, i in interrupts_of(tup)],

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 INTERRUPT = "__interrupt__"
 ERROR = "__error__"
+CALL = "__call__"
 _PUSH = "~__pregel_push"
 _PULL = "~__pregel_pull"
 
@@ -51,10 +52,24 @@ def interrupts_of(tup: CheckpointTuple) -> list[tuple[str, Any]]:
     return list(found.values())
 
 
+def task_labels(db: Database, tup: CheckpointTuple) -> dict[str, str]:
+    """task id -> name of each task with pending writes at this checkpoint:
+    the called function's name for a task call (from its recorded call
+    identity), else what its stored path says."""
+    conf = tup.config["configurable"]
+    paths = db.task_paths(conf["thread_id"], conf["checkpoint_id"])
+    labels = {task_id: task_label(path) for task_id, path in paths.items()}
+    for task_id, channel, value in tup.pending_writes or []:
+        identity = value[0] if isinstance(value, list) and value else value
+        if channel == CALL and isinstance(identity, str) and identity:
+            labels[task_id] = identity.split("#", 1)[0]
+    return labels
+
+
 def task_label(path: str) -> str:
     """A task's name from its stored path: the node for a graph node (or an
-    ``@entrypoint``), ``NODE[i]`` for the i-th task call made by NODE (the
-    called function's own name is not stored), ``-`` if unknown."""
+    ``@entrypoint``), ``NODE[i]`` for the i-th task call made by NODE (for
+    records written before call identities were stored), ``-`` if unknown."""
     parts = [p.strip() for p in path.split(",")] if path else []
     calls: list[str] = []
     while parts and parts[0] == _PUSH:

@@ -1,25 +1,37 @@
-"""A thread's history as runs of attempts, for code, tests and the CLI."""
+"""A thread's history as runs of attempts, for code, tests and the CLI.
+
+The records come from the thread's saver (``list_attempts``); the model
+(``AttemptRecord``, ``RunTimeline``, ``Timeline``) lives in
+``pregelkit.checkpoint.attempts`` so that ``Pregel.get_timeline`` can build
+it too, and is re-exported here.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
-from pregelkit.checkpoint.attempts import AttemptRecord
+from pregelkit.checkpoint.attempts import AttemptRecord, RunTimeline, Timeline, group_attempts
+from pregelkit.checkpoint.base import BaseCheckpointSaver
 
-
-@dataclass(frozen=True, slots=True)
-class RunTimeline:
-    """One invoke, stream or resume of a thread: its attempts in start order."""
-
-    run_id: str
-    started_at: float
-    ended_at: float | None
-    attempts: tuple[AttemptRecord, ...]
+__all__ = ["AttemptRecord", "RunTimeline", "Timeline", "aload_timeline", "load_timeline"]
 
 
-@dataclass(frozen=True, slots=True)
-class Timeline:
-    """Every run of one thread, oldest first."""
+def load_timeline(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> Timeline:
+    """Every run of ``thread_id`` that ``checkpointer`` recorded, oldest first
+    (an empty timeline for a thread it has never seen)."""
+    _check(checkpointer)
+    return group_attempts(str(thread_id), checkpointer.list_attempts(str(thread_id)))
 
-    thread_id: str
-    runs: tuple[RunTimeline, ...]
+
+async def aload_timeline(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> Timeline:
+    """The async twin of ``load_timeline``."""
+    _check(checkpointer)
+    return group_attempts(str(thread_id), await checkpointer.alist_attempts(str(thread_id)))
+
+
+def _check(checkpointer: Any) -> None:
+    if not isinstance(checkpointer, BaseCheckpointSaver):
+        raise TypeError(
+            "load_timeline() takes a checkpoint saver (InMemorySaver, SqliteSaver, "
+            f"PostgresSaver...), got {type(checkpointer).__name__}"
+        )

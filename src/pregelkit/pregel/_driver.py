@@ -252,6 +252,7 @@ def _runner(loop: SyncPregelLoop | AsyncPregelLoop, *, is_async: bool) -> Pregel
     runner.records = loop.checkpointer is not None
     runner.recorded_call = loop.recorded_call
     runner.aborted = stop.aborted
+    runner.attempts = loop.attempt_events()
     loop.run.runner = runner
     stop.runners.append(runner)
     return runner

@@ -64,6 +64,7 @@ from pregelkit.pregel._io import (
     read_channels,
     task_start_event,
 )
+from pregelkit.pregel._loop_attempts import LoopAttempts
 from pregelkit.pregel._loop_cache import LoopCache
 from pregelkit.pregel._loop_control import LoopControl
 from pregelkit.pregel._loop_events import Emit, tee
@@ -90,7 +91,7 @@ __all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
 Status = Literal["input", "pending", "done", "interrupt_before", "interrupt_after", "out_of_steps"]
 
 
-class PregelLoop(LoopInput, LoopControl, LoopCache):
+class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
     """One run of a graph: input, supersteps, checkpoints, exit."""
 
     def __init__(
@@ -207,6 +208,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
             self.run.resume_slot = parent.run.resume_slot
             self.run.resume_map = parent.run.resume_map
         self._init_control(parent)
+        self._init_attempts(parent, thread_id, self.ns)
         self._next_version: Any = (
             checkpointer.get_next_version if checkpointer is not None else increment
         )
@@ -359,9 +361,12 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
             return False
         self.status = "pending"
         if self._done_writes:
+            log = self.attempt_log
             for tid, task in self.tasks.items():
                 if (done := self._done_writes.get(tid)) is not None:
                     task.writes.extend(done)
+                    if log is not None:
+                        log.instant(task, self.step, "replayed")
         if self.interrupt_before and should_interrupt(
             self.checkpoint, self.interrupt_before, self.tasks.values()
         ):
@@ -395,6 +400,8 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
         self.run.resuming = False
         finished = self.tasks
         self.tasks = {}
+        if self.durability != "exit":
+            self._save_buffered()
         self._put_checkpoint({"source": "loop"}, changed)
         if self.interrupt_after and should_interrupt(
             self.checkpoint, self.interrupt_after, finished.values()
@@ -473,6 +480,9 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
             task_id in stop.refused or (writes[0][0] == ERROR and stop.reason != DRAINED)
         ):
             return None  # a task cut short by the stop (or by what stopping did to it)
+        log = self.attempt_log
+        if log is not None:
+            log.end_with(task_id, writes)
         if task_id == NULL_TASK_ID:
             chans = {c for c, _ in writes}
             self.checkpoint_pending_writes = [
@@ -516,6 +526,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
             task_id,
             path,
             who,
+            () if log is None else log.take(),
         )
 
     def accept_push(
@@ -539,6 +550,8 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
             done, record, call.call_id, idx, parent.name
         ):
             pushed.writes.extend(done if done is not None else [(CALL, record)])
+            if self.attempt_log is not None:
+                self.attempt_log.instant(pushed, self.step, "replayed")
             return pushed
         if pushed.cache_key is not None and self.cache is not None:
             key = (pushed.cache_key.ns, pushed.cache_key.key)
@@ -579,6 +592,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache):
         if isinstance(exc, NondeterminismError):
             return False  # nothing this resume did is saved: the old code can still resume
         self._mark_drained(exc)
+        self._attempts_at_exit(exc)
         if self.checkpointer is not None and self.durability == "exit":
             if self.checkpoint_id_saved != self.checkpoint["id"] or self._unsaved:
                 self._save_checkpoint()

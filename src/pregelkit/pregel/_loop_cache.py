@@ -11,6 +11,7 @@ from typing import Any
 
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.pregel._algo import task_path_str
+from pregelkit.pregel._attempts import AttemptLog
 from pregelkit.pregel._loop_events import LoopEvents
 from pregelkit.types import PregelExecutableTask
 
@@ -28,6 +29,8 @@ class LoopCache(LoopEvents):
     tasks: dict[str, PregelExecutableTask]
     _fresh: dict[tuple[Any, str], list[tuple[str, Any]]]
     _keep_writes: bool
+    attempt_log: AttemptLog | None
+    step: int
 
     def _background(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> None:
         raise NotImplementedError
@@ -35,6 +38,8 @@ class LoopCache(LoopEvents):
     def _record_cached(self, task: PregelExecutableTask) -> None:
         """Save a cache hit as the task's writes, so a replay needs no cache."""
         writes = list(task.writes)
+        if self.attempt_log is not None:
+            self.attempt_log.instant(task, self.step, "cached")
         if self._keep_writes:
             self.checkpoint_pending_writes.extend((task.id, c, v) for c, v in writes)
         if self.checkpointer is not None and self.durability != "exit":

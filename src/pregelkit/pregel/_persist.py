@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import CALL, NULL_TASK_ID
+from pregelkit.checkpoint.attempts import AttemptRecord
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.serde.base import SerdeError
 from pregelkit.pregel._faults import RunFaults, describe_call
@@ -33,10 +34,15 @@ def put_writes(
     task_id: str,
     path: str,
     who: str,
+    attempts: Sequence[AttemptRecord] = (),
 ) -> None:
-    """Save a task's writes; a value the serializer refuses names ``who`` wrote it."""
+    """Save a task's writes (and attempt records, in the same call); a value
+    the serializer refuses names ``who`` wrote it."""
     try:
-        saver.put_writes(config, writes, task_id, path)
+        if attempts:
+            saver.put_writes(config, writes, task_id, path, attempts=attempts)
+        else:
+            saver.put_writes(config, writes, task_id, path)
     except SerdeError as exc:
         raise _explain(exc, writes, who) from exc
 
@@ -48,10 +54,14 @@ async def aput_writes(
     task_id: str,
     path: str,
     who: str,
+    attempts: Sequence[AttemptRecord] = (),
 ) -> None:
     """The async twin of ``put_writes``."""
     try:
-        await saver.aput_writes(config, writes, task_id, path)
+        if attempts:
+            await saver.aput_writes(config, writes, task_id, path, attempts=attempts)
+        else:
+            await saver.aput_writes(config, writes, task_id, path)
     except SerdeError as exc:
         raise _explain(exc, writes, who) from exc
 

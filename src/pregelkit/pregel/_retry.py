@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._scope import CURRENT
 from pregelkit.errors import GraphBubbleUp, NodeTimeoutError, ParentCommand
+from pregelkit.pregel._attempts import AttemptEvents
 from pregelkit.pregel._run import arun_task, run_task
 from pregelkit.pregel._timeout import abound, bound, is_bounded
 from pregelkit.types import Command, PregelExecutableTask, RetryPolicy
@@ -94,6 +95,17 @@ def _fresh_attempt(task: PregelExecutableTask) -> None:
         scope.interrupt_counter = 0
 
 
+def _ended(
+    events: AttemptEvents | None,
+    task: PregelExecutableTask,
+    token: Any,
+    exc: BaseException | None,
+    retrying: bool,
+) -> None:
+    if events is not None:
+        events.ended(task, token, exc, retrying)
+
+
 def _gives_up(exc: Exception) -> bool:
     """A step that ran out of time is over: nothing of it is retried."""
     return isinstance(exc, NodeTimeoutError) and exc.kind == "step"
@@ -103,11 +115,13 @@ def run_with_retry(
     task: PregelExecutableTask,
     retry_policy: Sequence[RetryPolicy] | None = None,
     attempt_failed: Callable[[PregelExecutableTask, BaseException], Any] | None = None,
+    events: AttemptEvents | None = None,
 ) -> Any:
     """Run ``task`` until it succeeds or its retry policies give up.
 
     ``attempt_failed`` hears of each failed attempt before the next one starts
-    (the runner records which of the task's calls it handled).
+    (the runner records which of the task's calls it handled); ``events``
+    hears each attempt start and end (timelines, tracing).
 
     A bounded task (a ``TimeoutPolicy``, or a step with ``step_timeout``)
     runs each attempt in a thread of its own; a timed-out attempt is a failed
@@ -116,32 +130,42 @@ def run_with_retry(
     bounded = is_bounded(task)
     attempts = 0
     while True:
+        token = None if events is None else events.started(task, attempts + 1)
         try:
             _fresh_attempt(task)
-            if bounded:
-                return bound(task, run_task)
-            return run_task(task)
+            value = bound(task, run_task) if bounded else run_task(task)
         except ParentCommand as exc:
+            _ended(events, task, token, None, False)
             if _parent_command_writes(task, exc):
                 return None
             raise
-        except GraphBubbleUp:
+        except GraphBubbleUp as exc:
+            _ended(events, task, token, exc, False)
             raise
-        except Exception as exc:
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                _ended(events, task, token, exc, False)
+                raise
             attempts += 1
             delay = next_retry_delay(policies, exc, attempts) if policies else None
-            if delay is None or _gives_up(exc):
+            retrying = delay is not None and not _gives_up(exc)
+            _ended(events, task, token, exc, retrying)
+            if delay is None or not retrying:
                 _note(task, exc)
                 raise
             if attempt_failed is not None:
                 attempt_failed(task, exc)
             time.sleep(delay)
+        else:
+            _ended(events, task, token, None, False)
+            return value
 
 
 async def arun_with_retry(
     task: PregelExecutableTask,
     retry_policy: Sequence[RetryPolicy] | None = None,
     attempt_failed: Callable[[PregelExecutableTask, BaseException], Any] | None = None,
+    events: AttemptEvents | None = None,
 ) -> Any:
     """The async twin of ``run_with_retry``."""
     import asyncio
@@ -150,23 +174,36 @@ async def arun_with_retry(
     bounded = is_bounded(task)
     attempts = 0
     while True:
+        token = None
+        if events is not None:
+            token = events.started(task, attempts + 1)
+            if token.pending is not None:
+                await token.pending  # the start is saved before the body runs
         try:
             _fresh_attempt(task)
-            if bounded:
-                return await abound(task, arun_task)
-            return await arun_task(task)
+            value = await (abound(task, arun_task) if bounded else arun_task(task))
         except ParentCommand as exc:
+            _ended(events, task, token, None, False)
             if _parent_command_writes(task, exc):
                 return None
             raise
-        except GraphBubbleUp:
+        except GraphBubbleUp as exc:
+            _ended(events, task, token, exc, False)
             raise
-        except Exception as exc:
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                _ended(events, task, token, exc, False)
+                raise
             attempts += 1
             delay = next_retry_delay(policies, exc, attempts) if policies else None
-            if delay is None or _gives_up(exc):
+            retrying = delay is not None and not _gives_up(exc)
+            _ended(events, task, token, exc, retrying)
+            if delay is None or not retrying:
                 _note(task, exc)
                 raise
             if attempt_failed is not None and (pending := attempt_failed(task, exc)) is not None:
                 await pending
             await asyncio.sleep(delay)
+        else:
+            _ended(events, task, token, None, False)
+            return value

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Union
 from pregelkit._internal._constants import CALL, ERROR, INTERRUPT, NO_WRITES, RESUME, RETURN
 from pregelkit._internal._scope import CURRENT
 from pregelkit.errors import GraphBubbleUp, GraphInterrupt, NodeTimeoutError, NondeterminismError
+from pregelkit.pregel._attempts import AttemptEvents
 from pregelkit.pregel._call import Call
 from pregelkit.pregel._executor import Done, abandon
 from pregelkit.pregel._replay import (
@@ -204,6 +205,8 @@ class PregelRunner:
         )
         """Set by the loop: the id of a call position and the identity recorded there."""
         self.running = RunningCalls()
+        self.attempts: AttemptEvents | None = None
+        """Set by the loop when attempts are recorded or traced."""
         self.timeouts = False  # set when an attempt timed out: the tick drops what hung from it
 
     def timed_out(self) -> None:
@@ -286,7 +289,9 @@ class PregelRunner:
         if fence is not None and fence.is_dead():
             raise fence.refusal()  # scheduled by a body that has since timed out
         try:
-            value = run_with_retry(task, self.retry_policy, self._settle_failed_calls)
+            value = run_with_retry(
+                task, self.retry_policy, self._settle_failed_calls, self.attempts
+            )
         except BaseException as exc:
             if fence is None or not fence.is_dead():
                 self.commit(task, exc)
@@ -305,7 +310,9 @@ class PregelRunner:
         if fence is not None and fence.is_dead():
             raise fence.refusal()
         try:
-            value = await arun_with_retry(task, self.retry_policy, self._settle_failed_calls)
+            value = await arun_with_retry(
+                task, self.retry_policy, self._settle_failed_calls, self.attempts
+            )
         except BaseException as exc:
             if fence is None or not fence.is_dead():
                 pending = self.commit(task, exc)

@@ -62,6 +62,7 @@ class RunContext:
         "resume_slot",
         "resume_writes",
         "resuming",
+        "run_id",
         "runner",
         "stop",
         "store",
@@ -100,6 +101,8 @@ class RunContext:
         self.checkpoint_id: str | None = None
         self.emit_raw: Callable[[tuple[str, ...], str, Any], None] | None = None
         self.stream_subgraphs = False
+        self.run_id: str | None = None
+        """Set when the run records or traces attempts; nested runs share it."""
 
 
 class TaskScope:

@@ -28,6 +28,7 @@ from pregelkit._internal._constants import (
 from pregelkit._internal._ids import uuid6
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
+from pregelkit.checkpoint.attempts import Timeline, group_attempts
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
@@ -239,6 +240,19 @@ class StateAPI:
             state = child._snapshot(child_config, saved, apply_pending=True)
             tasks.append(task._replace(state=state) if state.metadata is not None else task)
         return snapshot._replace(tasks=tuple(tasks))
+
+    def get_timeline(self, config: Mapping[str, Any]) -> Timeline:
+        """Every run of the config's thread and the attempts of each, oldest
+        first (``pregelkit.observe.timeline`` explains the model)."""
+        saver = self._require_saver()
+        thread_id = _thread_of(self._config(config))
+        return group_attempts(thread_id, saver.list_attempts(thread_id))
+
+    async def aget_timeline(self, config: Mapping[str, Any]) -> Timeline:
+        """The async twin of ``get_timeline``."""
+        saver = self._require_saver()
+        thread_id = _thread_of(self._config(config))
+        return group_attempts(thread_id, await saver.alist_attempts(thread_id))
 
     def get_state_history(
         self,
@@ -495,3 +509,12 @@ def _root_ns(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` listing one namespace: the root graph's unless it names one
     (a saver lists every namespace of the thread when none is named)."""
     return {**config, CONF: {CONFIG_KEY_CHECKPOINT_NS: "", **config[CONF]}}
+
+
+def _thread_of(config: Mapping[str, Any]) -> str:
+    thread_id = config.get(CONF, {}).get("thread_id")
+    if thread_id is None:
+        raise ValueError(
+            "get_timeline() needs the thread: pass config={'configurable': {'thread_id': '...'}}"
+        )
+    return str(thread_id)

@@ -31,6 +31,7 @@ from pregelkit._internal._constants import (
 )
 from pregelkit._internal._ids import uuid6
 from pregelkit._internal._typing import MISSING
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord
 from pregelkit.checkpoint.base import _delta
 from pregelkit.checkpoint.base._delta import DeltaChannelHistory, writes_sort_key
 from pregelkit.checkpoint.serde.base import SerializerProtocol
@@ -278,8 +279,12 @@ class BaseCheckpointSaver(Generic[V]):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
+        *,
+        attempts: Sequence[AttemptRecord] = (),
     ) -> None:
-        """Store a task's writes against the checkpoint in ``config``."""
+        """Store a task's writes against the checkpoint in ``config``; a saver
+        that records attempts (``records_attempts``) stores ``attempts`` in the
+        same transaction (the loop passes them to no other saver)."""
         raise NotImplementedError
 
     def delete_thread(self, thread_id: str) -> None:
@@ -346,6 +351,36 @@ class BaseCheckpointSaver(Generic[V]):
             f"{type(self).__name__} keeps no run-control marks, so its threads cannot be "
             "cancelled from outside the run: implement get_thread_control and "
             "put_thread_control (the memory, SQLite and PostgreSQL savers do)"
+        )
+
+    # attempts, for timelines
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+        """Store attempt records of ``thread_id`` (see ``checkpoint.attempts``).
+        A record is keyed by (namespace, run, task id, attempt): a finished
+        record replaces the start record under its key, a start record never
+        replaces a finished one. Deleted with the thread; ``prune`` keeps those
+        of the thread's latest run."""
+        raise NotImplementedError(
+            f"{type(self).__name__} keeps no attempt records, so its threads have no "
+            "timeline: implement put_attempts and list_attempts (the memory, SQLite and "
+            "PostgreSQL savers do)"
+        )
+
+    def list_attempts(self, thread_id: str) -> AttemptList:
+        """Every attempt record of ``thread_id``, in start order."""
+        raise NotImplementedError(
+            f"{type(self).__name__} keeps no attempt records, so its threads have no "
+            "timeline: implement put_attempts and list_attempts (the memory, SQLite and "
+            "PostgreSQL savers do)"
+        )
+
+    @property
+    def records_attempts(self) -> bool:
+        """Whether this saver keeps attempt records (a run records them only then)."""
+        cls = type(self)
+        return (
+            cls.put_attempts is not BaseCheckpointSaver.put_attempts
+            or cls.aput_attempts is not BaseCheckpointSaver.aput_attempts
         )
 
     @property
@@ -416,8 +451,15 @@ class BaseCheckpointSaver(Generic[V]):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
+        *,
+        attempts: Sequence[AttemptRecord] = (),
     ) -> None:
-        await self._in_thread(self.put_writes, config, writes, task_id, task_path)
+        if attempts:
+            await self._in_thread(
+                self.put_writes, config, writes, task_id, task_path, attempts=attempts
+            )
+        else:
+            await self._in_thread(self.put_writes, config, writes, task_id, task_path)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -451,6 +493,12 @@ class BaseCheckpointSaver(Generic[V]):
 
     async def aput_thread_control(self, thread_id: str, mark: str | None) -> None:
         await self._in_thread(self.put_thread_control, thread_id, mark)
+
+    async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+        await self._in_thread(self.put_attempts, thread_id, records)
+
+    async def alist_attempts(self, thread_id: str) -> AttemptList:
+        return await self._in_thread(self.list_attempts, thread_id)
 
 
 class _held(AbstractContextManager[None]):

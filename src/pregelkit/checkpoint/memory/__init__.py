@@ -12,6 +12,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, ExitStack
+from dataclasses import replace
 from typing import Any, Literal, Self, TypeVar
 
 from pregelkit._internal._constants import (
@@ -21,6 +22,7 @@ from pregelkit._internal._constants import (
     CONFIG_KEY_THREAD_ID,
     WRITES_IDX_MAP,
 )
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord, attempt_order
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -97,6 +99,8 @@ class InMemorySaver(
             for table in tables:
                 self.stack.enter_context(table)
         self.controls: dict[str, str] = {}
+        self.attempts: dict[str, dict[tuple[str, str, str, int], AttemptRecord]] = {}
+        """Attempt records by thread, keyed (namespace, run, task id, attempt)."""
         # One lock for all three tables: workers call put_writes concurrently,
         # and readers must not see a checkpoint without its blobs.
         self._lock = threading.Lock()
@@ -159,8 +163,11 @@ class InMemorySaver(
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
+        *,
+        attempts: Sequence[AttemptRecord] = (),
     ) -> None:
-        """Record a task's writes against the checkpoint ``config`` names.
+        """Record a task's writes against the checkpoint ``config`` names,
+        with ``attempts`` (under the same lock: a reader sees both or neither).
 
         A special write (error, interrupt, resume, scheduled) replaces the
         task's previous one in place; a regular write that is already stored
@@ -200,6 +207,27 @@ class InMemorySaver(
                 if key[1] >= 0 and key in stored:
                     continue
                 stored[key] = row
+            if attempts:
+                self._put_attempts(thread_id, attempts)
+
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+        with self._lock:
+            self._put_attempts(str(thread_id), records)
+
+    def _put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+        table = self.attempts.get(thread_id)
+        if table is None:
+            table = self.attempts[thread_id] = {}
+        for rec in records:
+            key = (rec.checkpoint_ns, rec.run_id, rec.task_id, rec.attempt)
+            if rec.outcome is None and key in table:
+                continue  # a start record never replaces the finished one
+            table[key] = rec
+
+    def list_attempts(self, thread_id: str) -> AttemptList:
+        with self._lock:
+            records = list(self.attempts.get(str(thread_id), {}).values())
+        return sorted(records, key=attempt_order)
 
     def delete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, write and blob of ``thread_id``."""
@@ -207,6 +235,7 @@ class InMemorySaver(
         with self._lock:
             self.storage.pop(thread_id, None)
             self.controls.pop(thread_id, None)
+            self.attempts.pop(thread_id, None)
             self._forget_rows({thread_id}, set(), set())
 
     def get_thread_control(self, thread_id: str) -> str | None:
@@ -249,6 +278,11 @@ class InMemorySaver(
                         )
                         for slot, (task_id, channel, value, path) in stored.items()
                     }
+            if records := self.attempts.get(source_thread_id):
+                self._put_attempts(
+                    target_thread_id,
+                    [replace(rec, thread_id=target_thread_id) for rec in records.values()],
+                )
             for (thread_id, ns, channel, version), blob in list(self.blobs.items()):
                 if thread_id == source_thread_id:
                     self.blobs[(target_thread_id, ns, channel, version)] = (
@@ -295,6 +329,10 @@ class InMemorySaver(
                 self.storage.pop(thread_id, None)
                 if strategy == "delete":
                     self.controls.pop(thread_id, None)
+                    self.attempts.pop(thread_id, None)
+                elif table := self.attempts.get(thread_id):
+                    latest = max(key[1] for key in table)
+                    self.attempts[thread_id] = {k: v for k, v in table.items() if k[1] == latest}
             for (thread_id, ns), (checkpoint_id, stored) in kept.items():
                 self.storage[thread_id][ns][checkpoint_id] = stored
             self._forget_rows(targets, kept_writes, kept_blobs)

@@ -38,6 +38,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from pregelkit.checkpoint._faults import StorageRetry
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -266,15 +267,25 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
+        *,
+        attempts: Sequence[AttemptRecord] = (),
     ) -> None:
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
-        already stored is kept."""
+        already stored is kept. ``attempts`` go in the same transaction."""
         self._run(
-            partial(_core.put_writes, self.serde, config, writes, task_id, task_path),
+            partial(_core.put_writes, self.serde, config, writes, task_id, task_path, attempts),
             "put_writes",
             _core.thread_of(config),
             writes=True,
+        )
+
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+        self._run(partial(_core.put_attempts, records), "put_attempts", str(thread_id), writes=True)
+
+    def list_attempts(self, thread_id: str) -> AttemptList:
+        return self._run(
+            partial(_core.list_attempts, str(thread_id)), "list_attempts", str(thread_id)
         )
 
     def delete_thread(self, thread_id: str) -> None:

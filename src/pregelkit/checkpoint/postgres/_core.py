@@ -37,6 +37,7 @@ from pregelkit.checkpoint._rows import (
     list_scope,
     reseal_params,
 )
+from pregelkit.checkpoint.attempts import AttemptRecord, attempt_from_row, attempt_row
 from pregelkit.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
@@ -384,10 +385,22 @@ def put_writes(
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
+    attempts: Sequence[AttemptRecord] = (),
 ) -> Plan[None]:
     rows = encode_writes(serde, config, writes, task_id, task_path)
     if rows:
         yield Statement(_sql.UPSERT_WRITE, rows, fetch="many")
+    if attempts:
+        yield from put_attempts(attempts)
+
+
+def put_attempts(records: Sequence[AttemptRecord]) -> Plan[None]:
+    yield Statement(_sql.UPSERT_ATTEMPT, [attempt_row(rec) for rec in records], fetch="many")
+
+
+def list_attempts(thread_id: str) -> Plan[list[AttemptRecord]]:
+    rows = yield Statement(_sql.SELECT_ATTEMPTS, (thread_id,), fetch="all")
+    return [attempt_from_row(tuple(row)) for row in rows]
 
 
 def delete_thread(thread_id: str) -> Plan[None]:

@@ -72,6 +72,30 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    (
+        # one row per task attempt (timelines): a start row, replaced by the
+        # finished one; keyed by run so a thread's history reads in key order
+        """
+        CREATE TABLE pregelkit_attempts (
+            thread_id text NOT NULL,
+            run_id text COLLATE "C" NOT NULL,
+            checkpoint_ns text NOT NULL,
+            task_id text NOT NULL,
+            attempt integer NOT NULL,
+            step integer NOT NULL,
+            name text NOT NULL,
+            started_at double precision NOT NULL,
+            ended_at double precision,
+            outcome text,
+            error_type text,
+            error_message text,
+            pid integer,
+            host text,
+            worker text,
+            PRIMARY KEY (thread_id, run_id, checkpoint_ns, task_id, attempt)
+        )
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
@@ -95,6 +119,35 @@ LOCK_POLL_SECONDS = (0.005, 0.25)
 polls instead of blocking in ``pg_advisory_lock`` because the lock connection
 is shared by every lock the process holds: a blocked call would keep other
 runs from releasing theirs."""
+
+ATTEMPT_COLUMNS = (
+    "thread_id, checkpoint_ns, run_id, step, task_id, name, attempt, started_at, ended_at, "
+    "outcome, error_type, error_message, pid, host, worker"
+)
+"""The columns of an attempt row, in ``AttemptRecord`` field order."""
+
+# A finished record replaces the start record; a start record replaces nothing.
+UPSERT_ATTEMPT = f"""
+INSERT INTO pregelkit_attempts ({ATTEMPT_COLUMNS})
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (thread_id, run_id, checkpoint_ns, task_id, attempt) DO UPDATE SET
+    step = EXCLUDED.step,
+    name = EXCLUDED.name,
+    started_at = EXCLUDED.started_at,
+    ended_at = EXCLUDED.ended_at,
+    outcome = EXCLUDED.outcome,
+    error_type = EXCLUDED.error_type,
+    error_message = EXCLUDED.error_message,
+    pid = EXCLUDED.pid,
+    host = EXCLUDED.host,
+    worker = EXCLUDED.worker
+WHERE EXCLUDED.outcome IS NOT NULL
+"""
+
+SELECT_ATTEMPTS = f"""
+SELECT {ATTEMPT_COLUMNS} FROM pregelkit_attempts WHERE thread_id = %s
+ORDER BY started_at, run_id, attempt, task_id
+"""
 
 UPSERT_CHECKPOINT = """
 INSERT INTO pregelkit_checkpoints (
@@ -168,6 +221,7 @@ DELETE_THREAD = (
     "DELETE FROM pregelkit_blobs WHERE thread_id = %s",
     "DELETE FROM pregelkit_writes WHERE thread_id = %s",
     "DELETE FROM pregelkit_thread_control WHERE thread_id = %s",
+    "DELETE FROM pregelkit_attempts WHERE thread_id = %s",
 )
 
 # Parameters: target thread id, source thread id. Rows the target already has
@@ -208,6 +262,12 @@ COPY_THREAD = (
         value = EXCLUDED.value,
         task_path = EXCLUDED.task_path
     """,
+    f"""
+    INSERT INTO pregelkit_attempts ({ATTEMPT_COLUMNS})
+    SELECT %s, {ATTEMPT_COLUMNS.split(", ", 1)[1]}
+    FROM pregelkit_attempts WHERE thread_id = %s
+    ON CONFLICT DO NOTHING
+    """,
 )
 
 # Parameter: thread id. Keeps each namespace's latest checkpoint, its writes and
@@ -227,6 +287,12 @@ PRUNE_KEEP_LATEST = (
         SELECT 1 FROM pregelkit_checkpoints AS c
         WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
           AND c.checkpoint_id = w.checkpoint_id
+    )
+    """,
+    """
+    DELETE FROM pregelkit_attempts AS a
+    WHERE a.thread_id = %s AND a.run_id < (
+        SELECT max(k.run_id) FROM pregelkit_attempts AS k WHERE k.thread_id = a.thread_id
     )
     """,
     """

@@ -29,6 +29,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from pregelkit.checkpoint._faults import StorageRetry
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -264,15 +265,27 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
+        *,
+        attempts: Sequence[AttemptRecord] = (),
     ) -> None:
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
-        already stored is kept."""
+        already stored is kept. ``attempts`` go in the same transaction."""
         await self._run(
-            partial(_core.put_writes, self.serde, config, writes, task_id, task_path),
+            partial(_core.put_writes, self.serde, config, writes, task_id, task_path, attempts),
             "put_writes",
             _core.thread_of(config),
             writes=True,
+        )
+
+    async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+        await self._run(
+            partial(_core.put_attempts, records), "put_attempts", str(thread_id), writes=True
+        )
+
+    async def alist_attempts(self, thread_id: str) -> AttemptList:
+        return await self._run(
+            partial(_core.list_attempts, str(thread_id)), "list_attempts", str(thread_id)
         )
 
     async def adelete_thread(self, thread_id: str) -> None:
@@ -389,8 +402,18 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
+        *,
+        attempts: Sequence[AttemptRecord] = (),
     ) -> None:
-        self._sync(self.aput_writes(config, writes, task_id, task_path), "put_writes")
+        self._sync(
+            self.aput_writes(config, writes, task_id, task_path, attempts=attempts), "put_writes"
+        )
+
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+        self._sync(self.aput_attempts(thread_id, records), "put_attempts")
+
+    def list_attempts(self, thread_id: str) -> AttemptList:
+        return self._sync(self.alist_attempts(thread_id), "list_attempts")
 
     def delete_thread(self, thread_id: str) -> None:
         self._sync(self.adelete_thread(thread_id), "delete_thread")

@@ -44,6 +44,7 @@ from pregelkit.checkpoint._rows import (
     list_scope,
     reseal_params,
 )
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord, attempt_from_row, attempt_row
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -331,14 +332,27 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
+        *,
+        attempts: Sequence[AttemptRecord] = (),
     ) -> None:
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
-        already stored is kept."""
+        already stored is kept. ``attempts`` go in the same transaction."""
         encoded = encode_writes(self.serde, config, writes, task_id, task_path)
         if not encoded:
+            if attempts:
+                self.put_attempts(thread_coordinates(config)[0], attempts)
             return
         rows = [(*row, seq) for row, seq in zip(encoded, _next_seqs(len(encoded)))]
+        if attempts:
+            records = [attempt_row(rec) for rec in attempts]
+
+            def put(conn: sqlite3.Connection) -> None:
+                conn.executemany(_sql.UPSERT_WRITE, rows)
+                conn.executemany(_sql.UPSERT_ATTEMPT, records)
+
+            self._attempt(put, "put_writes", encoded[0][0], write=True)
+            return
         if len(rows) == 1:
             # one statement is its own transaction: no BEGIN/COMMIT round trips
             # for the common case of a task that made one write
@@ -356,6 +370,34 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
             encoded[0][0],
             write=True,
         )
+
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+        rows = [attempt_row(rec) for rec in records]
+        if len(rows) == 1:
+            # one statement is its own transaction (an attempt's start, usually)
+            try:
+                with self._lock:
+                    if not self._ready:
+                        self._setup_locked()
+                    self.conn.execute(_sql.UPSERT_ATTEMPT, rows[0])
+                return
+            except sqlite3.DatabaseError:
+                pass  # let the retrying path below decide what this was
+        self._attempt(
+            lambda conn: conn.executemany(_sql.UPSERT_ATTEMPT, rows),
+            "put_attempts",
+            str(thread_id),
+            write=True,
+        )
+
+    def list_attempts(self, thread_id: str) -> AttemptList:
+        rows = self._attempt(
+            lambda conn: conn.execute(_sql.SELECT_ATTEMPTS, (str(thread_id),)).fetchall(),
+            "list_attempts",
+            str(thread_id),
+            write=False,
+        )
+        return [attempt_from_row(row) for row in rows]
 
     def delete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, write and blob of ``thread_id``."""

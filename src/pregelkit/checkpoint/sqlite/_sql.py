@@ -71,6 +71,30 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) WITHOUT ROWID
         """,
     ),
+    (
+        # one row per task attempt (timelines): a start row, replaced by the
+        # finished one; keyed by run so a thread's history reads in key order
+        """
+        CREATE TABLE pregelkit_attempts (
+            thread_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            checkpoint_ns TEXT NOT NULL,
+            task_id TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            step INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            started_at REAL NOT NULL,
+            ended_at REAL,
+            outcome TEXT,
+            error_type TEXT,
+            error_message TEXT,
+            pid INTEGER,
+            host TEXT,
+            worker TEXT,
+            PRIMARY KEY (thread_id, run_id, checkpoint_ns, task_id, attempt)
+        ) WITHOUT ROWID
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
@@ -84,6 +108,35 @@ SELECT_SCHEMA_VERSION = "SELECT coalesce(max(version), 0) FROM pregelkit_migrati
 RECORD_MIGRATION = (
     "INSERT INTO pregelkit_migrations (version, applied_at) VALUES (?, datetime('now'))"
 )
+
+ATTEMPT_COLUMNS = (
+    "thread_id, checkpoint_ns, run_id, step, task_id, name, attempt, started_at, ended_at, "
+    "outcome, error_type, error_message, pid, host, worker"
+)
+"""The columns of an attempt row, in ``AttemptRecord`` field order."""
+
+# A finished record replaces the start record; a start record replaces nothing.
+UPSERT_ATTEMPT = f"""
+INSERT INTO pregelkit_attempts ({ATTEMPT_COLUMNS})
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (thread_id, run_id, checkpoint_ns, task_id, attempt) DO UPDATE SET
+    step = excluded.step,
+    name = excluded.name,
+    started_at = excluded.started_at,
+    ended_at = excluded.ended_at,
+    outcome = excluded.outcome,
+    error_type = excluded.error_type,
+    error_message = excluded.error_message,
+    pid = excluded.pid,
+    host = excluded.host,
+    worker = excluded.worker
+WHERE excluded.outcome IS NOT NULL
+"""
+
+SELECT_ATTEMPTS = f"""
+SELECT {ATTEMPT_COLUMNS} FROM pregelkit_attempts WHERE thread_id = ?
+ORDER BY started_at, run_id, attempt, task_id
+"""
 
 UPSERT_CHECKPOINT = """
 INSERT INTO pregelkit_checkpoints (
@@ -155,6 +208,7 @@ DELETE_THREAD = (
     "DELETE FROM pregelkit_blobs WHERE thread_id = ?",
     "DELETE FROM pregelkit_writes WHERE thread_id = ?",
     "DELETE FROM pregelkit_thread_control WHERE thread_id = ?",
+    "DELETE FROM pregelkit_attempts WHERE thread_id = ?",
 )
 
 # Parameters: target thread id, source thread id. Rows the target already has
@@ -195,6 +249,12 @@ COPY_THREAD = (
         value = excluded.value,
         task_path = excluded.task_path
     """,
+    f"""
+    INSERT INTO pregelkit_attempts ({ATTEMPT_COLUMNS})
+    SELECT ?, {ATTEMPT_COLUMNS.split(", ", 1)[1]}
+    FROM pregelkit_attempts WHERE thread_id = ?
+    ON CONFLICT DO NOTHING
+    """,
 )
 
 # Parameter: thread id. Keeps each namespace's latest checkpoint, its writes and
@@ -216,6 +276,13 @@ PRUNE_KEEP_LATEST = (
         WHERE c.thread_id = pregelkit_writes.thread_id
           AND c.checkpoint_ns = pregelkit_writes.checkpoint_ns
           AND c.checkpoint_id = pregelkit_writes.checkpoint_id
+    )
+    """,
+    """
+    DELETE FROM pregelkit_attempts
+    WHERE thread_id = ? AND run_id < (
+        SELECT max(a.run_id) FROM pregelkit_attempts AS a
+        WHERE a.thread_id = pregelkit_attempts.thread_id
     )
     """,
     """
