@@ -107,7 +107,6 @@ class NodeInterrupt(GraphInterrupt):
 
     def __init__(self, value: Any, id: str | None = None) -> None:
         from pregelkit.types import Interrupt
-
         from pregelkit.warnings import LangGraphDeprecatedSinceV10
 
         warnings.warn(

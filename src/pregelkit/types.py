@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, Union
 
-from pregelkit.warnings import LangGraphDeprecatedSinceV10, LangGraphDeprecatedSinceV11
 from pregelkit._internal._cache import default_cache_key
 from pregelkit._internal._ids import interrupt_id
 from pregelkit._internal._policy_checks import (
@@ -20,6 +19,7 @@ from pregelkit._internal._policy_checks import (
     check_retry_on,
 )
 from pregelkit._internal._scope import require_scope
+from pregelkit.warnings import LangGraphDeprecatedSinceV10, LangGraphDeprecatedSinceV11
 
 if TYPE_CHECKING:
     from pregelkit.checkpoint.base import CheckpointMetadata

@@ -86,7 +86,8 @@ class LoopInput(LoopEvents):
             # a checkpoint made by update_state (or a fork) already starts a
             # branch, unless the thread has moved past it
             forks = self.addressed and (
-                self.replays_past or self.checkpoint_metadata.get("source") not in ("update", "fork")
+                self.replays_past
+                or self.checkpoint_metadata.get("source") not in ("update", "fork")
             )
             return self._resume(forks=forks)
         writes = list(map_input(self.input_keys, inp))

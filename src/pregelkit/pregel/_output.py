@@ -22,7 +22,16 @@ Raw = tuple[tuple[str, ...], str, Any]
 class StreamShape:
     """Which modes a run emits and how each event reaches a ``stream`` caller."""
 
-    __slots__ = ("modes", "plain", "print_modes", "printing", "requested", "single", "subgraphs", "v2")
+    __slots__ = (
+        "modes",
+        "plain",
+        "print_modes",
+        "printing",
+        "requested",
+        "single",
+        "subgraphs",
+        "v2",
+    )
 
     def __init__(
         self,

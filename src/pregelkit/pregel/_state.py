@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from pregelkit._internal._constants import (
     CONF,
@@ -307,7 +307,8 @@ class StateAPI:
         step = int(saved.metadata.get("step", -2)) + 1 if saved is not None else -1
         if as_node is None and not (len(self.nodes) > 1 and isinstance(values, Mapping)):
             as_node = self._infer_as_node(checkpoint)
-        source = "update"
+        source: Literal["input", "update"] = "update"
+        writes: list[tuple[str, Any]]
         if as_node == INPUT:
             # as a run's input would write it: a checkpoint of source "input"
             # whose triggered nodes run next
@@ -325,8 +326,10 @@ class StateAPI:
                 raise InvalidUpdateError(
                     f"update_state(as_node={as_node!r}) names no node; nodes: {sorted(self.nodes)}"
                 )
-            writes = control_writes(values)
-            if writes is None:
+            control = control_writes(values)
+            if control is not None:
+                writes = control
+            else:
                 writes = node.writer.writes_for(values) if node.writer is not None else []
             task = PregelTaskWrites((), as_node, writes, tuple(node.triggers))
         else:
