@@ -15,7 +15,9 @@ from pregelkit.channels import LastValue
 from pregelkit.checkpoint.memory import InMemorySaver
 from pregelkit.func import entrypoint, task
 from pregelkit.pregel import NodeBuilder, Pregel
+from pregelkit.errors import GraphDrained
 from pregelkit.pregel.debug import map_debug_tasks
+from pregelkit.runtime import RunControl, Runtime
 from pregelkit.types import Command, GraphOutput, Interrupt, RetryPolicy, interrupt
 from pregelkit.warnings import (
     LangGraphDeprecatedSinceV05,
@@ -273,3 +275,29 @@ def test_batch_passes_invoke_keywords_on_and_still_refuses_typos() -> None:
     assert double.batch([1, 2], output_keys="__end__") == [2, 4]
     with pytest.raises(TypeError, match="did you mean 'durability'"):
         double.batch([1], durabilty="sync")
+
+
+# Runtime.control
+
+
+def test_runtime_control_drains_the_run_it_belongs_to() -> None:
+    @task
+    def step(x: int) -> int:
+        return x + 1
+
+    @entrypoint(checkpointer=InMemorySaver())
+    def flow(x: int, runtime: Runtime) -> int:
+        assert runtime.control is not None
+        runtime.control.request_drain("deploy")
+        return step(x).result()
+
+    with pytest.raises(GraphDrained, match="deploy"):
+        flow.invoke(1, cfg())
+    mine = RunControl()
+
+    @entrypoint()
+    def sees(x: int, runtime: Runtime) -> bool:
+        return runtime.control is mine
+
+    assert sees.invoke(1, control=mine) is True
+    assert Runtime(control=mine).merge(Runtime()).control is mine

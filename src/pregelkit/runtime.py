@@ -33,6 +33,9 @@ class Runtime(Generic[ContextT]):
     stream_writer: Any = field(default=_noop_writer)
     previous: Any = None
     heartbeat: Callable[[], None] = field(default=_noop_heartbeat)
+    control: RunControl | None = None
+    """The run's ``RunControl`` (the caller's ``control=``, or one of the run's
+    own): ``runtime.control.request_drain()`` drains the run from inside."""
 
     def merge(self, other: Runtime[ContextT]) -> Runtime[ContextT]:
         """``other``, with this runtime's values where ``other`` has none."""
@@ -48,6 +51,7 @@ class Runtime(Generic[ContextT]):
             heartbeat=(
                 other.heartbeat if other.heartbeat is not _noop_heartbeat else self.heartbeat
             ),
+            control=other.control or self.control,
         )
 
     def override(self, **overrides: Any) -> Runtime[ContextT]:

@@ -187,14 +187,22 @@ class TaskScope:
             attempt.heartbeat()
 
     def runtime(self) -> Any:
-        from pregelkit.runtime import Runtime
+        from pregelkit.runtime import RunControl, Runtime
 
+        stop = self.run.stop
+        control = None
+        if stop is not None:
+            control = stop.control
+            if control is None:
+                control = stop.control = RunControl()
+                control._attach(stop.drain)
         return Runtime(
             context=self.config.get("context"),
             store=self.run.store,
             stream_writer=self.stream_writer,
             previous=self.run.previous,
             heartbeat=self.heartbeat,
+            control=control,
         )
 
     def stream_writer(self, chunk: Any) -> None:
