@@ -13,9 +13,9 @@ import pytest
 
 from pregelkit.channels import LastValue
 from pregelkit.checkpoint.memory import InMemorySaver
+from pregelkit.errors import GraphDrained
 from pregelkit.func import entrypoint, task
 from pregelkit.pregel import NodeBuilder, Pregel
-from pregelkit.errors import GraphDrained
 from pregelkit.pregel.debug import map_debug_tasks
 from pregelkit.runtime import RunControl, Runtime
 from pregelkit.types import Command, GraphOutput, Interrupt, RetryPolicy, interrupt
