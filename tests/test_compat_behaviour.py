@@ -17,7 +17,7 @@ from pregelkit.errors import GraphDrained
 from pregelkit.func import entrypoint, task
 from pregelkit.pregel import NodeBuilder, Pregel
 from pregelkit.pregel.debug import map_debug_tasks
-from pregelkit.runtime import RunControl, Runtime
+from pregelkit.runtime import ExecutionInfo, RunControl, Runtime, ServerInfo
 from pregelkit.types import Command, GraphOutput, Interrupt, RetryPolicy, interrupt
 from pregelkit.warnings import (
     LangGraphDeprecatedSinceV05,
@@ -301,3 +301,29 @@ def test_runtime_control_drains_the_run_it_belongs_to() -> None:
 
     assert sees.invoke(1, control=mine) is True
     assert Runtime(control=mine).merge(Runtime()).control is mine
+
+
+def test_runtime_execution_info_says_where_and_which_attempt() -> None:
+    seen: list[ExecutionInfo] = []
+
+    @task(retry_policy=RetryPolicy(max_attempts=2, initial_interval=0, jitter=False))
+    def flaky(x: int, runtime: Runtime) -> int:
+        assert runtime.execution_info is not None
+        seen.append(runtime.execution_info)
+        if runtime.execution_info.node_attempt == 1:
+            raise ConnectionError("first attempt fails")
+        return x
+
+    @entrypoint(checkpointer=InMemorySaver())
+    def flow(x: int, runtime: Runtime) -> int:
+        assert runtime.server_info is None
+        return flaky(x).result()
+
+    assert flow.invoke(5, cfg("e")) == 5
+    first, second = seen
+    assert (first.node_attempt, second.node_attempt) == (1, 2)
+    assert first.node_first_attempt_time == second.node_first_attempt_time is not None
+    assert first.thread_id == "e" and first.task_id == second.task_id and first.checkpoint_id
+    assert first.patch(node_attempt=3).node_attempt == 3 and first.node_attempt == 1
+    server = ServerInfo(assistant_id="a", graph_id="g")
+    assert Runtime(server_info=server).merge(Runtime()).server_info is server

@@ -85,14 +85,18 @@ def _parent_command_writes(task: PregelExecutableTask, exc: ParentCommand) -> bo
     return True
 
 
-def _fresh_attempt(task: PregelExecutableTask) -> None:
+def _fresh_attempt(task: PregelExecutableTask, number: int) -> None:
     """Each attempt numbers its task calls and interrupts from zero again, so
-    an attempt replays the calls that finished in earlier ones."""
+    an attempt replays the calls that finished in earlier ones. The scope
+    notes which attempt this is (``runtime.execution_info`` shows it)."""
     task.writes.clear()
     scope = task.scope
     if scope is not None:
         scope.call_counter = 0
         scope.interrupt_counter = 0
+        scope.attempt_number = number
+        if number == 1:
+            scope.first_attempt_time = time.time()
 
 
 def _ended(
@@ -132,7 +136,7 @@ def run_with_retry(
     while True:
         token = None if events is None else events.started(task, attempts + 1)
         try:
-            _fresh_attempt(task)
+            _fresh_attempt(task, attempts + 1)
             value = bound(task, run_task) if bounded else run_task(task)
         except ParentCommand as exc:
             _ended(events, task, token, None, False)
@@ -180,7 +184,7 @@ async def arun_with_retry(
             if token.pending is not None:
                 await token.pending  # the start is saved before the body runs
         try:
-            _fresh_attempt(task)
+            _fresh_attempt(task, attempts + 1)
             value = await (abound(task, arun_task) if bounded else arun_task(task))
         except ParentCommand as exc:
             _ended(events, task, token, None, False)

@@ -15,6 +15,7 @@ from pregelkit._internal._constants import (
     CONF,
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_TASK_ID,
+    CONFIG_KEY_THREAD_ID,
     RESUME,
 )
 from pregelkit._internal._typing import MISSING
@@ -111,7 +112,9 @@ class TaskScope:
     __slots__ = (
         "_config",
         "attempt",
+        "attempt_number",
         "call_counter",
+        "first_attempt_time",
         "interrupt_counter",
         "ns",
         "path_str",
@@ -130,6 +133,8 @@ class TaskScope:
         saved = run.resume_writes.get(task.id)
         self.resume: list[Any] = list(saved) if saved else []
         self._config: dict[str, Any] | None = None
+        self.attempt_number = 1
+        self.first_attempt_time: float | None = None
         self.attempt: Any = None
         """The bounded attempt this task runs under (``pregel._timeout.Attempt``), if any."""
 
@@ -187,9 +192,10 @@ class TaskScope:
             attempt.heartbeat()
 
     def runtime(self) -> Any:
-        from pregelkit.runtime import RunControl, Runtime
+        from pregelkit.runtime import ExecutionInfo, RunControl, Runtime
 
         stop = self.run.stop
+        thread_id = self.run.base_config.get(CONF, {}).get(CONFIG_KEY_THREAD_ID)
         control = None
         if stop is not None:
             control = stop.control
@@ -203,6 +209,15 @@ class TaskScope:
             previous=self.run.previous,
             heartbeat=self.heartbeat,
             control=control,
+            execution_info=ExecutionInfo(
+                checkpoint_id=self.run.checkpoint_id or "",
+                checkpoint_ns=self.ns,
+                task_id=self.task.id,
+                thread_id=None if thread_id is None else str(thread_id),
+                run_id=self.run.run_id,
+                node_attempt=self.attempt_number,
+                node_first_attempt_time=self.first_attempt_time,
+            ),
         )
 
     def stream_writer(self, chunk: Any) -> None:
