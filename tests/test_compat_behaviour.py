@@ -327,3 +327,11 @@ def test_runtime_execution_info_says_where_and_which_attempt() -> None:
     assert first.patch(node_attempt=3).node_attempt == 3 and first.node_attempt == 1
     server = ServerInfo(assistant_id="a", graph_id="g")
     assert Runtime(server_info=server).merge(Runtime()).server_info is server
+
+
+def test_interrupts_made_before_langgraph_1_keep_the_id_their_namespace_gives() -> None:
+    legacy = Interrupt(value="abc", resumable=True, when="during", ns=["a:b", "c:d"])
+    assert legacy == Interrupt.from_ns(value="abc", ns="a:b|c:d")
+    assert Interrupt("v", "given", ns=["x"]).id == "given"
+    with pytest.raises(TypeError, match="nss"):
+        Interrupt("v", nss=["x"])

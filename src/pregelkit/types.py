@@ -88,7 +88,7 @@ class Send:
         return isinstance(value, Send) and self.node == value.node and self.arg == value.arg
 
 
-@dataclass(slots=True, repr=False)
+@dataclass(slots=True, repr=False, init=False)
 class Interrupt:
     """A pause requested by ``interrupt(value)``; ``id`` answers it in a resume map.
 
@@ -99,6 +99,27 @@ class Interrupt:
     value: Any
     id: str = ""
     response_schema: dict[str, Any] | type | None = field(default=None, kw_only=True)
+
+    def __init__(
+        self,
+        value: Any,
+        id: str = "",
+        *,
+        response_schema: dict[str, Any] | type | None = None,
+        **legacy: Any,
+    ) -> None:
+        """``ns``, ``resumable`` and ``when`` are the fields of interrupts made
+        before LangGraph 1.0, still accepted as LangGraph accepts them: the
+        id is derived from ``ns`` when none is given, the others are dropped."""
+        unknown = legacy.keys() - {"ns", "resumable", "when"}
+        if unknown:
+            raise TypeError(f"Interrupt() got unexpected keyword arguments: {sorted(unknown)}")
+        ns = legacy.get("ns")
+        if not id and isinstance(ns, (list, tuple)):
+            id = interrupt_id("|".join(ns))
+        self.value = value
+        self.id = id
+        self.response_schema = response_schema
 
     @classmethod
     def from_ns(
