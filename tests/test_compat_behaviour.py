@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import importlib
 import sys
+import uuid
 import warnings
 from typing import Any, TypedDict
 
@@ -335,3 +336,34 @@ def test_interrupts_made_before_langgraph_1_keep_the_id_their_namespace_gives() 
     assert Interrupt("v", "given", ns=["x"]).id == "given"
     with pytest.raises(TypeError, match="nss"):
         Interrupt("v", nss=["x"])
+
+
+def test_debug_stream_of_a_resume_shows_where_it_starts_and_the_replayed_calls() -> None:
+    @task
+    def falsy() -> bool:
+        return False
+
+    @entrypoint(checkpointer=InMemorySaver())
+    def flow(x: int) -> int:
+        falsy().result()
+        return interrupt("stop")
+
+    config = {"configurable": {"thread_id": uuid.uuid4()}}
+    list(flow.stream(1, config, stream_mode="debug"))
+    resumed = list(flow.stream(Command(resume=2), config, stream_mode="debug"))
+    kinds = [(e["type"], e["step"], e["payload"].get("name")) for e in resumed]
+    # the checkpoint resumed from (with its interrupt), the entrypoint, the
+    # recorded call starting again (its result is the record: no task_result)
+    assert kinds == [
+        ("checkpoint", -1, None),
+        ("task", 0, "flow"),
+        ("task", 0, "falsy"),
+        ("task_result", 0, "flow"),
+        ("checkpoint", 0, None),
+    ]
+    (waiting,) = resumed[0]["payload"]["tasks"]
+    assert [i["value"] for i in waiting["interrupts"]] == ["stop"]
+    assert resumed[0]["payload"]["config"]["configurable"]["thread_id"] == str(
+        config["configurable"]["thread_id"]
+    )
+    assert flow.get_state(config).values == 2

@@ -60,10 +60,7 @@ from pregelkit.pregel._control import (
 )
 from pregelkit.pregel._executor import AsyncBackgroundExecutor, BackgroundExecutor
 from pregelkit.pregel._faults import RunFaults, asave_now, describe_call, save_now
-from pregelkit.pregel._io import (
-    read_channels,
-    task_start_event,
-)
+from pregelkit.pregel._io import read_channels
 from pregelkit.pregel._loop_attempts import LoopAttempts
 from pregelkit.pregel._loop_cache import LoopCache
 from pregelkit.pregel._loop_control import LoopControl
@@ -226,9 +223,15 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
         if saved is None:
             saved = CheckpointTuple(self.checkpoint_config, empty_checkpoint(), {"step": -2})
         else:
+            conf = self.checkpoint_config[CONF]
             self.checkpoint_config = {
                 **self.checkpoint_config,
-                CONF: {**self.checkpoint_config[CONF], **saved.config.get(CONF, {})},
+                # the thread id as the caller gave it (a UUID stays a UUID)
+                CONF: {
+                    **conf,
+                    **saved.config.get(CONF, {}),
+                    **{k: conf[k] for k in (CONFIG_KEY_THREAD_ID,) if k in conf},
+                },
             }
         self.prev_checkpoint_config = saved.parent_config
         cp = saved.checkpoint
@@ -337,6 +340,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
         self.faults.raise_if_failed(self.step)
         if self.step > self.stop:
             self.status = "out_of_steps"
+            self._emit_checkpoint()
             return False
         self.planner = Planner(
             checkpoint=self.checkpoint,
@@ -356,6 +360,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
             trigger_to_nodes=self.trigger_to_nodes,
             updated_channels=self.updated_channels,
         )
+        self._emit_checkpoint(self.tasks.values())
         if not self.tasks:
             self.status = "done"
             return False
@@ -375,9 +380,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
         if "tasks" in self.stream_modes or "debug" in self.stream_modes:
             for task in self.tasks.values():
                 if not task.writes:
-                    event = task_start_event(task)
-                    self._emit("tasks", event)
-                    self._emit_debug("task", event)
+                    self._task_started(task)
         return True
 
     def after_tick(self) -> None:
@@ -407,6 +410,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
             self.checkpoint, self.interrupt_after, finished.values()
         ):
             self.status = "interrupt_after"
+            self._emit_checkpoint()
             raise GraphInterrupt()
 
     def _put_checkpoint(self, metadata: CheckpointMetadata, changed: set[str]) -> None:
@@ -433,10 +437,6 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
         self.run.checkpoint_id = self._last_id = self.checkpoint["id"]
         if self.checkpointer is not None and self.durability != "exit":
             self._save_checkpoint()
-        if "checkpoints" in self.stream_modes or "debug" in self.stream_modes:
-            event = self._checkpoint_event()
-            self._emit("checkpoints", event)
-            self._emit_debug("checkpoint", event)
         self.step += 1
 
     def _save_checkpoint(self) -> None:
@@ -552,6 +552,10 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
             pushed.writes.extend(done if done is not None else [(CALL, record)])
             if self.attempt_log is not None:
                 self.attempt_log.instant(pushed, self.step, "replayed")
+            if "tasks" in self.stream_modes or "debug" in self.stream_modes:
+                # as LangGraph streams it: the call starts again, its result
+                # comes from the record (no task_result event)
+                self._task_started(pushed)
             return pushed
         if pushed.cache_key is not None and self.cache is not None:
             key = (pushed.cache_key.ns, pushed.cache_key.key)
@@ -567,9 +571,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
                 return pushed
         self.tasks[pushed.id] = pushed
         if "tasks" in self.stream_modes or "debug" in self.stream_modes:
-            event = task_start_event(pushed)
-            self._emit("tasks", event)
-            self._emit_debug("task", event)
+            self._task_started(pushed)
         return pushed
 
     def recorded_call(self, parent: PregelExecutableTask, idx: int) -> tuple[str, str | None]:
