@@ -155,6 +155,15 @@ class Interrupt:
         return (self.value, self.id, self.response_schema)
 
 
+def _v1_access(how: str) -> None:
+    warnings.warn(
+        f"Accessing GraphOutput via {how} is deprecated. Use `result.value` to access the "
+        "output value directly, or `result.interrupts` for interrupts.",
+        LangGraphDeprecatedSinceV11,
+        stacklevel=3,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class GraphOutput(Generic[OutputT]):
     """What ``invoke(..., version="v2")`` returns: the output, and the
@@ -165,12 +174,7 @@ class GraphOutput(Generic[OutputT]):
 
     def __getitem__(self, key: str) -> Any:
         """``result[key]`` as in a v1 result (deprecated since LangGraph 1.1)."""
-        warnings.warn(
-            "Accessing GraphOutput via `result[key]` is deprecated. Use `result.value` to "
-            "access the output value directly, or `result.interrupts` for interrupts.",
-            LangGraphDeprecatedSinceV11,
-            stacklevel=2,
-        )
+        _v1_access("`result[key]`")
         if key == "__interrupt__":
             return self.interrupts
         if isinstance(self.value, dict):
@@ -182,12 +186,7 @@ class GraphOutput(Generic[OutputT]):
 
     def __contains__(self, key: object) -> bool:
         """``key in result`` as in a v1 result (deprecated since LangGraph 1.1)."""
-        warnings.warn(
-            "Accessing GraphOutput via `key in result` is deprecated. Use `result.value` to "
-            "access the output value directly, or `result.interrupts` for interrupts.",
-            LangGraphDeprecatedSinceV11,
-            stacklevel=2,
-        )
+        _v1_access("`key in result`")
         if key == "__interrupt__":
             return bool(self.interrupts)
         if isinstance(self.value, dict):
