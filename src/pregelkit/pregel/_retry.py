@@ -85,17 +85,20 @@ def _parent_command_writes(task: PregelExecutableTask, exc: ParentCommand) -> bo
     return True
 
 
-def _fresh_attempt(task: PregelExecutableTask, number: int) -> None:
+def _fresh_attempt(task: PregelExecutableTask, number: int, retries: bool) -> None:
     """Each attempt numbers its task calls and interrupts from zero again, so
     an attempt replays the calls that finished in earlier ones. The scope
-    notes which attempt this is (``runtime.execution_info`` shows it)."""
+    notes which attempt this is (``runtime.execution_info`` shows it) and,
+    for a task that may be retried, when the first one started; a task that
+    cannot be retried pays nothing for the clock (its runtime reads it when
+    asked)."""
     task.writes.clear()
     scope = task.scope
     if scope is not None:
         scope.call_counter = 0
         scope.interrupt_counter = 0
         scope.attempt_number = number
-        if number == 1:
+        if retries and number == 1:
             scope.first_attempt_time = time.time()
 
 
@@ -136,7 +139,7 @@ def run_with_retry(
     while True:
         token = None if events is None else events.started(task, attempts + 1)
         try:
-            _fresh_attempt(task, attempts + 1)
+            _fresh_attempt(task, attempts + 1, bool(policies))
             value = bound(task, run_task) if bounded else run_task(task)
         except ParentCommand as exc:
             _ended(events, task, token, None, False)
@@ -184,7 +187,7 @@ async def arun_with_retry(
             if token.pending is not None:
                 await token.pending  # the start is saved before the body runs
         try:
-            _fresh_attempt(task, attempts + 1)
+            _fresh_attempt(task, attempts + 1, bool(policies))
             value = await (abound(task, arun_task) if bounded else arun_task(task))
         except ParentCommand as exc:
             _ended(events, task, token, None, False)

@@ -8,6 +8,7 @@ variable (``pregelkit._internal._scope.CURRENT``).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -216,7 +217,7 @@ class TaskScope:
                 thread_id=None if thread_id is None else str(thread_id),
                 run_id=self.run.run_id,
                 node_attempt=self.attempt_number,
-                node_first_attempt_time=self.first_attempt_time,
+                node_first_attempt_time=self.first_attempt_time or time.time(),
             ),
         )
 
