@@ -63,13 +63,14 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """pregelkit vs LangGraph benchmarks; writes docs/benchmarks.md.
+    """pregelkit vs LangGraph benchmarks, then the worker fleet's
+    (benchmarks/fleet.py); writes docs/benchmarks.md.
 
     pregelkit goes into this session's venv; LangGraph into a second venv
     beside it, so the two libraries' imports cannot interfere. Options after
     ``--`` go to benchmarks/run.py (e.g. ``nox -s bench -- --quick``).
     """
-    session.install("-e", ".[postgres]")
+    session.install("-e", ".[postgres,dask]")
     lg_venv = Path(session.virtualenv.location).parent / "bench-langgraph"
     lg_python = _bin(lg_venv, "python")
     if not lg_python.exists():
@@ -96,12 +97,18 @@ def bench(session: nox.Session) -> None:
         str(lg_python),
         *session.posargs,
     )
+    # the worker fleet (issue 15): its own section of docs/benchmarks.md
+    session.run(
+        "python",
+        str(ROOT / "benchmarks" / "fleet.py"),
+        *(["--quick"] if "--quick" in session.posargs else []),
+    )
 
 
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the documentation site with mkdocs, warnings as errors."""
-    session.install("mkdocs", "mkdocs-material", "mkdocstrings[python]", "ruff", "-e", ".")
+    session.install("mkdocs", "mkdocs-material", "mkdocstrings[python]", "ruff", "-e", ".[dask]")
     # NO_MKDOCS_2_WARNING: mkdocs-material's banner about its own future, not a build warning
     session.run("mkdocs", "build", "--strict", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})
 

@@ -544,6 +544,55 @@ def short_async_sqlite(lib: Lib, n: int) -> Prepared:
     )
 
 
+CPU_TASK_LOOPS = 2_000_000  # pure-Python additions per CPU-bound task: ~0.1 s on one core
+
+
+def _cpu_fanout(lib: Lib, n: int, executor: Any = None) -> Prepared:
+    entrypoint, task = lib.func.entrypoint, lib.func.task
+
+    @task
+    def burn(seed: int) -> int:
+        total = seed
+        for i in range(CPU_TASK_LOOPS):
+            total = (total + i) % 1_000_003
+        return total
+
+    @entrypoint(executor=executor)
+    def main(n: int) -> list[int]:
+        return [f.result() for f in [burn(i) for i in range(n)]]
+
+    want = [burn.__wrapped__(i) for i in range(2)]
+    return Prepared(
+        run=lambda: main.invoke(n),
+        warmup=lambda: main.invoke(2),
+        check=lambda r: _expect(r[:2], want),
+    )
+
+
+def cpu_fanout(lib: Lib, n: int) -> Prepared:
+    """N CPU-bound tasks (pure Python, ~0.1 s each) on the default executor (threads)."""
+    return _cpu_fanout(lib, n)
+
+
+def cpu_fanout_dask(lib: Lib, n: int) -> Prepared:
+    """The CPU-bound fan-out with DaskExecutor on a LocalCluster of 2 worker processes."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    )
+    client = Client(cluster)
+    executor = lib.module("executors.dask").DaskExecutor(client)
+    prepared = _cpu_fanout(lib, n, executor)
+
+    def close() -> None:
+        client.close()
+        cluster.close()
+
+    prepared.close = close
+    return prepared
+
+
 WORKLOADS: dict[str, tuple[Callable[[Lib, int], Prepared], str]] = {
     "fanout": (fanout, "task"),
     "chain": (chain, "task"),
@@ -553,6 +602,8 @@ WORKLOADS: dict[str, tuple[Callable[[Lib, int], Prepared], str]] = {
     "async_fanout": (async_fanout, "task"),
     "pregel_chain": (pregel_chain, "superstep"),
     "cached": (cached, "task"),
+    "cpu_fanout": (cpu_fanout, "task"),
+    "cpu_fanout_dask": (cpu_fanout_dask, "task"),
     **{
         f"store_{kind}_{what}": (make(kind), unit)
         for kind in ("sqlite", "postgres")

@@ -281,3 +281,44 @@ def make_store(
 
     with exits:
         yield make
+
+
+# the run queue and its workers (test_worker*.py)
+
+_QUEUE_TABLES = (
+    "pregelkit_checkpoints, pregelkit_blobs, pregelkit_writes, pregelkit_thread_control, "
+    "pregelkit_attempts, pregelkit_runs, pregelkit_workers, fleet_log"
+)
+
+
+@pytest.fixture(scope="module")
+def _queue_pg(postgres_database: Any) -> Iterator[tuple[str, ConnectionPool[Any]]]:
+    import fleet_flows
+
+    dsn = postgres_database("pregelkit_fleet")
+    with ConnectionPool(dsn, min_size=1, max_size=12, kwargs={"autocommit": True}) as pool:
+        PostgresSaver(pool).setup()
+        fleet_flows.create_log(dsn)
+        yield dsn, pool
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def queue_db(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, Any]]:
+    """(URL, saver) of an empty queue database; fleet_flows logs to it."""
+    import fleet_flows
+
+    if request.param == "sqlite":
+        path = str(tmp_path / "queue.db")
+        with SqliteSaver.from_conn_string(path) as saver:
+            saver.setup()
+            fleet_flows.create_log(path)
+            monkeypatch.setenv("FLEET_DB", path)
+            yield path, saver
+        return
+    dsn, pool = request.getfixturevalue("_queue_pg")
+    with pool.connection() as conn:
+        conn.execute(f"TRUNCATE {_QUEUE_TABLES}")
+    monkeypatch.setenv("FLEET_DB", dsn)
+    yield dsn, PostgresSaver(pool)

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import shlex
 import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -305,40 +302,6 @@ def test_cache_option_skips_a_cached_task(workdir: Path) -> None:
     assert second.code == 0, second.err
     assert "ran cached_square(7)" not in second.lines
     assert "cached_square: 49 (cached)" in second.lines
-
-
-def test_progress_line_only_on_a_terminal(workdir: Path) -> None:
-    piped = cli(workdir, "run", "flows:slow", "0.5")
-    assert piped.code == 0
-    assert "\x1b[K" not in piped.out
-
-    main, child = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pregelkit", "run", "flows:slow", "0.6"],
-        cwd=workdir,
-        stdout=child,
-        stderr=subprocess.PIPE,
-    )
-    os.close(child)
-    chunks = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([main], [], [], 0.5)
-        if ready:
-            try:
-                data = os.read(main, 4096)
-            except OSError:  # the child closed the terminal
-                break
-            if not data:
-                break
-            chunks.append(data)
-        elif proc.poll() is not None:
-            break
-    os.close(main)
-    assert proc.wait(timeout=60) == 0
-    screen = b"".join(chunks).decode()
-    assert "\x1b[K… running slow (0 tasks done, " in screen
-    assert "result: 0.6" in screen
 
 
 def test_console_script_is_installed(workdir: Path) -> None:

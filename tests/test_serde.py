@@ -323,6 +323,28 @@ def test_builtin_exception_nested_in_a_value_round_trips() -> None:
     assert back[0].args == ("k",)
 
 
+def _foreign_unpickle(cls: type, args: tuple[Any, ...]) -> BaseException:
+    return cls(*args)
+
+
+def _foreign_reduce(exc: BaseException) -> Any:
+    return (_foreign_unpickle, (type(exc), exc.args))
+
+
+def test_exception_ignores_a_reducer_another_library_registered() -> None:
+    """tblib, which dask's distributed imports, registers a reducer in
+    copyreg for every exception class; a stored exception must still be one
+    the loader rebuilds (it was refused at save once distributed was imported)."""
+    import copyreg
+
+    copyreg.pickle(KeyError, _foreign_reduce)
+    try:
+        back = roundtrip([KeyError("k")])
+    finally:
+        del copyreg.dispatch_table[KeyError]
+    assert type(back[0]) is KeyError and back[0].args == ("k",)
+
+
 # refusing to run code
 
 

@@ -241,8 +241,10 @@ def test_killed_process_leaves_unfinished_attempts(
             assert proc.poll() is None, "the workflow process ended before its task started"
             assert time.monotonic() < deadline, "the task never started"
             time.sleep(0.02)
-        if durability == "async":
-            time.sleep(0.5)  # saves run in the background, moments behind the body
+        # a running attempt's start is saved within moments (START_SAVE_DELAY)
+        while not _started(Saver, db, "stuck"):
+            assert time.monotonic() < deadline, "the start of the running task was never saved"
+            time.sleep(0.02)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -256,3 +258,152 @@ def test_killed_process_leaves_unfinished_attempts(
         ("stuck", 1): (None, True),
     }
     assert {a.pid for a in run.attempts} == {proc.pid}
+
+
+def _started(saver_cls: Any, db: str, name: str) -> bool:
+    with saver_cls.from_conn_string(db) as saver:
+        return any(a.name == name for a in saver.list_attempts("killed"))
+
+
+# what else ends an attempt
+
+
+def test_cancelled_timed_out_and_nondeterministic_attempts(
+    async_saver: Saver, arun: Callable[[Awaitable[Any]], Any]
+) -> None:
+    import asyncio
+
+    from pregelkit.errors import NodeTimeoutError, NondeterminismError
+    from pregelkit.types import TimeoutPolicy
+
+    started = asyncio.Event()
+
+    @task
+    async def forever() -> None:
+        started.set()
+        await asyncio.sleep(600)
+
+    @task(timeout=TimeoutPolicy(run_timeout=0.05))
+    async def slow() -> None:
+        await asyncio.sleep(600)
+
+    @entrypoint(checkpointer=async_saver)
+    async def hangs(kind: str) -> None:
+        await (forever() if kind == "cancel" else slow())
+
+    async def cancel_midway() -> None:
+        run = asyncio.create_task(hangs.ainvoke("cancel", {"configurable": {"thread_id": "c"}}))
+        await started.wait()
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+
+    arun(cancel_midway())
+    (run,) = arun(aload_timeline(async_saver, "c")).runs
+    assert sorted((a.name, a.outcome) for a in run.attempts) == [
+        ("forever", "cancelled"),
+        ("hangs", "cancelled"),
+    ]
+    with pytest.raises(NodeTimeoutError):
+        arun(hangs.ainvoke("timeout", {"configurable": {"thread_id": "to"}}))
+    (run,) = arun(aload_timeline(async_saver, "to")).runs
+    got = {a.name: (a.outcome, a.error_type) for a in run.attempts}
+    assert got == {"slow": ("timeout", "NodeTimeoutError"), "hangs": ("error", "NodeTimeoutError")}
+
+    @task
+    async def one() -> int:
+        return 1
+
+    @task
+    async def two() -> int:
+        return 2
+
+    def build(first: Any) -> Any:
+        @entrypoint(checkpointer=async_saver)
+        async def wf(x: int) -> int:
+            a = await first()
+            return a + interrupt("go on?")
+
+        return wf
+
+    config = {"configurable": {"thread_id": "nd"}}
+    arun(build(one).ainvoke(1, config))
+    with pytest.raises(NondeterminismError):
+        arun(build(two).ainvoke(Command(resume=1), config))
+    _, second = arun(aload_timeline(async_saver, "nd")).runs
+    assert [(a.name, a.outcome) for a in second.attempts] == [("wf", "error")]
+    assert second.attempts[0].error_type == "NondeterminismError"
+
+
+def test_pregel_nodes_and_subgraph_attempts(saver: Saver) -> None:
+    from pregelkit.channels.last_value import LastValue
+    from pregelkit.pregel import NodeBuilder, Pregel
+
+    inner = Pregel(
+        nodes={"deep": NodeBuilder().subscribe_only("x").do(lambda v: v + "!").write_to("y")},
+        channels={"x": LastValue(str), "y": LastValue(str)},
+        input_channels="x",
+        output_channels="y",
+    )
+    graph = Pregel(
+        nodes={
+            "one": NodeBuilder().subscribe_only("a").do(lambda v: v + "1").write_to("b"),
+            "two": NodeBuilder().subscribe_only("b").do(inner.invoke).write_to("c"),
+        },
+        channels={k: LastValue(str) for k in "abc"},
+        input_channels="a",
+        output_channels="c",
+        checkpointer=saver,
+        interrupt_before_nodes=["two"],
+    )
+    config = {"configurable": {"thread_id": "p"}}
+    graph.invoke("a", config)
+    assert graph.invoke(None, config) == "a1!"
+    first, second = graph.get_timeline(config).runs
+    assert [(a.name, a.step, a.outcome, a.checkpoint_ns) for a in first.attempts] == [
+        ("one", 0, "ok", "")
+    ]
+    got = sorted((a.name, a.step, a.outcome, a.checkpoint_ns[:4]) for a in second.attempts)
+    assert got == [("deep", 0, "ok", "two:"), ("two", 1, "ok", "")]
+    assert {a.run_id for a in second.attempts} == {second.run_id}
+
+
+def test_a_call_that_waits_for_its_running_twin_is_cached(saver: Saver) -> None:
+    @task(cache_policy=CachePolicy())
+    def slow(x: int) -> int:
+        time.sleep(0.2)
+        return x
+
+    @entrypoint(checkpointer=saver, cache=InMemoryCache())
+    def wf(x: int) -> int:
+        first, second = slow(x), slow(x)  # the second waits for the first
+        return first.result() + second.result()
+
+    assert wf.invoke(3, {"configurable": {"thread_id": "twins"}}) == 6
+    (run,) = load_timeline(saver, "twins").runs
+    assert sorted((a.name, a.attempt, a.outcome) for a in run.attempts) == [
+        ("slow", 0, "cached"),
+        ("slow", 1, "ok"),
+        ("wf", 1, "ok"),
+    ]
+
+
+def test_an_exception_that_cannot_be_printed_is_still_recorded() -> None:
+    from pregelkit.checkpoint.memory import InMemorySaver
+
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no str()")
+
+    saver = InMemorySaver()
+
+    @entrypoint(checkpointer=saver)
+    def wf(x: int) -> int:
+        raise Unprintable()
+
+    with pytest.raises(Unprintable):
+        wf.invoke(1, {"configurable": {"thread_id": "u"}})
+    (run,) = load_timeline(saver, "u").runs
+    (a,) = run.attempts
+    assert (a.outcome, a.error_type) == ("error", "Unprintable")
+    assert a.error_message == "<Unprintable: str() failed>"

@@ -25,6 +25,7 @@ __all__ = [
     "GraphInterrupt",
     "GraphRecursionError",
     "InvalidUpdateError",
+    "LeaseLostError",
     "NodeCancelledError",
     "NodeError",
     "NodeInterrupt",
@@ -34,6 +35,7 @@ __all__ = [
     "ParentCommand",
     "ReplayedTaskError",
     "RunCancelledError",
+    "RunFailedError",
     "StorageError",
     "TaskNotFound",
     "ThreadBusyError",
@@ -192,6 +194,52 @@ class StorageError(Exception):
         self.not_saved = list(not_saved)
         """What the run could not save: one line per task's writes or checkpoint."""
         super().__init__(message)
+
+
+class LeaseLostError(StorageError):
+    """A worker's lease on a run was taken over: another worker claimed the
+    run (this one was paused, partitioned or too slow to renew), so this one
+    may write nothing more for it.
+
+    Every checkpoint and write of a leased run checks its fencing token in
+    the same transaction, so nothing the old holder computed afterwards
+    reaches the database. The worker drops the run; the new holder resumes
+    it from its last checkpoint. Nothing to do for the user.
+    """
+
+    def __init__(self, run_id: str, fence: int, operation: str) -> None:
+        self.run_id = run_id
+        self.fence = fence
+        super().__init__(
+            f"run {run_id!r}: {operation} refused: the lease (fence {fence}) was lost to "
+            "another worker, which resumes the run from its last checkpoint"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_lease_lost, (self.run_id, self.fence, self.args[0]))
+
+
+def _rebuild_lease_lost(run_id: str, fence: int, message: str) -> LeaseLostError:
+    err = LeaseLostError(run_id, fence, "")
+    err.args = (message,)
+    return err
+
+
+class RunFailedError(Exception):
+    """A queued run (``wf.submit``) ended with an error, raised by
+    ``RunHandle.result()``. ``error`` is what the worker recorded: the
+    exception's type and message (the exception itself stayed in the worker;
+    its log has the traceback). Submit the thread again to resume it from
+    its last checkpoint once the cause is fixed."""
+
+    def __init__(self, thread_id: str, run_id: str, error: str) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.error = error
+        super().__init__(f"run {run_id!r} of thread {thread_id!r} failed: {error}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RunFailedError, (self.thread_id, self.run_id, self.error))
 
 
 class NondeterminismError(RuntimeError):

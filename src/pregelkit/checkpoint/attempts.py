@@ -43,6 +43,17 @@ class AttemptRecord:
         return None if self.ended_at is None else self.ended_at - self.started_at
 
 
+def error_fields(exc: BaseException) -> tuple[str, str]:
+    """The type name and message an attempt record keeps of ``exc`` (the
+    message cut at 2,000 characters; an exception whose ``str()`` fails still
+    gets a record)."""
+    try:
+        message = str(exc)[:2000]
+    except Exception:
+        message = f"<{type(exc).__name__}: str() failed>"
+    return type(exc).__name__, message
+
+
 def attempt_order(record: AttemptRecord) -> tuple[float, str, int, str]:
     """The order timelines list attempts in: by start, then run, attempt, task."""
     return (record.started_at, record.run_id, record.attempt, record.task_id)
@@ -110,3 +121,37 @@ def attempt_row(rec: AttemptRecord) -> AttemptRow:
 
 def attempt_from_row(row: AttemptRow) -> AttemptRecord:
     return AttemptRecord(*row)
+
+
+ATTEMPT_COLUMNS = (
+    "thread_id, checkpoint_ns, run_id, step, task_id, name, attempt, started_at, ended_at, "
+    "outcome, error_type, error_message, pid, host, worker"
+)
+"""The columns of an attempt row (SQL savers), in ``AttemptRecord`` field order."""
+_KEY = ("thread_id", "run_id", "checkpoint_ns", "task_id", "attempt")
+
+
+def attempt_sql(mark: str) -> tuple[str, str, str]:
+    """The upsert, the select of a thread's rows, and the copy to another
+    thread (parameters: target, source) of the attempt table, with ``mark``
+    as the parameter placeholder (``?`` or ``%s``). A finished record
+    replaces the start record; a start record replaces nothing."""
+    names = ATTEMPT_COLUMNS.split(", ")
+    updates = ",\n    ".join(f"{n} = excluded.{n}" for n in names if n not in _KEY)
+    upsert = (
+        f"INSERT INTO pregelkit_attempts ({ATTEMPT_COLUMNS})\n"
+        f"VALUES ({', '.join([mark] * len(names))})\n"
+        f"ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET\n    {updates}\n"
+        "WHERE excluded.outcome IS NOT NULL"
+    )
+    select = (
+        f"SELECT {ATTEMPT_COLUMNS} FROM pregelkit_attempts WHERE thread_id = {mark}\n"
+        "ORDER BY started_at, run_id, attempt, task_id"
+    )
+    copy = (
+        f"INSERT INTO pregelkit_attempts ({ATTEMPT_COLUMNS})\n"
+        f"SELECT {mark}, {', '.join(names[1:])}\n"
+        f"FROM pregelkit_attempts WHERE thread_id = {mark}\n"
+        "ON CONFLICT DO NOTHING"
+    )
+    return upsert, select, copy

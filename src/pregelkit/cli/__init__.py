@@ -12,6 +12,10 @@ a PostgreSQL database (``--db postgresql://...``)::
     pregelkit show THREAD [CHECKPOINT]
     pregelkit delete THREAD
     pregelkit cancel THREAD
+    pregelkit timeline THREAD [--html FILE]
+    pregelkit worker MODULE:NAME ... --concurrency 8
+    pregelkit submit MODULE:NAME --input JSON --thread ID
+    pregelkit runs [--status S]
 
 Every command prints readable tables, or JSON with ``--json`` (then stdout
 holds JSON alone, errors included). Mistakes in the command line or the
@@ -30,7 +34,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
-from pregelkit.cli import _cancel
+from pregelkit.cli import _cancel, _fleet, _timeline
 from pregelkit.cli._commands import (
     cmd_delete,
     cmd_history,
@@ -139,6 +143,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("thread", metavar="THREAD")
     p.set_defaults(func=cmd_delete)
     _cancel.register(sub, common)
+    _timeline.register(sub, common)
+    _fleet.register(sub, common)
     return parser
 
 

@@ -36,9 +36,15 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
+    from pregelkit.checkpoint.runs import handle_of_thread
+
     with open_database(args.db, create=False) as db:
-        _require_thread(db, args.thread)
-        db.saver.put_thread_control(args.thread, CANCELLED)
+        # a queued run (wf.submit) is cancelled in the queue: before it has
+        # started it has no checkpoint yet; a running one also gets the mark
+        handle = handle_of_thread(db.saver, args.thread)
+        if handle is None or handle.cancel() != "cancelled":
+            _require_thread(db, args.thread)
+            db.saver.put_thread_control(args.thread, CANCELLED)
     hint = _resume_command(args, args.thread, None)
     if args.json:
         _print_json({"event": "cancelled", "thread_id": args.thread, "resume": hint}, out)

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import shlex
+import sys
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
@@ -17,8 +18,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from pregelkit.cli._db import DEFAULT_DB, ENTRYPOINT_KEY, TARGET_KEY, Database, open_database
 from pregelkit.cli._errors import CliError
+from pregelkit.cli._progress import Progress, _whole_lines
 from pregelkit.cli._render import (
-    Progress,
     _cell,
     _entry_cell,
     _fail_line,
@@ -29,7 +30,6 @@ from pregelkit.cli._render import (
     _short,
     _table,
     _when,
-    _whole_lines,
 )
 from pregelkit.cli._secrets import Redactor
 from pregelkit.cli._status import ERROR, interrupts_of, task_labels, thread_status
@@ -71,8 +71,11 @@ def _drive(
     config: dict[str, Any],
     durability: str | None,
     on_chunk: Callable[[str, Any], None],
+    progress: bool,
 ) -> None:
-    modes: list[StreamMode] = ["updates", "tasks"]
+    # the debug stream (tasks started and finished, with their step) only
+    # feeds the progress line: without one it is not asked for
+    modes: list[StreamMode] = ["updates", "debug"] if progress else ["updates"]
     if _is_async(graph):
 
         async def consume() -> None:
@@ -103,14 +106,14 @@ def _execute(
     as_json = args.json
     outcome = RunOutcome()
     with (
-        Progress(out, enabled=not as_json and out.isatty()) as progress,
+        Progress(out, sys.stderr, enabled=not as_json and sys.stderr.isatty()) as progress,
         # under --json the workflow's prints already go to stderr (_streams)
         contextlib.nullcontext() if as_json else _whole_lines(progress, out),
     ):
 
         def on_chunk(mode: str, chunk: Any) -> None:
-            if mode == "tasks":
-                progress.task_event(chunk)
+            if mode == "debug":
+                progress.debug_event(chunk)
                 return
             if _INTERRUPT in chunk:
                 outcome.interrupts.extend(chunk[_INTERRUPT])
@@ -127,7 +130,7 @@ def _execute(
                     progress.line(f"{name}: {_short(value, 200)}{suffix}")
 
         try:
-            _drive(graph, input, config, args.durability, on_chunk)
+            _drive(graph, input, config, args.durability, on_chunk, progress.enabled)
         except KeyboardInterrupt:
             progress.line("")
             _fail_line(

@@ -141,12 +141,17 @@ def _serde(inspect: bool) -> Any:
 
 
 @contextlib.contextmanager
-def open_database(location: str, *, create: bool, inspect: bool = False) -> Iterator[Database]:
+def open_database(
+    location: str, *, create: bool, inspect: bool = False, pool_size: int = 0
+) -> Iterator[Database]:
     """The database at ``location``; unless ``create``, it must already hold
     pregelkit checkpoints (so a typo never creates an empty file). With
-    ``inspect``, stored values load without importing anything (``_view``)."""
+    ``inspect``, stored values load without importing anything (``_view``).
+    ``pool_size``: a PostgreSQL saver gets a pool of that many connections
+    (a worker's runs save in parallel); the catalogue queries are then not
+    available."""
     if _is_postgres(location):
-        with _open_postgres(location, inspect) as db:
+        with _open_postgres(location, inspect, pool_size) as db:
             yield db
         return
     shown = Redactor().mask(location)
@@ -211,7 +216,7 @@ def _check_sqlite_file(path: str) -> None:
 
 
 @contextlib.contextmanager
-def _open_postgres(dsn: str, inspect: bool) -> Iterator[Database]:
+def _open_postgres(dsn: str, inspect: bool, pool_size: int = 0) -> Iterator[Database]:
     shown = Redactor().mask(dsn)
     try:
         import psycopg
@@ -227,19 +232,38 @@ def _open_postgres(dsn: str, inspect: bool) -> Iterator[Database]:
     if "connect_timeout" not in dsn:
         options["connect_timeout"] = CONNECT_TIMEOUT_S
     try:
-        conn = psycopg.Connection.connect(dsn, **options)
-    except psycopg.Error as exc:
+        source: Any = (
+            _open_pool(dsn, options, pool_size)
+            if pool_size
+            else psycopg.Connection.connect(dsn, **options)
+        )
+    except Exception as exc:
         raise CliError(
             f"cannot connect to the database {shown!r}: {redact.mask(_short(str(exc), 300))}",
             kind="database",
         ) from None
-    with conn:
+    with source:
         try:
-            saver = PostgresSaver(conn, serde=_serde(inspect))
+            saver = PostgresSaver(source, serde=_serde(inspect))
             saver.setup()
-            yield Database(dsn, saver, "postgres", conn)
+            yield Database(dsn, saver, "postgres", source)
         except psycopg.Error as exc:
             raise CliError(
                 f"database error on {shown!r}: {redact.mask(_short(str(exc), 300))}",
                 kind="database",
             ) from None
+
+
+def _open_pool(dsn: str, options: dict[str, Any], size: int) -> Any:
+    """A pool of ``size`` connections, its first one open (or the error)."""
+    from psycopg_pool import ConnectionPool
+
+    pool: ConnectionPool[Any] = ConnectionPool(
+        dsn, min_size=1, max_size=size, kwargs=options, open=False
+    )
+    try:
+        pool.open(wait=True, timeout=options.get("connect_timeout", CONNECT_TIMEOUT_S))
+    except BaseException:
+        pool.close()
+        raise
+    return pool

@@ -27,6 +27,7 @@ from pregelkit.channels.last_value import LastValue
 from pregelkit.checkpoint.serde._registry import allow_modules
 from pregelkit.func._arguments import refuse_futures
 from pregelkit.func._patch import deprecate_patch, patched
+from pregelkit.observe import otel as _otel  # noqa: F401  (runs get spans once a tracer is set)
 from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode
 from pregelkit.pregel._validate import (
@@ -44,6 +45,8 @@ from pregelkit.warnings import LangGraphDeprecatedSinceV05, LangGraphDeprecatedS
 if TYPE_CHECKING:
     import asyncio
     import concurrent.futures
+
+    from pregelkit.pregel._remote import RemoteExecutor
 
 __all__ = [
     "AsyncTaskFunction",
@@ -97,6 +100,13 @@ class _TaskFunction(wrapt.FunctionWrapper):  # type: ignore[misc]
 
     async def aclear_cache(self, cache: Any) -> None:
         await cache.aclear([(CACHE_NS_WRITES, self._self_identity, self._self_task_name)])
+
+    def __reduce_remote__(self) -> tuple[Any, ...]:
+        """Captured by a body shipped to a remote executor, a task cannot be called
+        there (calls need the driver's loop); it travels as a stub that says so."""
+        from pregelkit.pregel._remote import TaskStub
+
+        return (TaskStub, (self._self_task_name,))
 
 
 class TaskFunction(Protocol[P, T]):
@@ -295,7 +305,10 @@ class entrypoint(Generic[T]):
     for ``previous`` (the thread's last saved return value), ``config``,
     ``writer``, ``store`` or ``runtime`` by parameter name. ``timeout``
     bounds each attempt of the function's own body (seconds, a timedelta or a
-    ``TimeoutPolicy``); the tasks it calls have their own.
+    ``TimeoutPolicy``); the tasks it calls have their own. ``executor`` (e.g.
+    ``pregelkit.executors.dask.DaskExecutor(client)``) runs the bodies of the
+    tasks it calls on other machines; the function itself, which decides what
+    to call, runs in the caller's process with the loop.
     """
 
     def __init__(
@@ -307,6 +320,7 @@ class entrypoint(Generic[T]):
         cache_policy: CachePolicy[Any] | None = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         timeout: float | timedelta | TimeoutPolicy | None = None,
+        executor: RemoteExecutor | None = None,
         **deprecated: Any,
     ) -> None:
         if "config_schema" in deprecated:
@@ -330,6 +344,7 @@ class entrypoint(Generic[T]):
         self.context_schema = context_schema
         self.cache_policy = cache_policy
         self.retry_policy = retry_policy
+        self.executor = executor
 
     @dataclass
     class final(Generic[R, S]):
@@ -372,6 +387,7 @@ class entrypoint(Generic[T]):
             cache_policy=self.cache_policy,
             timeout=self.timeout,
         )
+        node.orchestrates = True  # its task calls need the loop: it stays in the driver
         graph = Pregel(
             nodes={name: node},
             channels={
@@ -388,6 +404,7 @@ class entrypoint(Generic[T]):
             cache=self.cache,
             context_schema=self.context_schema,
             name=name,
+            executor=self.executor,
         )
         graph.__doc__ = func.__doc__
         graph.__name__ = name  # type: ignore[attr-defined]

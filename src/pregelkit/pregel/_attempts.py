@@ -3,13 +3,14 @@
 The runner says when an attempt starts and when a retried one failed; the
 loop closes an attempt when it saves the task's result, so the end record
 goes to the saver in the same call (one transaction) as the result. Records
-wait in ``AttemptLog.buffer`` until the loop's next saver call takes them;
-an attempt's start asks the loop to save at once, so a process killed while
-the body runs leaves its start behind.
+wait in ``AttemptLog.buffer`` until the loop's next saver call takes them,
+or until the loop's start saver (``_loop_attempts``) finds an attempt still
+running ``START_SAVE_DELAY`` after it started.
 
 Cost: with no checkpointer and no tracing the runner holds ``None`` and pays
-one test per attempt. With a saver, an attempt costs two records (start and
-end) and, at its start, one saver call unless one is already queued.
+one test per attempt. With a saver, an attempt costs two small objects and
+one more row in the transaction of its writes; only an attempt that runs
+longer than ``START_SAVE_DELAY`` costs a save of its own (its start).
 """
 
 from __future__ import annotations
@@ -19,75 +20,90 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from pregelkit._internal._constants import ERROR, INTERRUPT
-from pregelkit.checkpoint.attempts import AttemptRecord, Outcome
+from pregelkit.checkpoint.attempts import AttemptRow, Outcome, error_fields
 from pregelkit.errors import GraphInterrupt, NodeTimeoutError
+from pregelkit.pregel._hooks import AttemptHooks
 from pregelkit.types import PregelExecutableTask
 
-__all__ = [
-    "AttemptEvents",
-    "AttemptHooks",
-    "AttemptLog",
-    "add_hooks_factory",
-    "has_hooks",
-    "outcome_of",
-    "run_hooks",
-]
+__all__ = ["AttemptEvents", "AttemptLog", "outcome_of"]
 
 _HOST = socket.gethostname()
+_PID = os.getpid()
 
 
-def outcome_of(exc: BaseException | None) -> Outcome:
-    """What an attempt that ended with ``exc`` (None: returned) counts as."""
+def _forked() -> None:
+    global _PID
+    _PID = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)  # a forked worker records its own pid
+
+_here = threading.local()
+
+
+def _worker() -> str:
+    """The name of the running thread, kept in the thread (one attribute read
+    on the task path instead of ``current_thread()``)."""
+    try:
+        name: str = _here.name
+    except AttributeError:
+        name = _here.name = threading.current_thread().name
+    return name
+
+
+def outcome_of(exc: BaseException | None, name: str) -> Outcome:
+    """What an attempt of task ``name`` that ended with ``exc`` (None:
+    returned) counts as. A timeout is the attempt's own (or its step's); a
+    body that failed with a timeout of a task it called is an ``error``."""
     if exc is None:
         return "ok"
     if isinstance(exc, GraphInterrupt):
         return "interrupted"
-    if isinstance(exc, NodeTimeoutError):
+    if isinstance(exc, NodeTimeoutError) and (exc.node == name or exc.kind == "step"):
         return "timeout"
     if isinstance(exc, Exception):
         return "error"
     return "cancelled"
 
 
-def _outcome_of_writes(writes: Sequence[tuple[str, Any]]) -> tuple[Outcome, BaseException | None]:
+def _outcome_of_writes(
+    writes: Sequence[tuple[str, Any]], name: str
+) -> tuple[Outcome, BaseException | None]:
     chan, value = writes[0]
     if chan == ERROR:
         exc = value if isinstance(value, BaseException) else None
-        return ("timeout" if isinstance(exc, NodeTimeoutError) else "error"), exc
+        return ("error" if exc is None else outcome_of(exc, name)), exc
     if chan == INTERRUPT:
         return "interrupted", None
     return "ok", None
 
 
-def _error_fields(exc: BaseException | None) -> tuple[str | None, str | None]:
-    if exc is None:
-        return None, None
-    return type(exc).__qualname__, str(exc)[:2000]
-
-
 class AttemptLog:
-    """The records of one run's attempts that no saver call has taken yet."""
+    """The records of one run's attempts that no saver call has taken yet,
+    as rows (``AttemptRecord`` fields in order: what savers store).
 
-    __slots__ = ("_lock", "buffer", "ns", "open", "pid", "run_id", "thread_id")
+    ``buffer`` is keyed by attempt: an attempt that ends before its start was
+    taken leaves one row (the finished one), so a quick task costs one row
+    in the transaction of its writes."""
+
+    __slots__ = ("buffer", "head", "open")
 
     def __init__(self, thread_id: str, ns: str, run_id: str) -> None:
-        self.thread_id = thread_id
-        self.ns = ns
-        self.run_id = run_id
-        self.pid = os.getpid()
-        self.buffer: list[AttemptRecord] = []
-        self.open: dict[str, AttemptRecord] = {}
-        """The running attempt of each task id: its start record."""
-        self._lock = threading.Lock()
+        self.head = (thread_id, ns, run_id)
+        self.buffer: dict[tuple[str, int], AttemptRow] = {}
+        self.open: dict[str, AttemptRow] = {}
+        """The running attempt of each task id: its start row."""
+
+    @property
+    def thread_id(self) -> str:
+        return self.head[0]
 
     def start(self, task: PregelExecutableTask, step: int, attempt: int) -> None:
-        rec = AttemptRecord(
-            self.thread_id,
-            self.ns,
-            self.run_id,
+        row = (
+            *self.head,
             step,
             task.id,
             task.name,
@@ -97,57 +113,46 @@ class AttemptLog:
             None,
             None,
             None,
-            self.pid,
+            _PID,
             _HOST,
-            threading.current_thread().name,
+            _worker(),
         )
-        with self._lock:
-            self.open[task.id] = rec
-            self.buffer.append(rec)
+        self.open[task.id] = row
+        self.buffer[(task.id, attempt)] = row
 
     def end(self, task_id: str, outcome: Outcome, exc: BaseException | None = None) -> bool:
         """Close the running attempt of ``task_id``; False if none runs."""
-        with self._lock:
-            rec = self.open.pop(task_id, None)
-            if rec is None:
-                return False
-            etype, message = _error_fields(exc)
-            self.buffer.append(
-                AttemptRecord(
-                    rec.thread_id,
-                    rec.checkpoint_ns,
-                    rec.run_id,
-                    rec.step,
-                    rec.task_id,
-                    rec.name,
-                    rec.attempt,
-                    rec.started_at,
-                    time.time(),
-                    outcome,
-                    etype,
-                    message,
-                    rec.pid,
-                    rec.host,
-                    rec.worker,
-                )
-            )
+        row = self.open.pop(task_id, None)
+        if row is None:
+            return False
+        etype, message = (None, None) if exc is None else error_fields(exc)
+        self.buffer[(task_id, row[6])] = (
+            *row[:8],
+            time.time(),
+            outcome,
+            etype,
+            message,
+            *row[12:],
+        )
         return True
 
     def end_with(self, task_id: str, writes: Sequence[tuple[str, Any]]) -> bool:
         """Close the running attempt of ``task_id`` with what its writes say."""
-        if task_id not in self.open:
+        row = self.open.get(task_id)
+        if row is None:
             return False
-        outcome, exc = _outcome_of_writes(writes)
+        chan = writes[0][0]
+        if chan != ERROR and chan != INTERRUPT:
+            return self.end(task_id, "ok")
+        outcome, exc = _outcome_of_writes(writes, row[5])
         return self.end(task_id, outcome, exc)
 
     def instant(self, task: PregelExecutableTask, step: int, outcome: Outcome) -> None:
         """A task whose result came without running it (``replayed``, ``cached``):
         attempt 0, started and ended now."""
         now = time.time()
-        rec = AttemptRecord(
-            self.thread_id,
-            self.ns,
-            self.run_id,
+        row = (
+            *self.head,
             step,
             task.id,
             task.name,
@@ -157,113 +162,70 @@ class AttemptLog:
             outcome,
             None,
             None,
-            self.pid,
+            _PID,
             _HOST,
-            threading.current_thread().name,
+            _worker(),
         )
-        with self._lock:
-            self.buffer.append(rec)
+        self.buffer[(task.id, 0)] = row
 
-    def take(self) -> list[AttemptRecord]:
-        """The records not yet given to a saver call (and forget them)."""
-        with self._lock:
-            taken = self.buffer
-            if taken:
-                self.buffer = []
-            return taken
+    def stale(self, before: float) -> bool:
+        """Whether an attempt that started before ``before`` runs with its
+        start not yet taken."""
+        rows = list(self.buffer.values())
+        return any(row[8] is None and row[7] < before for row in rows)
 
-
-class AttemptHooks(Protocol):
-    """What a tracer (``pregelkit.observe.otel``) hears of one run.
-
-    ``attempt_started`` runs in the thread or asyncio task that runs the
-    attempt's body, right before it, and ``attempt_ended`` right after it in
-    the same place, so a hook can make its span current for the body."""
-
-    def attempt_started(self, task: PregelExecutableTask, step: int, attempt: int) -> Any: ...
-
-    def attempt_ended(
-        self, token: Any, outcome: Outcome, exc: BaseException | None, retrying: bool
-    ) -> None: ...
-
-    def interrupted(self, interrupts: Sequence[Any]) -> None: ...
-
-    def run_ended(self, exc: BaseException | None) -> None: ...
-
-
-HooksFactory = Callable[[str, str, bool], "AttemptHooks | None"]
-_factories: list[HooksFactory] = []
-
-
-def add_hooks_factory(factory: HooksFactory) -> None:
-    """Register ``factory(thread_id, run_id, nested)``, asked once per run for
-    hooks (None: it has nothing to do for this run)."""
-    if factory not in _factories:
-        _factories.append(factory)
-
-
-def has_hooks() -> bool:
-    """Whether anything may trace runs (asked once per run)."""
-    return bool(_factories)
-
-
-def run_hooks(thread_id: str, run_id: str, nested: bool) -> AttemptHooks | None:
-    for factory in _factories:
-        hooks = factory(thread_id, run_id, nested)
-        if hooks is not None:
-            return hooks
-    return None
-
-
-class _Token:
-    __slots__ = ("hook", "pending")
-
-    def __init__(self, hook: Any, pending: Any) -> None:
-        self.hook = hook
-        self.pending = pending
+    def take(self) -> list[AttemptRow]:
+        """The rows not yet given to a saver call (and forget them)."""
+        buffer = self.buffer
+        if not buffer:
+            return []
+        pop = buffer.pop
+        return [pop(key) for key in list(buffer)]
 
 
 class AttemptEvents:
     """What the runner tells the loop of attempts: one object for records
-    (``log``, with ``flush`` to save them) and tracing (``hooks``)."""
+    (``log``; ``watch`` asks for starts to be saved soon) and tracing
+    (``hooks``)."""
 
-    __slots__ = ("flush", "hooks", "log", "step")
+    __slots__ = ("hooks", "instant", "log", "step", "watch")
 
     def __init__(
         self,
         log: AttemptLog | None,
-        flush: Callable[[], Any],
+        watch: Callable[[], None],
         hooks: AttemptHooks | None,
         step: Callable[[], int],
+        instant: Callable[[PregelExecutableTask, Outcome], None],
     ) -> None:
         self.log = log
-        self.flush = flush
+        self.watch = watch
         self.hooks = hooks
         self.step = step
+        self.instant = instant
+        """A task's result came without running it (a twin's result: ``cached``)."""
 
-    def started(self, task: PregelExecutableTask, attempt: int) -> _Token:
+    def started(self, task: PregelExecutableTask, attempt: int) -> Any:
         """Attempt ``attempt`` (from 1) of ``task`` starts in this thread or
-        task; ``.pending`` of the result is a save to await (async loop)."""
+        asyncio task; returns what ``ended`` needs back."""
         step = self.step()
-        pending = None
         if self.log is not None:
             self.log.start(task, step, attempt)
-            pending = self.flush()
-        hook = None if self.hooks is None else self.hooks.attempt_started(task, step, attempt)
-        return _Token(hook, pending)
+            self.watch()
+        return None if self.hooks is None else self.hooks.attempt_started(task, step, attempt)
 
     def ended(
         self,
         task: PregelExecutableTask,
-        token: _Token,
+        token: Any,
         exc: BaseException | None,
         retrying: bool,
     ) -> None:
         """The attempt's body is over. A failed attempt that will be retried
         is closed here (no writes record it); the last one is closed by the
         loop with the task's writes."""
-        outcome = outcome_of(exc)
+        outcome = outcome_of(exc, task.name)
         if retrying and self.log is not None:
             self.log.end(task.id, outcome, exc)
         if self.hooks is not None:
-            self.hooks.attempt_ended(token.hook, outcome, exc, retrying)
+            self.hooks.attempt_ended(token, outcome, exc, retrying)

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from pregelkit.errors import StorageError
+from pregelkit.errors import LeaseLostError, StorageError
 
 __all__ = ["RunFaults", "asave_now", "describe_call", "save_now"]
 
@@ -58,8 +58,8 @@ class RunFaults:
         serializer refused) is raised as it is."""
         failure = self.failure
         assert failure is not None
-        if not isinstance(failure, StorageError):
-            return failure
+        if not isinstance(failure, StorageError) or isinstance(failure, LeaseLostError):
+            return failure  # a lost lease is the worker's to handle, as it is
         with self._lock:
             lost = list(dict.fromkeys(self.not_saved))
         counts = Counter(_ID.sub("", what) for what in lost)

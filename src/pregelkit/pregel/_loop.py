@@ -201,6 +201,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
         )
         self.run.emit_raw = self._forward
         self.run.stream_subgraphs = stream_subgraphs
+        self.run.executor = getattr(graph, "executor", None) or (parent and parent.run.executor)
         if parent is not None:
             self.run.resume_slot = parent.run.resume_slot
             self.run.resume_map = parent.run.resume_map
@@ -366,12 +367,12 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
             return False
         self.status = "pending"
         if self._done_writes:
-            log = self.attempt_log
+            listened = self.attempt_log is not None or self.hooks is not None
             for tid, task in self.tasks.items():
                 if (done := self._done_writes.get(tid)) is not None:
                     task.writes.extend(done)
-                    if log is not None:
-                        log.instant(task, self.step, "replayed")
+                    if listened:
+                        self._attempt_instant(task, "replayed")
         if self.interrupt_before and should_interrupt(
             self.checkpoint, self.interrupt_before, self.tasks.values()
         ):
@@ -550,8 +551,8 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
             done, record, call.call_id, idx, parent.name
         ):
             pushed.writes.extend(done if done is not None else [(CALL, record)])
-            if self.attempt_log is not None:
-                self.attempt_log.instant(pushed, self.step, "replayed")
+            if self.attempt_log is not None or self.hooks is not None:
+                self._attempt_instant(pushed, "replayed")
             if "tasks" in self.stream_modes or "debug" in self.stream_modes:
                 # as LangGraph streams it: the call starts again, its result
                 # comes from the record (no task_result event)
@@ -591,10 +592,11 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
     # exit
     def _finish(self, exc: BaseException | None) -> bool:
         """Decide what exiting means; return whether to swallow ``exc``."""
+        self._close_attempts()
+        self._attempts_at_exit(exc)
         if isinstance(exc, NondeterminismError):
             return False  # nothing this resume did is saved: the old code can still resume
         self._mark_drained(exc)
-        self._attempts_at_exit(exc)
         if self.checkpointer is not None and self.durability == "exit":
             if self.checkpoint_id_saved != self.checkpoint["id"] or self._unsaved:
                 self._save_checkpoint()
@@ -648,10 +650,10 @@ class SyncPregelLoop(PregelLoop):
         self.submit = self._executor.submit
         self._lane = SerialLane(self.submit, self.faults)
         self._thread_lock = None
-        if self.checkpointer is not None and not self.is_nested:
+        if (locker := self._thread_locker()) is not None:
             thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
             wait = bool(self.config[CONF].get("wait_for_thread", False))
-            self._thread_lock = self.checkpointer.lock_thread(thread_id, wait=wait)
+            self._thread_lock = locker.lock_thread(thread_id, wait=wait)
             self._thread_lock.__enter__()
         try:
             self._start_control()
@@ -727,10 +729,10 @@ class AsyncPregelLoop(PregelLoop):
         self._io_wait: list[Awaitable[Any]] = []
         self._lane_tail: asyncio.Future[Any] | None = None
         self._thread_lock = None
-        if self.checkpointer is not None and not self.is_nested:
+        if (locker := self._thread_locker()) is not None:
             thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
             wait = bool(self.config[CONF].get("wait_for_thread", False))
-            self._thread_lock = self.checkpointer.alock_thread(thread_id, wait=wait)
+            self._thread_lock = locker.alock_thread(thread_id, wait=wait)
             await self._thread_lock.__aenter__()
         try:
             await self._astart_control()

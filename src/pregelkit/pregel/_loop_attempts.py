@@ -2,32 +2,75 @@
 
 Records reach the saver with the loop's own saver calls: a task's end record
 with its writes (same call, one transaction), anything else buffered with the
-next call. An attempt's start asks for a save at once (``flush_attempts``):
-with ``durability="sync"`` before the body runs, with ``"async"`` on the
-saver lane (one queued save takes every record buffered when it runs), with
-``"exit"`` at exit, like everything else that run saves.
+next call. An attempt still running ``START_SAVE_DELAY`` after it started
+has its start saved on its own, on the loop's saver lane, by one process-wide
+thread (``_StartSaver``) that looks at the running loops every
+``START_SAVE_DELAY``: a process killed while a body runs leaves that start
+behind, and a quick task (most of them) costs no save beyond its result's.
+With ``durability="exit"`` records are saved at exit, like everything else.
 
 ``LoopAttempts`` is a base of ``PregelLoop``.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from pregelkit._internal._ids import uuid6
+from pregelkit.checkpoint.attempts import Outcome
 from pregelkit.checkpoint.base import BaseCheckpointSaver
-from pregelkit.errors import GraphInterrupt
-from pregelkit.pregel._attempts import (
-    AttemptEvents,
-    AttemptHooks,
-    AttemptLog,
-    has_hooks,
-    run_hooks,
-)
+from pregelkit.errors import GraphInterrupt, NondeterminismError
+from pregelkit.pregel._attempts import AttemptEvents, AttemptLog
+from pregelkit.pregel._hooks import AttemptHooks, run_hooks
 from pregelkit.pregel._scope import RunContext, TaskScope
+from pregelkit.types import PregelExecutableTask
 
 __all__ = ["LoopAttempts"]
+
+
+START_SAVE_DELAY = 0.01
+"""Seconds an attempt runs before its start is saved on its own."""
+
+
+class _StartSaver:
+    """One daemon thread per process, awake only while runs record attempts."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.loops: dict[int, LoopAttempts] = {}
+        self.thread: threading.Thread | None = None
+
+    def watch(self, loop: LoopAttempts) -> None:
+        with self.cond:
+            self.loops[id(loop)] = loop
+            if self.thread is None:
+                self.thread = threading.Thread(
+                    target=self._run, name="pregelkit-attempt-starts", daemon=True
+                )
+                self.thread.start()
+            self.cond.notify()
+
+    def forget(self, loop: LoopAttempts) -> None:
+        with self.cond:
+            self.loops.pop(id(loop), None)
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.loops:
+                    self.cond.wait()
+            time.sleep(START_SAVE_DELAY)
+            with self.cond:
+                loops = list(self.loops.values())
+            before = time.time() - START_SAVE_DELAY
+            for loop in loops:
+                loop._save_stale(before)
+
+
+_START_SAVER = _StartSaver()
 
 
 class LoopAttempts:
@@ -41,50 +84,67 @@ class LoopAttempts:
     def _init_attempts(self, parent: TaskScope | None, thread_id: Any, ns: str) -> None:
         self.attempt_log: AttemptLog | None = None
         self.hooks: AttemptHooks | None = None
-        self._flush_queued = False
+        self._watched = False
+        self._save_queued = False
+        self._attempts_closed = False
+        self._attempts_lock = threading.Lock()
         saver = self.checkpointer
         records = saver is not None and thread_id is not None and saver.records_attempts
-        if not records and not has_hooks():
+        self.hooks = hooks = run_hooks(str(thread_id or ""), parent is not None)
+        if not records and hooks is None:
             return
         run_id = parent.run.run_id if parent is not None else None
         self.run.run_id = run_id = run_id or uuid6()
         if records:
             self.attempt_log = AttemptLog(str(thread_id), ns, run_id)
-        self.hooks = run_hooks(str(thread_id or ""), run_id, parent is not None)
+        if hooks is not None:
+            hooks.run_started(run_id)
 
     def attempt_events(self) -> AttemptEvents | None:
         """What the runner tells of attempts, or None when nobody listens."""
         if self.attempt_log is None and self.hooks is None:
             return None
-        return AttemptEvents(self.attempt_log, self.flush_attempts, self.hooks, self._step)
+        return AttemptEvents(
+            self.attempt_log, self._watch, self.hooks, self._step, self._attempt_instant
+        )
 
     def _step(self) -> int:
         return self.step
 
-    def flush_attempts(self) -> Any:
-        """Save the buffered records now (an attempt starts: a process killed
-        while its body runs must leave the start behind)."""
+    def _attempt_instant(self, task: PregelExecutableTask, outcome: Outcome) -> None:
+        """A task's result came without running it (``cached``, ``replayed``)."""
+        if self.attempt_log is not None:
+            self.attempt_log.instant(task, self.step, outcome)
+        if self.hooks is not None:
+            self.hooks.attempt_skipped(task, self.step, outcome)
+
+    def _watch(self) -> None:
+        """An attempt started: have the start saver look at this run."""
+        if not self._watched and self.durability != "exit":
+            self._watched = True
+            _START_SAVER.watch(self)
+
+    def _save_stale(self, before: float) -> None:
+        """Save the buffered records if an attempt started before ``before``
+        is still running unsaved (called by the start saver's thread)."""
         log = self.attempt_log
-        if log is None or self.durability == "exit" or not log.buffer:
-            return None
-        saver = self.checkpointer
-        assert saver is not None
-        if self.durability == "sync":
-            return self._persist(saver.put_attempts, saver.aput_attempts, log.thread_id, log.take())
-        if not self._flush_queued:
-            self._flush_queued = True
+        if log is None or not log.stale(before):
+            return
+        with self._attempts_lock:
+            if self._attempts_closed or self._save_queued:
+                return
+            self._save_queued = True
             self._background(self._put_buffered, self._aput_buffered)
-        return None
 
     def _put_buffered(self) -> None:
-        self._flush_queued = False
+        self._save_queued = False
         log = self.attempt_log
         assert log is not None and self.checkpointer is not None
         if records := log.take():
             self.checkpointer.put_attempts(log.thread_id, records)
 
     async def _aput_buffered(self) -> None:
-        self._flush_queued = False
+        self._save_queued = False
         log = self.attempt_log
         assert log is not None and self.checkpointer is not None
         if records := log.take():
@@ -99,13 +159,23 @@ class LoopAttempts:
         assert saver is not None
         self._persist(saver.put_attempts, saver.aput_attempts, log.thread_id, log.take())
 
+    def _close_attempts(self) -> None:
+        """No start is saved on its own from now on (the run is exiting)."""
+        if self._watched:
+            _START_SAVER.forget(self)
+        with self._attempts_lock:
+            self._attempts_closed = True
+
     def _attempts_at_exit(self, exc: BaseException | None) -> None:
-        """The run ends: attempts still open had no result (cancelled, or cut
-        short by the stop); save what is left, and end the run's span."""
+        """The run ends: attempts still open saved no result. A replay
+        mismatch ended them (``error``; the records are saved, the run's
+        writes are not); otherwise they were cancelled or cut short by a
+        stop. Save what is left, and end the run's span."""
         log = self.attempt_log
         if log is not None:
+            mismatch = isinstance(exc, NondeterminismError)
             for task_id in list(log.open):
-                log.end(task_id, "cancelled")
+                log.end(task_id, "error" if mismatch else "cancelled", exc if mismatch else None)
             self._save_buffered()
         hooks = self.hooks
         if hooks is not None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pregelkit.checkpoint.attempts import Outcome
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.pregel._algo import task_path_str
 from pregelkit.pregel._attempts import AttemptLog
+from pregelkit.pregel._hooks import AttemptHooks
 from pregelkit.pregel._loop_events import LoopEvents
 from pregelkit.types import PregelExecutableTask
 
@@ -30,7 +32,8 @@ class LoopCache(LoopEvents):
     _fresh: dict[tuple[Any, str], list[tuple[str, Any]]]
     _keep_writes: bool
     attempt_log: AttemptLog | None
-    step: int
+    hooks: AttemptHooks | None
+    _attempt_instant: Callable[[PregelExecutableTask, Outcome], None]
 
     def _background(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> None:
         raise NotImplementedError
@@ -38,8 +41,8 @@ class LoopCache(LoopEvents):
     def _record_cached(self, task: PregelExecutableTask) -> None:
         """Save a cache hit as the task's writes, so a replay needs no cache."""
         writes = list(task.writes)
-        if self.attempt_log is not None:
-            self.attempt_log.instant(task, self.step, "cached")
+        if self.attempt_log is not None or self.hooks is not None:
+            self._attempt_instant(task, "cached")
         if self._keep_writes:
             self.checkpoint_pending_writes.extend((task.id, c, v) for c, v in writes)
         if self.checkpointer is not None and self.durability != "exit":

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
+from pregelkit._internal._constants import CONF, CONFIG_KEY_LEASE, CONFIG_KEY_THREAD_ID
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.errors import RunCancelledError
 from pregelkit.pregel._control import (
@@ -38,6 +38,7 @@ class LoopControl:
     config: dict[str, Any]
     checkpointer: BaseCheckpointSaver[Any] | None
     run: RunContext
+    is_nested: bool
     _aloop: asyncio.AbstractEventLoop
 
     def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
@@ -51,6 +52,15 @@ class LoopControl:
         self._controlled = saver is not None and parent is None and saver.has_thread_control
         self._unwatch: Callable[[], None] | None = None
         self._poller: asyncio.Task[None] | None = None
+
+    def _thread_locker(self) -> BaseCheckpointSaver[Any] | None:
+        """The saver whose lock a root run holds on its thread; none when a
+        worker's lease holds the thread: the lease's fence then refuses a
+        stale holder's writes, which a lock held by a paused process could
+        not hand over."""
+        if self.is_nested or CONFIG_KEY_LEASE in self.config[CONF]:
+            return None
+        return self.checkpointer
 
     @property
     def _thread_id(self) -> str:

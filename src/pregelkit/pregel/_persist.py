@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import CALL, NULL_TASK_ID
-from pregelkit.checkpoint.attempts import AttemptRecord
+from pregelkit.checkpoint.attempts import AttemptRow
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.serde.base import SerdeError
 from pregelkit.pregel._faults import RunFaults, describe_call
@@ -34,7 +34,7 @@ def put_writes(
     task_id: str,
     path: str,
     who: str,
-    attempts: Sequence[AttemptRecord] = (),
+    attempts: Sequence[AttemptRow] = (),
 ) -> None:
     """Save a task's writes (and attempt records, in the same call); a value
     the serializer refuses names ``who`` wrote it."""
@@ -54,7 +54,7 @@ async def aput_writes(
     task_id: str,
     path: str,
     who: str,
-    attempts: Sequence[AttemptRecord] = (),
+    attempts: Sequence[AttemptRow] = (),
 ) -> None:
     """The async twin of ``put_writes``."""
     try:

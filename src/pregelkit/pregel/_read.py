@@ -32,6 +32,7 @@ class PregelNode:
         "channels",
         "mapper",
         "metadata",
+        "orchestrates",
         "retry_policy",
         "steps",
         "subgraphs",
@@ -87,6 +88,9 @@ class PregelNode:
             self.retry_policy = tuple(retry_policy)
         self.cache_policy = cache_policy
         self.cache_salt: bytes | None = None
+        self.orchestrates = False
+        """An entrypoint's body: its task calls need the loop, so it never runs
+        on a remote executor (see ``pregel._remote``)."""
         entries = [e for w in self.writers for e in w.entries]
         self.writer = ChannelWrite(entries) if entries else None
 

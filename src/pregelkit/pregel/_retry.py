@@ -6,6 +6,7 @@ async drivers differ only in how they call the task and how they sleep.
 
 from __future__ import annotations
 
+import functools
 import random
 import sys
 import time
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pregelkit._internal._scope import CURRENT
 from pregelkit.errors import GraphBubbleUp, NodeTimeoutError, ParentCommand
 from pregelkit.pregel._attempts import AttemptEvents
+from pregelkit.pregel._remote import arun_remote, run_remote, ships
 from pregelkit.pregel._run import arun_task, run_task
 from pregelkit.pregel._timeout import abound, bound, is_bounded
 from pregelkit.types import Command, PregelExecutableTask, RetryPolicy
@@ -71,6 +73,26 @@ def _note(task: PregelExecutableTask, exc: BaseException) -> None:
         note = f"During task with name '{task.name}' and id '{task.id}'"
         if note not in getattr(exc, "__notes__", ()):
             exc.add_note(note)
+
+
+def _retrying(task: PregelExecutableTask, exc: Exception, attempts: int, delay: float) -> None:
+    """Say on the ``pregelkit.pregel._retry`` logger (INFO) that an attempt
+    failed and another follows, as LangGraph does: a log shows why a run took
+    longer, and ``pregelkit run`` counts retries on its progress line from it.
+    Only failed attempts get here; ``logging`` loads on the first one."""
+    import logging
+
+    logger = logging.getLogger(__name__)
+    if logger.isEnabledFor(logging.INFO):
+        logger.info(
+            "Retrying task %s after %.2f seconds (attempt %d) after %s %s",
+            task.name,
+            delay,
+            attempts,
+            type(exc).__name__,
+            exc,
+            exc_info=exc,
+        )
 
 
 def _parent_command_writes(task: PregelExecutableTask, exc: ParentCommand) -> bool:
@@ -135,12 +157,17 @@ def run_with_retry(
     attempt like any other."""
     policies = task.retry_policy or retry_policy or ()
     bounded = is_bounded(task)
+    run: Callable[[PregelExecutableTask], Any] = run_task
+    executor = task.scope.run.executor if task.scope is not None else None
+    if executor is not None and ships(task):
+        run = functools.partial(run_remote, executor=executor)
+
     attempts = 0
     while True:
         token = None if events is None else events.started(task, attempts + 1)
         try:
             _fresh_attempt(task, attempts + 1, bool(policies))
-            value = bound(task, run_task) if bounded else run_task(task)
+            value = bound(task, run) if bounded else run(task)
         except ParentCommand as exc:
             _ended(events, task, token, None, False)
             if _parent_command_writes(task, exc):
@@ -160,6 +187,7 @@ def run_with_retry(
             if delay is None or not retrying:
                 _note(task, exc)
                 raise
+            _retrying(task, exc, attempts, delay)
             if attempt_failed is not None:
                 attempt_failed(task, exc)
             time.sleep(delay)
@@ -179,16 +207,17 @@ async def arun_with_retry(
 
     policies = task.retry_policy or retry_policy or ()
     bounded = is_bounded(task)
+    arun: Callable[[PregelExecutableTask], Any] = arun_task
+    executor = task.scope.run.executor if task.scope is not None else None
+    if executor is not None and ships(task):
+        arun = functools.partial(arun_remote, executor=executor)
+
     attempts = 0
     while True:
-        token = None
-        if events is not None:
-            token = events.started(task, attempts + 1)
-            if token.pending is not None:
-                await token.pending  # the start is saved before the body runs
+        token = None if events is None else events.started(task, attempts + 1)
         try:
             _fresh_attempt(task, attempts + 1, bool(policies))
-            value = await (abound(task, arun_task) if bounded else arun_task(task))
+            value = await (abound(task, arun) if bounded else arun(task))
         except ParentCommand as exc:
             _ended(events, task, token, None, False)
             if _parent_command_writes(task, exc):
@@ -208,6 +237,7 @@ async def arun_with_retry(
             if delay is None or not retrying:
                 _note(task, exc)
                 raise
+            _retrying(task, exc, attempts, delay)
             if attempt_failed is not None and (pending := attempt_failed(task, exc)) is not None:
                 await pending
             await asyncio.sleep(delay)

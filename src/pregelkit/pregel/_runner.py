@@ -412,6 +412,8 @@ class PregelRunner:
             return self._run_and_commit(task)
         task.scope = None
         task.writes.extend(first_task.writes)
+        if self.attempts is not None:
+            self.attempts.instant(task, "cached")
         self.commit(task, None)
         return value
 
@@ -429,6 +431,8 @@ class PregelRunner:
             return await self._arun_and_commit(task)
         task.scope = None
         task.writes.extend(first_task.writes)
+        if self.attempts is not None:
+            self.attempts.instant(task, "cached")
         pending = self.commit(task, None)
         if pending is not None:
             await pending

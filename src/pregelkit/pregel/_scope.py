@@ -58,6 +58,7 @@ class RunContext:
         "checkpointer",
         "emit",
         "emit_raw",
+        "executor",
         "is_async",
         "previous",
         "resume_map",
@@ -103,6 +104,8 @@ class RunContext:
         self.checkpoint_id: str | None = None
         self.emit_raw: Callable[[tuple[str, ...], str, Any], None] | None = None
         self.stream_subgraphs = False
+        self.executor: Any = None
+        """Where task bodies run (``pregel._remote``); None: here, on the pool."""
         self.run_id: str | None = None
         """Set when the run records or traces attempts; nested runs share it."""
 
@@ -174,16 +177,22 @@ class TaskScope:
         if idx < len(self.resume):
             return self.resume[idx]
         iid = Interrupt.from_ns(value, self.ns, response_schema=response_schema)
-        answer = MISSING
-        run = self.run
-        if run.resume_map is not None:
-            answer = run.resume_map.pop(iid.id, MISSING)
-        if answer is MISSING:
-            answer = run.resume_slot.take()
+        answer = self.answer(iid.id)
         if answer is MISSING:
             raise GraphInterrupt((iid,))
         self.resume.append(answer)
         self.task.writes.append((RESUME, list(self.resume)))
+        return answer
+
+    def answer(self, iid: str) -> Any:
+        """The resume value given for interrupt ``iid`` (by id, else the run's one
+        value), taken so that no other interrupt gets it; MISSING if none."""
+        run = self.run
+        answer = MISSING
+        if run.resume_map is not None:
+            answer = run.resume_map.pop(iid, MISSING)
+        if answer is MISSING:
+            answer = run.resume_slot.take()
         return answer
 
     def heartbeat(self) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import RESERVED, TASKS
 from pregelkit.channels.base import BaseChannel
@@ -21,6 +21,7 @@ from pregelkit.pregel._output import SKIP, InvokeResult, StreamShape
 from pregelkit.pregel._protocol import PregelProtocol
 from pregelkit.pregel._read import NodeBuilder, PregelNode
 from pregelkit.pregel._state import StateAPI
+from pregelkit.pregel._submit import SubmitAPI
 from pregelkit.pregel._surface import RunnableSurface
 from pregelkit.pregel._validate import (
     INVOKE_KEYWORDS,
@@ -36,10 +37,13 @@ from pregelkit.runtime import RunControl
 from pregelkit.types import CachePolicy, RetryPolicy, Send, StreamMode, TimeoutPolicy
 from pregelkit.warnings import LangGraphDeprecatedSinceV10
 
+if TYPE_CHECKING:
+    from pregelkit.pregel._remote import RemoteExecutor
+
 __all__ = ["NodeBuilder", "Pregel"]
 
 
-class Pregel(StateAPI, PregelProtocol, RunnableSurface):
+class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
     """A graph of nodes that communicate through channels, run in supersteps.
 
     In each step every triggered node runs in parallel on the values of the
@@ -70,6 +74,7 @@ class Pregel(StateAPI, PregelProtocol, RunnableSurface):
         context_schema: Any = None,
         auto_validate: bool = True,
         config_type: Any = None,
+        executor: RemoteExecutor | None = None,
     ) -> None:
         if config_type is not None:
             warnings.warn(
@@ -104,6 +109,12 @@ class Pregel(StateAPI, PregelProtocol, RunnableSurface):
         self.checkpointer = checkpointer
         self.store = store
         self.cache = cache
+        if executor is not None:
+            from pregelkit.pregel._remote import check_executor
+
+            check_executor(executor, built)
+        self.executor = executor
+        """Where task and node bodies run (e.g. ``DaskExecutor``); None: here."""
         if isinstance(retry_policy, RetryPolicy):
             retry_policy = (retry_policy,)
         self.retry_policy: Sequence[RetryPolicy] = tuple(retry_policy)
@@ -190,6 +201,10 @@ class Pregel(StateAPI, PregelProtocol, RunnableSurface):
         (LangGraph's spelling) or ``copy(name=...)``."""
         changes = {**(update or {}), **fields}
         check_copy_fields(self.__dict__, changes)
+        if changes.get("executor") is not None:
+            from pregelkit.pregel._remote import check_executor
+
+            check_executor(changes["executor"], self.nodes)
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
         new.__dict__.update(changes)

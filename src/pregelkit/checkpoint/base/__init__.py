@@ -31,7 +31,7 @@ from pregelkit._internal._constants import (
 )
 from pregelkit._internal._ids import uuid6
 from pregelkit._internal._typing import MISSING
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import _delta
 from pregelkit.checkpoint.base._delta import DeltaChannelHistory, writes_sort_key
 from pregelkit.checkpoint.serde.base import SerializerProtocol
@@ -39,6 +39,7 @@ from pregelkit.errors import ThreadBusyError
 
 if TYPE_CHECKING:
     from pregelkit.channels.base import BaseChannel
+    from pregelkit.checkpoint._runqueue import Dialect, RunPlan
 
 __all__ = [
     "BaseCheckpointSaver",
@@ -216,6 +217,13 @@ def thread_coordinates(config: RunnableConfig) -> tuple[str, str, str | None]:
     )
 
 
+def no_run_queue(saver: Any) -> TypeError:
+    return TypeError(
+        f"{type(saver).__name__} keeps no run queue: submit runs and serve them with "
+        "workers on a SqliteSaver or PostgresSaver (a database every worker can reach)"
+    )
+
+
 class BaseCheckpointSaver(Generic[V]):
     """Stores checkpoints and pending writes, per thread and checkpoint namespace.
 
@@ -280,7 +288,7 @@ class BaseCheckpointSaver(Generic[V]):
         task_id: str,
         task_path: str = "",
         *,
-        attempts: Sequence[AttemptRecord] = (),
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         """Store a task's writes against the checkpoint in ``config``; a saver
         that records attempts (``records_attempts``) stores ``attempts`` in the
@@ -354,25 +362,19 @@ class BaseCheckpointSaver(Generic[V]):
         )
 
     # attempts, for timelines
-    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
-        """Store attempt records of ``thread_id`` (see ``checkpoint.attempts``).
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
+        """Store attempt records of ``thread_id`` (see ``checkpoint.attempts``),
+        each a row: a tuple of ``AttemptRecord``'s fields in order
+        (``attempt_row(record)``), which is what the SQL savers insert.
         A record is keyed by (namespace, run, task id, attempt): a finished
         record replaces the start record under its key, a start record never
         replaces a finished one. Deleted with the thread; ``prune`` keeps those
         of the thread's latest run."""
-        raise NotImplementedError(
-            f"{type(self).__name__} keeps no attempt records, so its threads have no "
-            "timeline: implement put_attempts and list_attempts (the memory, SQLite and "
-            "PostgreSQL savers do)"
-        )
+        raise NotImplementedError(_no_attempts(self))
 
     def list_attempts(self, thread_id: str) -> AttemptList:
         """Every attempt record of ``thread_id``, in start order."""
-        raise NotImplementedError(
-            f"{type(self).__name__} keeps no attempt records, so its threads have no "
-            "timeline: implement put_attempts and list_attempts (the memory, SQLite and "
-            "PostgreSQL savers do)"
-        )
+        raise NotImplementedError(_no_attempts(self))
 
     @property
     def records_attempts(self) -> bool:
@@ -393,6 +395,19 @@ class BaseCheckpointSaver(Generic[V]):
         )
 
     # one run per thread
+    def run_queue(self, make: Callable[[Dialect], RunPlan[T]], op: str) -> T:
+        """Run a plan of the durable run queue (``wf.submit``, workers) in one
+        transaction of this saver's database. Only savers of a database every
+        worker process can reach keep a queue."""
+        raise no_run_queue(self)
+
+    @property
+    def has_run_queue(self) -> bool:
+        return type(self).run_queue is not BaseCheckpointSaver.run_queue
+
+    async def arun_queue(self, make: Callable[[Dialect], RunPlan[T]], op: str) -> T:
+        return await self._in_thread(self.run_queue, make, op)
+
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:
         """Hold ``thread_id`` for one run; a second run of it fails fast
         (``ThreadBusyError``) or waits. This default covers one process;
@@ -452,7 +467,7 @@ class BaseCheckpointSaver(Generic[V]):
         task_id: str,
         task_path: str = "",
         *,
-        attempts: Sequence[AttemptRecord] = (),
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         if attempts:
             await self._in_thread(
@@ -494,11 +509,19 @@ class BaseCheckpointSaver(Generic[V]):
     async def aput_thread_control(self, thread_id: str, mark: str | None) -> None:
         await self._in_thread(self.put_thread_control, thread_id, mark)
 
-    async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+    async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         await self._in_thread(self.put_attempts, thread_id, records)
 
     async def alist_attempts(self, thread_id: str) -> AttemptList:
         return await self._in_thread(self.list_attempts, thread_id)
+
+
+def _no_attempts(saver: BaseCheckpointSaver[Any]) -> str:
+    return (
+        f"{type(saver).__name__} keeps no attempt records, so its threads have no "
+        "timeline: implement put_attempts and list_attempts (the memory, SQLite and "
+        "PostgreSQL savers do)"
+    )
 
 
 class _held(AbstractContextManager[None]):

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, ExitStack
-from dataclasses import replace
 from typing import Any, Literal, Self, TypeVar
 
 from pregelkit._internal._constants import (
@@ -22,7 +21,12 @@ from pregelkit._internal._constants import (
     CONFIG_KEY_THREAD_ID,
     WRITES_IDX_MAP,
 )
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord, attempt_order
+from pregelkit.checkpoint.attempts import (
+    AttemptList,
+    AttemptRow,
+    attempt_from_row,
+    attempt_order,
+)
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -99,8 +103,9 @@ class InMemorySaver(
             for table in tables:
                 self.stack.enter_context(table)
         self.controls: dict[str, str] = {}
-        self.attempts: dict[str, dict[tuple[str, str, str, int], AttemptRecord]] = {}
-        """Attempt records by thread, keyed (namespace, run, task id, attempt)."""
+        self.attempts: dict[str, list[AttemptRow]] = {}
+        """Attempt rows by thread, as saved (a row per save; ``_merged`` keeps
+        one per attempt)."""
         # One lock for all three tables: workers call put_writes concurrently,
         # and readers must not see a checkpoint without its blobs.
         self._lock = threading.Lock()
@@ -164,7 +169,7 @@ class InMemorySaver(
         task_id: str,
         task_path: str = "",
         *,
-        attempts: Sequence[AttemptRecord] = (),
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         """Record a task's writes against the checkpoint ``config`` names,
         with ``attempts`` (under the same lock: a reader sees both or neither).
@@ -210,24 +215,22 @@ class InMemorySaver(
             if attempts:
                 self._put_attempts(thread_id, attempts)
 
-    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         with self._lock:
             self._put_attempts(str(thread_id), records)
 
-    def _put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+    def _put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
+        # an append: rows are merged by key when read (see _merged)
         table = self.attempts.get(thread_id)
         if table is None:
-            table = self.attempts[thread_id] = {}
-        for rec in records:
-            key = (rec.checkpoint_ns, rec.run_id, rec.task_id, rec.attempt)
-            if rec.outcome is None and key in table:
-                continue  # a start record never replaces the finished one
-            table[key] = rec
+            self.attempts[thread_id] = list(records)
+        else:
+            table.extend(records)
 
     def list_attempts(self, thread_id: str) -> AttemptList:
         with self._lock:
-            records = list(self.attempts.get(str(thread_id), {}).values())
-        return sorted(records, key=attempt_order)
+            rows = _merged(self.attempts.get(str(thread_id), ()))
+        return sorted(map(attempt_from_row, rows), key=attempt_order)
 
     def delete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, write and blob of ``thread_id``."""
@@ -281,7 +284,7 @@ class InMemorySaver(
             if records := self.attempts.get(source_thread_id):
                 self._put_attempts(
                     target_thread_id,
-                    [replace(rec, thread_id=target_thread_id) for rec in records.values()],
+                    [(target_thread_id, *row[1:]) for row in _merged(records)],
                 )
             for (thread_id, ns, channel, version), blob in list(self.blobs.items()):
                 if thread_id == source_thread_id:
@@ -331,8 +334,8 @@ class InMemorySaver(
                     self.controls.pop(thread_id, None)
                     self.attempts.pop(thread_id, None)
                 elif table := self.attempts.get(thread_id):
-                    latest = max(key[1] for key in table)
-                    self.attempts[thread_id] = {k: v for k, v in table.items() if k[1] == latest}
+                    latest = max(row[2] for row in table)  # run ids sort by time
+                    self.attempts[thread_id] = [row for row in _merged(table) if row[2] == latest]
             for (thread_id, ns), (checkpoint_id, stored) in kept.items():
                 self.storage[thread_id][ns][checkpoint_id] = stored
             self._forget_rows(targets, kept_writes, kept_blobs)
@@ -533,6 +536,18 @@ class InMemorySaver(
         """Everything is in memory: the base saver's async twins run their sync
         method inline, without a worker thread."""
         return fn(*args, **kwargs)
+
+
+def _merged(rows: Iterable[AttemptRow]) -> list[AttemptRow]:
+    """One row per attempt (namespace, run, task id, attempt): the finished
+    one if any (a start row never replaces it), else the latest start."""
+    by_key: dict[tuple[Any, ...], AttemptRow] = {}
+    for row in rows:
+        key = (row[1], row[2], row[4], row[6])
+        if row[9] is None and key in by_key:
+            continue
+        by_key[key] = row
+    return list(by_key.values())
 
 
 MemorySaver = InMemorySaver

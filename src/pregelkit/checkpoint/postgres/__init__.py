@@ -37,8 +37,9 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
+from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -268,7 +269,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
         *,
-        attempts: Sequence[AttemptRecord] = (),
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
@@ -280,7 +281,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             writes=True,
         )
 
-    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         self._run(partial(_core.put_attempts, records), "put_attempts", str(thread_id), writes=True)
 
     def list_attempts(self, thread_id: str) -> AttemptList:
@@ -327,6 +328,11 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         self._run(partial(_core.prune, thread_ids, strategy), "prune")
 
     # one run per thread
+
+    def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
+        """Run a queue plan in one transaction; claims use ``FOR UPDATE SKIP
+        LOCKED``, so workers take different runs without waiting for each other."""
+        return self._run(lambda: _core.queue_plan(make(_runqueue.POSTGRES)), op)
 
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:
         """Hold ``thread_id`` for one run, against other threads and processes:

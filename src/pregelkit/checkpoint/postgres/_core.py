@@ -25,6 +25,7 @@ from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 import psycopg
 
+from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._rows import (
     RESEAL_SELECTS,
@@ -37,7 +38,7 @@ from pregelkit.checkpoint._rows import (
     list_scope,
     reseal_params,
 )
-from pregelkit.checkpoint.attempts import AttemptRecord, attempt_from_row, attempt_row
+from pregelkit.checkpoint.attempts import AttemptRecord, AttemptRow, attempt_from_row
 from pregelkit.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
@@ -373,6 +374,9 @@ def put(
     new_versions: ChannelVersions,
 ) -> Plan[RunnableConfig]:
     row, blobs = encode_checkpoint(serde, config, checkpoint, metadata, new_versions)
+    lease = _runqueue.lease_of(config)
+    if lease is not None:
+        yield from queue_plan(_runqueue.check_fence(_runqueue.POSTGRES, lease, "put"))
     if blobs:
         yield Statement(_sql.INSERT_BLOB, blobs, fetch="many")
     yield Statement(_sql.UPSERT_CHECKPOINT, row)
@@ -385,22 +389,41 @@ def put_writes(
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
-    attempts: Sequence[AttemptRecord] = (),
+    attempts: Sequence[AttemptRow] = (),
 ) -> Plan[None]:
     rows = encode_writes(serde, config, writes, task_id, task_path)
+    lease = _runqueue.lease_of(config)
+    if lease is not None and (rows or attempts):
+        yield from queue_plan(_runqueue.check_fence(_runqueue.POSTGRES, lease, "put_writes"))
     if rows:
         yield Statement(_sql.UPSERT_WRITE, rows, fetch="many")
     if attempts:
         yield from put_attempts(attempts)
 
 
-def put_attempts(records: Sequence[AttemptRecord]) -> Plan[None]:
-    yield Statement(_sql.UPSERT_ATTEMPT, [attempt_row(rec) for rec in records], fetch="many")
+def put_attempts(records: Sequence[AttemptRow]) -> Plan[None]:
+    yield Statement(_sql.UPSERT_ATTEMPT, list(records), fetch="many")
 
 
 def list_attempts(thread_id: str) -> Plan[list[AttemptRecord]]:
     rows = yield Statement(_sql.SELECT_ATTEMPTS, (thread_id,), fetch="all")
     return [attempt_from_row(tuple(row)) for row in rows]
+
+
+def queue_plan(plan: _runqueue.RunPlan[T]) -> Plan[T]:
+    """A run-queue plan (checkpoint/_runqueue.py) as a plan of this module."""
+    value: Any = None
+    while True:
+        try:
+            query = plan.send(value)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        try:
+            value = yield Statement(query.sql, query.params, query.fetch)
+        except BaseException:
+            plan.close()
+            raise
 
 
 def delete_thread(thread_id: str) -> Plan[None]:

@@ -15,6 +15,7 @@ from typing import Any
 import xxhash
 
 from pregelkit.checkpoint._rows import ListScope, StoredCheckpoint, filter_json
+from pregelkit.checkpoint.attempts import attempt_sql
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -96,6 +97,50 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    (
+        # the durable run queue (checkpoint/_runqueue.py): one row per run
+        # request; fence grows by one at each claim, lease_until is seconds
+        # since the epoch by the database's clock
+        """
+        CREATE TABLE pregelkit_runs (
+            run_id text PRIMARY KEY,
+            thread_id text NOT NULL,
+            workflow text NOT NULL,
+            status text NOT NULL,
+            priority integer NOT NULL,
+            input_type text NOT NULL,
+            input bytea NOT NULL,
+            config_type text NOT NULL,
+            config bytea NOT NULL,
+            fence bigint NOT NULL DEFAULT 0,
+            worker text,
+            lease_until double precision,
+            attempts integer NOT NULL DEFAULT 0,
+            cancel_requested integer NOT NULL DEFAULT 0,
+            result_type text,
+            result bytea,
+            error text,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            finished_at double precision
+        )
+        """,
+        # one queued-or-running run per thread: what makes submit idempotent
+        """
+        CREATE UNIQUE INDEX pregelkit_runs_active ON pregelkit_runs (thread_id)
+        WHERE status IN ('queued', 'running')
+        """,
+        "CREATE INDEX pregelkit_runs_queue ON pregelkit_runs (status, priority, created_at)",
+        "CREATE INDEX pregelkit_runs_thread ON pregelkit_runs (thread_id, created_at)",
+        """
+        CREATE TABLE pregelkit_workers (
+            worker_id text PRIMARY KEY,
+            workflows text NOT NULL,
+            seen_at double precision NOT NULL,
+            stopped integer NOT NULL DEFAULT 0
+        )
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
@@ -120,34 +165,7 @@ polls instead of blocking in ``pg_advisory_lock`` because the lock connection
 is shared by every lock the process holds: a blocked call would keep other
 runs from releasing theirs."""
 
-ATTEMPT_COLUMNS = (
-    "thread_id, checkpoint_ns, run_id, step, task_id, name, attempt, started_at, ended_at, "
-    "outcome, error_type, error_message, pid, host, worker"
-)
-"""The columns of an attempt row, in ``AttemptRecord`` field order."""
-
-# A finished record replaces the start record; a start record replaces nothing.
-UPSERT_ATTEMPT = f"""
-INSERT INTO pregelkit_attempts ({ATTEMPT_COLUMNS})
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (thread_id, run_id, checkpoint_ns, task_id, attempt) DO UPDATE SET
-    step = EXCLUDED.step,
-    name = EXCLUDED.name,
-    started_at = EXCLUDED.started_at,
-    ended_at = EXCLUDED.ended_at,
-    outcome = EXCLUDED.outcome,
-    error_type = EXCLUDED.error_type,
-    error_message = EXCLUDED.error_message,
-    pid = EXCLUDED.pid,
-    host = EXCLUDED.host,
-    worker = EXCLUDED.worker
-WHERE EXCLUDED.outcome IS NOT NULL
-"""
-
-SELECT_ATTEMPTS = f"""
-SELECT {ATTEMPT_COLUMNS} FROM pregelkit_attempts WHERE thread_id = %s
-ORDER BY started_at, run_id, attempt, task_id
-"""
+UPSERT_ATTEMPT, SELECT_ATTEMPTS, _COPY_ATTEMPTS = attempt_sql("%s")
 
 UPSERT_CHECKPOINT = """
 INSERT INTO pregelkit_checkpoints (
@@ -262,12 +280,7 @@ COPY_THREAD = (
         value = EXCLUDED.value,
         task_path = EXCLUDED.task_path
     """,
-    f"""
-    INSERT INTO pregelkit_attempts ({ATTEMPT_COLUMNS})
-    SELECT %s, {ATTEMPT_COLUMNS.split(", ", 1)[1]}
-    FROM pregelkit_attempts WHERE thread_id = %s
-    ON CONFLICT DO NOTHING
-    """,
+    _COPY_ATTEMPTS,
 )
 
 # Parameter: thread id. Keeps each namespace's latest checkpoint, its writes and

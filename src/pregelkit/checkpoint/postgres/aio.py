@@ -28,8 +28,9 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
+from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -266,7 +267,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
         *,
-        attempts: Sequence[AttemptRecord] = (),
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
@@ -278,7 +279,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             writes=True,
         )
 
-    async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+    async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         await self._run(
             partial(_core.put_attempts, records), "put_attempts", str(thread_id), writes=True
         )
@@ -322,6 +323,15 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     ) -> None:
         """Drop the history of threads (see ``PostgresSaver.prune``)."""
         await self._run(partial(_core.prune, thread_ids, strategy), "prune")
+
+    async def arun_queue(
+        self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str
+    ) -> T:
+        """Run a queue plan in one transaction (see ``PostgresSaver.run_queue``)."""
+        return await self._run(lambda: _core.queue_plan(make(_runqueue.POSTGRES)), op)
+
+    def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
+        return self._sync(self.arun_queue(make, op), "run_queue")
 
     def alock_thread(
         self, thread_id: str, *, wait: bool = False
@@ -403,13 +413,13 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
         *,
-        attempts: Sequence[AttemptRecord] = (),
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         self._sync(
             self.aput_writes(config, writes, task_id, task_path, attempts=attempts), "put_writes"
         )
 
-    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         self._sync(self.aput_attempts(thread_id, records), "put_attempts")
 
     def list_attempts(self, thread_id: str) -> AttemptList:

@@ -52,7 +52,11 @@ class _CheckingPickler(pickle.Pickler):
         ):
             self._check_global(obj, getattr(obj, "__module__", None), obj.__qualname__)
             return NotImplemented
-        reduce = copyreg.dispatch_table.get(type(obj))
+        # An exception pickles as cls(*args) plus its state, whatever a library
+        # registered for it: tblib (imported by dask's distributed) registers a
+        # reducer for every exception class that names its own module's
+        # function, which the loader would rightly refuse.
+        reduce = None if isinstance(obj, BaseException) else copyreg.dispatch_table.get(type(obj))
         rv = reduce(obj) if reduce is not None else obj.__reduce_ex__(PROTOCOL)
         if isinstance(rv, str):
             self._check_global(obj, _whichmodule(obj, rv), rv)

@@ -31,6 +31,7 @@ from typing import Any, Literal, TypeVar
 
 import xxhash
 
+from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._rows import (
     RESEAL_SELECTS,
@@ -44,7 +45,7 @@ from pregelkit.checkpoint._rows import (
     list_scope,
     reseal_params,
 )
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord, attempt_from_row, attempt_row
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRow, attempt_from_row
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -70,6 +71,8 @@ _BUSY = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED: another connection hold
 _FILE_FAULTS = frozenset(
     {3, 8, 10, 11, 13, 14, 26}
 )  # PERM READONLY IOERR CORRUPT FULL CANTOPEN NOTADB
+
+_SQL = _runqueue.SQLITE
 
 _CheckpointRow = tuple[str, str, str, "str | None", str, bytes, str, bytes, str]
 
@@ -318,8 +321,11 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
         with blobs for the channels in ``new_versions`` only."""
         row, blobs = encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions)
+        lease = _runqueue.lease_of(config)
 
         def put(conn: sqlite3.Connection) -> None:
+            if lease is not None:
+                _runqueue.drive_sqlite(conn, _runqueue.check_fence(_SQL, lease, "put"))
             conn.executemany(_sql.INSERT_BLOB, blobs)
             conn.execute(_sql.UPSERT_CHECKPOINT, row)
 
@@ -333,26 +339,33 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
         *,
-        attempts: Sequence[AttemptRecord] = (),
+        attempts: Sequence[AttemptRow] = (),
     ) -> None:
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
         already stored is kept. ``attempts`` go in the same transaction."""
         encoded = encode_writes(self.serde, config, writes, task_id, task_path)
-        if not encoded:
-            if attempts:
-                self.put_attempts(thread_coordinates(config)[0], attempts)
+        if not encoded and not attempts:
             return
         rows = [(*row, seq) for row, seq in zip(encoded, _next_seqs(len(encoded)))]
-        if attempts:
-            records = [attempt_row(rec) for rec in attempts]
+        lease = _runqueue.lease_of(config)
+        if attempts or lease is not None:
 
             def put(conn: sqlite3.Connection) -> None:
+                if lease is not None:
+                    # a leased run's write checks its fence in the same transaction
+                    _runqueue.drive_sqlite(conn, _runqueue.check_fence(_SQL, lease, "put_writes"))
                 conn.executemany(_sql.UPSERT_WRITE, rows)
-                conn.executemany(_sql.UPSERT_ATTEMPT, records)
+                conn.executemany(_sql.UPSERT_ATTEMPT, attempts)
 
-            self._attempt(put, "put_writes", encoded[0][0], write=True)
+            self._attempt(put, "put_writes", thread_coordinates(config)[0], write=True)
             return
+        self._put_rows(_sql.UPSERT_WRITE, rows, "put_writes", encoded[0][0])
+
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
+        self._put_rows(_sql.UPSERT_ATTEMPT, records, "put_attempts", str(thread_id))
+
+    def _put_rows(self, sql: str, rows: Sequence[Any], operation: str, thread_id: str) -> None:
         if len(rows) == 1:
             # one statement is its own transaction: no BEGIN/COMMIT round trips
             # for the common case of a task that made one write
@@ -360,35 +373,11 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                 with self._lock:
                     if not self._ready:
                         self._setup_locked()
-                    self.conn.execute(_sql.UPSERT_WRITE, rows[0])
+                    self.conn.execute(sql, rows[0])
                 return
             except sqlite3.DatabaseError:
                 pass  # let the retrying path below decide what this was
-        self._attempt(
-            lambda conn: conn.executemany(_sql.UPSERT_WRITE, rows),
-            "put_writes",
-            encoded[0][0],
-            write=True,
-        )
-
-    def put_attempts(self, thread_id: str, records: Sequence[AttemptRecord]) -> None:
-        rows = [attempt_row(rec) for rec in records]
-        if len(rows) == 1:
-            # one statement is its own transaction (an attempt's start, usually)
-            try:
-                with self._lock:
-                    if not self._ready:
-                        self._setup_locked()
-                    self.conn.execute(_sql.UPSERT_ATTEMPT, rows[0])
-                return
-            except sqlite3.DatabaseError:
-                pass  # let the retrying path below decide what this was
-        self._attempt(
-            lambda conn: conn.executemany(_sql.UPSERT_ATTEMPT, rows),
-            "put_attempts",
-            str(thread_id),
-            write=True,
-        )
+        self._attempt(lambda conn: conn.executemany(sql, rows), operation, thread_id, write=True)
 
     def list_attempts(self, thread_id: str) -> AttemptList:
         rows = self._attempt(
@@ -468,6 +457,13 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                 conn.execute(_sql.DELETE_THREAD_CONTROL, (str(thread_id),))
             else:
                 conn.execute(_sql.UPSERT_THREAD_CONTROL, (str(thread_id), mark))
+
+    # the run queue (checkpoint/_runqueue.py)
+
+    def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
+        """Run a queue plan in one ``BEGIN IMMEDIATE`` transaction: claims by
+        several worker processes are serialized by SQLite's write lock."""
+        return self._attempt(lambda conn: _runqueue.drive_sqlite(conn, make(_SQL)), op, write=True)
 
     # one run per thread
 

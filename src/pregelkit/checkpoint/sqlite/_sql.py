@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pregelkit.checkpoint._rows import ListScope, filter_json
+from pregelkit.checkpoint.attempts import attempt_sql
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -95,6 +96,50 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) WITHOUT ROWID
         """,
     ),
+    (
+        # the durable run queue (checkpoint/_runqueue.py): one row per run
+        # request; fence grows by one at each claim, lease_until is seconds
+        # since the epoch by the database's clock
+        """
+        CREATE TABLE pregelkit_runs (
+            run_id TEXT PRIMARY KEY,
+            thread_id TEXT NOT NULL,
+            workflow TEXT NOT NULL,
+            status TEXT NOT NULL,
+            priority INTEGER NOT NULL,
+            input_type TEXT NOT NULL,
+            input BLOB NOT NULL,
+            config_type TEXT NOT NULL,
+            config BLOB NOT NULL,
+            fence INTEGER NOT NULL DEFAULT 0,
+            worker TEXT,
+            lease_until REAL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            result_type TEXT,
+            result BLOB,
+            error TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            finished_at REAL
+        )
+        """,
+        # one queued-or-running run per thread: what makes submit idempotent
+        """
+        CREATE UNIQUE INDEX pregelkit_runs_active ON pregelkit_runs (thread_id)
+        WHERE status IN ('queued', 'running')
+        """,
+        "CREATE INDEX pregelkit_runs_queue ON pregelkit_runs (status, priority, created_at)",
+        "CREATE INDEX pregelkit_runs_thread ON pregelkit_runs (thread_id, created_at)",
+        """
+        CREATE TABLE pregelkit_workers (
+            worker_id TEXT PRIMARY KEY,
+            workflows TEXT NOT NULL,
+            seen_at REAL NOT NULL,
+            stopped INTEGER NOT NULL DEFAULT 0
+        )
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
@@ -109,34 +154,7 @@ RECORD_MIGRATION = (
     "INSERT INTO pregelkit_migrations (version, applied_at) VALUES (?, datetime('now'))"
 )
 
-ATTEMPT_COLUMNS = (
-    "thread_id, checkpoint_ns, run_id, step, task_id, name, attempt, started_at, ended_at, "
-    "outcome, error_type, error_message, pid, host, worker"
-)
-"""The columns of an attempt row, in ``AttemptRecord`` field order."""
-
-# A finished record replaces the start record; a start record replaces nothing.
-UPSERT_ATTEMPT = f"""
-INSERT INTO pregelkit_attempts ({ATTEMPT_COLUMNS})
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (thread_id, run_id, checkpoint_ns, task_id, attempt) DO UPDATE SET
-    step = excluded.step,
-    name = excluded.name,
-    started_at = excluded.started_at,
-    ended_at = excluded.ended_at,
-    outcome = excluded.outcome,
-    error_type = excluded.error_type,
-    error_message = excluded.error_message,
-    pid = excluded.pid,
-    host = excluded.host,
-    worker = excluded.worker
-WHERE excluded.outcome IS NOT NULL
-"""
-
-SELECT_ATTEMPTS = f"""
-SELECT {ATTEMPT_COLUMNS} FROM pregelkit_attempts WHERE thread_id = ?
-ORDER BY started_at, run_id, attempt, task_id
-"""
+UPSERT_ATTEMPT, SELECT_ATTEMPTS, _COPY_ATTEMPTS = attempt_sql("?")
 
 UPSERT_CHECKPOINT = """
 INSERT INTO pregelkit_checkpoints (
@@ -249,12 +267,7 @@ COPY_THREAD = (
         value = excluded.value,
         task_path = excluded.task_path
     """,
-    f"""
-    INSERT INTO pregelkit_attempts ({ATTEMPT_COLUMNS})
-    SELECT ?, {ATTEMPT_COLUMNS.split(", ", 1)[1]}
-    FROM pregelkit_attempts WHERE thread_id = ?
-    ON CONFLICT DO NOTHING
-    """,
+    _COPY_ATTEMPTS,
 )
 
 # Parameter: thread id. Keeps each namespace's latest checkpoint, its writes and

@@ -1,0 +1,417 @@
+"""The durable run queue's SQL and decisions, written once for SQLite and PostgreSQL.
+
+A run request (``wf.submit``) is a row of ``pregelkit_runs``; workers claim
+rows, hold each with a lease they renew, and record how the run ended. Every
+operation is a *plan*: a generator yielding :class:`Query` objects and sent
+back their rows, driven by the saver in one transaction of its own (SQLite:
+``BEGIN IMMEDIATE``, so claims are serialized; PostgreSQL: ``SELECT ... FOR
+UPDATE SKIP LOCKED``, so workers claim different rows without waiting for
+each other). Only the SQL spelling differs, in :class:`Dialect`.
+
+Each claim adds one to the run's ``fence``. A worker's checkpoint and write
+transactions of that run check the fence they were given (``check_fence``):
+once another worker has claimed the run, the old one can write nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias, TypeVar
+
+from pregelkit._internal._constants import CONF, CONFIG_KEY_LEASE
+from pregelkit.errors import LeaseLostError
+
+__all__ = [
+    "ACTIVE",
+    "CANCELLED",
+    "DONE",
+    "FAILED",
+    "FINISHED",
+    "INTERRUPTED",
+    "POSTGRES",
+    "QUEUED",
+    "RUNNING",
+    "SQLITE",
+    "STATUSES",
+    "Claimed",
+    "Dialect",
+    "Query",
+    "RunPlan",
+    "lease_of",
+]
+
+T = TypeVar("T")
+
+QUEUED = "queued"
+RUNNING = "running"
+INTERRUPTED = "interrupted"
+DONE = "done"
+FAILED = "failed"
+CANCELLED = "cancelled"
+STATUSES = (QUEUED, RUNNING, INTERRUPTED, DONE, FAILED, CANCELLED)
+ACTIVE = (QUEUED, RUNNING)
+FINISHED = (INTERRUPTED, DONE, FAILED, CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One statement: ``fetch`` ``"one"`` sends back the first row (or
+    ``None``), ``"all"`` every row, ``None`` nothing."""
+
+    sql: str
+    params: Sequence[Any] = ()
+    fetch: Literal["one", "all"] | None = None
+
+
+RunPlan: TypeAlias = Generator[Query, Any, T]
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """How one database spells what the queue needs. SQL is written with
+    ``?`` placeholders and ``{now}`` (the database's clock, in seconds since
+    the epoch: leases are judged by one clock, not by each worker's)."""
+
+    name: str
+    now: str
+    skip_locked: str
+    share_lock: str
+    placeholder: str
+    mark_cancelled: str
+
+    def q(
+        self, sql: str, params: Sequence[Any] = (), fetch: Literal["one", "all"] | None = None
+    ) -> Query:
+        sql = sql.replace("{now}", self.now).replace("{skip_locked}", self.skip_locked)
+        sql = sql.replace("{share_lock}", self.share_lock)
+        if self.placeholder != "?":
+            sql = sql.replace("?", self.placeholder)
+        return Query(sql, tuple(params), fetch)
+
+
+SQLITE = Dialect(
+    name="sqlite",
+    now="((julianday('now') - 2440587.5) * 86400.0)",
+    skip_locked="",
+    share_lock="",
+    placeholder="?",
+    mark_cancelled="""
+        INSERT INTO pregelkit_thread_control (thread_id, mark, updated_at)
+        VALUES (?, 'cancelled', datetime('now'))
+        ON CONFLICT (thread_id) DO UPDATE SET mark = excluded.mark,
+            updated_at = excluded.updated_at
+    """,
+)
+POSTGRES = Dialect(
+    name="postgres",
+    now="extract(epoch from clock_timestamp())::float8",
+    skip_locked=" FOR UPDATE SKIP LOCKED",
+    # a claim (an UPDATE of the row) waits for the writes that checked the
+    # fence to commit: what they wrote happened while the lease was theirs
+    share_lock=" FOR SHARE",
+    placeholder="%s",
+    mark_cancelled="""
+        INSERT INTO pregelkit_thread_control (thread_id, mark) VALUES (?, 'cancelled')
+        ON CONFLICT (thread_id) DO UPDATE SET mark = excluded.mark, updated_at = now()
+    """,
+)
+
+
+def lease_of(config: Any) -> tuple[str, int] | None:
+    """The lease (run id, fence) a worker gave this run, from its config;
+    ``None`` for a run no worker started (a dict lookup: all it costs them)."""
+    lease: tuple[str, int] | None = (config.get(CONF) or {}).get(CONFIG_KEY_LEASE)
+    return lease
+
+
+FENCE = "SELECT 1 FROM pregelkit_runs WHERE run_id = ? AND fence = ? AND status = 'running'"
+
+
+def check_fence(d: Dialect, lease: tuple[str, int], operation: str) -> RunPlan[None]:
+    """Part of a write transaction of a leased run: refuse it (rolled back
+    whole) unless the lease is still the run's current one."""
+    run_id, fence = lease
+    row = yield d.q(FENCE + "{share_lock}", (run_id, fence), "one")
+    if row is None:
+        raise LeaseLostError(run_id, fence, operation)
+
+
+# submitting and looking
+
+
+_RUN_COLUMNS = """run_id, thread_id, workflow, status, priority, fence, worker,
+    lease_until - {now}, attempts, cancel_requested, error, created_at, finished_at"""
+
+
+def submit(
+    d: Dialect,
+    thread_id: str,
+    workflow: str,
+    priority: int,
+    input: tuple[str, bytes],
+    config: tuple[str, bytes],
+) -> RunPlan[tuple[str, bool]]:
+    """Queue a run of ``thread_id``; (run id, True) if queued now, or the
+    run already queued or running for the thread and False."""
+    run_id = str(uuid.uuid4())
+    row = yield d.q(
+        """
+        INSERT INTO pregelkit_runs (run_id, thread_id, workflow, status, priority,
+            input_type, input, config_type, config, created_at, updated_at)
+        VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, {now}, {now})
+        ON CONFLICT (thread_id) WHERE status IN ('queued', 'running') DO NOTHING
+        RETURNING run_id
+        """,
+        (run_id, thread_id, workflow, priority, *input, *config),
+        "one",
+    )
+    if row is None:
+        existing = yield d.q(
+            "SELECT run_id FROM pregelkit_runs "
+            "WHERE thread_id = ? AND status IN ('queued', 'running')",
+            (thread_id,),
+            "one",
+        )
+        if existing is not None:
+            return str(existing[0]), False
+        raise RuntimeError(f"could not queue a run of thread {thread_id!r}: try again")
+    # asking for a run of a thread is asking for it to run: a cancel mark
+    # left by an earlier run no longer applies (as `pregelkit resume` does)
+    yield d.q(
+        "DELETE FROM pregelkit_thread_control WHERE thread_id = ? AND mark = 'cancelled'",
+        (thread_id,),
+    )
+    return run_id, True
+
+
+def get(d: Dialect, run_id: str) -> RunPlan[tuple[Any, ...] | None]:
+    """The run's row: ``_RUN_COLUMNS`` then the stored result."""
+    row: tuple[Any, ...] | None = yield d.q(
+        f"SELECT {_RUN_COLUMNS}, result_type, result FROM pregelkit_runs WHERE run_id = ?",
+        (run_id,),
+        "one",
+    )
+    return row
+
+
+def latest_of_thread(d: Dialect, thread_id: str) -> RunPlan[str | None]:
+    row = yield d.q(
+        "SELECT run_id FROM pregelkit_runs WHERE thread_id = ? "
+        "ORDER BY created_at DESC, run_id DESC LIMIT 1",
+        (thread_id,),
+        "one",
+    )
+    return None if row is None else str(row[0])
+
+
+def list_runs(
+    d: Dialect, status: str | None, limit: int, live_seconds: float
+) -> RunPlan[tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]]:
+    """Runs newest first (of one status, or all), and the workers seen in
+    the last ``live_seconds``: (worker id, workflows, seconds since seen)."""
+    where, params = ("WHERE status = ?", [status]) if status else ("", [])
+    runs = yield d.q(
+        f"SELECT {_RUN_COLUMNS} FROM pregelkit_runs {where} "
+        "ORDER BY created_at DESC, run_id DESC LIMIT ?",
+        (*params, limit),
+        "all",
+    )
+    workers = yield d.q(
+        "SELECT worker_id, workflows, {now} - seen_at FROM pregelkit_workers "
+        "WHERE stopped = 0 AND seen_at > {now} - ? ORDER BY worker_id",
+        (live_seconds,),
+        "all",
+    )
+    return list(runs), list(workers)
+
+
+def cancel(d: Dialect, run_id: str) -> RunPlan[str | None]:
+    """A queued run is cancelled at once; a running one is asked to stop (its
+    thread is marked, which the run polls). Returns the status it has then."""
+    row = yield d.q(
+        "UPDATE pregelkit_runs SET status = 'cancelled', finished_at = {now}, "
+        "updated_at = {now}, error = 'cancelled before it started' "
+        "WHERE run_id = ? AND status = 'queued' RETURNING status",
+        (run_id,),
+        "one",
+    )
+    if row is not None:
+        return CANCELLED
+    row = yield d.q(
+        "UPDATE pregelkit_runs SET cancel_requested = 1, updated_at = {now} "
+        "WHERE run_id = ? AND status = 'running' RETURNING thread_id",
+        (run_id,),
+        "one",
+    )
+    if row is not None:
+        yield d.q(d.mark_cancelled, (row[0],))
+        return RUNNING
+    row = yield d.q("SELECT status FROM pregelkit_runs WHERE run_id = ?", (run_id,), "one")
+    return None if row is None else str(row[0])
+
+
+# serving
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A run a worker now holds, under lease ``fence``."""
+
+    run_id: str
+    thread_id: str
+    workflow: str
+    fence: int
+    attempts: int
+    input: tuple[str, bytes]
+    config: tuple[str, bytes]
+
+
+def claim(
+    d: Dialect, worker_id: str, workflows: Sequence[str], limit: int, lease_seconds: float
+) -> RunPlan[list[Claimed]]:
+    """Take up to ``limit`` runs of ``workflows``: queued ones, highest
+    priority first then oldest, and running ones whose lease expired."""
+    if limit <= 0 or not workflows:
+        return []
+    names = ", ".join("?" for _ in workflows)
+    rows = yield d.q(
+        f"""
+        SELECT run_id FROM pregelkit_runs
+        WHERE workflow IN ({names})
+          AND (status = 'queued' OR (status = 'running' AND lease_until < {{now}}))
+        ORDER BY priority DESC, created_at, run_id
+        LIMIT ?{{skip_locked}}
+        """,
+        (*workflows, limit),
+        "all",
+    )
+    claimed = []
+    for (run_id,) in rows:
+        row = yield d.q(
+            """
+            UPDATE pregelkit_runs SET status = 'running', fence = fence + 1, worker = ?,
+                lease_until = {now} + ?, attempts = attempts + 1, updated_at = {now}
+            WHERE run_id = ?
+            RETURNING run_id, thread_id, workflow, fence, attempts,
+                input_type, input, config_type, config
+            """,
+            (worker_id, lease_seconds, run_id),
+            "one",
+        )
+        run, thread, workflow, fence, attempts, itype, ivalue, ctype, cvalue = row
+        claimed.append(
+            Claimed(
+                str(run),
+                str(thread),
+                str(workflow),
+                int(fence),
+                int(attempts),
+                (str(itype), bytes(ivalue)),
+                (str(ctype), bytes(cvalue)),
+            )
+        )
+    return claimed
+
+
+def pending(d: Dialect, workflows: Sequence[str]) -> RunPlan[int]:
+    """How many runs of ``workflows`` are queued or running, wherever."""
+    names = ", ".join("?" for _ in workflows)
+    row = yield d.q(
+        f"SELECT count(*) FROM pregelkit_runs WHERE workflow IN ({names}) "
+        "AND status IN ('queued', 'running')",
+        tuple(workflows),
+        "one",
+    )
+    return int(row[0])
+
+
+def heartbeat(
+    d: Dialect,
+    worker_id: str,
+    workflows: Sequence[str],
+    held: Sequence[tuple[str, int]],
+    lease_seconds: float,
+) -> RunPlan[set[str]]:
+    """Renew the leases still ours and say the worker is alive; returns the
+    run ids whose lease was renewed (the others were lost)."""
+    yield d.q(
+        """
+        INSERT INTO pregelkit_workers (worker_id, workflows, seen_at, stopped)
+        VALUES (?, ?, {now}, 0)
+        ON CONFLICT (worker_id) DO UPDATE SET workflows = excluded.workflows,
+            seen_at = excluded.seen_at, stopped = 0
+        """,
+        (worker_id, "\n".join(workflows)),
+    )
+    kept = set()
+    for run_id, fence in held:
+        row = yield d.q(
+            "UPDATE pregelkit_runs SET lease_until = {now} + ?, updated_at = {now} "
+            "WHERE run_id = ? AND fence = ? AND status = 'running' RETURNING run_id",
+            (lease_seconds, run_id, fence),
+            "one",
+        )
+        if row is not None:
+            kept.add(run_id)
+    return kept
+
+
+def finish(
+    d: Dialect,
+    lease: tuple[str, int],
+    status: str,
+    result: tuple[str, bytes] | None,
+    error: str | None,
+) -> RunPlan[None]:
+    """Record how a run ended, if the lease is still ours."""
+    run_id, fence = lease
+    rtype, rvalue = result if result is not None else (None, None)
+    row = yield d.q(
+        """
+        UPDATE pregelkit_runs SET status = ?, result_type = ?, result = ?, error = ?,
+            lease_until = NULL, finished_at = {now}, updated_at = {now}
+        WHERE run_id = ? AND fence = ? AND status = 'running' RETURNING run_id
+        """,
+        (status, rtype, rvalue, error, run_id, fence),
+        "one",
+    )
+    if row is None:
+        raise LeaseLostError(run_id, fence, "recording how the run ended")
+
+
+def hand_back(d: Dialect, lease: tuple[str, int]) -> RunPlan[bool]:
+    """Give a run back to the queue (the worker is stopping); whether it was
+    still ours to give."""
+    run_id, fence = lease
+    row = yield d.q(
+        "UPDATE pregelkit_runs SET status = 'queued', worker = NULL, lease_until = NULL, "
+        "updated_at = {now} WHERE run_id = ? AND fence = ? AND status = 'running' "
+        "RETURNING run_id",
+        (run_id, fence),
+        "one",
+    )
+    return row is not None
+
+
+def worker_stopped(d: Dialect, worker_id: str) -> RunPlan[None]:
+    yield d.q("UPDATE pregelkit_workers SET stopped = 1 WHERE worker_id = ?", (worker_id,))
+
+
+def drive_sqlite(conn: Any, plan: RunPlan[T]) -> T:
+    """Run ``plan`` on a sqlite3 connection, inside the caller's transaction."""
+    value: Any = None
+    while True:
+        try:
+            query = plan.send(value)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        cur = conn.execute(query.sql, query.params)
+        if query.fetch == "one":
+            value = cur.fetchone()
+        elif query.fetch == "all":
+            value = cur.fetchall()
+        else:
+            value = None

@@ -1,0 +1,305 @@
+"""Queued runs: ``wf.submit(...)`` records a run request in the checkpointer's
+database and returns a :class:`RunHandle`; workers (``pregelkit.Worker``)
+claim and run the requests.
+
+The queue lives beside the checkpoints (``pregelkit_runs``), so a run and its
+checkpoints are in one database and one backup, and no other broker is
+needed. A thread has at most one queued or running run: submitting again
+while one is returns its handle (the thread id is the idempotency key, as a
+workflow id is in Temporal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
+from pregelkit.checkpoint import _runqueue
+from pregelkit.checkpoint._runqueue import (
+    CANCELLED,
+    DONE,
+    FAILED,
+    FINISHED,
+    INTERRUPTED,
+    QUEUED,
+    RUNNING,
+    STATUSES,
+)
+from pregelkit.errors import RunCancelledError, RunFailedError
+
+if TYPE_CHECKING:
+    from pregelkit.checkpoint.base import BaseCheckpointSaver
+
+__all__ = [
+    "CANCELLED",
+    "DONE",
+    "FAILED",
+    "INTERRUPTED",
+    "QUEUED",
+    "RUNNING",
+    "STATUSES",
+    "RunHandle",
+    "RunRecord",
+    "asubmit_run",
+    "list_runs",
+    "submit_run",
+]
+
+POLL_SECONDS = (0.02, 0.5)
+"""How often ``result()`` reads the run's row: from the first to the
+longest pause, doubling (a poll is one read by primary key)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One run request as the queue holds it.
+
+    ``lease_left``: seconds until the holder's lease expires (negative once
+    it has; ``None`` when no worker holds the run). ``waiting``: for a
+    queued run, why no worker takes it (set by :func:`list_runs`)."""
+
+    run_id: str
+    thread_id: str
+    workflow: str
+    status: str
+    priority: int
+    fence: int
+    worker: str | None
+    lease_left: float | None
+    attempts: int
+    cancel_requested: bool
+    error: str | None
+    created_at: float
+    finished_at: float | None
+    waiting: str | None = None
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...], waiting: str | None = None) -> RunRecord:
+        (run_id, thread, workflow, status, priority, fence, worker, lease_left) = row[:8]
+        attempts, cancel_requested, error, created_at, finished_at = row[8:13]
+        return cls(
+            str(run_id),
+            str(thread),
+            str(workflow),
+            str(status),
+            int(priority),
+            int(fence),
+            worker,
+            None if lease_left is None else float(lease_left),
+            int(attempts),
+            bool(cancel_requested),
+            error,
+            float(created_at),
+            None if finished_at is None else float(finished_at),
+            waiting,
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+def _request(
+    saver: BaseCheckpointSaver[Any],
+    workflow: str,
+    input: Any,
+    config: Mapping[str, Any] | None,
+    priority: int,
+) -> tuple[str, partial[_runqueue.RunPlan[tuple[str, bool]]]]:
+    """The thread and the submit plan; argument checks happen here, before
+    any database call."""
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority must be an int (higher runs first), got {priority!r}")
+    conf = (config or {}).get(CONF) or {}
+    thread_id = conf.get(CONFIG_KEY_THREAD_ID)
+    if thread_id is None or thread_id == "":
+        raise ValueError(
+            "submit() needs a thread id, the run's identity (submitting twice for one thread "
+            "returns the same run): pass config={'configurable': {'thread_id': '...'}}"
+        )
+    try:
+        stored_input = saver.serde.dumps_typed(input)
+        stored_config = saver.serde.dumps_typed(dict(config or {}))
+    except Exception as exc:
+        raise TypeError(
+            f"submit() stores the input and config in the database for a worker to load, "
+            f"but they cannot be serialized: {exc}"
+        ) from exc
+    plan = partial(
+        _runqueue.submit,
+        thread_id=str(thread_id),
+        workflow=workflow,
+        priority=priority,
+        input=stored_input,
+        config=stored_config,
+    )
+    return str(thread_id), plan
+
+
+def submit_run(
+    saver: BaseCheckpointSaver[Any],
+    workflow: str,
+    input: Any,
+    config: Mapping[str, Any] | None,
+    priority: int = 0,
+) -> RunHandle:
+    """Queue a run of the workflow named ``workflow`` (what ``wf.submit`` does)."""
+    thread_id, plan = _request(saver, workflow, input, config, priority)
+    run_id, _ = saver.run_queue(lambda d: plan(d), "submit")
+    return RunHandle(saver, run_id, thread_id)
+
+
+async def asubmit_run(
+    saver: BaseCheckpointSaver[Any],
+    workflow: str,
+    input: Any,
+    config: Mapping[str, Any] | None,
+    priority: int = 0,
+) -> RunHandle:
+    """The async twin of :func:`submit_run`."""
+    thread_id, plan = _request(saver, workflow, input, config, priority)
+    run_id, _ = await saver.arun_queue(lambda d: plan(d), "submit")
+    return RunHandle(saver, run_id, thread_id)
+
+
+def handle_of_thread(saver: BaseCheckpointSaver[Any], thread_id: str) -> RunHandle | None:
+    """The handle of the thread's latest queued run, if it has one."""
+    run_id = saver.run_queue(partial(_runqueue.latest_of_thread, thread_id=thread_id), "runs")
+    return None if run_id is None else RunHandle(saver, run_id, thread_id)
+
+
+LIVE_SECONDS = 60.0
+"""A worker not seen for this long no longer counts as serving its workflows."""
+
+
+def list_runs(
+    saver: BaseCheckpointSaver[Any], status: str | None = None, limit: int = 100
+) -> list[RunRecord]:
+    """Runs newest first; each queued run says why no worker takes it when
+    no live worker serves its workflow."""
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"unknown run status {status!r}: one of {', '.join(STATUSES)}")
+    rows, workers = saver.run_queue(
+        partial(_runqueue.list_runs, status=status, limit=limit, live_seconds=LIVE_SECONDS),
+        "runs",
+    )
+    served: set[str] = set()
+    for _, workflows, _ in workers:
+        served.update(str(workflows).split("\n"))
+    records = []
+    for row in rows:
+        waiting = None
+        if row[3] == QUEUED and row[2] not in served:
+            waiting = (
+                f"no live worker serves workflow {row[2]!r}"
+                + (f" (live workers serve: {', '.join(sorted(served))})" if served else "")
+                + f": start one with `pregelkit worker MODULE:{row[2]} --db URL`"
+            )
+        records.append(RunRecord.from_row(row, waiting))
+    return records
+
+
+class RunHandle:
+    """A queued run: its state, its result, and a way to cancel it. Holds
+    only ids, so a handle can be rebuilt anywhere with the same saver."""
+
+    def __init__(self, saver: BaseCheckpointSaver[Any], run_id: str, thread_id: str) -> None:
+        self.saver = saver
+        self.run_id = run_id
+        self.thread_id = thread_id
+
+    def __repr__(self) -> str:
+        return f"RunHandle(thread_id={self.thread_id!r}, run_id={self.run_id!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunHandle) and other.run_id == self.run_id
+
+    def __hash__(self) -> int:
+        return hash(self.run_id)
+
+    def _plan(self, d: _runqueue.Dialect) -> _runqueue.RunPlan[tuple[Any, ...] | None]:
+        return _runqueue.get(d, self.run_id)
+
+    def _row(self, row: tuple[Any, ...] | None) -> tuple[Any, ...]:
+        if row is None:
+            raise LookupError(f"run {self.run_id!r} is not in the queue any more")
+        return row
+
+    def record(self) -> RunRecord:
+        return RunRecord.from_row(self._row(self.saver.run_queue(self._plan, "run status")))
+
+    async def arecord(self) -> RunRecord:
+        row = await self.saver.arun_queue(self._plan, "run status")
+        return RunRecord.from_row(self._row(row))
+
+    def status(self) -> str:
+        """queued, running, interrupted, done, failed or cancelled."""
+        return self.record().status
+
+    async def astatus(self) -> str:
+        return (await self.arecord()).status
+
+    def cancel(self) -> str:
+        """Cancel the run: a queued run never starts; a running one stops at
+        its next task boundary on whichever worker holds it (what finished
+        is saved). Returns the status the run had then."""
+        status = self.saver.run_queue(partial(_runqueue.cancel, run_id=self.run_id), "cancel")
+        return str(self._row((status,))[0])
+
+    async def acancel(self) -> str:
+        status = await self.saver.arun_queue(
+            partial(_runqueue.cancel, run_id=self.run_id), "cancel"
+        )
+        return str(self._row((status,))[0])
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait for the run to end and return what ``invoke`` would have: the
+        workflow's output, or for a run stopped at ``interrupt()`` a dict with
+        the interrupts under ``"__interrupt__"``. Raises ``RunFailedError``,
+        ``RunCancelledError``, or ``TimeoutError`` after ``timeout`` seconds
+        (the run goes on; ask again)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = POLL_SECONDS[0]
+        while True:
+            row = self._row(self.saver.run_queue(self._plan, "run result"))
+            if row[3] in FINISHED:
+                return self._outcome(row)
+            pause = self._pause(deadline, pause, row[3])
+            time.sleep(pause)
+
+    async def aresult(self, timeout: float | None = None) -> Any:
+        """The async twin of :meth:`result`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = POLL_SECONDS[0]
+        while True:
+            row = self._row(await self.saver.arun_queue(self._plan, "run result"))
+            if row[3] in FINISHED:
+                return self._outcome(row)
+            pause = self._pause(deadline, pause, row[3])
+            await asyncio.sleep(pause)
+
+    def _pause(self, deadline: float | None, pause: float, status: str) -> float:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(
+                    f"run {self.run_id!r} of thread {self.thread_id!r} is still {status}; "
+                    "it goes on: call result() again to keep waiting"
+                )
+            return min(pause * 2, POLL_SECONDS[1], left)
+        return min(pause * 2, POLL_SECONDS[1])
+
+    def _outcome(self, row: tuple[Any, ...]) -> Any:
+        status, error = row[3], row[10]
+        if status == FAILED:
+            raise RunFailedError(self.thread_id, self.run_id, str(error))
+        if status == CANCELLED:
+            raise RunCancelledError(self.thread_id)
+        rtype, rvalue = row[13], row[14]
+        if rtype is None:
+            return None
+        return self.saver.serde.loads_typed((str(rtype), bytes(rvalue)))

@@ -1,0 +1,153 @@
+"""``pregelkit worker``, ``submit`` and ``runs``: the run queue from a shell.
+
+``worker`` serves the queued runs of the workflows it is given until SIGTERM
+or Ctrl-C (then it lets the runs it holds finish their started tasks and
+hands them back). ``submit`` queues a run and prints its id at once;
+``runs`` lists the queue, saying why a queued run waits when no live worker
+serves its workflow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from typing import Any, TextIO
+
+from pregelkit.cli._commands import _parse_json
+from pregelkit.cli._db import open_database
+from pregelkit.cli._errors import CliError
+from pregelkit.cli._render import _print_json, _short, _table
+from pregelkit.cli._target import load_target
+
+__all__ = ["register"]
+
+STATUSES = ("queued", "running", "interrupted", "done", "failed", "cancelled")
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``worker``, ``submit`` and ``runs`` to the ``pregelkit`` subcommands."""
+    p = sub.add_parser(
+        "worker",
+        parents=[common],
+        help="serve queued runs of workflows until SIGTERM or Ctrl-C",
+        description="Claim and run the queued runs (`pregelkit submit`, wf.submit) of the "
+        "workflows MODULE:NAME, up to --concurrency at a time. On SIGTERM or Ctrl-C it "
+        "claims nothing more, lets its runs finish their started tasks and hands them back.",
+    )
+    p.add_argument("entrypoints", nargs="+", metavar="MODULE:NAME", help="workflows to serve")
+    p.add_argument("--concurrency", type=int, default=8, help="runs at a time (default 8)")
+    p.add_argument(
+        "--lease", type=float, default=30.0, help="lease seconds (default 30): how long "
+        "a dead worker's runs wait before another worker takes them",
+    )  # fmt: skip
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser(
+        "submit",
+        parents=[common],
+        help="queue a run of a workflow for a worker",
+        description="Queue a run of MODULE:NAME on --input for `pregelkit worker` to run, and "
+        "print its run id. Submitting for a thread that has a queued or running run "
+        "prints that run instead.",
+    )
+    p.add_argument("entrypoint", metavar="MODULE:NAME")
+    p.add_argument("--input", required=True, metavar="JSON", help="the input, as JSON")
+    p.add_argument("--thread", required=True, metavar="ID", help="the thread (the run's id)")
+    p.add_argument("--priority", type=int, default=0, help="higher is taken first (default 0)")
+    p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("runs", parents=[common], help="list queued, running and ended runs")
+    p.add_argument("--status", choices=STATUSES, help="only runs in this status")
+    p.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    p.set_defaults(func=cmd_runs)
+
+
+def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
+    from pregelkit.worker import Worker
+
+    if args.concurrency < 1:
+        raise CliError(f"--concurrency must be at least 1, got {args.concurrency}")
+    if not 0.1 <= args.lease <= 86400:
+        raise CliError(f"--lease must be between 0.1 and 86400 seconds, got {args.lease}")
+    graphs = [load_target(spec).graph for spec in args.entrypoints]
+    names = [str(g.name) for g in graphs]
+    if len(set(names)) != len(names):
+        raise CliError(f"two of the workflows have the same name ({names}): names must differ")
+    _log_to_stderr()
+    with open_database(args.db, create=True, pool_size=args.concurrency + 2) as db:
+        worker = Worker(graphs, db.saver, concurrency=args.concurrency, lease_seconds=args.lease)
+        if args.json:
+            _print_json({"event": "worker", "worker_id": worker.worker_id, "serves": names}, out)
+        else:
+            out.write(f"worker {worker.worker_id} serving {', '.join(names)} on {db.shown}\n")
+        out.flush()
+        worker.run()
+    if args.json:
+        _print_json({"event": "stopped", "worker_id": worker.worker_id}, out)
+    else:
+        out.write(f"worker {worker.worker_id} stopped\n")
+    return 0
+
+
+def _log_to_stderr() -> None:
+    log = logging.getLogger("pregelkit.worker")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+
+
+def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
+    from pregelkit.checkpoint.runs import submit_run
+
+    value = _parse_json(args.input, "--input")
+    graph = load_target(args.entrypoint).graph
+    if not graph.name:
+        raise CliError(f"{args.entrypoint} has no name, so no worker can find it: name it")
+    with open_database(args.db, create=True) as db:
+        handle = submit_run(
+            db.saver, graph.name, value, {"configurable": {"thread_id": args.thread}},
+            args.priority,
+        )  # fmt: skip
+        status = handle.status()
+    if args.json:
+        _print_json(
+            {"event": "submitted", "run_id": handle.run_id, "thread_id": handle.thread_id,
+             "workflow": graph.name, "status": status},
+            out,
+        )  # fmt: skip
+    else:
+        out.write(f"run {handle.run_id} of thread {handle.thread_id}: {status}\n")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
+    from pregelkit.checkpoint.runs import list_runs
+
+    if args.limit < 1:
+        raise CliError(f"--limit must be at least 1, got {args.limit}")
+    with open_database(args.db, create=False) as db:
+        records = list_runs(db.saver, args.status, args.limit)
+    if args.json:
+        for record in records:
+            _print_json(record.as_json(), out)
+        return 0
+    if not records:
+        out.write("no runs" + (f" with status {args.status}" if args.status else "") + "\n")
+        return 0
+    now = time.time()
+    rows = []
+    for r in records:
+        if r.status == "running" and r.lease_left is not None:
+            note = f"{r.worker} (lease {r.lease_left:.0f}s)"
+        else:
+            note = r.waiting or r.error or ""
+        age = f"{now - r.created_at:.0f}s ago"
+        rows.append(
+            [r.thread_id, r.workflow, r.status, r.priority, r.attempts, age, _short(note, 90)]
+        )
+    _table(["THREAD", "WORKFLOW", "STATUS", "PRIORITY", "TRIES", "QUEUED", "NOTE"], rows, out)
+    return 0

@@ -1,0 +1,53 @@
+"""``wf.submit`` / ``wf.asubmit``: queue a run for a worker instead of running it here.
+
+``SubmitAPI`` is a base of ``Pregel``. The request goes into the graph's
+checkpointer's database (``pregelkit.checkpoint.runs``), named by the
+graph's ``name``; a ``pregelkit.Worker`` serving a graph of that name runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pregelkit.checkpoint.base import BaseCheckpointSaver
+from pregelkit.checkpoint.runs import RunHandle, asubmit_run, submit_run
+
+__all__ = ["SubmitAPI"]
+
+
+class SubmitAPI:
+    checkpointer: Any
+    name: str
+
+    def _queue(self) -> tuple[BaseCheckpointSaver[Any], str]:
+        saver = self.checkpointer
+        if not isinstance(saver, BaseCheckpointSaver):
+            raise ValueError(
+                "submit() stores the run request in the checkpointer's database, and this "
+                "workflow has no checkpointer: give it a SqliteSaver or PostgresSaver"
+            )
+        if not self.name:
+            raise ValueError(
+                "submit() names the workflow for the workers, and this graph has no name: "
+                "pass Pregel(..., name='...')"
+            )
+        return saver, self.name
+
+    def submit(
+        self, input: Any, config: Mapping[str, Any] | None = None, *, priority: int = 0
+    ) -> RunHandle:
+        """Queue a run of this workflow and return at once: a worker serving a
+        workflow of this name (``pregelkit.Worker``) runs it. ``input`` is what
+        ``invoke`` takes (a ``Command(resume=...)`` queues a resume); a higher
+        ``priority`` is taken first. While the thread has a queued or running
+        run, submitting again returns that run's handle."""
+        saver, name = self._queue()
+        return submit_run(saver, name, input, config, priority)
+
+    async def asubmit(
+        self, input: Any, config: Mapping[str, Any] | None = None, *, priority: int = 0
+    ) -> RunHandle:
+        """The async twin of ``submit``."""
+        saver, name = self._queue()
+        return await asubmit_run(saver, name, input, config, priority)

@@ -1,0 +1,16 @@
+"""A fleet of workers serving durable runs queued in the checkpointer's database.
+
+``wf.submit(input, config)`` queues a run and returns a ``RunHandle``;
+``Worker`` (threads) and ``AsyncWorker`` (asyncio) claim queued runs, hold
+each under a lease renewed by a heartbeat, and record how they end. A run
+whose worker died is resumed by another from its last checkpoint; a worker
+that lost its lease can write nothing more for the run (its fence is
+checked in every write transaction). See docs/scale-out.md.
+"""
+
+from pregelkit.checkpoint.runs import RunHandle, RunRecord
+from pregelkit.worker._async import AsyncWorker
+from pregelkit.worker._lease import Lease, current_lease
+from pregelkit.worker._sync import Worker
+
+__all__ = ["AsyncWorker", "Lease", "RunHandle", "RunRecord", "Worker", "current_lease"]

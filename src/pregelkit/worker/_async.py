@@ -1,0 +1,153 @@
+"""``AsyncWorker``: serve queued runs as asyncio tasks (the decisions: ``_core.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from typing import Any
+
+from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
+from pregelkit.checkpoint import _runqueue
+from pregelkit.errors import StorageError
+from pregelkit.pregel.main import Pregel
+from pregelkit.worker._core import OUTAGE_PAUSE_SECONDS, Outcome, WorkerFront, log
+
+__all__ = ["AsyncWorker"]
+
+
+class AsyncWorker(WorkerFront):
+    """``Worker`` for async workflows and async savers (``AsyncSqliteSaver``,
+    ``AsyncPostgresSaver``): each run is an asyncio task on the caller's
+    event loop, started with ``ainvoke``; leases work as in ``Worker``."""
+
+    _wake: asyncio.Event | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    async def run(self) -> None:
+        """Serve until ``stop()`` or SIGTERM/SIGINT (handled when the event
+        loop runs in the main thread); then hand back the runs held."""
+        loop = asyncio.get_running_loop()
+        handled = []
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.stop, f"signal {sig.name}")
+                handled.append(sig)
+        try:
+            await self._serve(until_idle=False)
+        finally:
+            for sig in handled:
+                loop.remove_signal_handler(sig)
+
+    async def run_until_idle(self) -> int:
+        """As ``Worker.run_until_idle``."""
+        before = self._core.finished
+        await self._serve(until_idle=True)
+        return self._core.finished - before
+
+    def stop(self, reason: str = "worker stopping") -> None:
+        """Ask ``run()`` to return; safe from any thread."""
+        self._core.stop(reason)
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(wake.set)
+
+    async def _serve(self, *, until_idle: bool) -> None:
+        core = self._core
+        saver = core.saver
+        self._loop = asyncio.get_running_loop()
+        self._wake = wake = asyncio.Event()
+        runs: set[asyncio.Task[None]] = set()
+        await self._beat()
+        beat = asyncio.create_task(self._heartbeats())
+        pause = OUTAGE_PAUSE_SECONDS[0]
+        try:
+            while not core.stopping:
+                plan = core.claim_plan()
+                claimed: list[_runqueue.Claimed] = []
+                if plan is not None:
+                    try:
+                        claimed = await saver.arun_queue(plan, "claim runs")
+                        pause = OUTAGE_PAUSE_SECONDS[0]
+                    except StorageError as exc:
+                        log.warning("cannot reach the queue (%s); trying again", exc)
+                        await _wait(wake, pause)
+                        pause = min(pause * 2, OUTAGE_PAUSE_SECONDS[1])
+                        continue
+                for run in claimed:
+                    task = asyncio.create_task(self._execute(run, *core.start(run)))
+                    runs.add(task)
+                    task.add_done_callback(runs.discard)
+                if until_idle and not claimed and await self._idle():
+                    break
+                if not claimed or plan is None:
+                    await _wait(wake, core.poll_seconds)
+            if runs:  # stopping: they drain and are handed back
+                await asyncio.gather(*runs, return_exceptions=True)
+        finally:
+            beat.cancel()
+        try:
+            await saver.arun_queue(core.stopped_plan(), "worker stopped")
+        except Exception as exc:
+            log.warning("cannot record that the worker stopped (%s)", exc)
+
+    async def _idle(self) -> bool:
+        if self._core.held:
+            return False
+        try:
+            pending = await self._core.saver.arun_queue(self._core.pending_plan(), "count runs")
+        except StorageError:
+            return False
+        return bool(pending == 0)
+
+    async def _execute(
+        self, claimed: _runqueue.Claimed, graph: Pregel, input: Any, cfg: Any
+    ) -> None:
+        core = self._core
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            if claimed.attempts > 1:
+                latest = await core.saver.aget_tuple(
+                    {CONF: {CONFIG_KEY_THREAD_ID: claimed.thread_id}}
+                )
+                if core.resumes(claimed, latest):
+                    input = None
+            result = await graph.ainvoke(input, cfg, control=core.control)
+        except Exception as exc:
+            error = exc
+        outcome = core.outcome(claimed, result, error)
+        await self._record(outcome)
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _record(self, outcome: Outcome) -> None:
+        outcome.log()
+        if outcome.plan is None:
+            return
+        try:
+            await self._core.saver.arun_queue(outcome.plan, "record a run's end")
+        except Exception as exc:
+            self._core.settle_failed(outcome, exc)
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self._core.heartbeat_seconds)
+            await self._beat()
+
+    async def _beat(self) -> None:
+        core = self._core
+        try:
+            kept = await core.saver.arun_queue(core.heartbeat_plan(), "renew leases")
+        except Exception as exc:
+            log.warning("cannot renew leases (%s); trying again", exc)
+            return
+        core.renewed(kept)
+
+
+async def _wait(event: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(event.wait(), seconds)
+    except TimeoutError:
+        pass
+    event.clear()

@@ -1,0 +1,319 @@
+"""What a worker decides, written once for ``Worker`` and ``AsyncWorker``.
+
+The drivers only differ in how they wait: threads and ``threading.Event``
+for ``Worker``, tasks and ``asyncio.Event`` for ``AsyncWorker``. Which runs
+to claim, how a claimed run is started (its input, its config carrying the
+lease), and what each way a run can end means for its row are decided here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from pregelkit._internal._constants import (
+    CONF,
+    CONFIG_KEY_DURABILITY,
+    CONFIG_KEY_LEASE,
+    CONFIG_KEY_THREAD_ID,
+    INTERRUPT,
+    METADATA_KEY_RUN,
+)
+from pregelkit.checkpoint import _runqueue
+from pregelkit.checkpoint.base import BaseCheckpointSaver, no_run_queue
+from pregelkit.errors import (
+    GraphDrained,
+    LeaseLostError,
+    RunCancelledError,
+    StorageError,
+)
+from pregelkit.pregel.main import Pregel
+from pregelkit.runtime import RunControl
+
+__all__ = ["Held", "Outcome", "WorkerCore", "WorkerFront", "log"]
+
+log = logging.getLogger("pregelkit.worker")
+
+IDLE_POLL_SECONDS = 0.2
+"""How long an idle worker waits before asking the queue again."""
+OUTAGE_PAUSE_SECONDS = (0.5, 5.0)
+"""Pauses between tries while the database is unreachable, doubling."""
+
+Plan = Callable[[_runqueue.Dialect], _runqueue.RunPlan[Any]]
+
+
+@dataclass(slots=True)
+class Held:
+    """A run this worker holds."""
+
+    claimed: _runqueue.Claimed
+    lost: bool = False
+
+    @property
+    def lease(self) -> tuple[str, int]:
+        return (self.claimed.run_id, self.claimed.fence)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """How the row of a run that ended is updated: a plan to run (``None``:
+    leave the row alone, the lease is not ours) and what to log."""
+
+    plan: Plan | None
+    message: str
+    level: int = logging.INFO
+    exc: BaseException | None = field(default=None, repr=False)
+
+    def log(self) -> None:
+        """A failed run's traceback goes with its message."""
+        failed = self.level >= logging.ERROR and self.exc is not None
+        log.log(self.level, self.message, exc_info=self.exc if failed else None)
+
+
+class WorkerCore:
+    """A worker's state: the graphs it serves, the runs it holds, its lease."""
+
+    def __init__(
+        self,
+        workflows: Sequence[Pregel],
+        checkpointer: BaseCheckpointSaver[Any],
+        *,
+        concurrency: int,
+        lease_seconds: float,
+        worker_id: str | None,
+        poll_seconds: float = IDLE_POLL_SECONDS,
+    ) -> None:
+        if not isinstance(checkpointer, BaseCheckpointSaver):
+            raise TypeError(
+                "Worker(checkpointer=...) takes a checkpoint saver (SqliteSaver or "
+                f"PostgresSaver), got {type(checkpointer).__name__}"
+            )
+        if not checkpointer.has_run_queue:
+            raise no_run_queue(checkpointer)
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        if (
+            isinstance(lease_seconds, bool)
+            or not isinstance(lease_seconds, int | float)
+            or not 0.1 <= lease_seconds <= 86400
+        ):
+            raise ValueError(
+                f"lease_seconds must be a number of seconds in [0.1, 86400], got {lease_seconds!r}"
+            )
+        if isinstance(workflows, Pregel) or not isinstance(workflows, Sequence | set):
+            raise TypeError("Worker(workflows=...) takes a list of workflows, e.g. [wf1, wf2]")
+        graphs: dict[str, Pregel] = {}
+        for wf in workflows:
+            if not isinstance(wf, Pregel):
+                raise TypeError(
+                    f"Worker(workflows=...) takes @entrypoint workflows or Pregel graphs, "
+                    f"got {type(wf).__name__}"
+                )
+            if not wf.name:
+                raise ValueError("a workflow served by a worker needs a name: Pregel(name=...)")
+            if wf.name in graphs:
+                raise ValueError(
+                    f"two workflows are named {wf.name!r}: runs find their workflow by name, "
+                    "so names must differ (Pregel(name=...) or wf.copy(name=...))"
+                )
+            graphs[wf.name] = wf.copy(checkpointer=checkpointer)
+        if not graphs:
+            raise ValueError("Worker(workflows=...) is empty: give it the workflows to serve")
+        self.graphs = graphs
+        self.names = sorted(graphs)
+        self.saver = checkpointer
+        self.concurrency = concurrency
+        self.lease_seconds = float(lease_seconds)
+        self.heartbeat_seconds = self.lease_seconds / 3
+        self.poll_seconds = poll_seconds
+        self.worker_id = worker_id or (
+            f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        )
+        self.held: dict[str, Held] = {}
+        self.control = RunControl()
+        self.stopping = False
+        self.finished = 0
+
+    # the queue
+
+    def claim_plan(self) -> Plan | None:
+        free = self.concurrency - len(self.held)
+        if free <= 0 or self.stopping:
+            return None
+        return partial(
+            _runqueue.claim,
+            worker_id=self.worker_id,
+            workflows=self.names,
+            limit=free,
+            lease_seconds=self.lease_seconds,
+        )
+
+    def pending_plan(self) -> Plan:
+        return partial(_runqueue.pending, workflows=self.names)
+
+    def heartbeat_plan(self) -> Plan:
+        return partial(
+            _runqueue.heartbeat,
+            worker_id=self.worker_id,
+            workflows=self.names,
+            held=[h.lease for h in self.held.values()],
+            lease_seconds=self.lease_seconds,
+        )
+
+    def renewed(self, kept: set[str]) -> None:
+        """After a heartbeat: a run whose lease was not renewed was taken by
+        another worker; its writes are refused from now on (the fence)."""
+        for run_id, held in list(self.held.items()):
+            if run_id not in kept and not held.lost:
+                held.lost = True
+                log.warning(
+                    "run %s (thread %s): lease lost to another worker; dropping it",
+                    run_id,
+                    held.claimed.thread_id,
+                )
+
+    def stopped_plan(self) -> Plan:
+        return partial(_runqueue.worker_stopped, worker_id=self.worker_id)
+
+    # a run
+
+    def start(self, claimed: _runqueue.Claimed) -> tuple[Pregel, Any, dict[str, Any]]:
+        """The graph, input and config a claimed run is invoked with. A run
+        claimed again (its worker died) resumes from its checkpoint when it
+        had saved one: ``input`` is then None."""
+        self.held[claimed.run_id] = Held(claimed)
+        serde = self.saver.serde
+        config: dict[str, Any] = dict(serde.loads_typed(claimed.config))
+        conf = {
+            # a task's result is saved before the run goes on (as Temporal and
+            # DBOS record a step): a worker's death re-runs at most the
+            # bodies it was running, never one that had finished
+            CONFIG_KEY_DURABILITY: "sync",
+            **(config.get(CONF) or {}),
+            CONFIG_KEY_THREAD_ID: claimed.thread_id,
+            CONFIG_KEY_LEASE: (claimed.run_id, claimed.fence),
+        }
+        metadata = {**(config.get("metadata") or {}), METADATA_KEY_RUN: claimed.run_id}
+        config = {**config, CONF: conf, "metadata": metadata}
+        return self.graphs[claimed.workflow], serde.loads_typed(claimed.input), config
+
+    def resumes(self, claimed: _runqueue.Claimed, latest: Any) -> bool:
+        """Whether the run already saved a checkpoint (an earlier holder of
+        it did): then it resumes from there instead of starting again."""
+        return (
+            claimed.attempts > 1
+            and latest is not None
+            and latest.metadata.get(METADATA_KEY_RUN) == claimed.run_id
+        )
+
+    def outcome(
+        self, claimed: _runqueue.Claimed, result: Any, exc: BaseException | None
+    ) -> Outcome:
+        """What the run's end means for its row."""
+        held = self.held.pop(claimed.run_id, None)
+        lease = (claimed.run_id, claimed.fence)
+        what = f"run {claimed.run_id} (thread {claimed.thread_id}, {claimed.workflow})"
+        finish = partial(_runqueue.finish, lease=lease)
+        if isinstance(exc, LeaseLostError) or (held is not None and held.lost):
+            return Outcome(None, f"{what}: lease lost, dropped", logging.WARNING, exc)
+        if isinstance(exc, GraphDrained):
+            return Outcome(
+                partial(_runqueue.hand_back, lease=lease), f"{what}: handed back (stopping)"
+            )
+        if isinstance(exc, StorageError):
+            # the database failed: give the run back if it can still be
+            # reached, else its lease lapses and another worker takes it
+            return Outcome(
+                partial(_runqueue.hand_back, lease=lease),
+                f"{what}: stopped by a database failure, handed back",
+                logging.WARNING,
+                exc,
+            )
+        self.finished += 1
+        if isinstance(exc, RunCancelledError):
+            return Outcome(
+                partial(finish, status=_runqueue.CANCELLED, result=None, error=str(exc)),
+                f"{what}: cancelled",
+            )
+        if exc is not None:
+            error = f"{type(exc).__name__}: {exc}"
+            return Outcome(
+                partial(finish, status=_runqueue.FAILED, result=None, error=error),
+                f"{what}: failed: {error}",
+                logging.ERROR,
+                exc,
+            )
+        status = (
+            _runqueue.INTERRUPTED
+            if isinstance(result, dict) and INTERRUPT in result
+            else _runqueue.DONE
+        )
+        try:
+            stored = self.saver.serde.dumps_typed(result)
+        except Exception as err:
+            error = f"the run ended but its result cannot be stored: {err}"
+            return Outcome(
+                partial(finish, status=_runqueue.FAILED, result=None, error=error),
+                f"{what}: {error}",
+                logging.ERROR,
+            )
+        return Outcome(
+            partial(finish, status=status, result=stored, error=None), f"{what}: {status}"
+        )
+
+    def settle_failed(self, outcome: Outcome, exc: BaseException) -> None:
+        """Recording how a run ended failed too: the lease decides (it lapses,
+        or it was lost); either way the run is not ours any more."""
+        if isinstance(exc, LeaseLostError):
+            log.warning("%s; but the lease was lost before it was recorded", outcome.message)
+        else:
+            log.warning("%s; recording it failed (%s): the lease lapses", outcome.message, exc)
+
+    def stop(self, reason: str = "worker stopping") -> None:
+        """Stop claiming; the runs held drain (their started tasks finish and
+        are saved) and are handed back to the queue."""
+        self.stopping = True
+        self.control.request_drain(reason)
+
+
+class WorkerFront:
+    """What ``Worker`` and ``AsyncWorker`` are built from: the arguments,
+    checked once, and the core holding the decisions."""
+
+    def __init__(
+        self,
+        workflows: Sequence[Pregel],
+        checkpointer: BaseCheckpointSaver[Any],
+        *,
+        concurrency: int = 8,
+        lease_seconds: float = 30.0,
+        worker_id: str | None = None,
+    ) -> None:
+        """``workflows``: the graphs this worker serves, found by name (a
+        queued run names its workflow). ``checkpointer``: the database the
+        runs are queued in and saved to (a SQLite or PostgreSQL saver); the
+        workflows run with it, whatever saver they were built with.
+        ``concurrency``: runs at a time. ``lease_seconds``: how long a run
+        this worker stops renewing stays its own before another worker may
+        take it (renewed every third of it). ``worker_id``: a name in
+        ``pregelkit runs`` (default: host, pid and a random suffix)."""
+        self._core = WorkerCore(
+            workflows,
+            checkpointer,
+            concurrency=concurrency,
+            lease_seconds=lease_seconds,
+            worker_id=worker_id,
+        )
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+
+    @property
+    def worker_id(self) -> str:
+        return self._core.worker_id

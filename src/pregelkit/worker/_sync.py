@@ -1,0 +1,175 @@
+"""``Worker``: serve queued runs with threads (the decisions: ``_core.py``)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from types import FrameType
+from typing import Any
+
+from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
+from pregelkit.checkpoint import _runqueue
+from pregelkit.errors import StorageError
+from pregelkit.pregel.main import Pregel
+from pregelkit.worker._core import OUTAGE_PAUSE_SECONDS, Outcome, WorkerFront, log
+
+__all__ = ["Worker"]
+
+
+class Worker(WorkerFront):
+    """Runs the queued runs (``wf.submit``) of its workflows, up to
+    ``concurrency`` at a time, each in a thread of its own.
+
+    Each run it claims is held under a lease of ``lease_seconds``, renewed
+    every third of it. A worker that dies (or stops renewing: paused, cut
+    off) loses its runs to other workers once the lease expires; they resume
+    each from its last checkpoint, and the old holder can write nothing
+    more for them (``LeaseLostError``). Several workers, in any number of
+    processes and machines, may serve one database.
+    """
+
+    def run(self) -> None:
+        """Serve until ``stop()`` or SIGTERM/SIGINT (handled when called from
+        the main thread): then claim nothing more, let the runs held finish
+        their started tasks, hand them back to the queue, and return."""
+        restore = _on_signals(self.stop)
+        try:
+            self._serve(until_idle=False)
+        finally:
+            restore()
+
+    def run_until_idle(self) -> int:
+        """Serve until no run of these workflows is queued or running, here
+        or on another worker (a dead worker's runs are waited for and taken
+        over); returns how many runs this call saw end."""
+        before = self._core.finished
+        self._serve(until_idle=True)
+        return self._core.finished - before
+
+    def stop(self, reason: str = "worker stopping") -> None:
+        """Ask ``run()`` to return (safe from a signal handler or any thread)."""
+        self._core.stop(reason)
+        self._event.set()
+
+    # serving
+
+    def _serve(self, *, until_idle: bool) -> None:
+        core = self._core
+        saver = core.saver
+        beating = threading.Event()
+        beat = threading.Thread(
+            target=self._heartbeats, args=(beating,), name="pregelkit-worker-heartbeat", daemon=True
+        )
+        pause = OUTAGE_PAUSE_SECONDS[0]
+        try:
+            # leaving the pool waits for the runs held: they end or drain
+            with ThreadPoolExecutor(core.concurrency, thread_name_prefix="pregelkit-run") as pool:
+                self._beat()
+                beat.start()
+                while not core.stopping:
+                    with self._lock:
+                        plan = core.claim_plan()
+                    claimed: list[_runqueue.Claimed] = []
+                    if plan is not None:
+                        try:
+                            claimed = saver.run_queue(plan, "claim runs")
+                            pause = OUTAGE_PAUSE_SECONDS[0]
+                        except StorageError as exc:
+                            log.warning("cannot reach the queue (%s); trying again", exc)
+                            self._event.wait(pause)
+                            pause = min(pause * 2, OUTAGE_PAUSE_SECONDS[1])
+                            self._event.clear()
+                            continue
+                    for run in claimed:
+                        with self._lock:
+                            started = core.start(run)
+                        pool.submit(self._execute, run, *started)
+                    if until_idle and not claimed and self._idle():
+                        break
+                    if not claimed or plan is None:
+                        self._event.wait(core.poll_seconds)
+                        self._event.clear()
+        finally:
+            beating.set()
+        self._stopped()
+
+    def _idle(self) -> bool:
+        """Nothing held here, and no run of these workflows queued or
+        running anywhere (a dead worker's run counts until it is taken)."""
+        with self._lock:
+            if self._core.held:
+                return False
+        try:
+            pending = self._core.saver.run_queue(self._core.pending_plan(), "count runs")
+        except StorageError:
+            return False
+        return bool(pending == 0)
+
+    def _execute(self, claimed: _runqueue.Claimed, graph: Pregel, input: Any, cfg: Any) -> None:
+        core = self._core
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            if claimed.attempts > 1:
+                latest = core.saver.get_tuple({CONF: {CONFIG_KEY_THREAD_ID: claimed.thread_id}})
+                if core.resumes(claimed, latest):
+                    input = None
+            result = graph.invoke(input, cfg, control=core.control)
+        except BaseException as exc:
+            error = exc
+        with self._lock:
+            outcome = core.outcome(claimed, result, error)
+        self._record(outcome)
+        self._event.set()
+        if error is not None and not isinstance(error, Exception):
+            raise error
+
+    def _record(self, outcome: Outcome) -> None:
+        outcome.log()
+        if outcome.plan is None:
+            return
+        try:
+            self._core.saver.run_queue(outcome.plan, "record a run's end")
+        except Exception as exc:
+            self._core.settle_failed(outcome, exc)
+
+    def _heartbeats(self, done: threading.Event) -> None:
+        while not done.wait(self._core.heartbeat_seconds):
+            self._beat()
+
+    def _beat(self) -> None:
+        core = self._core
+        with self._lock:
+            plan = core.heartbeat_plan()
+        try:
+            kept = core.saver.run_queue(plan, "renew leases")
+        except Exception as exc:
+            log.warning("cannot renew leases (%s); trying again", exc)
+            return
+        with self._lock:
+            core.renewed(kept)
+
+    def _stopped(self) -> None:
+        try:
+            self._core.saver.run_queue(self._core.stopped_plan(), "worker stopped")
+        except Exception as exc:
+            log.warning("cannot record that the worker stopped (%s)", exc)
+
+
+def _on_signals(stop: Any) -> Any:
+    """Call ``stop`` on SIGTERM and SIGINT while serving (main thread only);
+    returns what puts the old handlers back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop(f"signal {signal.Signals(signum).name}")
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+
+    return restore
