@@ -118,7 +118,7 @@ def docs(session: nox.Session) -> None:
 COMPAT_TEST_DEPS = [
     "pytest", "pytest-asyncio", "pytest-mock", "pytest-retry", "pytest-timeout", "syrupy",
     "anyio", "httpx", "redis", "psycopg[binary,pool]", "pycryptodome", "numpy", "pandas",
-    "dataclasses-json", "aiosqlite", "ormsgpack", "requests",
+    "dataclasses-json", "aiosqlite", "ormsgpack", "requests", "orjson",
 ]  # fmt: skip
 
 

@@ -143,6 +143,9 @@ def test_generators_are_refused_at_decoration() -> None:
             task(fn)
         with pytest.raises(TypeError, match=rf"entrypoint '{fn.__qualname__}' is a generator"):
             entrypoint()(fn)
+        # LangGraph raises NotImplementedError: code catching that works too
+        with pytest.raises(NotImplementedError):
+            entrypoint()(fn)
 
 
 def test_entrypoint_needs_an_input_parameter() -> None:

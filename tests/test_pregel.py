@@ -757,9 +757,11 @@ def test_invoke_from_a_past_checkpoint_forks_and_reruns_what_follows() -> None:
     assert app.invoke(None, at_step0.config) == {"b": "x1", "c": "x12", "d": "x123"}
     assert calls == ["two", "three"]
     after = list(app.get_state_history(cfg()))
-    assert len(after) == len(history) + 2
-    # the new branch hangs off the forked checkpoint; the old one is intact
-    fork_first = next(
+    # as LangGraph writes them: a fork checkpoint (a copy of the one named),
+    # then one per step that ran again
+    assert len(after) == len(history) + 3
+    # the new branch hangs off the named checkpoint; the old one is intact
+    fork = next(
         h
         for h in after
         if h.parent_config
@@ -767,7 +769,9 @@ def test_invoke_from_a_past_checkpoint_forks_and_reruns_what_follows() -> None:
         == at_step0.config["configurable"]["checkpoint_id"]
         and h.config != history[1].config
     )
-    assert meta(fork_first) == 1
+    assert fork.metadata is not None and fork.metadata["source"] == "fork"
+    assert meta(fork) == 1 and fork.values == at_step0.values and fork.next == ("two",)
+    assert [meta(h) for h in after[:2]] == [3, 2]
     assert {h.config["configurable"]["checkpoint_id"] for h in history} <= {
         h.config["configurable"]["checkpoint_id"] for h in after
     }
@@ -1161,9 +1165,9 @@ def test_stream_tasks_start_and_result_events() -> None:
     ]
     assert [e["triggers"] for e in starts] == [("a",), ("b",), ("c",)]
     assert [(e["name"], e["result"], e["error"], e["interrupts"]) for e in results] == [
-        ("one", [("b", "x1")], None, []),
-        ("two", [("c", "x12")], None, []),
-        ("three", [("d", "x123")], None, []),
+        ("one", {"b": "x1"}, None, []),
+        ("two", {"c": "x12"}, None, []),
+        ("three", {"d": "x123"}, None, []),
     ]
     assert [s["id"] for s in starts] == [r["id"] for r in results]
 
@@ -1180,7 +1184,8 @@ def test_stream_tasks_reports_interrupts_and_errors() -> None:
     )
     events = list(app.stream("x", cfg(), stream_mode="tasks"))
     assert [e["name"] for e in events] == ["ask", "ask"]
-    assert [i.value for i in events[1]["interrupts"]] == ["q"] and events[1]["result"] == []
+    # as LangGraph 1.2 shapes them: interrupts as dicts, the result as a dict
+    assert [i["value"] for i in events[1]["interrupts"]] == ["q"] and events[1]["result"] == {}
 
     failing = Pregel(
         nodes={"boom": NodeBuilder().subscribe_only("a").do(lambda v: 1 / 0)},
@@ -1240,7 +1245,7 @@ def test_stream_debug_wraps_checkpoints_and_tasks(capsys: pytest.CaptureFixture[
         ("checkpoint", 2),
     ]
     assert all(isinstance(e["timestamp"], str) for e in events)
-    assert events[2]["payload"]["result"] == [("b", "x1")]
+    assert events[2]["payload"]["result"] == {"b": "x1"}
     # debug=True prints the debug events; the requested stream stays as it is
     both = list(app.stream("x", cfg("2"), stream_mode="updates", debug=True))
     assert both == [

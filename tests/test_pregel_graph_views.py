@@ -90,7 +90,7 @@ def test_debug_prints_tasks_and_checkpoints_without_changing_the_output(
     assert app.invoke(3) == 6
     lines = capsys.readouterr().out.splitlines()
     assert "[pregelkit step 0] task double starts with 3" in lines
-    assert "[pregelkit step 0] task double wrote [('b', 6)]" in lines
+    assert "[pregelkit step 0] task double wrote {'b': 6}" in lines
     assert sum("checkpoint" in line for line in lines) == 2
     # a single stream mode still yields bare chunks; debug goes to stdout only
     assert list(app.stream(3, stream_mode="updates")) == [{"double": {"b": 6}}]

@@ -109,10 +109,11 @@ class NodeInterrupt(GraphInterrupt):
 
     def __init__(self, value: Any, id: str | None = None) -> None:
         from pregelkit.types import Interrupt
+        from pregelkit.warnings import LangGraphDeprecatedSinceV10
 
         warnings.warn(
             "NodeInterrupt is deprecated. Please use `pregelkit.types.interrupt` instead.",
-            DeprecationWarning,
+            LangGraphDeprecatedSinceV10,
             stacklevel=2,
         )
         super().__init__([Interrupt(value=value) if id is None else Interrupt(value, id)])

@@ -11,7 +11,14 @@ from pregelkit._internal._scope import require_scope
 
 ContextT = TypeVar("ContextT")
 
-__all__ = ["DEFAULT_RUNTIME", "RunControl", "Runtime", "get_runtime"]
+__all__ = [
+    "DEFAULT_RUNTIME",
+    "ExecutionInfo",
+    "RunControl",
+    "Runtime",
+    "ServerInfo",
+    "get_runtime",
+]
 
 
 def _noop_writer(_: Any) -> None:
@@ -20,6 +27,36 @@ def _noop_writer(_: Any) -> None:
 
 def _noop_heartbeat() -> None:
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionInfo:
+    """Where a task runs: its checkpoint, namespace and id, the thread and
+    run, and which attempt this is (1 first; a retry counts up) and when the
+    first one started (``time.time()``)."""
+
+    checkpoint_id: str
+    checkpoint_ns: str
+    task_id: str
+    thread_id: str | None = None
+    run_id: str | None = None
+    node_attempt: int = 1
+    node_first_attempt_time: float | None = None
+
+    def patch(self, **overrides: Any) -> ExecutionInfo:
+        """A copy with the given fields replaced."""
+        return replace(self, **overrides)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """The LangGraph server a run belongs to. pregelkit has no server, so a
+    run's ``runtime.server_info`` is ``None``; the type is here for code
+    that builds a ``Runtime`` with one."""
+
+    assistant_id: str
+    graph_id: str
+    user: Any = None
 
 
 @dataclass(frozen=True)
@@ -33,6 +70,11 @@ class Runtime(Generic[ContextT]):
     stream_writer: Any = field(default=_noop_writer)
     previous: Any = None
     heartbeat: Callable[[], None] = field(default=_noop_heartbeat)
+    control: RunControl | None = None
+    """The run's ``RunControl`` (the caller's ``control=``, or one of the run's
+    own): ``runtime.control.request_drain()`` drains the run from inside."""
+    execution_info: ExecutionInfo | None = None
+    server_info: ServerInfo | None = None
 
     def merge(self, other: Runtime[ContextT]) -> Runtime[ContextT]:
         """``other``, with this runtime's values where ``other`` has none."""
@@ -48,6 +90,9 @@ class Runtime(Generic[ContextT]):
             heartbeat=(
                 other.heartbeat if other.heartbeat is not _noop_heartbeat else self.heartbeat
             ),
+            control=other.control or self.control,
+            execution_info=other.execution_info or self.execution_info,
+            server_info=other.server_info or self.server_info,
         )
 
     def override(self, **overrides: Any) -> Runtime[ContextT]:

@@ -19,6 +19,7 @@ from pregelkit._internal._policy_checks import (
     check_retry_on,
 )
 from pregelkit._internal._scope import require_scope
+from pregelkit.warnings import LangGraphDeprecatedSinceV10, LangGraphDeprecatedSinceV11
 
 if TYPE_CHECKING:
     from pregelkit.checkpoint.base import CheckpointMetadata
@@ -29,6 +30,7 @@ __all__ = [
     "CachePolicy",
     "Command",
     "Durability",
+    "GraphOutput",
     "Interrupt",
     "Overwrite",
     "PregelExecutableTask",
@@ -56,6 +58,8 @@ Durability = Literal["sync", "async", "exit"]
 background while it runs (``async``), or only when the run exits (``exit``)."""
 
 StreamWriter = Callable[[Any], None]
+
+OutputT = TypeVar("OutputT")
 """Emits a chunk on the ``custom`` stream."""
 
 RunnableConfig = dict[str, Any]
@@ -84,7 +88,7 @@ class Send:
         return isinstance(value, Send) and self.node == value.node and self.arg == value.arg
 
 
-@dataclass(slots=True, repr=False)
+@dataclass(slots=True, repr=False, init=False)
 class Interrupt:
     """A pause requested by ``interrupt(value)``; ``id`` answers it in a resume map.
 
@@ -96,6 +100,27 @@ class Interrupt:
     id: str = ""
     response_schema: dict[str, Any] | type | None = field(default=None, kw_only=True)
 
+    def __init__(
+        self,
+        value: Any,
+        id: str = "",
+        *,
+        response_schema: dict[str, Any] | type | None = None,
+        **legacy: Any,
+    ) -> None:
+        """``ns``, ``resumable`` and ``when`` are the fields of interrupts made
+        before LangGraph 1.0, still accepted as LangGraph accepts them: the
+        id is derived from ``ns`` when none is given, the others are dropped."""
+        unknown = legacy.keys() - {"ns", "resumable", "when"}
+        if unknown:
+            raise TypeError(f"Interrupt() got unexpected keyword arguments: {sorted(unknown)}")
+        ns = legacy.get("ns")
+        if not id and isinstance(ns, (list, tuple)):
+            id = interrupt_id("|".join(ns))
+        self.value = value
+        self.id = id
+        self.response_schema = response_schema
+
     @classmethod
     def from_ns(
         cls, value: Any, ns: str, *, response_schema: dict[str, Any] | type | None = None
@@ -106,7 +131,9 @@ class Interrupt:
     def interrupt_id(self) -> str:
         """Deprecated name of ``id``, kept for code written against LangGraph 0.4."""
         warnings.warn(
-            "`interrupt_id` is deprecated. Use `id` instead.", DeprecationWarning, stacklevel=2
+            "`interrupt_id` is deprecated. Use `id` instead.",
+            LangGraphDeprecatedSinceV10,
+            stacklevel=2,
         )
         return self.id
 
@@ -126,6 +153,45 @@ class Interrupt:
 
     def __getstate__(self) -> tuple[Any, ...]:
         return (self.value, self.id, self.response_schema)
+
+
+def _v1_access(how: str) -> None:
+    warnings.warn(
+        f"Accessing GraphOutput via {how} is deprecated. Use `result.value` to access the "
+        "output value directly, or `result.interrupts` for interrupts.",
+        LangGraphDeprecatedSinceV11,
+        stacklevel=3,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GraphOutput(Generic[OutputT]):
+    """What ``invoke(..., version="v2")`` returns: the output, and the
+    interrupts the run stopped at (if any)."""
+
+    value: OutputT
+    interrupts: tuple[Interrupt, ...] = ()
+
+    def __getitem__(self, key: str) -> Any:
+        """``result[key]`` as in a v1 result (deprecated since LangGraph 1.1)."""
+        _v1_access("`result[key]`")
+        if key == "__interrupt__":
+            return self.interrupts
+        if isinstance(self.value, dict):
+            return self.value[key]
+        try:
+            return getattr(self.value, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def __contains__(self, key: object) -> bool:
+        """``key in result`` as in a v1 result (deprecated since LangGraph 1.1)."""
+        _v1_access("`key in result`")
+        if key == "__interrupt__":
+            return bool(self.interrupts)
+        if isinstance(self.value, dict):
+            return key in self.value
+        return isinstance(key, str) and hasattr(self.value, key)
 
 
 @dataclass(slots=True)

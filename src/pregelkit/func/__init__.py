@@ -8,12 +8,14 @@ running it again.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
 import wrapt
 
@@ -38,6 +40,7 @@ from pregelkit.pregel._validate import (
 from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
 from pregelkit.pregel.main import Pregel
 from pregelkit.types import CachePolicy, RetryPolicy, TimeoutPolicy
+from pregelkit.warnings import LangGraphDeprecatedSinceV05, LangGraphDeprecatedSinceV10
 
 if TYPE_CHECKING:
     import asyncio
@@ -71,9 +74,14 @@ def _policies(
     return tuple(retry_policy)
 
 
+class _GeneratorRefused(TypeError, NotImplementedError):
+    """A generator given as a task or an entrypoint: a ``TypeError``, and the
+    ``NotImplementedError`` LangGraph raises, so code catching either works."""
+
+
 def _refuse_generators(fn: Callable[..., Any], what: str) -> None:
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
-        raise TypeError(
+        raise _GeneratorRefused(
             f"{what} {getattr(fn, '__qualname__', fn)!r} is a generator; generators are not "
             "supported: return the value instead, and stream progress with "
             "get_stream_writer() or the 'updates' stream"
@@ -130,6 +138,25 @@ class _TaskDecorator(Protocol):
     def __call__(self, fn: Callable[P, T], /) -> TaskFunction[P, T]: ...
 
 
+def _deprecated_retry(
+    where: str, deprecated: dict[str, Any], retry_policy: Any
+) -> RetryPolicy | Sequence[RetryPolicy] | None:
+    """``retry=`` (LangGraph before 0.5) is ``retry_policy=``, with a warning;
+    any other unknown keyword is a ``TypeError``."""
+    retry = deprecated.pop("retry", None)
+    if deprecated:
+        unknown = ", ".join(sorted(deprecated))
+        raise TypeError(f"{where}() got unexpected keyword arguments: {unknown}")
+    if retry is None:
+        return cast("RetryPolicy | Sequence[RetryPolicy] | None", retry_policy)
+    warnings.warn(
+        "`retry` is deprecated and will be removed. Please use `retry_policy` instead.",
+        LangGraphDeprecatedSinceV05,
+        stacklevel=3,
+    )
+    return cast("RetryPolicy | Sequence[RetryPolicy]", retry_policy or retry)
+
+
 @overload
 def task(  # type: ignore[overload-overlap]  # async functions match first, on purpose
     __func_or_none__: Callable[P, Awaitable[T]],
@@ -158,6 +185,7 @@ def task(
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
     cache_policy: CachePolicy[Any] | None = None,
     timeout: float | timedelta | TimeoutPolicy | None = None,
+    **deprecated: Any,
 ) -> Any:
     """Make a function a task: each call inside an entrypoint is run, saved,
     retried and cached by the engine, and returns a future.
@@ -165,6 +193,7 @@ def task(
     Use ``.result()`` on the future in sync code and ``await`` it in async code.
     ``timeout`` bounds each attempt (seconds, a timedelta or a ``TimeoutPolicy``).
     """
+    retry_policy = _deprecated_retry("task", deprecated, retry_policy)
     timeout_policy = TimeoutPolicy.coerce(timeout, "@task(timeout=...)")
 
     if name is not None and not isinstance(name, str):
@@ -175,7 +204,10 @@ def task(
     def decorate(fn: Callable[..., Any]) -> Any:
         _refuse_generators(fn, "task")
         spec = FnSpec(fn, skip_first=False)
-        task_name: str = name or getattr(fn, "__name__", None) or "task"
+        target = fn
+        while isinstance(target, functools.partial):  # named after the function it binds
+            target = target.func
+        task_name: str = name or getattr(target, "__name__", None) or "task"
         identity = origin(fn)
         salt: list[bytes] = []
 
@@ -189,6 +221,7 @@ def task(
 
         if getattr(fn, "__module__", None):
             allow_modules(fn.__module__)
+        bound = inspect.ismethod(fn)
 
         def call_task(
             wrapped: Callable[..., Any],
@@ -202,7 +235,9 @@ def task(
                     f"task {task_name!r} was called outside a running workflow: call it from "
                     "inside an @entrypoint function (or another task, or a graph node)"
                 )
-            if instance is not None and not inspect.isclass(instance):
+            # a method decorated in its class gets its instance here; a bound
+            # method (``task(obj.method)``) already carries it
+            if instance is not None and not bound and not inspect.isclass(instance):
                 args = (instance, *args)
             refuse_futures(task_name, args, kwargs)
             call = Call(
@@ -286,7 +321,17 @@ class entrypoint(Generic[T]):
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         timeout: float | timedelta | TimeoutPolicy | None = None,
         executor: RemoteExecutor | None = None,
+        **deprecated: Any,
     ) -> None:
+        if "config_schema" in deprecated:
+            warnings.warn(
+                "`config_schema` is deprecated and will be removed. "
+                "Please use `context_schema` instead.",
+                LangGraphDeprecatedSinceV10,
+                stacklevel=2,
+            )
+            context_schema = context_schema or deprecated.pop("config_schema")
+        retry_policy = _deprecated_retry("entrypoint", deprecated, retry_policy)
         check_checkpointer(checkpointer)
         check_store(store)
         check_cache(cache)

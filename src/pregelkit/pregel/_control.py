@@ -62,9 +62,12 @@ class StopRequested(GraphBubbleUp):
 class RunStop:
     """Whether, and why, one run (with its nested runs) is stopping."""
 
-    __slots__ = ("detail", "owner", "reason", "refused", "runners")
+    __slots__ = ("control", "detail", "owner", "reason", "refused", "runners")
 
     def __init__(self) -> None:
+        self.control: Any = None
+        """The ``RunControl`` tasks see as ``runtime.control``: the caller's,
+        or one made when a task first asks (runs that never ask pay nothing)."""
         self.reason: str | None = None
         self.detail: str | None = None
         self.refused: set[str] = set()

@@ -219,6 +219,7 @@ class RunDriver:
         control = self.control
         if control is None or loop.is_nested:
             return _nothing
+        loop.run_stop.control = control
         listener = loop.run_stop.drain
         control._attach(listener)
         return lambda: control._detach(listener)

@@ -89,20 +89,50 @@ def task_start_event(task: PregelExecutableTask) -> dict[str, Any]:
 
 
 def task_result_event(
-    task: PregelExecutableTask, writes: Sequence[tuple[str, Any]]
+    task: PregelExecutableTask,
+    writes: Sequence[tuple[str, Any]],
+    stream_keys: str | Sequence[str],
 ) -> dict[str, Any]:
+    """The ``task_result`` payload, as LangGraph 1.2 shapes it: ``result`` is
+    ``{channel: value}`` of the task's writes to the streamed channels (and its
+    return value), ``interrupts`` are plain dicts."""
+    keys = (stream_keys,) if isinstance(stream_keys, str) else stream_keys
     error = next((v for c, v in writes if c == ERROR), None)
-    interrupts = [i for c, v in writes if c == INTERRUPT for i in v]
-    result = [(c, v) for c, v in writes if c not in (ERROR, INTERRUPT) and c not in RESERVED]
+    interrupts = [
+        {"value": i.value, "id": i.id, "response_schema": i.response_schema}
+        for c, v in writes
+        if c == INTERRUPT
+        for i in v
+    ]
     if type(task.proc) is Call:
         result = [(c, v) for c, v in writes if c == RETURN]
+    else:
+        result = [(c, v) for c, v in writes if c == RETURN or (c in keys and c not in RESERVED)]
     return {
         "id": task.id,
         "name": task.name,
         "error": error,
-        "result": result,
+        "result": fold_writes(result),
         "interrupts": interrupts,
     }
+
+
+def fold_writes(writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """``{channel: value}``; a channel written more than once gets
+    ``{"$writes": [value, ...]}``."""
+    result: dict[str, Any] = {}
+    for channel, value in writes:
+        if channel in result:
+            existing = result[channel]
+            folded = (
+                existing["$writes"]
+                if isinstance(existing, dict) and isinstance(existing.get("$writes"), list)
+                else [existing]
+            )
+            result[channel] = {"$writes": [*folded, value]}
+        else:
+            result[channel] = value
+    return result
 
 
 def print_debug(event: dict[str, Any]) -> None:
@@ -115,7 +145,7 @@ def print_debug(event: dict[str, Any]) -> None:
         if payload["error"] is not None:
             outcome = f"failed: {payload['error']!r:.200}"
         elif payload["interrupts"]:
-            outcome = f"interrupted: {[i.value for i in payload['interrupts']]!r:.200}"
+            outcome = f"interrupted: {[i['value'] for i in payload['interrupts']]!r:.200}"
         else:
             outcome = f"wrote {payload['result']!r:.200}"
         text = f"task {payload['name']} {outcome}"

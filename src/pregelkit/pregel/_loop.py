@@ -61,10 +61,7 @@ from pregelkit.pregel._control import (
 )
 from pregelkit.pregel._executor import AsyncBackgroundExecutor, BackgroundExecutor
 from pregelkit.pregel._faults import RunFaults, asave_now, save_now
-from pregelkit.pregel._io import (
-    read_channels,
-    task_start_event,
-)
+from pregelkit.pregel._io import read_channels
 from pregelkit.pregel._loop_attempts import LoopAttempts
 from pregelkit.pregel._loop_cache import LoopCache
 from pregelkit.pregel._loop_control import LoopControl
@@ -135,6 +132,10 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
         self._call_records: dict[str, Any] = {}
         self._null_writes: list[tuple[str, Any]] = []
         self.checkpoint_pending_writes: list[tuple[str, str, Any]] = []
+        self.addressed = False
+        """The caller named the checkpoint this run starts from."""
+        self.replays_past = False
+        """The run starts from a checkpoint the thread has moved past."""
         self._lock = threading.Lock()
         self._fresh: dict[tuple[Any, str], list[tuple[str, Any]]] = {}
         """Results of this run on their way to the cache (written in the
@@ -223,9 +224,15 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
         if saved is None:
             saved = CheckpointTuple(self.checkpoint_config, empty_checkpoint(), {"step": -2})
         else:
+            conf = self.checkpoint_config[CONF]
             self.checkpoint_config = {
                 **self.checkpoint_config,
-                CONF: {**self.checkpoint_config[CONF], **saved.config.get(CONF, {})},
+                # the thread id as the caller gave it (a UUID stays a UUID)
+                CONF: {
+                    **conf,
+                    **saved.config.get(CONF, {}),
+                    **{k: conf[k] for k in (CONFIG_KEY_THREAD_ID,) if k in conf},
+                },
             }
         self.prev_checkpoint_config = saved.parent_config
         cp = saved.checkpoint
@@ -240,6 +247,8 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
         self.checkpoint_metadata: CheckpointMetadata = saved.metadata
         # new ids sort after the thread's newest one, whatever the clock says
         self._last_id: str = max(cp["id"], latest.checkpoint["id"] if latest else "")
+        self.addressed = bool(asked) and not self.is_nested
+        self.replays_past = latest is not None and latest.checkpoint["id"] != cp["id"]
         self.checkpoint_id_saved = cp["id"] if saved.pending_writes is not None else None
         values = self.checkpoint["channel_values"]
         channels: dict[str, BaseChannel[Any, Any, Any]] = {}
@@ -332,6 +341,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
         self.faults.raise_if_failed(self.step)
         if self.step > self.stop:
             self.status = "out_of_steps"
+            self._emit_checkpoint()
             return False
         self.planner = Planner(
             checkpoint=self.checkpoint,
@@ -351,6 +361,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
             trigger_to_nodes=self.trigger_to_nodes,
             updated_channels=self.updated_channels,
         )
+        self._emit_checkpoint(self.tasks.values())
         if not self.tasks:
             self.status = "done"
             return False
@@ -370,9 +381,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
         if "tasks" in self.stream_modes or "debug" in self.stream_modes:
             for task in self.tasks.values():
                 if not task.writes:
-                    event = task_start_event(task)
-                    self._emit("tasks", event)
-                    self._emit_debug("task", event)
+                    self._task_started(task)
         return True
 
     def after_tick(self) -> None:
@@ -402,6 +411,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
             self.checkpoint, self.interrupt_after, finished.values()
         ):
             self.status = "interrupt_after"
+            self._emit_checkpoint()
             raise GraphInterrupt()
 
     def _put_checkpoint(self, metadata: CheckpointMetadata, changed: set[str]) -> None:
@@ -428,10 +438,6 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
         self.run.checkpoint_id = self._last_id = self.checkpoint["id"]
         if self.checkpointer is not None and self.durability != "exit":
             self._save_checkpoint()
-        if "checkpoints" in self.stream_modes or "debug" in self.stream_modes:
-            event = self._checkpoint_event()
-            self._emit("checkpoints", event)
-            self._emit_debug("checkpoint", event)
         self.step += 1
 
     def _save_checkpoint(self) -> None:
@@ -547,6 +553,10 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
             pushed.writes.extend(done if done is not None else [(CALL, record)])
             if self.attempt_log is not None or self.hooks is not None:
                 self._attempt_instant(pushed, "replayed")
+            if "tasks" in self.stream_modes or "debug" in self.stream_modes:
+                # as LangGraph streams it: the call starts again, its result
+                # comes from the record (no task_result event)
+                self._task_started(pushed)
             return pushed
         if pushed.cache_key is not None and self.cache is not None:
             key = (pushed.cache_key.ns, pushed.cache_key.key)
@@ -562,9 +572,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
                 return pushed
         self.tasks[pushed.id] = pushed
         if "tasks" in self.stream_modes or "debug" in self.stream_modes:
-            event = task_start_event(pushed)
-            self._emit("tasks", event)
-            self._emit_debug("task", event)
+            self._task_started(pushed)
         return pushed
 
     def recorded_call(self, parent: PregelExecutableTask, idx: int) -> tuple[str, str | None]:

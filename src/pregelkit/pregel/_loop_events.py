@@ -8,7 +8,7 @@ here, and nested runs relay theirs to the parent's stream.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,12 @@ from pregelkit._internal._constants import (
 from pregelkit.channels.base import BaseChannel
 from pregelkit.checkpoint.base import Checkpoint, CheckpointMetadata
 from pregelkit.pregel._algo import Planner, prepare_next_tasks
-from pregelkit.pregel._io import map_output_updates, read_channels, task_result_event
+from pregelkit.pregel._io import (
+    map_output_updates,
+    read_channels,
+    task_result_event,
+    task_start_event,
+)
 from pregelkit.pregel._read import PregelNode
 from pregelkit.types import Interrupt, PregelExecutableTask
 
@@ -55,6 +60,8 @@ class LoopEvents:
     stream: Emit | None
     stream_modes: frozenset[str]
     stream_keys: Any
+    output_keys: Any
+    checkpoint_pending_writes: list[tuple[str, str, Any]]
     ns: str
     ns_tuple: tuple[str, ...]
     _relay: tuple[Emit, frozenset[str]] | None
@@ -108,52 +115,87 @@ class LoopEvents:
             if update is not None:
                 self._emit("updates", update)
         if not cached and ("tasks" in modes or "debug" in modes):
-            event = task_result_event(task, writes)
+            event = task_result_event(task, writes, self.stream_keys)
             self._emit("tasks", event)
             self._emit_debug("task_result", event)
 
-    def _emit_debug(self, kind: str, payload: Any) -> None:
+    def _task_started(self, task: PregelExecutableTask) -> None:
+        event = task_start_event(task)
+        self._emit("tasks", event)
+        self._emit_debug("task", event)
+
+    def _emit_debug(self, kind: str, payload: Any, step: int | None = None) -> None:
         if "debug" in self.stream_modes:
             self._emit(
                 "debug",
                 {
-                    "step": self.step,
+                    "step": self.step if step is None else step,
                     "timestamp": datetime.now(UTC).isoformat(),
                     "type": kind,
                     "payload": payload,
                 },
             )
 
-    def _checkpoint_event(self) -> dict[str, Any]:
-        # the tasks this checkpoint leads to, as get_state() would show them
-        planner = Planner(
-            checkpoint=self.checkpoint,
-            processes=self.nodes,
-            channels=self.channels,
-            step=self.step + 1,
-            ns=self.ns,
-            run=None,
-            node_order=self.graph.node_order,
-        )
-        upcoming = prepare_next_tasks(
-            self.checkpoint, planner, for_execution=False, trigger_to_nodes=self.trigger_to_nodes
-        ).values()
+    def _emit_checkpoint(self, tasks: Iterable[PregelExecutableTask] | None = None) -> None:
+        """Stream the checkpoint the next step starts from, as LangGraph does
+        when it plans that step: with the tasks planned from it (``tasks``, or
+        planned here), their interrupts and results so far."""
+        if "checkpoints" in self.stream_modes or "debug" in self.stream_modes:
+            event = self._checkpoint_event(tasks)
+            self._emit("checkpoints", event)
+            self._emit_debug("checkpoint", event, event["metadata"].get("step", self.step - 1))
+
+    def _checkpoint_event(self, tasks: Iterable[Any] | None) -> dict[str, Any]:
+        if tasks is None:
+            # the tasks this checkpoint leads to, as get_state() would show them
+            planner = Planner(
+                checkpoint=self.checkpoint,
+                processes=self.nodes,
+                channels=self.channels,
+                step=self.step,
+                ns=self.ns,
+                run=None,
+                node_order=self.graph.node_order,
+            )
+            tasks = prepare_next_tasks(
+                self.checkpoint,
+                planner,
+                for_execution=False,
+                trigger_to_nodes=self.trigger_to_nodes,
+            ).values()
+        interrupts: dict[str, list[dict[str, Any]]] = {}
+        for tid, chan, value in self.checkpoint_pending_writes:
+            if chan == INTERRUPT:
+                interrupts.setdefault(tid, []).extend(
+                    {"value": i.value, "id": i.id, "response_schema": i.response_schema}
+                    for i in value
+                )
+        keys = (self.output_keys,) if isinstance(self.output_keys, str) else self.output_keys
+        listed = []
+        for t in tasks:
+            entry: dict[str, Any] = {"id": t.id, "name": t.name}
+            result = [(c, v) for c, v in getattr(t, "writes", ()) if c in keys]
+            if result:
+                entry["result"] = dict(result)
+            entry["interrupts"] = tuple(interrupts.get(t.id, ()))
+            entry["state"] = None
+            listed.append(entry)
         return {
             "config": self._config_for(self.checkpoint["id"]),
             "parent_config": self.prev_checkpoint_config,
             "values": read_channels(self.channels, self.stream_keys),
             "metadata": dict(self.checkpoint_metadata),
-            "next": [t.name for t in upcoming],
-            "tasks": [
-                {"id": t.id, "name": t.name, "interrupts": (), "state": None} for t in upcoming
-            ],
+            "next": [t["name"] for t in listed],
+            "tasks": listed,
         }
 
     def _config_for(self, checkpoint_id: str) -> dict[str, Any]:
         conf = self.checkpoint_config[CONF]
+        thread_id = conf.get(CONFIG_KEY_THREAD_ID)
         return {
             CONF: {
-                CONFIG_KEY_THREAD_ID: conf.get(CONFIG_KEY_THREAD_ID),
+                # a string, as the saver stores it (a UUID thread id included)
+                CONFIG_KEY_THREAD_ID: None if thread_id is None else str(thread_id),
                 CONFIG_KEY_CHECKPOINT_NS: self.ns,
                 CONFIG_KEY_CHECKPOINT_ID: checkpoint_id,
             }

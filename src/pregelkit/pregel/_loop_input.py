@@ -39,6 +39,9 @@ class LoopInput(LoopEvents):
     _done_writes: dict[str, list[tuple[str, Any]]]
     _call_records: dict[str, Any]
     _null_writes: list[tuple[str, Any]]
+    checkpoint_metadata: Any
+    replays_past: bool
+    addressed: bool
 
     def put_writes(self, task_id: str, writes: Sequence[tuple[str, Any]]) -> Any:
         raise NotImplementedError
@@ -80,7 +83,13 @@ class LoopInput(LoopEvents):
                     "received no input, and the thread has no saved state to resume: "
                     "pass an input to start it"
                 )
-            return self._resume()
+            # a checkpoint made by update_state (or a fork) already starts a
+            # branch, unless the thread has moved past it
+            forks = self.addressed and (
+                self.replays_past
+                or self.checkpoint_metadata.get("source") not in ("update", "fork")
+            )
+            return self._resume(forks=forks)
         writes = list(map_input(self.input_keys, inp))
         if not writes:
             raise EmptyInputError(
@@ -142,11 +151,18 @@ class LoopInput(LoopEvents):
         self.run.resume_slot.value = resume
         self.put_writes(NULL_TASK_ID, [(RESUME, resume)])
 
-    def _resume(self) -> set[str] | None:
-        """Resuming: plan every node, as nothing says what changed last."""
+    def _resume(self, *, forks: bool = False) -> set[str] | None:
+        """Resuming: plan every node, as nothing says what changed last.
+
+        ``forks``: the run goes on from a checkpoint the caller named (time
+        travel), so it first saves a ``fork`` checkpoint, a copy of that one, as
+        LangGraph does: the new branch starts there, and the named checkpoint's
+        history stays as it was."""
         self.run.resuming = True
         versions = self.checkpoint["channel_versions"]
         self.checkpoint["versions_seen"][INTERRUPT] = dict(versions)
+        if forks:
+            self._put_checkpoint({"source": "fork"}, set())
         if "values" in self.stream_modes:
             # as LangGraph does: a resumed run first shows where it stands
             keys = [self.output_keys] if isinstance(self.output_keys, str) else self.output_keys

@@ -107,14 +107,21 @@ def _parent_command_writes(task: PregelExecutableTask, exc: ParentCommand) -> bo
     return True
 
 
-def _fresh_attempt(task: PregelExecutableTask) -> None:
+def _fresh_attempt(task: PregelExecutableTask, number: int, retries: bool) -> None:
     """Each attempt numbers its task calls and interrupts from zero again, so
-    an attempt replays the calls that finished in earlier ones."""
+    an attempt replays the calls that finished in earlier ones. The scope
+    notes which attempt this is (``runtime.execution_info`` shows it) and,
+    for a task that may be retried, when the first one started; a task that
+    cannot be retried pays nothing for the clock (its runtime reads it when
+    asked)."""
     task.writes.clear()
     scope = task.scope
     if scope is not None:
         scope.call_counter = 0
         scope.interrupt_counter = 0
+        scope.attempt_number = number
+        if retries and number == 1:
+            scope.first_attempt_time = time.time()
 
 
 def _ended(
@@ -159,7 +166,7 @@ def run_with_retry(
     while True:
         token = None if events is None else events.started(task, attempts + 1)
         try:
-            _fresh_attempt(task)
+            _fresh_attempt(task, attempts + 1, bool(policies))
             value = bound(task, run) if bounded else run(task)
         except ParentCommand as exc:
             _ended(events, task, token, None, False)
@@ -209,7 +216,7 @@ async def arun_with_retry(
     while True:
         token = None if events is None else events.started(task, attempts + 1)
         try:
-            _fresh_attempt(task)
+            _fresh_attempt(task, attempts + 1, bool(policies))
             value = await (abound(task, arun) if bounded else arun(task))
         except ParentCommand as exc:
             _ended(events, task, token, None, False)

@@ -8,6 +8,7 @@ variable (``pregelkit._internal._scope.CURRENT``).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from pregelkit._internal._constants import (
     CONF,
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_TASK_ID,
+    CONFIG_KEY_THREAD_ID,
     RESUME,
 )
 from pregelkit._internal._typing import MISSING
@@ -114,7 +116,9 @@ class TaskScope:
     __slots__ = (
         "_config",
         "attempt",
+        "attempt_number",
         "call_counter",
+        "first_attempt_time",
         "interrupt_counter",
         "ns",
         "path_str",
@@ -133,6 +137,8 @@ class TaskScope:
         saved = run.resume_writes.get(task.id)
         self.resume: list[Any] = list(saved) if saved else []
         self._config: dict[str, Any] | None = None
+        self.attempt_number = 1
+        self.first_attempt_time: float | None = None
         self.attempt: Any = None
         """The bounded attempt this task runs under (``pregel._timeout.Attempt``), if any."""
 
@@ -196,14 +202,32 @@ class TaskScope:
             attempt.heartbeat()
 
     def runtime(self) -> Any:
-        from pregelkit.runtime import Runtime
+        from pregelkit.runtime import ExecutionInfo, RunControl, Runtime
 
+        stop = self.run.stop
+        thread_id = self.run.base_config.get(CONF, {}).get(CONFIG_KEY_THREAD_ID)
+        control = None
+        if stop is not None:
+            control = stop.control
+            if control is None:
+                control = stop.control = RunControl()
+                control._attach(stop.drain)
         return Runtime(
             context=self.config.get("context"),
             store=self.run.store,
             stream_writer=self.stream_writer,
             previous=self.run.previous,
             heartbeat=self.heartbeat,
+            control=control,
+            execution_info=ExecutionInfo(
+                checkpoint_id=self.run.checkpoint_id or "",
+                checkpoint_ns=self.ns,
+                task_id=self.task.id,
+                thread_id=None if thread_id is None else str(thread_id),
+                run_id=self.run.run_id,
+                node_attempt=self.attempt_number,
+                node_first_attempt_time=self.first_attempt_time or time.time(),
+            ),
         )
 
     def stream_writer(self, chunk: Any) -> None:

@@ -7,9 +7,9 @@ The sync and async methods differ only in how they call the saver.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from pregelkit._internal._constants import (
     CONF,
@@ -45,7 +45,7 @@ from pregelkit.pregel._algo import (
     prepare_next_tasks,
 )
 from pregelkit.pregel._control import CANCELLED
-from pregelkit.pregel._io import read_channels
+from pregelkit.pregel._io import map_input, read_channels
 from pregelkit.pregel._read import PregelNode
 from pregelkit.pregel._write import control_writes
 from pregelkit.types import Interrupt, PregelTask, StateSnapshot
@@ -61,6 +61,7 @@ class StateAPI:
     node_order: dict[str, int]
     trigger_to_nodes: dict[str, list[str]]
     stream_channels_asis: Any
+    input_channels: str | Sequence[str]
 
     def _saver(self) -> BaseCheckpointSaver[Any] | None:
         raise NotImplementedError
@@ -304,16 +305,31 @@ class StateAPI:
         )
         channels = self._channels_of(checkpoint)
         step = int(saved.metadata.get("step", -2)) + 1 if saved is not None else -1
-        if as_node is None and len(self.nodes) == 1:
-            as_node = next(iter(self.nodes))
-        if as_node is not None:
+        if as_node is None and not (len(self.nodes) > 1 and isinstance(values, Mapping)):
+            as_node = self._infer_as_node(checkpoint)
+        source: Literal["input", "update"] = "update"
+        writes: list[tuple[str, Any]]
+        if as_node == INPUT:
+            # as a run's input would write it: a checkpoint of source "input"
+            # whose triggered nodes run next
+            writes = list(map_input(self.input_channels, values))
+            if not writes:
+                raise InvalidUpdateError(
+                    f"update_state(as_node={INPUT!r}) got no input for the input channels "
+                    f"{self.input_channels!r}"
+                )
+            task = PregelTaskWrites((), INPUT, writes, ())
+            as_node, source = None, "input"
+        elif as_node is not None:
             node = self.nodes.get(as_node)
             if node is None:
                 raise InvalidUpdateError(
                     f"update_state(as_node={as_node!r}) names no node; nodes: {sorted(self.nodes)}"
                 )
-            writes = control_writes(values)
-            if writes is None:
+            control = control_writes(values)
+            if control is not None:
+                writes = control
+            else:
                 writes = node.writer.writes_for(values) if node.writer is not None else []
             task = PregelTaskWrites((), as_node, writes, tuple(node.triggers))
         else:
@@ -360,7 +376,7 @@ class StateAPI:
             versions_seen=checkpoint["versions_seen"],
         )
         new_checkpoint["ts"] = datetime.now(UTC).isoformat()
-        metadata: CheckpointMetadata = {"source": "update", "step": step, "parents": {}}
+        metadata: CheckpointMetadata = {"source": source, "step": step, "parents": {}}
         parent_config = dict(saved.config) if saved is not None else config
         parent_config = {
             **parent_config,
@@ -374,6 +390,25 @@ class StateAPI:
             parent_config[CONF].pop(CONFIG_KEY_CHECKPOINT_ID, None)
         new_versions = {c: versions[c] for c in changed if c in versions}
         return parent_config, new_checkpoint, metadata, new_versions
+
+    def _infer_as_node(self, checkpoint: Checkpoint) -> str | None:
+        """The node an update without ``as_node`` is made as, as LangGraph
+        infers it: the only node, or the one node that read the newest
+        version of a channel. ``None`` when that is ambiguous (or nothing ran
+        yet). Not asked when the update is a dict: pregelkit writes that to
+        the channels it names (an unknown one is an error, not a node's
+        value)."""
+        if len(self.nodes) == 1:
+            return next(iter(self.nodes))
+        newest = sorted(
+            (v, node)
+            for node, seen in checkpoint["versions_seen"].items()
+            if node in self.nodes
+            for v in seen.values()
+        )
+        if newest and (len(newest) == 1 or newest[-1][0] != newest[-2][0]):
+            return newest[-1][1]
+        return None
 
     def update_state(
         self,

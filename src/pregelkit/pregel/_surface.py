@@ -8,8 +8,11 @@ them through this mixin.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
+
+from pregelkit.warnings import LangGraphDeprecatedSinceV10
 
 if TYPE_CHECKING:
     from pregelkit.channels.base import BaseChannel
@@ -93,6 +96,26 @@ class RunnableSurface:
             raise ValueError(f"context_schema must be a TypedDict or a dataclass, got {context!r}")
         body: dict[str, Any] = defs.pop(ref.rsplit("/", 1)[-1])
         return {**({"$defs": defs} if defs else {}), **body}
+
+    def config_schema(self) -> dict[str, Any]:
+        """Deprecated (LangGraph 1.0): the JSON Schema of ``context_schema``,
+        an empty object without one; use ``get_context_jsonschema()``."""
+        warnings.warn(
+            "`config_schema` is deprecated. Use `get_context_jsonschema` for the relevant "
+            "schema instead.",
+            LangGraphDeprecatedSinceV10,
+            stacklevel=2,
+        )
+        return self.get_context_jsonschema() or {"properties": {}, "type": "object"}
+
+    def get_config_jsonschema(self) -> dict[str, Any]:
+        """Deprecated (LangGraph 1.0): use ``get_context_jsonschema()``."""
+        warnings.warn(
+            "`get_config_jsonschema` is deprecated. Use `get_context_jsonschema` instead.",
+            LangGraphDeprecatedSinceV10,
+            stacklevel=2,
+        )
+        return self.get_context_jsonschema() or {"properties": {}, "type": "object"}
 
     def map(self) -> MappedGraph:
         """The graph applied to each item of a list input: ``invoke([a, b])``

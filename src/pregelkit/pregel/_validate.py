@@ -55,6 +55,8 @@ INVOKE_KEYWORDS = (
     "context",
     "control",
     "debug",
+    "print_mode",
+    "version",
 )
 STREAM_KEYWORDS = (*INVOKE_KEYWORDS, "subgraphs")
 

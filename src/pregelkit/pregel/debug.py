@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from pregelkit._internal._constants import CONF, ERROR, INTERRUPT, RETURN
+from pregelkit.pregel._io import fold_writes
 from pregelkit.types import PregelExecutableTask
 
 __all__ = [
@@ -34,12 +35,44 @@ COLOR_MAPPING = {
 }
 
 
+# Metadata the engine adds to every task's config: the task's own fields and
+# namespace already say it, so a ``task`` payload leaves it out.
+_ENGINE_METADATA = frozenset(
+    {
+        "thread_id",
+        "checkpoint_id",
+        "checkpoint_ns",
+        "checkpoint_map",
+        "langgraph_step",
+        "langgraph_node",
+        "langgraph_triggers",
+        "langgraph_path",
+        "langgraph_checkpoint_ns",
+    }
+)
+
+
 def map_debug_tasks(tasks: Iterable[PregelExecutableTask]) -> Iterator[dict[str, Any]]:
-    """The ``task`` payload of each task: id, name, input and triggers."""
+    """The ``task`` payload of each task: id, name, input and triggers, plus
+    ``metadata`` when the task's config carries some of the caller's own
+    (its ``metadata`` less the engine's keys, and its tags but the
+    ``seq:step`` markers, under ``tags``)."""
     for task in tasks:
-        if "langsmith:hidden" in (task.config or {}).get("tags", ()):
+        config = task.config
+        tags = (config or {}).get("tags") or ()
+        if "langsmith:hidden" in tags:
             continue
-        yield {"id": task.id, "name": task.name, "input": task.input, "triggers": task.triggers}
+        payload = {"id": task.id, "name": task.name, "input": task.input, "triggers": task.triggers}
+        if config:
+            metadata = {
+                k: v for k, v in (config.get("metadata") or {}).items() if k not in _ENGINE_METADATA
+            }
+            user_tags = [t for t in tags if not t.startswith("seq:step")]
+            if user_tags:
+                metadata["tags"] = user_tags
+            if metadata:
+                payload["metadata"] = metadata
+        yield payload
 
 
 def is_multiple_channel_write(value: Any) -> bool:
@@ -50,15 +83,7 @@ def is_multiple_channel_write(value: Any) -> bool:
 def map_task_result_writes(writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
     """``{channel: value}``; a channel written more than once gets
     ``{"$writes": [value, ...]}``."""
-    result: dict[str, Any] = {}
-    for channel, value in writes:
-        if channel in result:
-            existing = result[channel]
-            folded = existing["$writes"] if is_multiple_channel_write(existing) else [existing]
-            result[channel] = {"$writes": [*folded, value]}
-        else:
-            result[channel] = value
-    return result
+    return fold_writes(writes)
 
 
 def map_debug_task_results(

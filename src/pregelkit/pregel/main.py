@@ -7,6 +7,7 @@ differ only in how they wait. The state API lives in ``_state.py``.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from pregelkit.pregel._validate import (
 )
 from pregelkit.runtime import RunControl
 from pregelkit.types import CachePolicy, RetryPolicy, Send, StreamMode, TimeoutPolicy
+from pregelkit.warnings import LangGraphDeprecatedSinceV10
 
 if TYPE_CHECKING:
     from pregelkit.pregel._remote import RemoteExecutor
@@ -71,8 +73,17 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         name: str = "LangGraph",
         context_schema: Any = None,
         auto_validate: bool = True,
+        config_type: Any = None,
         executor: RemoteExecutor | None = None,
     ) -> None:
+        if config_type is not None:
+            warnings.warn(
+                "`config_type` is deprecated and will be removed. "
+                "Please use `context_schema` instead.",
+                LangGraphDeprecatedSinceV10,
+                stacklevel=2,
+            )
+            context_schema = context_schema or config_type
         check_components(checkpointer, store, cache, retry_policy, cache_policy)
         check_stream_mode(stream_mode)
         built: dict[str, PregelNode] = {}
@@ -262,11 +273,19 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         )
 
     def _shape(
-        self, stream_mode: StreamMode | Sequence[StreamMode] | None, debug: bool | None
+        self,
+        stream_mode: StreamMode | Sequence[StreamMode] | None,
+        debug: bool | None,
+        print_mode: StreamMode | Sequence[StreamMode] = (),
+        version: str = "v1",
     ) -> StreamShape:
         check_stream_mode(stream_mode)
+        if print_mode:
+            check_stream_mode(print_mode)
         mode = stream_mode if stream_mode is not None else self.stream_mode
-        return StreamShape(mode, self.debug if debug is None else debug)
+        return StreamShape(
+            mode, self.debug if debug is None else debug, print_mode=print_mode, version=version
+        )
 
     # drivers: they differ only in how they wait
     def stream(
@@ -283,6 +302,8 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         debug: bool | None = None,
         context: Any = None,
         control: RunControl | None = None,
+        print_mode: StreamMode | Sequence[StreamMode] = (),
+        version: str = "v1",
         **kwargs: Any,
     ) -> Iterator[Any]:
         """Run the graph, yielding output as it is produced (see ``stream_mode``).
@@ -291,7 +312,7 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         returns its output channels), unless ``output_keys`` says otherwise."""
         if kwargs:
             check_keywords("stream", kwargs, STREAM_KEYWORDS)
-        shape = self._shape(stream_mode, debug)
+        shape = self._shape(stream_mode, debug, print_mode, version)
         shape.subgraphs = subgraphs
         driver = self._driver(
             input,
@@ -325,12 +346,14 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         debug: bool | None = None,
         context: Any = None,
         control: RunControl | None = None,
+        print_mode: StreamMode | Sequence[StreamMode] = (),
+        version: str = "v1",
         **kwargs: Any,
     ) -> AsyncIterator[Any]:
         """The async twin of ``stream``."""
         if kwargs:
             check_keywords("astream", kwargs, STREAM_KEYWORDS)
-        shape = self._shape(stream_mode, debug)
+        shape = self._shape(stream_mode, debug, print_mode, version)
         shape.subgraphs = subgraphs
         driver = self._driver(
             input,
@@ -365,6 +388,8 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         durability: str | None = None,
         context: Any = None,
         control: RunControl | None = None,
+        print_mode: StreamMode | Sequence[StreamMode] = (),
+        version: str = "v1",
         **kwargs: Any,
     ) -> Any:
         """Run the graph to the end (or an interrupt) and return its output.
@@ -374,8 +399,8 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         """
         if kwargs:
             check_keywords("invoke", kwargs, INVOKE_KEYWORDS, extra=("debug",))
-        shape = self._shape(stream_mode, kwargs.get("debug"))
-        result = InvokeResult(stream_mode, shape.printing)
+        shape = self._shape(stream_mode, kwargs.get("debug"), print_mode, version)
+        result = InvokeResult(stream_mode, shape)
         driver = self._driver(
             input,
             config,
@@ -390,8 +415,8 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         )
         events = driver.events()
         try:
-            for _ns, mode, payload in events:
-                result.add(mode, payload)
+            for ns, mode, payload in events:
+                result.add(ns, mode, payload)
         finally:
             events.close()
         return result.value()
@@ -408,13 +433,15 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         durability: str | None = None,
         context: Any = None,
         control: RunControl | None = None,
+        print_mode: StreamMode | Sequence[StreamMode] = (),
+        version: str = "v1",
         **kwargs: Any,
     ) -> Any:
         """The async twin of ``invoke``."""
         if kwargs:
             check_keywords("ainvoke", kwargs, INVOKE_KEYWORDS, extra=("debug",))
-        shape = self._shape(stream_mode, kwargs.get("debug"))
-        result = InvokeResult(stream_mode, shape.printing)
+        shape = self._shape(stream_mode, kwargs.get("debug"), print_mode, version)
+        result = InvokeResult(stream_mode, shape)
         driver = self._driver(
             input,
             config,
@@ -429,8 +456,8 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         )
         events = driver.aevents()
         try:
-            async for _ns, mode, payload in events:
-                result.add(mode, payload)
+            async for ns, mode, payload in events:
+                result.add(ns, mode, payload)
         finally:
             await events.aclose()
         return result.value()
@@ -448,7 +475,7 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         import concurrent.futures
 
         if kwargs:
-            check_keywords("batch", kwargs, INVOKE_KEYWORDS, extra=("debug",))
+            check_keywords("batch", kwargs, INVOKE_KEYWORDS, extra=INVOKE_KEYWORDS)
         configs = _batch_configs(inputs, config)
 
         def one(item: tuple[Any, Any]) -> Any:
@@ -475,7 +502,7 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         import asyncio
 
         if kwargs:
-            check_keywords("abatch", kwargs, INVOKE_KEYWORDS, extra=("debug",))
+            check_keywords("abatch", kwargs, INVOKE_KEYWORDS, extra=INVOKE_KEYWORDS)
         configs = _batch_configs(inputs, config)
         return list(
             await asyncio.gather(
