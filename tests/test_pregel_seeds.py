@@ -174,7 +174,9 @@ def foo(args: dict[str, Any]) -> list[str]:
     return [resume1, resume2, resume3]
 
 def bar(args: dict[str, Any]) -> None:
-    pass
+    # foo and bar run at once and each one's writes are saved as it finishes;
+    # the seed printed foo's first, so bar finishes last here (not in the seed)
+    import time; time.sleep(0.2)
 
 app = Pregel(
     nodes={

@@ -62,7 +62,10 @@ def test_chaos_every_workflow_done_and_every_effect_once(
     handles = [chain.submit(STEPS, cfg(f"c{i}")) for i in range(WORKFLOWS)]
 
     def start() -> WorkerProcess:
-        return WorkerProcess(url, "fleet_flows:chain", tmp=tmp_path, step_seconds=0.05)
+        # steps long enough that the work outlasts the chaos window (about
+        # WORKFLOWS * STEPS * 0.2 / WORKERS s), so kills and pauses hit runs in
+        # flight however fast the machine is
+        return WorkerProcess(url, "fleet_flows:chain", tmp=tmp_path, step_seconds=0.2)
 
     pool = [start() for _ in range(WORKERS)]
     killed = paused = 0

@@ -175,12 +175,14 @@ class AttemptLog:
         return any(row[8] is None and row[7] < before for row in rows)
 
     def take(self) -> list[AttemptRow]:
-        """The rows not yet given to a saver call (and forget them)."""
+        """The rows not yet given to a saver call (and forget them). The run
+        and the process-wide start saver may take at once: each row goes to
+        whichever pops it first (a late start row replaces no end row)."""
         buffer = self.buffer
         if not buffer:
             return []
         pop = buffer.pop
-        return [pop(key) for key in list(buffer)]
+        return [row for key in list(buffer) if (row := pop(key, None)) is not None]
 
 
 class AttemptEvents:

@@ -93,6 +93,7 @@ class _Body:
     __slots__ = (
         "args",
         "config",
+        "info",
         "kwargs",
         "mapped",
         "name",
@@ -118,6 +119,14 @@ class _Body:
             self.kwargs = None  # a node: steps chained on the task's input
         self.config = _portable(scope.config)
         self.ns = scope.ns
+        # what get_runtime().execution_info reports, as the driver knows it
+        self.info = (
+            task.id,
+            run.checkpoint_id,
+            run.run_id,
+            scope.attempt_number,
+            scope.first_attempt_time,
+        )
         self.resume = list(scope.resume)
         mapped = run.resume_map
         iid = interrupt_id(scope.ns)
@@ -210,9 +219,12 @@ def _ship(obj: Any) -> bytes:
 
 
 class _BodyRun:
-    __slots__ = ("previous", "runner", "store")
+    __slots__ = ("base_config", "checkpoint_id", "previous", "run_id", "runner", "stop", "store")
 
     def __init__(self, body: _Body) -> None:
+        self.base_config = body.config
+        _, self.checkpoint_id, self.run_id, _, _ = body.info
+        self.stop = None  # draining is the driver's: a remote body gets no RunControl
         self.previous = body.previous
         self.store = _NoStore() if body.store else None
         self.runner = _NoCalls()
@@ -230,6 +242,7 @@ class BodyScope:
         self.slot = body.slot
         self.run = _BodyRun(body)
         self.task = self
+        self.id, _, _, self.attempt_number, self.first_attempt_time = body.info
         self.attempt = None
         self.interrupt_counter = 0
         self.writes: list[tuple[str, Any]] = []
