@@ -133,7 +133,7 @@ def test_ctrl_c_clears_the_line_before_saying_how_to_continue(workdir: Path) -> 
         workdir,
         "run",
         "flows:sleepy",
-        "30",
+        "3",  # the running task finishes before the run stops: keep it short
         "--thread",
         "p3",
         once_shown=lambda p: p.send_signal(2),
