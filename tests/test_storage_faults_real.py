@@ -98,7 +98,10 @@ def test_postgres_stopped_mid_run(server: PgServer, durability: str) -> None:
             # only tasks that started before the failed save was known
             assert len(started) <= FAULT_AT + 10, len(started)
         saved = _saved_results(saver, config)
-        assert saved and FAULT_AT not in saved
+        assert FAULT_AT not in saved
+        # with "async" the writer may have held every result in one group
+        # when the server died: then nothing was saved, which async allows
+        assert saved or durability == "async"
         started.clear()
         assert billing.invoke(None, config) == sum(range(N))
         assert not set(started) & saved, "a task whose result was saved ran again"
