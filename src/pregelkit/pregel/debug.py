@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from pregelkit._internal._constants import CONF, ERROR, INTERRUPT, RETURN
+from pregelkit.checkpoint.base import EXCLUDED_METADATA_KEYS
 from pregelkit.pregel._io import fold_writes
 from pregelkit.types import PregelExecutableTask
 
@@ -37,19 +38,7 @@ COLOR_MAPPING = {
 
 # Metadata the engine adds to every task's config: the task's own fields and
 # namespace already say it, so a ``task`` payload leaves it out.
-_ENGINE_METADATA = frozenset(
-    {
-        "thread_id",
-        "checkpoint_id",
-        "checkpoint_ns",
-        "checkpoint_map",
-        "langgraph_step",
-        "langgraph_node",
-        "langgraph_triggers",
-        "langgraph_path",
-        "langgraph_checkpoint_ns",
-    }
-)
+_ENGINE_METADATA = EXCLUDED_METADATA_KEYS
 
 
 def map_debug_tasks(tasks: Iterable[PregelExecutableTask]) -> Iterator[dict[str, Any]]:
