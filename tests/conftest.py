@@ -243,7 +243,7 @@ def make_store(
     if kind.endswith("postgres"):
         dsn = request.getfixturevalue("_store_dsn")
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("TRUNCATE pregelkit_store, pregelkit_store_vectors")
+            conn.execute("TRUNCATE store, pregelkit_store_vectors")
     count = 0
 
     def make(**options: Any) -> StoreUnderTest:

@@ -52,7 +52,7 @@ from pregelkit.checkpoint.postgres import _core, _sql
 from pregelkit.checkpoint.postgres._faults import reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 
-__all__ = ["PostgresSaver"]
+__all__ = ["PostgresSaver", "ShallowPostgresSaver"]
 
 T = TypeVar("T")
 
@@ -381,3 +381,11 @@ def _execute(cur: psycopg.Cursor[Any], statement: _core.Statement) -> Any:
     if statement.fetch == "one":
         return cur.fetchone()
     return cur.fetchall() if statement.fetch == "all" else None
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ShallowPostgresSaver":
+        from pregelkit.checkpoint.postgres.shallow import ShallowPostgresSaver
+
+        return ShallowPostgresSaver
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -45,7 +45,7 @@ from pregelkit.checkpoint.postgres._faults import reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
 
-__all__ = ["AsyncPostgresSaver"]
+__all__ = ["AsyncPostgresSaver", "AsyncShallowPostgresSaver"]
 
 T = TypeVar("T")
 
@@ -477,3 +477,11 @@ async def _execute(cur: psycopg.AsyncCursor[Any], statement: _core.Statement) ->
     if statement.fetch == "one":
         return await cur.fetchone()
     return await cur.fetchall() if statement.fetch == "all" else None
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AsyncShallowPostgresSaver":
+        from pregelkit.checkpoint.postgres.shallow import AsyncShallowPostgresSaver
+
+        return AsyncShallowPostgresSaver
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,7 +29,7 @@ from functools import partial
 from typing import Any, ClassVar, TypedDict
 
 import psycopg
-from psycopg.rows import tuple_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import ConnectionPool
 
 from pregelkit.checkpoint._faults import Attempts, StorageRetry
@@ -176,8 +176,9 @@ class PostgresStore(PostgresStoreCore):
     @contextmanager
     def _cursor(self) -> Iterator[psycopg.Cursor[Any]]:
         """A cursor on the store's connection, for SQL of the caller's own:
-        LangGraph's stores have this, and fixtures written for them use it."""
-        with self._connection() as conn, conn.cursor() as cur:
+        LangGraph's stores have this, and fixtures written for them use it
+        (rows are dicts, as there)."""
+        with self._connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             yield cur
 
     def _transaction(self, plan: _sqlcore.Plan, single: bool = False) -> Any:

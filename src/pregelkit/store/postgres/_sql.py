@@ -47,6 +47,53 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # 2: the items move to LangGraph's table name, ``store`` (same columns,
+    # namespaces encoded the same way), so a database LangGraph's
+    # PostgresStore wrote is read as it is. If LangGraph's table is already
+    # there, it is adopted: it gains what pregelkit needs (expiry columns,
+    # fractional TTLs, code-point order for namespace ranges, an index for
+    # newest-first search) and pregelkit's rows move into it, the newer
+    # write winning when both have an item.
+    (
+        """
+        DO $$
+        BEGIN
+            IF to_regclass('store') IS NULL THEN
+                ALTER TABLE pregelkit_store RENAME TO store;
+                ALTER INDEX pregelkit_store_updated RENAME TO store_updated_at_idx;
+                ALTER INDEX pregelkit_store_expires RENAME TO store_expires_at_idx;
+            ELSE
+                ALTER TABLE store
+                    ADD COLUMN IF NOT EXISTS expires_at timestamptz,
+                    ADD COLUMN IF NOT EXISTS ttl_minutes double precision;
+                ALTER TABLE store
+                    ALTER COLUMN prefix TYPE text COLLATE "C",
+                    ALTER COLUMN key TYPE text COLLATE "C",
+                    ALTER COLUMN ttl_minutes TYPE double precision;
+                UPDATE store SET created_at = coalesce(created_at, now()),
+                    updated_at = coalesce(updated_at, now())
+                    WHERE created_at IS NULL OR updated_at IS NULL;
+                INSERT INTO store AS s
+                    (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes)
+                    SELECT prefix, key, value, created_at, updated_at, expires_at, ttl_minutes
+                    FROM pregelkit_store
+                    ON CONFLICT (prefix, key) DO UPDATE SET
+                        value = excluded.value, created_at = excluded.created_at,
+                        updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+                        ttl_minutes = excluded.ttl_minutes
+                    WHERE s.updated_at < excluded.updated_at;
+                DELETE FROM pregelkit_store_vectors v USING pregelkit_store p, store s
+                    WHERE v.prefix = p.prefix AND v.key = p.key
+                    AND s.prefix = p.prefix AND s.key = p.key
+                    AND s.updated_at IS DISTINCT FROM p.updated_at;
+                DROP TABLE pregelkit_store;
+                CREATE INDEX IF NOT EXISTS store_updated_at_idx ON store (updated_at);
+                CREATE INDEX IF NOT EXISTS store_expires_at_idx ON store (expires_at)
+                    WHERE expires_at IS NOT NULL;
+            END IF;
+        END $$
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
@@ -68,11 +115,11 @@ _LIVE = "(s.expires_at IS NULL OR s.expires_at > %s)"
 
 class PostgresDialect(Dialect):
     select_item = f"""
-        SELECT {_COLUMNS} FROM pregelkit_store s
+        SELECT {_COLUMNS} FROM store s
         WHERE s.prefix = %s AND s.key = %s AND {_LIVE}
     """
     upsert_item = """
-        INSERT INTO pregelkit_store AS s
+        INSERT INTO store AS s
             (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes)
         VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s)
         ON CONFLICT (prefix, key) DO UPDATE SET
@@ -84,26 +131,26 @@ class PostgresDialect(Dialect):
             expires_at = excluded.expires_at,
             ttl_minutes = excluded.ttl_minutes
     """
-    delete_item = "DELETE FROM pregelkit_store WHERE prefix = %s AND key = %s"
+    delete_item = "DELETE FROM store WHERE prefix = %s AND key = %s"
     delete_vectors = "DELETE FROM pregelkit_store_vectors WHERE prefix = %s AND key = %s"
     insert_vector = """
         INSERT INTO pregelkit_store_vectors (prefix, key, field, embedding)
         VALUES (%s, %s, %s, %s::real[])
     """
     refresh_ttl = """
-        UPDATE pregelkit_store SET expires_at = %s + ttl_minutes * interval '1 minute'
+        UPDATE store SET expires_at = %s + ttl_minutes * interval '1 minute'
         WHERE prefix = %s AND key = %s AND ttl_minutes IS NOT NULL
     """
-    select_namespaces = f"SELECT DISTINCT s.prefix FROM pregelkit_store s WHERE {_LIVE}"
+    select_namespaces = f"SELECT DISTINCT s.prefix FROM store s WHERE {_LIVE}"
     select_namespaces_under = (
         f"{select_namespaces} AND (s.prefix = %s OR (s.prefix >= %s AND s.prefix < %s))"
     )
     sweep_vectors = """
         DELETE FROM pregelkit_store_vectors WHERE (prefix, key) IN (
-            SELECT prefix, key FROM pregelkit_store WHERE expires_at <= %s
+            SELECT prefix, key FROM store WHERE expires_at <= %s
         )
     """
-    sweep = "DELETE FROM pregelkit_store WHERE expires_at <= %s"
+    sweep = "DELETE FROM store WHERE expires_at <= %s"
 
     def time(self, moment: datetime) -> datetime:
         return moment
@@ -149,7 +196,7 @@ class PostgresDialect(Dialect):
             params.extend(condition_params)
         params.extend((op.limit, op.offset))
         return (
-            f"SELECT {_COLUMNS}, {score} AS score FROM pregelkit_store s "
+            f"SELECT {_COLUMNS}, {score} AS score FROM store s "
             f"WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %s OFFSET %s",
             params,
         )

@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg.rows import tuple_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from pregelkit._internal._loop_thread import SyncCallOnLoopError, running_loop
@@ -116,8 +116,9 @@ class AsyncPostgresStore(AsyncBatchedBaseStore, PostgresStoreCore):
     @asynccontextmanager
     async def _cursor(self) -> AsyncIterator[psycopg.AsyncCursor[Any]]:
         """A cursor on the store's connection, for SQL of the caller's own:
-        LangGraph's stores have this, and fixtures written for them use it."""
-        async with self._connection() as conn, conn.cursor() as cur:
+        LangGraph's stores have this, and fixtures written for them use it
+        (rows are dicts, as there)."""
+        async with self._connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             yield cur
 
     async def _transaction(self, plan: _sqlcore.Plan, single: bool = False) -> Any:
