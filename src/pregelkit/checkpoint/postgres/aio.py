@@ -45,7 +45,7 @@ from pregelkit.checkpoint.postgres._faults import reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
 
-__all__ = ["AsyncPostgresSaver", "AsyncShallowPostgresSaver"]
+__all__ = ["AsyncPostgresSaver"]
 
 T = TypeVar("T")
 
