@@ -327,6 +327,28 @@ def test_filters_agree_with_the_reference(
     assert got == expected, (docs, spec)
 
 
+_BIG = [2**63 - 1, 2**63, 2**63 + 1, 2**64 + 1, -(2**63) - 1, 10**100, -(10**100), 10**400]
+
+
+def test_orderings_on_integers_beyond_64_bits(store: StoreUnderTest) -> None:
+    """SQLite binds no integer beyond 64 bits; an ordering on one still keeps
+    exactly what the in-memory reading keeps (equality on one is refused)."""
+    namespace = _fresh()
+    values: list[Any] = [-10, 0, 30, 2**62, 2**63 - 1, 9.3e18, 1.8446744073709552e19, 1e300, -1e300]
+    for n, value in enumerate(values):
+        store.put(namespace, str(n), {"price": value})
+    for operand in _BIG:
+        for op in ("$lt", "$lte", "$gt", "$gte"):
+            spec = {"price": {op: operand}}
+            expected = {
+                str(n) for n, v in enumerate(values) if matches({"price": v}, parse_filter(spec))
+            }
+            got = {i.key for i in store.search(namespace, filter=spec, limit=100)}
+            assert got == expected, (op, operand)
+    with pytest.raises(ValueError, match="does not fit in 64 bits"):
+        store.search(namespace, filter={"price": 10**100})
+
+
 _fragments = [*"a.'\"-;$[]*%_\\ ()=\x00\n/", "OR", "--", "é", "$.x", "1=1", "\u2028"]
 _hostile = st.lists(st.sampled_from(_fragments), max_size=8).map("".join) | st.sampled_from(
     ["a') OR 1=1 --", "$.x", '"', "x' OR '1'='1", "access') = 'public' OR ('1'='1", "*", "%"]

@@ -111,7 +111,7 @@ def _check_operand(key: str, op: str, operand: Any) -> None:
             f"filter on {key!r}: {op} compares with a number or a string, "
             f"got {type(operand).__name__} {operand!r}"
         )
-    if isinstance(operand, int) and not _INT64[0] <= operand < _INT64[1]:
+    if isinstance(operand, int) and op not in ORDERING and not _INT64[0] <= operand < _INT64[1]:
         raise ValueError(
             f"filter on {key!r}: {op} operand {operand} does not fit in 64 bits, which SQL "
             "stores compare; pass it as a float or a string"
@@ -139,6 +139,29 @@ def has_nul(value: Any) -> bool:
     return False
 
 
+def _as_float_bound(condition: Condition) -> Condition:
+    """An ordering on an integer beyond 64 bits (SQLite would not bind it) as
+    the same ordering on a float. ``f``, the float nearest the integer ``n``,
+    may be above or below it, but no float lies strictly between them, so
+    for every stored number ``x < n`` is ``x <= f`` if ``f < n`` and ``x < f``
+    if ``f > n`` (and alike for the other operators)."""
+    n = condition.operand
+    try:
+        f = float(n)
+    except OverflowError:
+        f = math.inf if n > 0 else -math.inf
+    op = condition.op
+    if f < n and op in ("$lt", "$lte"):
+        op = "$lte"
+    elif f > n and op in ("$lt", "$lte"):
+        op = "$lt"
+    elif f > n:
+        op = "$gte"
+    elif f < n:
+        op = "$gt"
+    return Condition(condition.path, op, f)
+
+
 def for_sql(conditions: list[Condition]) -> list[Condition] | None:
     """``conditions`` for a store that holds only JSON: no NUL, no infinity
     or NaN. ``None`` when they can match nothing.
@@ -150,6 +173,9 @@ def for_sql(conditions: list[Condition]) -> list[Condition] | None:
     kept: list[Condition] = []
     for condition in conditions:
         operand, op = condition.operand, condition.op
+        if isinstance(operand, int) and not _INT64[0] <= operand < _INT64[1]:
+            condition = _as_float_bound(condition)
+            operand, op = condition.operand, condition.op
         if isinstance(operand, float) and not math.isfinite(operand):
             if op == "$ne":
                 continue
