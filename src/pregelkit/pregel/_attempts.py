@@ -30,7 +30,6 @@ from pregelkit.types import PregelExecutableTask
 __all__ = ["AttemptEvents", "AttemptLog", "outcome_of"]
 
 
-
 def _hostname() -> str:
     if hasattr(os, "uname"):  # what socket.gethostname() says, without loading socket
         return os.uname().nodename
