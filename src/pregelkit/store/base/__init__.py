@@ -76,6 +76,10 @@ class TTLConfig(TypedDict, total=False):
     sweep_interval_minutes: int | None
     """How often the sweeper started by ``start_ttl_sweeper()`` deletes
     expired items. Expired items are never returned, swept or not."""
+    omit_expired: bool
+    """LangGraph's switch for leaving expired, not yet swept items out of
+    reads, accepted so its configs type-check: pregelkit's stores always
+    leave them out, whatever it says (see docs/compat.md)."""
 
 
 class IndexConfig(TypedDict, total=False):
