@@ -82,6 +82,11 @@ class Dialect(ABC):
     sweep: str
     """Params: now."""
 
+    def refresh(self, now: Any, keys: list[tuple[str, str]]) -> Statement:
+        """The statement restarting the TTLs of ``keys`` (namespace text,
+        key): ``refresh_ttl`` once per key."""
+        return Statement(self.refresh_ttl, [(now, text, key) for text, key in keys], "many", True)
+
     @abstractmethod
     def time(self, moment: datetime) -> Any: ...
 
@@ -164,7 +169,7 @@ def _get(dialect: Dialect, op: GetOp, deserialize: Deserializer) -> Plan:
     if row is None:
         return None
     if op.refresh_ttl and row[5] is not None:
-        yield Statement(dialect.refresh_ttl, [(dialect.time(now), text, op.key)], "many", True)
+        yield dialect.refresh(dialect.time(now), [(text, op.key)])
     return _item(dialect, row, deserialize)
 
 
@@ -200,9 +205,9 @@ def _search(
     sql, params = dialect.search(op, conditions, query, dialect.time(now))
     rows = yield Statement(sql, params, "all")
     if op.refresh_ttl:
-        stale = [(dialect.time(now), row[0], row[1]) for row in rows if row[5] is not None]
+        stale = [(row[0], row[1]) for row in rows if row[5] is not None]
         if stale:
-            yield Statement(dialect.refresh_ttl, stale, "many", True)
+            yield dialect.refresh(dialect.time(now), stale)
     return [
         SearchItem(
             _namespaces.decode(row[0]),

@@ -15,7 +15,7 @@ from typing import Any
 
 from pregelkit.store import _namespaces
 from pregelkit.store._filter import ORDERING, Condition
-from pregelkit.store._sqlcore import Dialect, encode_json
+from pregelkit.store._sqlcore import Dialect, Statement, encode_json
 from pregelkit.store.base import SearchOp
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -152,6 +152,14 @@ class PostgresDialect(Dialect):
     """
     sweep = "DELETE FROM store WHERE expires_at <= %s"
 
+    def refresh(self, now: Any, keys: list[tuple[str, str]]) -> Statement:
+        # One statement for all the keys: psycopg runs a statement per
+        # parameter row in pipeline mode, which costs a millisecond even for
+        # one row (a search refreshing its 10 results: 6 ms, now 0.5).
+        return Statement(
+            _REFRESH_TTLS, (now, [text for text, _ in keys], [key for _, key in keys]), None, True
+        )
+
     def time(self, moment: datetime) -> datetime:
         return moment
 
@@ -201,6 +209,13 @@ class PostgresDialect(Dialect):
             params,
         )
 
+
+_REFRESH_TTLS = """
+    UPDATE store AS s SET expires_at = %s + s.ttl_minutes * interval '1 minute'
+    FROM unnest(%s::text[], %s::text[]) AS t(prefix, key)
+    WHERE s.prefix = t.prefix COLLATE "C" AND s.key = t.key COLLATE "C"
+    AND s.ttl_minutes IS NOT NULL
+"""
 
 _SQL_OPERATORS = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
