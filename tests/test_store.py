@@ -409,3 +409,42 @@ def test_async_batched_store_sends_the_last_of_repeated_writes() -> None:
         assert (await store.aget(("a",), "k")).value == {"v": 4}  # type: ignore[union-attr]
 
     asyncio.run(scenario())
+
+
+class _Interrupt(BaseException):
+    """Not an Exception, like KeyboardInterrupt or pytest's timeout."""
+
+
+def test_async_batched_store_callers_never_wait_forever() -> None:
+    """When the task sending the batches dies of something that is not an
+    Exception, or is stopped with calls in flight, every waiting caller is
+    answered (before, each waited forever and a test timeout hung the run)."""
+    store = Batched()
+    gate = asyncio.Event()
+
+    async def interrupted(ops: Any) -> list[Any]:
+        await gate.wait()
+        raise _Interrupt
+
+    async def scenario() -> None:
+        store.abatch = interrupted  # type: ignore[method-assign]
+        calls = [asyncio.ensure_future(store.aget(("a",), str(i))) for i in range(3)]
+        await asyncio.sleep(0.01)
+        late = asyncio.ensure_future(store.aput(("a",), "late", {}))  # queued behind them
+        await asyncio.sleep(0)
+        gate.set()
+        done = await asyncio.wait_for(
+            asyncio.gather(*calls, late, return_exceptions=True), timeout=10
+        )
+        assert [type(r) for r in done] == [_Interrupt] * 4
+        del store.abatch  # the next call starts a new task
+        await store.aput(("a",), "k", {"v": 1})
+        gate.clear()
+        store.abatch = interrupted  # type: ignore[method-assign]
+        stopped = [asyncio.ensure_future(store.aget(("a",), "k")) for _ in range(2)]
+        await asyncio.sleep(0.01)
+        store.stop_batching()
+        results = await asyncio.wait_for(asyncio.gather(*stopped, return_exceptions=True), 10)
+        assert all(isinstance(r, asyncio.CancelledError) for r in results)
+
+    asyncio.run(scenario())

@@ -54,12 +54,35 @@ class AsyncBatchedBaseStore(BaseStore):
         return await future
 
     async def _drain(self, queue: asyncio.Queue[tuple[asyncio.Future[Result], Op]]) -> None:
+        pending: list[tuple[asyncio.Future[Result], Op]] = []
+        try:
+            await self._drain_forever(queue, pending)
+        except BaseException as exc:
+            # Stopped (stop_batching) or hit by something that is not an
+            # Exception (KeyboardInterrupt, a test timeout): no one else
+            # would answer the callers queued here, who would wait forever.
+            while not queue.empty():
+                pending.append(queue.get_nowait())
+            for future, _ in pending:
+                if future.done():
+                    continue
+                if isinstance(exc, asyncio.CancelledError):
+                    future.cancel()
+                else:
+                    future.set_exception(exc)
+            raise
+
+    async def _drain_forever(
+        self,
+        queue: asyncio.Queue[tuple[asyncio.Future[Result], Op]],
+        pending: list[tuple[asyncio.Future[Result], Op]],
+    ) -> None:
         while True:
-            pending = [await queue.get()]
+            pending[:] = [await queue.get()]
             await asyncio.sleep(0)  # let the callers of this loop iteration queue too
             while not queue.empty():
                 pending.append(queue.get_nowait())
-            pending = [(future, op) for future, op in pending if not future.cancelled()]
+            pending[:] = [(future, op) for future, op in pending if not future.cancelled()]
             if not pending:
                 continue
             unique, slots = _dedupe([op for _, op in pending])
