@@ -187,6 +187,29 @@ def test_fence_refuses_a_stale_holders_writes(queue_db: tuple[str, Any]) -> None
         )
 
 
+def test_heartbeat_judges_only_the_runs_it_renewed(queue_db: tuple[str, Any]) -> None:
+    """A run claimed while a heartbeat was on its way (the heartbeat read
+    the runs held before the claim) is not taken for lost; a run whose lease
+    another worker took is."""
+    from pregelkit.worker._core import WorkerCore
+
+    _, saver = queue_db
+    chain = fleet_flows.chain.copy(checkpointer=saver)
+    chain.submit(1, cfg("old"))
+    core = WorkerCore([chain], saver, concurrency=4, lease_seconds=0.2, worker_id="w")
+    (old,) = saver.run_queue(core.claim_plan(), "claim")
+    core.start(old)
+    beat = core.heartbeat_plan()  # reads the runs held now: only "old"
+    time.sleep(0.4)  # old's lease expires and another worker takes it
+    saver.run_queue(lambda d: _runqueue.claim(d, "other", ["chain"], 1, 30), "claim")
+    chain.submit(2, cfg("new"))
+    (new,) = saver.run_queue(core.claim_plan(), "claim")
+    core.start(new)
+    core.renewed(saver.run_queue(beat, "renew leases"))
+    assert core.held[old.run_id].lost
+    assert not core.held[new.run_id].lost
+
+
 def test_arguments_are_checked(queue_db: tuple[str, Any], tmp_path: Path) -> None:
     _, saver = queue_db
     chain = fleet_flows.chain.copy(checkpointer=saver)

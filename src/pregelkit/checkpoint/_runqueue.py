@@ -16,7 +16,7 @@ once another worker has claimed the run, the old one can write nothing.
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, TypeVar
 
 from pregelkit._internal._constants import CONF, CONFIG_KEY_LEASE
@@ -68,6 +68,10 @@ class Query:
 RunPlan: TypeAlias = Generator[Query, Any, T]
 
 
+# one primary-key lookup: the run's row, if this lease is still its current one
+FENCE = "SELECT 1 FROM pregelkit_runs WHERE run_id = ? AND fence = ? AND status = 'running'"
+
+
 @dataclass(frozen=True, slots=True)
 class Dialect:
     """How one database spells what the queue needs. SQL is written with
@@ -80,6 +84,12 @@ class Dialect:
     share_lock: str
     placeholder: str
     mark_cancelled: str
+    fence: str = field(init=False)
+    """The fence check's SQL, spelled once: it runs in every write
+    transaction of a leased run, so no per-call rewriting."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fence", self.q(FENCE + "{share_lock}").sql)
 
     def q(
         self, sql: str, params: Sequence[Any] = (), fetch: Literal["one", "all"] | None = None
@@ -126,16 +136,12 @@ def lease_of(config: Any) -> tuple[str, int] | None:
     return lease
 
 
-FENCE = "SELECT 1 FROM pregelkit_runs WHERE run_id = ? AND fence = ? AND status = 'running'"
-
-
 def check_fence(d: Dialect, lease: tuple[str, int], operation: str) -> RunPlan[None]:
     """Part of a write transaction of a leased run: refuse it (rolled back
     whole) unless the lease is still the run's current one."""
-    run_id, fence = lease
-    row = yield d.q(FENCE + "{share_lock}", (run_id, fence), "one")
+    row = yield Query(d.fence, lease, "one")
     if row is None:
-        raise LeaseLostError(run_id, fence, operation)
+        raise LeaseLostError(lease[0], lease[1], operation)
 
 
 # submitting and looking
@@ -335,9 +341,11 @@ def heartbeat(
     workflows: Sequence[str],
     held: Sequence[tuple[str, int]],
     lease_seconds: float,
-) -> RunPlan[set[str]]:
-    """Renew the leases still ours and say the worker is alive; returns the
-    run ids whose lease was renewed (the others were lost)."""
+) -> RunPlan[set[tuple[str, int]]]:
+    """Renew the leases still ours, in one statement, and say the worker is
+    alive; returns the leases of ``held`` that were not renewed: lost to
+    another worker, or their run ended meanwhile. Only those: a run claimed
+    after ``held`` was read is not judged by this heartbeat."""
     yield d.q(
         """
         INSERT INTO pregelkit_workers (worker_id, workflows, seen_at, stopped)
@@ -347,17 +355,19 @@ def heartbeat(
         """,
         (worker_id, "\n".join(workflows)),
     )
-    kept = set()
-    for run_id, fence in held:
-        row = yield d.q(
-            "UPDATE pregelkit_runs SET lease_until = {now} + ?, updated_at = {now} "
-            "WHERE run_id = ? AND fence = ? AND status = 'running' RETURNING run_id",
-            (lease_seconds, run_id, fence),
-            "one",
-        )
-        if row is not None:
-            kept.add(run_id)
-    return kept
+    if not held:
+        return set()
+    pairs = ", ".join("(?, ?)" for _ in held)
+    rows = yield d.q(
+        "UPDATE pregelkit_runs SET lease_until = {now} + ?, updated_at = {now} "
+        f"WHERE (run_id, fence) IN (VALUES {pairs}) AND status = 'running' "
+        "RETURNING run_id, fence",
+        (lease_seconds, *(value for lease in held for value in lease)),
+        "all",
+    )
+    return {(str(run_id), int(fence)) for run_id, fence in held} - {
+        (str(run_id), int(fence)) for run_id, fence in rows
+    }
 
 
 def finish(

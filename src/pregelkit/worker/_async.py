@@ -138,11 +138,11 @@ class AsyncWorker(WorkerFront):
     async def _beat(self) -> None:
         core = self._core
         try:
-            kept = await core.saver.arun_queue(core.heartbeat_plan(), "renew leases")
+            unrenewed = await core.saver.arun_queue(core.heartbeat_plan(), "renew leases")
         except Exception as exc:
             log.warning("cannot renew leases (%s); trying again", exc)
             return
-        core.renewed(kept)
+        core.renewed(unrenewed)
 
 
 async def _wait(event: asyncio.Event, seconds: float) -> None:

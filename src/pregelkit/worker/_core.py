@@ -167,11 +167,13 @@ class WorkerCore:
             lease_seconds=self.lease_seconds,
         )
 
-    def renewed(self, kept: set[str]) -> None:
-        """After a heartbeat: a run whose lease was not renewed was taken by
-        another worker; its writes are refused from now on (the fence)."""
-        for run_id, held in list(self.held.items()):
-            if run_id not in kept and not held.lost:
+    def renewed(self, unrenewed: set[tuple[str, int]]) -> None:
+        """After a heartbeat: a run still held under a lease it could not
+        renew was taken by another worker; its writes are refused from now on
+        (the fence). A run that ended meanwhile is no longer held."""
+        for run_id, fence in unrenewed:
+            held = self.held.get(run_id)
+            if held is not None and held.claimed.fence == fence and not held.lost:
                 held.lost = True
                 log.warning(
                     "run %s (thread %s): lease lost to another worker; dropping it",

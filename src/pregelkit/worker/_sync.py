@@ -143,12 +143,12 @@ class Worker(WorkerFront):
         with self._lock:
             plan = core.heartbeat_plan()
         try:
-            kept = core.saver.run_queue(plan, "renew leases")
+            unrenewed = core.saver.run_queue(plan, "renew leases")
         except Exception as exc:
             log.warning("cannot renew leases (%s); trying again", exc)
             return
         with self._lock:
-            core.renewed(kept)
+            core.renewed(unrenewed)
 
     def _stopped(self) -> None:
         try:
