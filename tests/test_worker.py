@@ -210,6 +210,21 @@ def test_heartbeat_judges_only_the_runs_it_renewed(queue_db: tuple[str, Any]) ->
     assert not core.held[new.run_id].lost
 
 
+def test_idle_worker_asks_less_often_and_wakes_on_work(queue_db: tuple[str, Any]) -> None:
+    """An empty queue makes the pause between claims grow (within 20%
+    jitter) up to a heartbeat at most; a claim that took runs resets it."""
+    from pregelkit.worker._core import WorkerCore
+
+    _, saver = queue_db
+    core = WorkerCore([fleet_flows.chain], saver, concurrency=2, lease_seconds=1.5, worker_id="w")
+    pauses = [core.pause(0, asked=True) for _ in range(6)]
+    assert 0.16 <= pauses[0] <= 0.24
+    assert 0.32 <= pauses[1] <= 0.48
+    assert all(0.4 <= p <= 0.6 for p in pauses[3:])  # capped at the heartbeat (0.5 s)
+    assert 0.16 <= core.pause(1, asked=True) <= 0.24
+    assert 0.16 <= core.pause(0, asked=True) <= 0.24
+
+
 def test_arguments_are_checked(queue_db: tuple[str, Any], tmp_path: Path) -> None:
     _, saver = queue_db
     chain = fleet_flows.chain.copy(checkpointer=saver)

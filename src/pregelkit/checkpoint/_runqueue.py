@@ -284,43 +284,39 @@ def claim(
     if limit <= 0 or not workflows:
         return []
     names = ", ".join("?" for _ in workflows)
+    # one statement, one round trip however many runs it takes: the rows
+    # picked (SKIP LOCKED on PostgreSQL: not those another claim is taking)
+    # are leased in the same UPDATE
     rows = yield d.q(
         f"""
-        SELECT run_id FROM pregelkit_runs
-        WHERE workflow IN ({names})
-          AND (status = 'queued' OR (status = 'running' AND lease_until < {{now}}))
-        ORDER BY priority DESC, created_at, run_id
-        LIMIT ?{{skip_locked}}
+        UPDATE pregelkit_runs SET status = 'running', fence = fence + 1, worker = ?,
+            lease_until = {{now}} + ?, attempts = attempts + 1, updated_at = {{now}}
+        WHERE run_id IN (
+            SELECT run_id FROM pregelkit_runs
+            WHERE workflow IN ({names})
+              AND (status = 'queued' OR (status = 'running' AND lease_until < {{now}}))
+            ORDER BY priority DESC, created_at, run_id
+            LIMIT ?{{skip_locked}})
+        RETURNING priority, created_at, run_id, thread_id, workflow, fence, attempts,
+            input_type, input, config_type, config
         """,
-        (*workflows, limit),
+        (worker_id, lease_seconds, *workflows, limit),
         "all",
     )
-    claimed = []
-    for (run_id,) in rows:
-        row = yield d.q(
-            """
-            UPDATE pregelkit_runs SET status = 'running', fence = fence + 1, worker = ?,
-                lease_until = {now} + ?, attempts = attempts + 1, updated_at = {now}
-            WHERE run_id = ?
-            RETURNING run_id, thread_id, workflow, fence, attempts,
-                input_type, input, config_type, config
-            """,
-            (worker_id, lease_seconds, run_id),
-            "one",
+    # RETURNING comes in no set order: started in the order they were taken
+    rows = sorted(rows, key=lambda row: (-row[0], row[1], row[2]))
+    return [
+        Claimed(
+            str(run),
+            str(thread),
+            str(workflow),
+            int(fence),
+            int(attempts),
+            (str(itype), bytes(ivalue)),
+            (str(ctype), bytes(cvalue)),
         )
-        run, thread, workflow, fence, attempts, itype, ivalue, ctype, cvalue = row
-        claimed.append(
-            Claimed(
-                str(run),
-                str(thread),
-                str(workflow),
-                int(fence),
-                int(attempts),
-                (str(itype), bytes(ivalue)),
-                (str(ctype), bytes(cvalue)),
-            )
-        )
-    return claimed
+        for _, _, run, thread, workflow, fence, attempts, itype, ivalue, ctype, cvalue in rows
+    ]
 
 
 def pending(d: Dialect, workflows: Sequence[str]) -> RunPlan[int]:

@@ -81,7 +81,7 @@ class AsyncWorker(WorkerFront):
                 if until_idle and not claimed and await self._idle():
                     break
                 if not claimed or plan is None:
-                    await _wait(wake, core.poll_seconds)
+                    await _wait(wake, core.pause(len(claimed), plan is not None))
             if runs:  # stopping: they drain and are handed back
                 await asyncio.gather(*runs, return_exceptions=True)
         finally:

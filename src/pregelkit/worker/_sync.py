@@ -88,7 +88,7 @@ class Worker(WorkerFront):
                     if until_idle and not claimed and self._idle():
                         break
                     if not claimed or plan is None:
-                        self._event.wait(core.poll_seconds)
+                        self._event.wait(core.pause(len(claimed), plan is not None))
                         self._event.clear()
         finally:
             beating.set()
