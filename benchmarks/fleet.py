@@ -170,8 +170,8 @@ def _server_pids(url: str) -> list[int]:
 
     with psycopg.connect(url) as conn:
         backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
-    with open(f"/proc/{backend}/stat") as f:
-        postmaster = int(f.read().rsplit(")", 1)[1].split()[1])
+        with open(f"/proc/{backend}/stat") as f:  # while the backend lives
+            postmaster = int(f.read().rsplit(")", 1)[1].split()[1])
     with open(f"/proc/{postmaster}/task/{postmaster}/children") as f:
         return [postmaster, *map(int, f.read().split())]
 
