@@ -210,6 +210,24 @@ def test_heartbeat_judges_only_the_runs_it_renewed(queue_db: tuple[str, Any]) ->
     assert not core.held[new.run_id].lost
 
 
+def test_heartbeat_renews_more_runs_than_one_statement_takes(
+    queue_db: tuple[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, saver = queue_db
+    monkeypatch.setattr(_runqueue, "HEARTBEAT_BATCH", 2)
+    chain = fleet_flows.chain.copy(checkpointer=saver)
+    for i in range(5):
+        chain.submit(1, cfg(f"b{i}"))
+    claimed = saver.run_queue(lambda d: _runqueue.claim(d, "w", ["chain"], 5, 30), "claim")
+    held = [(c.run_id, c.fence) for c in claimed]
+    stale = (held[0][0], held[0][1] - 1)  # an older lease of a run: not renewed
+    unrenewed = saver.run_queue(
+        lambda d: _runqueue.heartbeat(d, "w", ["chain"], [*held, stale], 30), "renew"
+    )
+    assert len(held) == 5
+    assert unrenewed == {stale}
+
+
 def test_idle_worker_asks_less_often_and_wakes_on_work(queue_db: tuple[str, Any]) -> None:
     """An empty queue makes the pause between claims grow (within 20%
     jitter) up to a heartbeat at most; a claim that took runs resets it."""

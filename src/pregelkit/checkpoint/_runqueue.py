@@ -331,6 +331,9 @@ def pending(d: Dialect, workflows: Sequence[str]) -> RunPlan[int]:
     return int(row[0])
 
 
+HEARTBEAT_BATCH = 500
+
+
 def heartbeat(
     d: Dialect,
     worker_id: str,
@@ -351,19 +354,21 @@ def heartbeat(
         """,
         (worker_id, "\n".join(workflows)),
     )
-    if not held:
-        return set()
-    pairs = ", ".join("(?, ?)" for _ in held)
-    rows = yield d.q(
-        "UPDATE pregelkit_runs SET lease_until = {now} + ?, updated_at = {now} "
-        f"WHERE (run_id, fence) IN (VALUES {pairs}) AND status = 'running' "
-        "RETURNING run_id, fence",
-        (lease_seconds, *(value for lease in held for value in lease)),
-        "all",
-    )
-    return {(str(run_id), int(fence)) for run_id, fence in held} - {
-        (str(run_id), int(fence)) for run_id, fence in rows
-    }
+    renewed: set[tuple[str, int]] = set()
+    # a statement per HEARTBEAT_BATCH runs: within every database's limit
+    # on parameters, however high the worker's concurrency
+    for start in range(0, len(held), HEARTBEAT_BATCH):
+        batch = held[start : start + HEARTBEAT_BATCH]
+        pairs = ", ".join("(?, ?)" for _ in batch)
+        rows = yield d.q(
+            "UPDATE pregelkit_runs SET lease_until = {now} + ?, updated_at = {now} "
+            f"WHERE (run_id, fence) IN (VALUES {pairs}) AND status = 'running' "
+            "RETURNING run_id, fence",
+            (lease_seconds, *(value for lease in batch for value in lease)),
+            "all",
+        )
+        renewed.update((str(run_id), int(fence)) for run_id, fence in rows)
+    return {(str(run_id), int(fence)) for run_id, fence in held} - renewed
 
 
 def finish(
