@@ -44,9 +44,9 @@ log = logging.getLogger("pregelkit.worker")
 
 IDLE_POLL_SECONDS = (0.2, 1.0)
 """How long an idle worker waits before asking the queue again: the first
-pause, doubling while the queue stays empty up to the second (a fleet of
-idle workers asks the database a few times a second each, not five), each
-pause drawn within 20% of it so workers started together do not ask in step."""
+pause, doubling while the queue stays empty up to the second (100 idle
+workers then ask about 100 times a second, not 500), each pause drawn
+within 20% of it so workers started together do not ask in step."""
 OUTAGE_PAUSE_SECONDS = (0.5, 5.0)
 """Pauses between tries while the database is unreachable, doubling."""
 
