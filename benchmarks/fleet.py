@@ -29,7 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -146,29 +148,76 @@ def wait_until(check: Callable[[], bool], timeout: float = 120.0) -> None:
         time.sleep(0.01)
 
 
-def throughput(url: str, workers: int, runs: int) -> float:
-    """Runs per second of ``short`` through ``workers`` worker processes."""
+def _cpu_seconds(pids: list[int]) -> float:
+    """CPU time (user + system) the processes ``pids`` have used so far."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone: counted up to its last look
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _server_pids(url: str) -> list[int]:
+    """The PostgreSQL server's processes (postmaster and backends); none for SQLite,
+    whose database work is done inside the worker processes."""
+    if not url.startswith("postgresql://"):
+        return []
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+        with open(f"/proc/{backend}/stat") as f:  # while the backend lives
+            postmaster = int(f.read().rsplit(")", 1)[1].split()[1])
+    with open(f"/proc/{postmaster}/task/{postmaster}/children") as f:
+        return [postmaster, *map(int, f.read().split())]
+
+
+@dataclass
+class Rate:
+    per_second: float
+    worker_ms: float
+    """CPU milliseconds per run in the worker processes (SQLite's work included)."""
+    server_ms: float
+    """CPU milliseconds per run in the PostgreSQL server."""
+
+
+def throughput(url: str, workers: int, runs: int, workflow: str = "short") -> Rate:
+    """Runs per second of ``workflow`` through ``workers`` worker processes,
+    and the CPU each run cost the workers and the database server."""
     reset(url)
-    procs = start_workers(url, workers, "fleet_workload:short")
+    procs = start_workers(url, workers, f"fleet_workload:{workflow}")
     try:
         with saver_for(url) as saver:
             wait_until(lambda: live_workers(saver) == workers, 60)
-            wf = fleet_workload.short.copy(checkpointer=saver)
+            wf = getattr(fleet_workload, workflow).copy(checkpointer=saver)
+            pids = [p.pid for p in procs]
+            server = _server_pids(url)
+            cpu0, db0 = _cpu_seconds(pids), _cpu_seconds(server)
             started = time.perf_counter()
             handles = [wf.submit(i, cfg(f"t{i}")) for i in range(runs)]
             last = handles[-1]
-            wait_until(lambda: _done(saver) == runs)
+            wait_until(lambda: _done(saver) == runs, 600)
             elapsed = time.perf_counter() - started
+            cpu, db = _cpu_seconds(pids) - cpu0, _cpu_seconds(server) - db0
             assert last.result() == runs - 1 + 2
-        return runs / elapsed
+        return Rate(runs / elapsed, cpu / runs * 1e3, db / runs * 1e3)
     finally:
         stop(procs)
 
 
 def _done(saver: BaseCheckpointSaver[Any]) -> int:
-    from pregelkit.checkpoint.runs import list_runs
+    """How many runs are done: one count, cheap to ask every few milliseconds."""
 
-    return len(list_runs(saver, "done", limit=1_000_000))
+    def count(d: Any) -> Any:
+        row = yield d.q("SELECT count(*) FROM pregelkit_runs WHERE status = 'done'", (), "one")
+        return int(row[0])
+
+    done: int = saver.run_queue(count, "bench: count done")
+    return done
 
 
 def takeover(url: str) -> float:
@@ -191,8 +240,10 @@ def takeover(url: str) -> float:
         return took
 
 
-def fence_cost(url: str, tasks: int) -> tuple[float, float]:
-    """µs per task of a chain run with and without a lease (sync durability)."""
+def fence_cost(url: str, tasks: int, rounds: int) -> tuple[float, float]:
+    """CPU µs per task (this process: the engine and, for SQLite, the
+    database) of a chain run without and with a lease (``sync``
+    durability), in alternating rounds; medians."""
     from pregelkit._internal._constants import CONFIG_KEY_LEASE
     from pregelkit.checkpoint import _runqueue
     from pregelkit.func import entrypoint, task
@@ -210,23 +261,26 @@ def fence_cost(url: str, tasks: int) -> tuple[float, float]:
                 x = inc(x).result()
             return x
 
-        def once(i: int, leased: bool) -> float:
-            conf: dict[str, Any] = {"thread_id": f"f{i}{leased}", "__pregel_durability": "sync"}
+        def once(thread: str, leased: bool) -> float:
+            conf: dict[str, Any] = {"thread_id": thread, "__pregel_durability": "sync"}
             if leased:
-                handle = chain.submit(0, {"configurable": {"thread_id": conf["thread_id"]}})
+                handle = chain.submit(0, cfg(thread))
                 (claimed,) = saver.run_queue(
-                    lambda d: _runqueue.claim(d, "bench", [str(chain.name)], 1, 60), "claim"
+                    lambda d: _runqueue.claim(d, "bench", [str(chain.name)], 1, 600), "claim"
                 )
                 assert claimed.run_id == handle.run_id
                 conf[CONFIG_KEY_LEASE] = (claimed.run_id, claimed.fence)
-            t = time.perf_counter()
+            cpu = time.process_time()
             chain.invoke(tasks, {"configurable": conf})
-            return (time.perf_counter() - t) / tasks * 1e6
+            return (time.process_time() - cpu) / tasks * 1e6
 
+        run = uuid.uuid4().hex[:8]
+        once(f"warm-{run}", False)
+        once(f"warm-{run}-l", True)
         plain, leased = [], []
-        for i in range(5):
-            plain.append(once(i, False))
-            leased.append(once(i, True))
+        for i in range(rounds):
+            plain.append(once(f"p{i}-{run}", False))
+            leased.append(once(f"l{i}-{run}", True))
         return statistics.median(plain), statistics.median(leased)
 
 
@@ -241,31 +295,46 @@ def postgres() -> Iterator[str]:
         yield dsn
 
 
+WORKLOADS = (
+    ("short", "CPU-light: two tasks that add numbers"),
+    ("waits", "I/O-bound: two tasks that wait 0.2 s each on a service"),
+)
+
+
+def _rate_row(name: str, what: str, rates: dict[int, Rate]) -> str:
+    one = rates[1].per_second
+    cells = [f"{rates[1].per_second:,.1f}"] + [
+        f"{rates[n].per_second:,.1f} ({rates[n].per_second / one:.2f}{TIMES})" for n in (2, 4)
+    ]
+    cpu = " / ".join(f"{rates[n].worker_ms:.1f}" for n in (1, 2, 4))
+    db = " / ".join(f"{rates[n].server_ms:.1f}" for n in (1, 2, 4)) if rates[1].server_ms else "—"
+    return f"| {name} | {what} | {' | '.join(cells)} | {cpu} | {db} |"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small run; writes nothing")
     args = parser.parse_args()
-    runs = 60 if args.quick else 400
+    runs = {"short": 60 if args.quick else 400, "waits": 40 if args.quick else 160}
     load = os.getloadavg()[0]
     rows: list[str] = []
     takeovers: list[str] = []
     fences: list[str] = []
     with tempfile.TemporaryDirectory() as tmp, postgres() as pg:
         for name, url in (("SQLite", os.path.join(tmp, "fleet.db")), ("PostgreSQL", pg)):
-            rates = {n: throughput(url, n, runs) for n in (1, 2, 4)}
-            rows.append(
-                f"| {name} | {rates[1]:,.0f} | {rates[2]:,.0f} ({rates[2] / rates[1]:.2f}{TIMES}) "
-                f"| {rates[4]:,.0f} ({rates[4] / rates[1]:.2f}{TIMES}) |"
-            )
+            for workflow, what in WORKLOADS:
+                rates = {n: throughput(url, n, runs[workflow], workflow) for n in (1, 2, 4)}
+                rows.append(_rate_row(name, what.split(":")[0], rates))
+                print(rows[-1], flush=True)
             times = [takeover(url) for _ in range(1 if args.quick else 3)]
             takeovers.append(
                 f"| {name} | {LEASE:g} s | {LEASE * 5 / 3:.2f} s | "
                 + ", ".join(f"{t:.2f}" for t in times)
                 + " s |"
             )
-            plain, leased = fence_cost(url, 50 if args.quick else 200)
+            plain, leased = fence_cost(url, 50 if args.quick else 200, 3 if args.quick else 7)
             fences.append(f"| {name} | {plain:,.0f} | {leased:,.0f} | {leased - plain:+,.0f} |")
-            print(rows[-1], takeovers[-1], fences[-1], sep="\n", flush=True)
+            print(takeovers[-1], fences[-1], sep="\n", flush=True)
     section = "\n".join(
         [
             START,
@@ -273,14 +342,17 @@ def main() -> None:
             "",
             f"`python benchmarks/fleet.py` on {platform.machine()}, {os.cpu_count()} CPUs "
             f"(load average {load:.1f} when it started: other jobs share them), Python "
-            f"{platform.python_version()}; {runs} runs of a two-task "
-            "workflow per figure, workers with concurrency 4 (threads) and durability "
-            "`sync`.",
+            f"{platform.python_version()}. Workers run with concurrency 4 (threads) and "
+            f"durability `sync`; {runs['short']} runs of the CPU-light workflow, "
+            f"{runs['waits']} of the I/O-bound one, per figure. CPU is milliseconds per "
+            "run (user + system) for 1 / 2 / 4 workers: in the worker processes (SQLite's "
+            "work included) and in the PostgreSQL server.",
             "",
             f"Throughput, runs per second ({TIMES} = against one worker):",
             "",
-            "| database | 1 worker | 2 workers | 4 workers |",
-            "| --- | --- | --- | --- |",
+            "| database | workflow | 1 worker | 2 workers | 4 workers "
+            "| worker CPU ms/run | server CPU ms/run |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
             *rows,
             "",
             "Time from SIGKILL of the worker holding a run to another worker claiming it "
@@ -290,7 +362,9 @@ def main() -> None:
             "| --- | --- | --- | --- |",
             *takeovers,
             "",
-            "What the fence costs a task (µs per task of a 200-task chain, `sync`):",
+            "What the fence costs a task: CPU µs per task of a 200-task chain in this "
+            "process (the engine, and SQLite's work), `sync`, medians of 7 alternating "
+            "rounds:",
             "",
             "| database | no lease | with lease | cost |",
             "| --- | --- | --- | --- |",

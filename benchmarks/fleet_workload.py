@@ -30,3 +30,15 @@ def sleepy(steps: int) -> int:
     for _ in range(steps):
         nap(0.1).result()
     return steps
+
+
+@task
+def call_service(x: int) -> int:
+    time.sleep(0.2)  # waiting on a service, as most workflow steps do
+    return x + 1
+
+
+@entrypoint()
+def waits(x: int) -> int:
+    """Two steps that wait on I/O (0.2 s each): a worker's threads overlap them."""
+    return call_service(call_service(x).result()).result()

@@ -187,6 +187,62 @@ def test_fence_refuses_a_stale_holders_writes(queue_db: tuple[str, Any]) -> None
         )
 
 
+def test_heartbeat_judges_only_the_runs_it_renewed(queue_db: tuple[str, Any]) -> None:
+    """A run claimed while a heartbeat was on its way (the heartbeat read
+    the runs held before the claim) is not taken for lost; a run whose lease
+    another worker took is."""
+    from pregelkit.worker._core import WorkerCore
+
+    _, saver = queue_db
+    chain = fleet_flows.chain.copy(checkpointer=saver)
+    chain.submit(1, cfg("old"))
+    core = WorkerCore([chain], saver, concurrency=4, lease_seconds=0.2, worker_id="w")
+    (old,) = saver.run_queue(core.claim_plan(), "claim")
+    core.start(old)
+    beat = core.heartbeat_plan()  # reads the runs held now: only "old"
+    time.sleep(0.4)  # old's lease expires and another worker takes it
+    saver.run_queue(lambda d: _runqueue.claim(d, "other", ["chain"], 1, 30), "claim")
+    chain.submit(2, cfg("new"))
+    (new,) = saver.run_queue(core.claim_plan(), "claim")
+    core.start(new)
+    core.renewed(saver.run_queue(beat, "renew leases"))
+    assert core.held[old.run_id].lost
+    assert not core.held[new.run_id].lost
+
+
+def test_heartbeat_renews_more_runs_than_one_statement_takes(
+    queue_db: tuple[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, saver = queue_db
+    monkeypatch.setattr(_runqueue, "HEARTBEAT_BATCH", 2)
+    chain = fleet_flows.chain.copy(checkpointer=saver)
+    for i in range(5):
+        chain.submit(1, cfg(f"b{i}"))
+    claimed = saver.run_queue(lambda d: _runqueue.claim(d, "w", ["chain"], 5, 30), "claim")
+    held = [(c.run_id, c.fence) for c in claimed]
+    stale = (held[0][0], held[0][1] - 1)  # an older lease of a run: not renewed
+    unrenewed = saver.run_queue(
+        lambda d: _runqueue.heartbeat(d, "w", ["chain"], [*held, stale], 30), "renew"
+    )
+    assert len(held) == 5
+    assert unrenewed == {stale}
+
+
+def test_idle_worker_asks_less_often_and_wakes_on_work(queue_db: tuple[str, Any]) -> None:
+    """An empty queue makes the pause between claims grow (within 20%
+    jitter) up to a heartbeat at most; a claim that took runs resets it."""
+    from pregelkit.worker._core import WorkerCore
+
+    _, saver = queue_db
+    core = WorkerCore([fleet_flows.chain], saver, concurrency=2, lease_seconds=1.5, worker_id="w")
+    pauses = [core.pause(0, asked=True) for _ in range(6)]
+    assert 0.16 <= pauses[0] <= 0.24
+    assert 0.32 <= pauses[1] <= 0.48
+    assert all(0.4 <= p <= 0.6 for p in pauses[3:])  # capped at the heartbeat (0.5 s)
+    assert 0.16 <= core.pause(1, asked=True) <= 0.24
+    assert 0.16 <= core.pause(0, asked=True) <= 0.24
+
+
 def test_arguments_are_checked(queue_db: tuple[str, Any], tmp_path: Path) -> None:
     _, saver = queue_db
     chain = fleet_flows.chain.copy(checkpointer=saver)

@@ -16,7 +16,7 @@ once another worker has claimed the run, the old one can write nothing.
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, TypeVar
 
 from pregelkit._internal._constants import CONF, CONFIG_KEY_LEASE
@@ -68,6 +68,10 @@ class Query:
 RunPlan: TypeAlias = Generator[Query, Any, T]
 
 
+# one primary-key lookup: the run's row, if this lease is still its current one
+FENCE = "SELECT 1 FROM pregelkit_runs WHERE run_id = ? AND fence = ? AND status = 'running'"
+
+
 @dataclass(frozen=True, slots=True)
 class Dialect:
     """How one database spells what the queue needs. SQL is written with
@@ -80,6 +84,12 @@ class Dialect:
     share_lock: str
     placeholder: str
     mark_cancelled: str
+    fence: str = field(init=False)
+    """The fence check's SQL, spelled once: it runs in every write
+    transaction of a leased run, so no per-call rewriting."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fence", self.q(FENCE + "{share_lock}").sql)
 
     def q(
         self, sql: str, params: Sequence[Any] = (), fetch: Literal["one", "all"] | None = None
@@ -126,16 +136,12 @@ def lease_of(config: Any) -> tuple[str, int] | None:
     return lease
 
 
-FENCE = "SELECT 1 FROM pregelkit_runs WHERE run_id = ? AND fence = ? AND status = 'running'"
-
-
 def check_fence(d: Dialect, lease: tuple[str, int], operation: str) -> RunPlan[None]:
     """Part of a write transaction of a leased run: refuse it (rolled back
     whole) unless the lease is still the run's current one."""
-    run_id, fence = lease
-    row = yield d.q(FENCE + "{share_lock}", (run_id, fence), "one")
+    row = yield Query(d.fence, lease, "one")
     if row is None:
-        raise LeaseLostError(run_id, fence, operation)
+        raise LeaseLostError(lease[0], lease[1], operation)
 
 
 # submitting and looking
@@ -278,43 +284,39 @@ def claim(
     if limit <= 0 or not workflows:
         return []
     names = ", ".join("?" for _ in workflows)
+    # one statement, one round trip however many runs it takes: the rows
+    # picked (SKIP LOCKED on PostgreSQL: not those another claim is taking)
+    # are leased in the same UPDATE
     rows = yield d.q(
         f"""
-        SELECT run_id FROM pregelkit_runs
-        WHERE workflow IN ({names})
-          AND (status = 'queued' OR (status = 'running' AND lease_until < {{now}}))
-        ORDER BY priority DESC, created_at, run_id
-        LIMIT ?{{skip_locked}}
+        UPDATE pregelkit_runs SET status = 'running', fence = fence + 1, worker = ?,
+            lease_until = {{now}} + ?, attempts = attempts + 1, updated_at = {{now}}
+        WHERE run_id IN (
+            SELECT run_id FROM pregelkit_runs
+            WHERE workflow IN ({names})
+              AND (status = 'queued' OR (status = 'running' AND lease_until < {{now}}))
+            ORDER BY priority DESC, created_at, run_id
+            LIMIT ?{{skip_locked}})
+        RETURNING priority, created_at, run_id, thread_id, workflow, fence, attempts,
+            input_type, input, config_type, config
         """,
-        (*workflows, limit),
+        (worker_id, lease_seconds, *workflows, limit),
         "all",
     )
-    claimed = []
-    for (run_id,) in rows:
-        row = yield d.q(
-            """
-            UPDATE pregelkit_runs SET status = 'running', fence = fence + 1, worker = ?,
-                lease_until = {now} + ?, attempts = attempts + 1, updated_at = {now}
-            WHERE run_id = ?
-            RETURNING run_id, thread_id, workflow, fence, attempts,
-                input_type, input, config_type, config
-            """,
-            (worker_id, lease_seconds, run_id),
-            "one",
+    # RETURNING comes in no set order: started in the order they were taken
+    rows = sorted(rows, key=lambda row: (-row[0], row[1], row[2]))
+    return [
+        Claimed(
+            str(run),
+            str(thread),
+            str(workflow),
+            int(fence),
+            int(attempts),
+            (str(itype), bytes(ivalue)),
+            (str(ctype), bytes(cvalue)),
         )
-        run, thread, workflow, fence, attempts, itype, ivalue, ctype, cvalue = row
-        claimed.append(
-            Claimed(
-                str(run),
-                str(thread),
-                str(workflow),
-                int(fence),
-                int(attempts),
-                (str(itype), bytes(ivalue)),
-                (str(ctype), bytes(cvalue)),
-            )
-        )
-    return claimed
+        for _, _, run, thread, workflow, fence, attempts, itype, ivalue, ctype, cvalue in rows
+    ]
 
 
 def pending(d: Dialect, workflows: Sequence[str]) -> RunPlan[int]:
@@ -329,15 +331,20 @@ def pending(d: Dialect, workflows: Sequence[str]) -> RunPlan[int]:
     return int(row[0])
 
 
+HEARTBEAT_BATCH = 500
+
+
 def heartbeat(
     d: Dialect,
     worker_id: str,
     workflows: Sequence[str],
     held: Sequence[tuple[str, int]],
     lease_seconds: float,
-) -> RunPlan[set[str]]:
-    """Renew the leases still ours and say the worker is alive; returns the
-    run ids whose lease was renewed (the others were lost)."""
+) -> RunPlan[set[tuple[str, int]]]:
+    """Renew the leases still ours, in one statement, and say the worker is
+    alive; returns the leases of ``held`` that were not renewed: lost to
+    another worker, or their run ended meanwhile. Only those: a run claimed
+    after ``held`` was read is not judged by this heartbeat."""
     yield d.q(
         """
         INSERT INTO pregelkit_workers (worker_id, workflows, seen_at, stopped)
@@ -347,17 +354,21 @@ def heartbeat(
         """,
         (worker_id, "\n".join(workflows)),
     )
-    kept = set()
-    for run_id, fence in held:
-        row = yield d.q(
+    renewed: set[tuple[str, int]] = set()
+    # a statement per HEARTBEAT_BATCH runs: within every database's limit
+    # on parameters, however high the worker's concurrency
+    for start in range(0, len(held), HEARTBEAT_BATCH):
+        batch = held[start : start + HEARTBEAT_BATCH]
+        pairs = ", ".join("(?, ?)" for _ in batch)
+        rows = yield d.q(
             "UPDATE pregelkit_runs SET lease_until = {now} + ?, updated_at = {now} "
-            "WHERE run_id = ? AND fence = ? AND status = 'running' RETURNING run_id",
-            (lease_seconds, run_id, fence),
-            "one",
+            f"WHERE (run_id, fence) IN (VALUES {pairs}) AND status = 'running' "
+            "RETURNING run_id, fence",
+            (lease_seconds, *(value for lease in batch for value in lease)),
+            "all",
         )
-        if row is not None:
-            kept.add(run_id)
-    return kept
+        renewed.update((str(run_id), int(fence)) for run_id, fence in rows)
+    return {(str(run_id), int(fence)) for run_id, fence in held} - renewed
 
 
 def finish(

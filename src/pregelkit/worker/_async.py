@@ -81,7 +81,7 @@ class AsyncWorker(WorkerFront):
                 if until_idle and not claimed and await self._idle():
                     break
                 if not claimed or plan is None:
-                    await _wait(wake, core.poll_seconds)
+                    await _wait(wake, core.pause(len(claimed), plan is not None))
             if runs:  # stopping: they drain and are handed back
                 await asyncio.gather(*runs, return_exceptions=True)
         finally:
@@ -138,11 +138,11 @@ class AsyncWorker(WorkerFront):
     async def _beat(self) -> None:
         core = self._core
         try:
-            kept = await core.saver.arun_queue(core.heartbeat_plan(), "renew leases")
+            unrenewed = await core.saver.arun_queue(core.heartbeat_plan(), "renew leases")
         except Exception as exc:
             log.warning("cannot renew leases (%s); trying again", exc)
             return
-        core.renewed(kept)
+        core.renewed(unrenewed)
 
 
 async def _wait(event: asyncio.Event, seconds: float) -> None:

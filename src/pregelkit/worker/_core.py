@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import socket
 import threading
 import uuid
@@ -41,8 +42,11 @@ __all__ = ["Held", "Outcome", "WorkerCore", "WorkerFront", "log"]
 
 log = logging.getLogger("pregelkit.worker")
 
-IDLE_POLL_SECONDS = 0.2
-"""How long an idle worker waits before asking the queue again."""
+IDLE_POLL_SECONDS = (0.2, 1.0)
+"""How long an idle worker waits before asking the queue again: the first
+pause, doubling while the queue stays empty up to the second (100 idle
+workers then ask about 100 times a second, not 500), each pause drawn
+within 20% of it so workers started together do not ask in step."""
 OUTAGE_PAUSE_SECONDS = (0.5, 5.0)
 """Pauses between tries while the database is unreachable, doubling."""
 
@@ -88,7 +92,7 @@ class WorkerCore:
         concurrency: int,
         lease_seconds: float,
         worker_id: str | None,
-        poll_seconds: float = IDLE_POLL_SECONDS,
+        poll_seconds: tuple[float, float] = IDLE_POLL_SECONDS,
     ) -> None:
         if not isinstance(checkpointer, BaseCheckpointSaver):
             raise TypeError(
@@ -132,7 +136,11 @@ class WorkerCore:
         self.concurrency = concurrency
         self.lease_seconds = float(lease_seconds)
         self.heartbeat_seconds = self.lease_seconds / 3
-        self.poll_seconds = poll_seconds
+        # an idle worker notices a dead worker's expired lease within a
+        # heartbeat: takeover stays within lease + two heartbeats
+        first, most = poll_seconds
+        self.poll_seconds = (first, max(first, min(most, self.heartbeat_seconds)))
+        self._idle_pause = first
         self.worker_id = worker_id or (
             f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         )
@@ -155,6 +163,16 @@ class WorkerCore:
             lease_seconds=self.lease_seconds,
         )
 
+    def pause(self, claimed: int, asked: bool) -> float:
+        """How long the serving loop waits before asking the queue again (a
+        run ending wakes it sooner): after an empty claim, longer each time."""
+        if claimed or not asked:
+            self._idle_pause = self.poll_seconds[0]
+            return self._idle_pause
+        pause = self._idle_pause
+        self._idle_pause = min(pause * 2, self.poll_seconds[1])
+        return pause * random.uniform(0.8, 1.2)
+
     def pending_plan(self) -> Plan:
         return partial(_runqueue.pending, workflows=self.names)
 
@@ -167,11 +185,13 @@ class WorkerCore:
             lease_seconds=self.lease_seconds,
         )
 
-    def renewed(self, kept: set[str]) -> None:
-        """After a heartbeat: a run whose lease was not renewed was taken by
-        another worker; its writes are refused from now on (the fence)."""
-        for run_id, held in list(self.held.items()):
-            if run_id not in kept and not held.lost:
+    def renewed(self, unrenewed: set[tuple[str, int]]) -> None:
+        """After a heartbeat: a run still held under a lease it could not
+        renew was taken by another worker; its writes are refused from now on
+        (the fence). A run that ended meanwhile is no longer held."""
+        for run_id, fence in unrenewed:
+            held = self.held.get(run_id)
+            if held is not None and held.claimed.fence == fence and not held.lost:
                 held.lost = True
                 log.warning(
                     "run %s (thread %s): lease lost to another worker; dropping it",

@@ -88,7 +88,7 @@ class Worker(WorkerFront):
                     if until_idle and not claimed and self._idle():
                         break
                     if not claimed or plan is None:
-                        self._event.wait(core.poll_seconds)
+                        self._event.wait(core.pause(len(claimed), plan is not None))
                         self._event.clear()
         finally:
             beating.set()
@@ -143,12 +143,12 @@ class Worker(WorkerFront):
         with self._lock:
             plan = core.heartbeat_plan()
         try:
-            kept = core.saver.run_queue(plan, "renew leases")
+            unrenewed = core.saver.run_queue(plan, "renew leases")
         except Exception as exc:
             log.warning("cannot renew leases (%s); trying again", exc)
             return
         with self._lock:
-            core.renewed(kept)
+            core.renewed(unrenewed)
 
     def _stopped(self) -> None:
         try:
