@@ -23,16 +23,12 @@ from pregelkit._internal._ids import uuid6
 from pregelkit.checkpoint.attempts import Outcome
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.errors import GraphInterrupt, NondeterminismError
-from pregelkit.pregel._attempts import AttemptEvents, AttemptLog
+from pregelkit.pregel._attempts import START_SAVE_DELAY, AttemptEvents, AttemptLog
 from pregelkit.pregel._hooks import AttemptHooks, run_hooks
 from pregelkit.pregel._scope import RunContext, TaskScope
 from pregelkit.types import PregelExecutableTask
 
 __all__ = ["LoopAttempts"]
-
-
-START_SAVE_DELAY = 0.01
-"""Seconds an attempt runs before its start is saved on its own."""
 
 
 class _StartSaver:
@@ -84,7 +80,7 @@ class LoopAttempts:
     def _init_attempts(self, parent: TaskScope | None, thread_id: Any, ns: str) -> None:
         self.attempt_log: AttemptLog | None = None
         self.hooks: AttemptHooks | None = None
-        self._watched = False
+        self.watched = False
         self._save_queued = False
         self._attempts_closed = False
         self._attempts_lock = threading.Lock()
@@ -104,12 +100,10 @@ class LoopAttempts:
         """What the runner tells of attempts, or None when nobody listens."""
         if self.attempt_log is None and self.hooks is None:
             return None
-        return AttemptEvents(
-            self.attempt_log, self._watch, self.hooks, self._step, self._attempt_instant
-        )
-
-    def _step(self) -> int:
-        return self.step
+        if self.attempt_log is not None and not self.watched and self.durability != "exit":
+            self.watched = True  # have the start saver look at this run
+            _START_SAVER.watch(self)
+        return AttemptEvents(self.attempt_log, self, self.hooks, self._attempt_instant)
 
     def _attempt_instant(self, task: PregelExecutableTask, outcome: Outcome) -> None:
         """A task's result came without running it (``cached``, ``replayed``)."""
@@ -117,12 +111,6 @@ class LoopAttempts:
             self.attempt_log.instant(task, self.step, outcome)
         if self.hooks is not None:
             self.hooks.attempt_skipped(task, self.step, outcome)
-
-    def _watch(self) -> None:
-        """An attempt started: have the start saver look at this run."""
-        if not self._watched and self.durability != "exit":
-            self._watched = True
-            _START_SAVER.watch(self)
 
     def _save_stale(self, before: float) -> None:
         """Save the buffered records if an attempt started before ``before``
@@ -140,28 +128,28 @@ class LoopAttempts:
         self._save_queued = False
         log = self.attempt_log
         assert log is not None and self.checkpointer is not None
-        if records := log.take():
+        if records := log.take_starts(time.time() - START_SAVE_DELAY):
             self.checkpointer.put_attempts(log.thread_id, records)
 
     async def _aput_buffered(self) -> None:
         self._save_queued = False
         log = self.attempt_log
         assert log is not None and self.checkpointer is not None
-        if records := log.take():
+        if records := log.take_starts(time.time() - START_SAVE_DELAY):
             await self.checkpointer.aput_attempts(log.thread_id, records)
 
     def _save_buffered(self) -> None:
         """Save what is buffered along the loop's other saves (a step ends)."""
         log = self.attempt_log
-        if log is None or not log.buffer:
+        if log is None or not (rows := log.take()):
             return
         saver = self.checkpointer
         assert saver is not None
-        self._persist(saver.put_attempts, saver.aput_attempts, log.thread_id, log.take())
+        self._persist(saver.put_attempts, saver.aput_attempts, log.thread_id, rows)
 
     def _close_attempts(self) -> None:
         """No start is saved on its own from now on (the run is exiting)."""
-        if self._watched:
+        if self.watched:
             _START_SAVER.forget(self)
         with self._attempts_lock:
             self._attempts_closed = True

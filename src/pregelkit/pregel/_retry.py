@@ -131,7 +131,7 @@ def _ended(
     exc: BaseException | None,
     retrying: bool,
 ) -> None:
-    if events is not None:
+    if events is not None and (retrying or events.hooks is not None):
         events.ended(task, token, exc, retrying)
 
 
