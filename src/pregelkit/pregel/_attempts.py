@@ -155,18 +155,14 @@ class AttemptLog:
         """A task whose result came without running it (``replayed``, ``cached``):
         attempt 0, started and ended now."""
         now = time.time()
-        self.done.append(
-            (*self.head, step, task.id, task.name, 0, now, now, outcome)
-            + (None, None, _PID, _HOST, _worker())
-        )
+        row = (*self.head, step, task.id, task.name, 0, now, now, outcome)
+        self.done.append((*row, None, None, _PID, _HOST, _worker()))
 
     def stale(self, before: float) -> bool:
         """Whether an attempt that started before ``before`` runs with its
         start not yet taken (asked from the start saver's thread)."""
         saved = self.saved
-        return any(
-            b[4] < before and (b[1], b[3]) not in saved for b in list(self.open.values())
-        )
+        return any(b[4] < before and (b[1], b[3]) not in saved for b in list(self.open.values()))
 
     def take(self) -> list[AttemptRow]:
         """The finished rows no saver call has had yet (and forget them).
