@@ -2,15 +2,18 @@
 
 The runner says when an attempt starts and when a retried one failed; the
 loop closes an attempt when it saves the task's result, so the end record
-goes to the saver in the same call (one transaction) as the result. Records
-wait in ``AttemptLog.buffer`` until the loop's next saver call takes them,
-or until the loop's start saver (``_loop_attempts``) finds an attempt still
-running ``START_SAVE_DELAY`` after it started.
+goes to the saver in the same call (one transaction) as the result.
+Finished rows wait in ``AttemptLog.done`` until the loop's next saver call
+takes them; a start becomes a row only when the loop's start saver
+(``_loop_attempts``) finds its attempt still running ``START_SAVE_DELAY``
+after it started.
 
 Cost: with no checkpointer and no tracing the runner holds ``None`` and pays
-one test per attempt. With a saver, an attempt costs two small objects and
-one more row in the transaction of its writes; only an attempt that runs
-longer than ``START_SAVE_DELAY`` costs a save of its own (its start).
+one test per attempt. With a saver, an attempt costs two tuples (its start,
+its row) and one more row in the transaction of its writes: about 11k
+instructions, 6% of a task of the chain with ``InMemorySaver`` (callgrind).
+Only an attempt that runs longer than ``START_SAVE_DELAY`` costs a save of
+its own (its start).
 """
 
 from __future__ import annotations

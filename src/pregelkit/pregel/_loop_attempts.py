@@ -2,11 +2,13 @@
 
 Records reach the saver with the loop's own saver calls: a task's end record
 with its writes (same call, one transaction), anything else buffered with the
-next call. An attempt still running ``START_SAVE_DELAY`` after it started
-has its start saved on its own, on the loop's saver lane, by one process-wide
-thread (``_StartSaver``) that looks at the running loops every
-``START_SAVE_DELAY``: a process killed while a body runs leaves that start
-behind, and a quick task (most of them) costs no save beyond its result's.
+next call. An attempt still running ``START_SAVE_DELAY`` (2 ms) after it
+started has its start saved on the loop's saver lane (joining the calls
+queued there: one transaction), put there by one process-wide thread
+(``_StartSaver``) that looks at the running loops every ``START_SAVE_DELAY``:
+a process killed while a body runs leaves that start behind, and a quick task
+(most of them) costs no save beyond its result's. Saving each start before
+its body would close the last few ms, at one more commit per task call.
 With ``durability="exit"`` records are saved at exit, like everything else.
 
 ``LoopAttempts`` is a base of ``PregelLoop``.
