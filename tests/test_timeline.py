@@ -217,7 +217,7 @@ KILLED = textwrap.dedent(
 )
 
 
-KILL_AFTER = 0.03
+KILL_AFTER = 0.5
 
 
 @pytest.mark.parametrize("durability", ["sync", "async"])
