@@ -16,6 +16,7 @@ With ``durability="exit"`` records are saved at exit, like everything else.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -34,41 +35,58 @@ __all__ = ["LoopAttempts"]
 
 
 class _StartSaver:
-    """One daemon thread per process, awake only while runs record attempts."""
+    """One daemon thread per process, awake while runs record attempts and
+    for ``PARK_AFTER`` looks after the last one ended (so runs one after
+    another do not wake it each time: a run's ``watch`` is a dictionary
+    store and a flag test)."""
+
+    PARK_AFTER = 100
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
+        self.reset()
+
+    def reset(self) -> None:
         self.loops: dict[int, LoopAttempts] = {}
+        self.awake = threading.Event()
+        self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
 
     def watch(self, loop: LoopAttempts) -> None:
-        with self.cond:
-            self.loops[id(loop)] = loop
-            if self.thread is None:
-                self.thread = threading.Thread(
-                    target=self._run, name="pregelkit-attempt-starts", daemon=True
-                )
-                self.thread.start()
-            self.cond.notify()
+        self.loops[id(loop)] = loop
+        if not self.awake.is_set():
+            with self.lock:
+                if self.thread is None:
+                    self.thread = threading.Thread(
+                        target=self._run, name="pregelkit-attempt-starts", daemon=True
+                    )
+                    self.thread.start()
+            self.awake.set()
 
     def forget(self, loop: LoopAttempts) -> None:
-        with self.cond:
-            self.loops.pop(id(loop), None)
+        self.loops.pop(id(loop), None)
 
     def _run(self) -> None:
+        idle = 0
         while True:
-            with self.cond:
-                while not self.loops:
-                    self.cond.wait()
+            if not self.loops:
+                idle += 1
+                if idle >= self.PARK_AFTER:
+                    idle = 0
+                    self.awake.clear()
+                    if not self.loops:  # a watch between the test and the clear sets it again
+                        self.awake.wait()
+                    continue
+            else:
+                idle = 0
             time.sleep(START_SAVE_DELAY)
-            with self.cond:
-                loops = list(self.loops.values())
             before = time.time() - START_SAVE_DELAY
-            for loop in loops:
+            for loop in list(self.loops.values()):
                 loop._save_stale(before)
 
 
 _START_SAVER = _StartSaver()
+# a forked child has no such thread: its first run starts its own
+os.register_at_fork(after_in_child=_START_SAVER.reset)
 
 
 class LoopAttempts:
