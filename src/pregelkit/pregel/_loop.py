@@ -479,7 +479,10 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
             return None  # a task cut short by the stop (or by what stopping did to it)
         log = self.attempt_log
         if log is not None:
-            log.end_with(task_id, writes)
+            if writes[0][0] in (ERROR, INTERRUPT):
+                log.end_with(task_id, writes)
+            else:
+                log.end(task_id, "ok")
         if task_id == NULL_TASK_ID:
             chans = {c for c, _ in writes}
             self.checkpoint_pending_writes = [
