@@ -48,10 +48,7 @@ from pregelkit.pregel._algo import (
     apply_writes,
     increment,
     is_done_write,
-    legacy_push_call_id,
     prepare_next_tasks,
-    prepare_push_call,
-    push_call_id,
     should_interrupt,
     task_path_str,
 )
@@ -63,7 +60,7 @@ from pregelkit.pregel._executor import AsyncBackgroundExecutor, BackgroundExecut
 from pregelkit.pregel._faults import RunFaults, asave_now, save_now
 from pregelkit.pregel._io import read_channels
 from pregelkit.pregel._loop_attempts import LoopAttempts
-from pregelkit.pregel._loop_cache import LoopCache
+from pregelkit.pregel._loop_calls import LoopCalls
 from pregelkit.pregel._loop_control import LoopControl
 from pregelkit.pregel._loop_events import Emit, tee
 from pregelkit.pregel._loop_input import LoopInput
@@ -76,7 +73,6 @@ from pregelkit.pregel._persist import (
     put_writes,
     writer_name,
 )
-from pregelkit.pregel._replay import identity_of, replays
 from pregelkit.pregel._scope import RunContext, TaskScope
 from pregelkit.types import Interrupt, PregelExecutableTask
 
@@ -88,7 +84,7 @@ __all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
 Status = Literal["input", "pending", "done", "interrupt_before", "interrupt_after", "out_of_steps"]
 
 
-class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
+class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
     """One run of a graph: input, supersteps, checkpoints, exit."""
 
     def __init__(
@@ -483,7 +479,10 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
             return None  # a task cut short by the stop (or by what stopping did to it)
         log = self.attempt_log
         if log is not None:
-            log.end_with(task_id, writes)
+            if writes[0][0] in (ERROR, INTERRUPT):
+                log.end_with(task_id, writes)
+            else:
+                log.end(task_id, "ok")
         if task_id == NULL_TASK_ID:
             chans = {c for c, _ in writes}
             self.checkpoint_pending_writes = [
@@ -529,65 +528,6 @@ class PregelLoop(LoopInput, LoopControl, LoopCache, LoopAttempts):
             who,
             () if log is None else log.take(),
         )
-
-    def accept_push(
-        self, parent: PregelExecutableTask, idx: int, call: Call
-    ) -> PregelExecutableTask | None:
-        """Create the task for a call made by a running task (functional API).
-
-        A call whose writes were saved before (this is a replay) gets them
-        back and will not run; a cache hit likewise. Once the run is asked
-        to stop, no call starts.
-        """
-        self.faults.raise_if_failed(self.step)
-        if self.run_stop.reason is not None:
-            raise self.run_stop.refuse(parent)
-        pushed = prepare_push_call(self.planner, parent, idx, call)
-        done = self._done_writes.get(pushed.id)
-        record = self._call_records.get(pushed.id)
-        if done is None and record is None and self._done_writes:
-            done = self._done_writes.get(legacy_push_call_id(self.planner, parent, idx, call.name))
-        if (done is not None or record is not None) and replays(
-            done, record, call.call_id, idx, parent.name
-        ):
-            pushed.writes.extend(done if done is not None else [(CALL, record)])
-            if self.attempt_log is not None or self.hooks is not None:
-                self._attempt_instant(pushed, "replayed")
-            if "tasks" in self.stream_modes or "debug" in self.stream_modes:
-                # as LangGraph streams it: the call starts again, its result
-                # comes from the record (no task_result event)
-                self._task_started(pushed)
-            return pushed
-        if pushed.cache_key is not None and self.cache is not None:
-            key = (pushed.cache_key.ns, pushed.cache_key.key)
-            hit = self._fresh.get(key) or self.cache.get([key]).get(key)
-            if hit:
-                # the cached writes carry the identity of the call that filled
-                # the cache; this position records this call
-                hit = [w for w in hit if w[0] != CALL]
-                hit.append((CALL, call.call_id))
-                pushed.writes.extend(hit)
-                self._output_writes(pushed, hit, True)
-                self._record_cached(pushed)
-                return pushed
-        self.tasks[pushed.id] = pushed
-        if "tasks" in self.stream_modes or "debug" in self.stream_modes:
-            self._task_started(pushed)
-        return pushed
-
-    def recorded_call(self, parent: PregelExecutableTask, idx: int) -> tuple[str, str | None]:
-        """The id of the call ``parent`` makes at ``idx``, and the identity
-        recorded there by the run this one resumes (None if nothing is)."""
-        tid = push_call_id(self.planner, parent, idx)
-        return tid, identity_of(self._call_records.get(tid))
-
-    def remember_call(self, task_id: str, writes: list[tuple[str, Any]]) -> None:
-        """A finished call, replayed if its caller runs again in this step (a
-        retried attempt) instead of running twice."""
-        done = [w for w in writes if w[0] != CALL]
-        if done:
-            self._done_writes[task_id] = done
-        self._call_records[task_id] = next((v for c, v in writes if c == CALL), None)
 
     # exit
     def _finish(self, exc: BaseException | None) -> bool:

@@ -2,11 +2,13 @@
 
 Records reach the saver with the loop's own saver calls: a task's end record
 with its writes (same call, one transaction), anything else buffered with the
-next call. An attempt still running ``START_SAVE_DELAY`` after it started
-has its start saved on its own, on the loop's saver lane, by one process-wide
-thread (``_StartSaver``) that looks at the running loops every
-``START_SAVE_DELAY``: a process killed while a body runs leaves that start
-behind, and a quick task (most of them) costs no save beyond its result's.
+next call. An attempt still running ``START_SAVE_DELAY`` (2 ms) after it
+started has its start saved on the loop's saver lane (joining the calls
+queued there: one transaction), put there by one process-wide thread
+(``_StartSaver``) that looks at the running loops every ``START_SAVE_DELAY``:
+a process killed while a body runs leaves that start behind, and a quick task
+(most of them) costs no save beyond its result's. Saving each start before
+its body would close the last few ms, at one more commit per task call.
 With ``durability="exit"`` records are saved at exit, like everything else.
 
 ``LoopAttempts`` is a base of ``PregelLoop``.
@@ -14,6 +16,7 @@ With ``durability="exit"`` records are saved at exit, like everything else.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +26,7 @@ from pregelkit._internal._ids import uuid6
 from pregelkit.checkpoint.attempts import Outcome
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.errors import GraphInterrupt, NondeterminismError
-from pregelkit.pregel._attempts import AttemptEvents, AttemptLog
+from pregelkit.pregel._attempts import START_SAVE_DELAY, AttemptEvents, AttemptLog
 from pregelkit.pregel._hooks import AttemptHooks, run_hooks
 from pregelkit.pregel._scope import RunContext, TaskScope
 from pregelkit.types import PregelExecutableTask
@@ -31,46 +34,59 @@ from pregelkit.types import PregelExecutableTask
 __all__ = ["LoopAttempts"]
 
 
-START_SAVE_DELAY = 0.01
-"""Seconds an attempt runs before its start is saved on its own."""
-
-
 class _StartSaver:
-    """One daemon thread per process, awake only while runs record attempts."""
+    """One daemon thread per process, awake while runs record attempts and
+    for ``PARK_AFTER`` looks after the last one ended (so runs one after
+    another do not wake it each time: a run's ``watch`` is a dictionary
+    store and a flag test)."""
+
+    PARK_AFTER = 100
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
+        self.reset()
+
+    def reset(self) -> None:
         self.loops: dict[int, LoopAttempts] = {}
+        self.awake = threading.Event()
+        self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
 
     def watch(self, loop: LoopAttempts) -> None:
-        with self.cond:
-            self.loops[id(loop)] = loop
-            if self.thread is None:
-                self.thread = threading.Thread(
-                    target=self._run, name="pregelkit-attempt-starts", daemon=True
-                )
-                self.thread.start()
-            self.cond.notify()
+        self.loops[id(loop)] = loop
+        if not self.awake.is_set():
+            with self.lock:
+                if self.thread is None:
+                    self.thread = threading.Thread(
+                        target=self._run, name="pregelkit-attempt-starts", daemon=True
+                    )
+                    self.thread.start()
+            self.awake.set()
 
     def forget(self, loop: LoopAttempts) -> None:
-        with self.cond:
-            self.loops.pop(id(loop), None)
+        self.loops.pop(id(loop), None)
 
     def _run(self) -> None:
+        idle = 0
         while True:
-            with self.cond:
-                while not self.loops:
-                    self.cond.wait()
+            if not self.loops:
+                idle += 1
+                if idle >= self.PARK_AFTER:
+                    idle = 0
+                    self.awake.clear()
+                    if not self.loops:  # a watch between the test and the clear sets it again
+                        self.awake.wait()
+                    continue
+            else:
+                idle = 0
             time.sleep(START_SAVE_DELAY)
-            with self.cond:
-                loops = list(self.loops.values())
             before = time.time() - START_SAVE_DELAY
-            for loop in loops:
+            for loop in list(self.loops.values()):
                 loop._save_stale(before)
 
 
 _START_SAVER = _StartSaver()
+# a forked child has no such thread: its first run starts its own
+os.register_at_fork(after_in_child=_START_SAVER.reset)
 
 
 class LoopAttempts:
@@ -84,7 +100,7 @@ class LoopAttempts:
     def _init_attempts(self, parent: TaskScope | None, thread_id: Any, ns: str) -> None:
         self.attempt_log: AttemptLog | None = None
         self.hooks: AttemptHooks | None = None
-        self._watched = False
+        self.watched = False
         self._save_queued = False
         self._attempts_closed = False
         self._attempts_lock = threading.Lock()
@@ -104,12 +120,10 @@ class LoopAttempts:
         """What the runner tells of attempts, or None when nobody listens."""
         if self.attempt_log is None and self.hooks is None:
             return None
-        return AttemptEvents(
-            self.attempt_log, self._watch, self.hooks, self._step, self._attempt_instant
-        )
-
-    def _step(self) -> int:
-        return self.step
+        if self.attempt_log is not None and not self.watched and self.durability != "exit":
+            self.watched = True  # have the start saver look at this run
+            _START_SAVER.watch(self)
+        return AttemptEvents(self.attempt_log, self, self.hooks, self._attempt_instant)
 
     def _attempt_instant(self, task: PregelExecutableTask, outcome: Outcome) -> None:
         """A task's result came without running it (``cached``, ``replayed``)."""
@@ -117,12 +131,6 @@ class LoopAttempts:
             self.attempt_log.instant(task, self.step, outcome)
         if self.hooks is not None:
             self.hooks.attempt_skipped(task, self.step, outcome)
-
-    def _watch(self) -> None:
-        """An attempt started: have the start saver look at this run."""
-        if not self._watched and self.durability != "exit":
-            self._watched = True
-            _START_SAVER.watch(self)
 
     def _save_stale(self, before: float) -> None:
         """Save the buffered records if an attempt started before ``before``
@@ -140,28 +148,28 @@ class LoopAttempts:
         self._save_queued = False
         log = self.attempt_log
         assert log is not None and self.checkpointer is not None
-        if records := log.take():
+        if records := log.take_starts(time.time() - START_SAVE_DELAY):
             self.checkpointer.put_attempts(log.thread_id, records)
 
     async def _aput_buffered(self) -> None:
         self._save_queued = False
         log = self.attempt_log
         assert log is not None and self.checkpointer is not None
-        if records := log.take():
+        if records := log.take_starts(time.time() - START_SAVE_DELAY):
             await self.checkpointer.aput_attempts(log.thread_id, records)
 
     def _save_buffered(self) -> None:
         """Save what is buffered along the loop's other saves (a step ends)."""
         log = self.attempt_log
-        if log is None or not log.buffer:
+        if log is None or not (rows := log.take()):
             return
         saver = self.checkpointer
         assert saver is not None
-        self._persist(saver.put_attempts, saver.aput_attempts, log.thread_id, log.take())
+        self._persist(saver.put_attempts, saver.aput_attempts, log.thread_id, rows)
 
     def _close_attempts(self) -> None:
         """No start is saved on its own from now on (the run is exiting)."""
-        if self._watched:
+        if self.watched:
             _START_SAVER.forget(self)
         with self._attempts_lock:
             self._attempts_closed = True

@@ -131,7 +131,7 @@ def _ended(
     exc: BaseException | None,
     retrying: bool,
 ) -> None:
-    if events is not None:
+    if events is not None and (retrying or events.hooks is not None):
         events.ended(task, token, exc, retrying)
 
 
@@ -192,7 +192,8 @@ def run_with_retry(
                 attempt_failed(task, exc)
             time.sleep(delay)
         else:
-            _ended(events, task, token, None, False)
+            if events is not None and events.hooks is not None:  # _ended, inline: per task
+                events.ended(task, token, None, False)
             return value
 
 
@@ -242,5 +243,6 @@ async def arun_with_retry(
                 await pending
             await asyncio.sleep(delay)
         else:
-            _ended(events, task, token, None, False)
+            if events is not None and events.hooks is not None:  # _ended, inline: per task
+                events.ended(task, token, None, False)
             return value

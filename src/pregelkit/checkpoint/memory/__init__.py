@@ -213,20 +213,12 @@ class InMemorySaver(
                 if key[1] >= 0 and key in stored:
                     continue
                 stored[key] = row
-            if attempts:
-                self._put_attempts(thread_id, attempts)
+            if attempts:  # appended: rows are merged by key when read (see _merged)
+                self.attempts.setdefault(thread_id, []).extend(attempts)
 
     def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         with self._lock:
-            self._put_attempts(str(thread_id), records)
-
-    def _put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
-        # an append: rows are merged by key when read (see _merged)
-        table = self.attempts.get(thread_id)
-        if table is None:
-            self.attempts[thread_id] = list(records)
-        else:
-            table.extend(records)
+            self.attempts.setdefault(str(thread_id), []).extend(records)
 
     def list_attempts(self, thread_id: str) -> AttemptList:
         with self._lock:
@@ -283,9 +275,8 @@ class InMemorySaver(
                         for slot, (task_id, channel, value, path) in stored.items()
                     }
             if records := self.attempts.get(source_thread_id):
-                self._put_attempts(
-                    target_thread_id,
-                    [(target_thread_id, *row[1:]) for row in _merged(records)],
+                self.attempts.setdefault(target_thread_id, []).extend(
+                    (target_thread_id, *row[1:]) for row in _merged(records)
                 )
             for (thread_id, ns, channel, version), blob in list(self.blobs.items()):
                 if thread_id == source_thread_id:
