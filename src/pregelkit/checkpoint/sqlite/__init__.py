@@ -211,13 +211,17 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         if self._ready:
             return
         conn = self.conn
-        # Every durable task write is one commit appending whole pages to the
-        # WAL: 1 KiB pages (only a new file takes them) and a checkpoint every
-        # 10k pages (~10 MiB of WAL) make that commit ~20% cheaper.
-        conn.execute("PRAGMA page_size = 1024")
+        # Every durable write is one commit appending whole pages to the WAL.
+        # 4 KiB pages (only a new file takes them): a task's writes and attempt
+        # rows fill a 1 KiB leaf in two or three inserts, and each overflow
+        # rebalances and rewrites its siblings and parent, so smaller pages
+        # write more of them (a short run on a new thread: 25 frames at 1 KiB,
+        # 15 at 4 KiB, and ~13% less CPU). A checkpoint every 2,500 pages
+        # (~10 MiB of WAL) keeps the commits between checkpoints cheap.
+        conn.execute("PRAGMA page_size = 4096")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA wal_autocheckpoint = 10000")
+        conn.execute("PRAGMA wal_autocheckpoint = 2500")
         # IMMEDIATE: two processes setting up the same file migrate one at a time.
         conn.execute("BEGIN IMMEDIATE")
         try:
