@@ -67,6 +67,7 @@ from pregelkit.checkpoint.sqlite._filelock import (
     is_held,
     range_is_held,
 )
+from pregelkit.checkpoint.sqlite._walcheckpoint import BACKSTOP_PAGES, WalCheckpointer
 from pregelkit.errors import StorageError
 
 __all__ = ["SqliteSaver"]
@@ -195,11 +196,14 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         self._busy_ms = -1  # the connection's busy timeout, once this saver sets it
         path = self._path()
         self._lock_dir = f"{path}.locks" if path else None
+        self._wal = WalCheckpointer(path) if path else None
 
     def close(self) -> None:
         """Close the connection once no other thread uses it: closing it while
         another thread (a run-control poll, say) is inside a statement crashes
         the interpreter, so close a saver's connection with this."""
+        if self._wal is not None:
+            self._wal.close()
         with self._lock:
             self.conn.close()
 
@@ -216,12 +220,13 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         # rows fill a 1 KiB leaf in two or three inserts, and each overflow
         # rebalances and rewrites its siblings and parent, so smaller pages
         # write more of them (a short run on a new thread: 25 frames at 1 KiB,
-        # 15 at 4 KiB, and ~13% less CPU). A checkpoint every 2,500 pages
-        # (~10 MiB of WAL) keeps the commits between checkpoints cheap.
+        # 15 at 4 KiB, and ~13% less CPU).
+        # WAL checkpoints are made on a thread of their own (_walcheckpoint);
+        # the connection's own is the backstop.
         conn.execute("PRAGMA page_size = 4096")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA wal_autocheckpoint = 2500")
+        conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES}")
         # IMMEDIATE: two processes setting up the same file migrate one at a time.
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -290,6 +295,8 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                     conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+            if write:
+                self._committed()
 
     @contextmanager
     def grouped(self) -> Iterator[None]:
@@ -311,6 +318,7 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                 if _result_code(exc) in _BUSY or _result_code(exc) in _FILE_FAULTS:
                     raise self._storage_error("commit", None, exc, 1) from exc
                 raise
+            self._committed()
         finally:
             if IN_GROUP.get() is self:
                 IN_GROUP.reset(token)
@@ -319,6 +327,11 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                     self.conn.execute("ROLLBACK")
             finally:
                 held.__exit__(None, None, None)
+
+    def _committed(self) -> None:
+        """After each write commit: counts towards the next WAL checkpoint."""
+        if self._wal is not None:
+            self._wal.committed()
 
     def _begin_group(self) -> AbstractContextManager[sqlite3.Connection]:
         """The connection held (see ``_connection``) in a write transaction,
@@ -496,6 +509,8 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
             try:
                 with self._connection() as conn:
                     conn.execute(sql, rows[0])
+                    if IN_GROUP.get() is not self:
+                        self._committed()
                 return
             except sqlite3.DatabaseError:
                 pass  # let the retrying path below decide what this was
