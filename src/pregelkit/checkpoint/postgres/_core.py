@@ -213,14 +213,14 @@ def transaction(
         if run.effect is None:
             return run.result
         if writes and thread_id is not None and locks.lost:
-            _refuse_if_lost(locks, thread_id, operation)
+            refuse_if_lost(locks, thread_id, operation)
         result: T = yield Transaction(run)
         return result
 
     def after_failure() -> Plan[None]:
         yield Guarded(_probe_locks(locks))
         if writes and thread_id is not None and locks.lost:
-            _refuse_if_lost(locks, thread_id, operation)
+            refuse_if_lost(locks, thread_id, operation)
 
     return (
         yield from retrying(
@@ -274,7 +274,7 @@ def thread_of(config: RunnableConfig | None) -> str | None:
     return None if thread_id is None else str(thread_id)
 
 
-def _refuse_if_lost(locks: LockState, thread_id: str, operation: str) -> None:
+def refuse_if_lost(locks: LockState, thread_id: str, operation: str) -> None:
     if _sql.thread_lock_key(thread_id) in locks.lost:
         raise StorageError(
             f"PostgreSQL: {operation} for thread {thread_id!r} refused: the connection that "

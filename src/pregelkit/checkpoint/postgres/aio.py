@@ -21,6 +21,7 @@ from contextlib import (
     asynccontextmanager,
     contextmanager,
 )
+from contextvars import ContextVar
 from functools import partial
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -48,6 +49,12 @@ from pregelkit.errors import ThreadBusyError
 __all__ = ["AsyncPostgresSaver"]
 
 T = TypeVar("T")
+
+_GROUP: ContextVar[tuple[AsyncPostgresSaver, psycopg.AsyncCursor[Any]] | None] = ContextVar(
+    "pregelkit_apostgres_group", default=None
+)
+"""The saver whose ``agrouped`` block the current task is in, and the cursor
+of that block's transaction (see PostgresSaver's ``grouped``)."""
 
 
 class AsyncPostgresSaver(BaseCheckpointSaver[str]):
@@ -130,6 +137,11 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         *,
         writes: bool = False,
     ) -> T:
+        group = _GROUP.get()
+        if group is not None and group[0] is self:
+            if writes and thread_id is not None and self._locks.lost:
+                _core.refuse_if_lost(self._locks, thread_id, operation)
+            return await _core.adrive(_core.Run(make()), partial(_execute, group[1]))
         return await self._drive(
             _core.transaction(
                 make,
@@ -141,7 +153,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             )
         )
 
-    async def _transaction(self, run: _core.Run[T]) -> T:
+    async def _ensure_ready(self) -> None:
         if not self._ready:
             self._ready = True
             try:
@@ -149,6 +161,9 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             except BaseException:
                 self._ready = False
                 raise
+
+    async def _transaction(self, run: _core.Run[T]) -> T:
+        await self._ensure_ready()
         async with self._connection() as conn, conn.transaction():
             if self.pipe is None:
                 # tuple rows whatever row factory the caller's connection has
@@ -175,6 +190,27 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         else:
             async with self._conn_lock:
                 yield self.conn
+
+    @asynccontextmanager
+    async def agrouped(self) -> AsyncIterator[None]:
+        """The saver calls this task makes inside the block are one
+        transaction on one connection: all saved, or, if an error leaves the
+        block, none (as PostgresSaver's ``grouped``)."""
+        group = _GROUP.get()
+        if self.pipe is not None or (group is not None and group[0] is self):
+            yield
+            return
+        await self._ensure_ready()
+        async with (
+            self._connection() as conn,
+            conn.transaction(),
+            conn.cursor(row_factory=tuple_row) as cur,
+        ):
+            token = _GROUP.set((self, cur))
+            try:
+                yield
+            finally:
+                _GROUP.reset(token)
 
     async def _drive(self, plan: _core.Plan[T]) -> T:
         return await _core.adrive(_core.Run(plan), self._perform)
