@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import threading
 import time
-import uuid
 
 import xxhash
 
@@ -71,6 +70,8 @@ def _timestamp(checkpoint_id: str) -> int:
         except ValueError:
             return 0
     else:
+        import uuid  # rare forms only: the module costs import pregelkit ~4 ms
+
         try:
             value = uuid.UUID(checkpoint_id).int
         except (ValueError, TypeError, AttributeError):

@@ -16,7 +16,6 @@ longer than ``START_SAVE_DELAY`` costs a save of its own (its start).
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +29,16 @@ from pregelkit.types import PregelExecutableTask
 
 __all__ = ["AttemptEvents", "AttemptLog", "outcome_of"]
 
-_HOST = socket.gethostname()
+
+def _hostname() -> str:
+    if hasattr(os, "uname"):  # what socket.gethostname() says, without loading socket
+        return os.uname().nodename
+    import socket
+
+    return socket.gethostname()
+
+
+_HOST = _hostname()
 _PID = os.getpid()
 
 

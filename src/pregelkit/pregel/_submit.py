@@ -3,15 +3,19 @@
 ``SubmitAPI`` is a base of ``Pregel``. The request goes into the graph's
 checkpointer's database (``pregelkit.checkpoint.runs``), named by the
 graph's ``name``; a ``pregelkit.Worker`` serving a graph of that name runs it.
+The run queue's modules load on the first submit: most programs never queue,
+and they would cost ``import pregelkit.func`` about 10 ms.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pregelkit.checkpoint.base import BaseCheckpointSaver
-from pregelkit.checkpoint.runs import RunHandle, asubmit_run, submit_run
+
+if TYPE_CHECKING:
+    from pregelkit.checkpoint.runs import RunHandle
 
 __all__ = ["SubmitAPI"]
 
@@ -42,6 +46,8 @@ class SubmitAPI:
         ``invoke`` takes (a ``Command(resume=...)`` queues a resume); a higher
         ``priority`` is taken first. While the thread has a queued or running
         run, submitting again returns that run's handle."""
+        from pregelkit.checkpoint.runs import submit_run
+
         saver, name = self._queue()
         return submit_run(saver, name, input, config, priority)
 
@@ -49,5 +55,7 @@ class SubmitAPI:
         self, input: Any, config: Mapping[str, Any] | None = None, *, priority: int = 0
     ) -> RunHandle:
         """The async twin of ``submit``."""
+        from pregelkit.checkpoint.runs import asubmit_run
+
         saver, name = self._queue()
         return await asubmit_run(saver, name, input, config, priority)

@@ -243,34 +243,41 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
                 )
         return self.copy(output_channels=output_keys)
 
-    def _driver(
-        self,
-        input: Any,
-        config: Mapping[str, Any] | None,
-        shape: StreamShape,
-        *,
-        output_keys: str | Sequence[str] | None,
-        live: bool,
-        context: Any,
-        durability: str | None,
-        interrupt_before: Sequence[str] | str | None,
-        interrupt_after: Sequence[str] | str | None,
-        control: RunControl | None,
-    ) -> RunDriver:
-        """The shared start of every run, whichever driver waits on it."""
+    def _start(self, where: str, args: dict[str, Any]) -> tuple[RunDriver, StreamShape]:
+        """The shared start of every run, whichever driver waits on it.
+
+        The four drivers pass their arguments as ``locals()``: each keeps its
+        full signature for type checkers and readers, and the checks and the
+        defaults live here once (``stream`` streams the graph's stream
+        channels, ``invoke`` returns its output channels)."""
+        live = where in ("stream", "astream")
+        kwargs = args["kwargs"]
+        if kwargs:
+            if live:
+                check_keywords(where, kwargs, STREAM_KEYWORDS)
+            else:
+                check_keywords(where, kwargs, INVOKE_KEYWORDS, extra=("debug",))
+        debug = args["debug"] if live else kwargs.get("debug")
+        shape = self._shape(args["stream_mode"], debug, args["print_mode"], args["version"])
+        shape.subgraphs = args.get("subgraphs", False)
+        output_keys = args["output_keys"]
+        if live and output_keys is None:
+            output_keys = self.stream_channels_asis
+        durability = args["durability"]
         check_durability(durability)
-        return RunDriver(
+        driver = RunDriver(
             self._outputs(output_keys),
-            input,
-            run_config(getattr(self, "_default_config", None), config, context),
+            args["input"],
+            run_config(getattr(self, "_default_config", None), args["config"], args["context"]),
             shape.modes,
             live=live,
             durability=durability,
-            interrupt_before=interrupt_before,
-            interrupt_after=interrupt_after,
+            interrupt_before=args["interrupt_before"],
+            interrupt_after=args["interrupt_after"],
             subgraphs=shape.subgraphs,
-            control=control,
+            control=args["control"],
         )
+        return driver, shape
 
     def _shape(
         self,
@@ -310,22 +317,7 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
 
         The ``values`` mode streams the graph's stream channels (``invoke``
         returns its output channels), unless ``output_keys`` says otherwise."""
-        if kwargs:
-            check_keywords("stream", kwargs, STREAM_KEYWORDS)
-        shape = self._shape(stream_mode, debug, print_mode, version)
-        shape.subgraphs = subgraphs
-        driver = self._driver(
-            input,
-            config,
-            shape,
-            output_keys=self.stream_channels_asis if output_keys is None else output_keys,
-            live=True,
-            context=context,
-            durability=durability,
-            interrupt_before=interrupt_before,
-            interrupt_after=interrupt_after,
-            control=control,
-        )
+        driver, shape = self._start("stream", locals())
         events = driver.events()
         try:
             yield from shape.chunks(events)
@@ -351,22 +343,7 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         **kwargs: Any,
     ) -> AsyncIterator[Any]:
         """The async twin of ``stream``."""
-        if kwargs:
-            check_keywords("astream", kwargs, STREAM_KEYWORDS)
-        shape = self._shape(stream_mode, debug, print_mode, version)
-        shape.subgraphs = subgraphs
-        driver = self._driver(
-            input,
-            config,
-            shape,
-            output_keys=self.stream_channels_asis if output_keys is None else output_keys,
-            live=True,
-            context=context,
-            durability=durability,
-            interrupt_before=interrupt_before,
-            interrupt_after=interrupt_after,
-            control=control,
-        )
+        driver, shape = self._start("astream", locals())
         events = driver.aevents()
         try:
             async for ns, mode, payload in events:
@@ -397,22 +374,8 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         With ``stream_mode="values"`` the result is the final output; if the
         run stopped at interrupts, a dict with them under ``"__interrupt__"``.
         """
-        if kwargs:
-            check_keywords("invoke", kwargs, INVOKE_KEYWORDS, extra=("debug",))
-        shape = self._shape(stream_mode, kwargs.get("debug"), print_mode, version)
+        driver, shape = self._start("invoke", locals())
         result = InvokeResult(stream_mode, shape)
-        driver = self._driver(
-            input,
-            config,
-            shape,
-            output_keys=output_keys,
-            live=False,
-            context=context,
-            durability=durability,
-            interrupt_before=interrupt_before,
-            interrupt_after=interrupt_after,
-            control=control,
-        )
         events = driver.events()
         try:
             for ns, mode, payload in events:
@@ -438,22 +401,8 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         **kwargs: Any,
     ) -> Any:
         """The async twin of ``invoke``."""
-        if kwargs:
-            check_keywords("ainvoke", kwargs, INVOKE_KEYWORDS, extra=("debug",))
-        shape = self._shape(stream_mode, kwargs.get("debug"), print_mode, version)
+        driver, shape = self._start("ainvoke", locals())
         result = InvokeResult(stream_mode, shape)
-        driver = self._driver(
-            input,
-            config,
-            shape,
-            output_keys=output_keys,
-            live=False,
-            context=context,
-            durability=durability,
-            interrupt_before=interrupt_before,
-            interrupt_after=interrupt_after,
-            control=control,
-        )
         events = driver.aevents()
         try:
             async for ns, mode, payload in events:
