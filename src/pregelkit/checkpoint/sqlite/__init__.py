@@ -372,7 +372,17 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         write: bool,
     ) -> T:
         """``fn`` in one transaction, tried again while the database is busy
-        and the retry budget lasts; a fault of the file is a ``StorageError``."""
+        and the retry budget lasts; a fault of the file is a ``StorageError``.
+        Inside this context's group, ``fn`` runs in the group's transaction,
+        once: a fault loses the whole group's transaction."""
+        if IN_GROUP.get() is self:
+            try:
+                return fn(self.conn)
+            except sqlite3.DatabaseError as exc:
+                code = _result_code(exc)
+                if code in _BUSY or code in _FILE_FAULTS:
+                    raise self._storage_error(operation, thread_id, exc, 1) from exc
+                raise
         attempts = Attempts(self.retry)
         while True:
             attempts.tries += 1
@@ -383,8 +393,6 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                 code = _result_code(exc)
                 if code not in _BUSY and code not in _FILE_FAULTS:
                     raise
-                if IN_GROUP.get() is self:  # the group's transaction is lost
-                    raise self._storage_error(operation, thread_id, exc, attempts.tries) from exc
                 delay = attempts.pause_after_failure(code in _BUSY)
                 if delay is None:
                     raise self._storage_error(operation, thread_id, exc, attempts.tries) from exc
