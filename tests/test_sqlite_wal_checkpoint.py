@@ -5,6 +5,7 @@ stops that thread and leaves no log behind."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import threading
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pregelkit.checkpoint.base import empty_checkpoint
-from pregelkit.checkpoint.sqlite import SqliteSaver
+from pregelkit.checkpoint.sqlite import SqliteSaver, connect
 from pregelkit.checkpoint.sqlite._walcheckpoint import CHECKPOINT_EVERY
 from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pregelkit.func import entrypoint, task
@@ -92,3 +93,15 @@ def test_runs_of_the_async_saver_are_checkpointed_and_closing_stops_the_thread(
     assert asyncio.run(main()) == sum(range(1, CHECKPOINT_EVERY + 2))
     assert _wal_threads() == []
     assert not os.path.exists(f"{path}-wal")
+
+
+def test_a_saver_dropped_without_close_stops_its_thread(tmp_path: Path) -> None:
+    conn = connect(str(tmp_path / "dropped.db"))
+    saver = SqliteSaver(conn)
+    for i in range(CHECKPOINT_EVERY):
+        saver.put(_cfg(f"t{i}"), empty_checkpoint(), {}, {})
+    assert len(_wal_threads()) == 1
+    del saver
+    gc.collect()
+    assert _wait_for(lambda: _wal_threads() == [])
+    conn.close()

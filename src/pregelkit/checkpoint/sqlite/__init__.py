@@ -26,6 +26,7 @@ import sqlite3
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
@@ -197,6 +198,8 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         path = self._path()
         self._lock_dir = f"{path}.locks" if path else None
         self._wal = WalCheckpointer(path) if path else None
+        if self._wal is not None:
+            weakref.finalize(self, self._wal.close, False)
 
     def close(self) -> None:
         """Close the connection once no other thread uses it: closing it while

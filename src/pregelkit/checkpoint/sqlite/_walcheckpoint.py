@@ -81,12 +81,14 @@ class WalCheckpointer:
         finally:
             conn.close()
 
-    def close(self) -> None:
-        """Stop the thread and close its connection, before the saver closes
-        its own (the last connection to close checkpoints and removes the log)."""
+    def close(self, wait: bool = True) -> None:
+        """Stop the thread and close its connection; with ``wait``, before
+        returning, so the saver's own connection is the last to close (the
+        last connection closed checkpoints and removes the log). A saver
+        dropped without ``close`` stops its thread this way too, not waiting."""
         with self._start_lock:
             self._closed = True
             thread = self._thread
         self._wake.set()
-        if thread is not None:
+        if wait and thread is not None and thread is not threading.current_thread():
             thread.join()
