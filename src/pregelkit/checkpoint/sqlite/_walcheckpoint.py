@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from urllib.parse import quote
 
 __all__ = ["BACKSTOP_PAGES", "CHECKPOINT_EVERY", "WalCheckpointer"]
 
@@ -63,7 +64,9 @@ class WalCheckpointer:
 
     def _run(self) -> None:
         try:
-            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            # mode=rw: a file removed under the saver is not created anew here
+            uri = f"file:{quote(self._path)}?mode=rw"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
         except sqlite3.Error:
             return  # the writer's own automatic checkpoint still copies the log
         try:
