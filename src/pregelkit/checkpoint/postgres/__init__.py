@@ -31,7 +31,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from contextvars import ContextVar
 from functools import partial
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -57,12 +56,6 @@ from pregelkit.checkpoint.serde.base import SerializerProtocol
 __all__ = ["PostgresSaver"]
 
 T = TypeVar("T")
-
-_GROUP: ContextVar[tuple[PostgresSaver, psycopg.Cursor[Any]] | None] = ContextVar(
-    "pregelkit_postgres_group", default=None
-)
-"""The saver whose ``grouped`` block the current context is in, and the
-cursor of that block's transaction (a context, not a thread, as in SQLite)."""
 
 
 class PostgresSaver(BaseCheckpointSaver[str]):
@@ -144,11 +137,9 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         to execute), retrying transient failures. Inside this context's
         ``grouped`` block, the plan runs in the block's transaction instead,
         untried again: a failure fails the whole block."""
-        group = _GROUP.get()
-        if group is not None and group[0] is self:
-            if writes and thread_id is not None and self._locks.lost:
-                _core.refuse_if_lost(self._locks, thread_id, operation)
-            return _core.drive(_core.Run(make()), partial(_execute, group[1]))
+        cur = _core.group_cursor(self, self._locks, operation, thread_id, writes)
+        if cur is not None:
+            return _core.drive(_core.Run(make()), partial(_execute, cur))
         return self._drive(
             _core.transaction(
                 make,
@@ -205,8 +196,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         one each): all saved, or, if an error leaves the block, none. Other
         threads' calls use other pool connections, or wait for the single
         connection. With ``pipe=`` nothing is grouped."""
-        group = _GROUP.get()
-        if self.pipe is not None or (group is not None and group[0] is self):
+        if not _core.opens_group(self, self.pipe):
             yield
             return
         self._ensure_ready()
@@ -214,12 +204,9 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             self._connection() as conn,
             conn.transaction(),
             conn.cursor(row_factory=tuple_row) as cur,
+            _core.in_group(self, cur),
         ):
-            token = _GROUP.set((self, cur))
-            try:
-                yield
-            finally:
-                _GROUP.reset(token)
+            yield
 
     def _drive(self, plan: _core.Plan[T]) -> T:
         return _core.drive(_core.Run(plan), self._perform)

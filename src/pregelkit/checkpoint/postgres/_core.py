@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
@@ -266,6 +267,44 @@ def retrying(
                     "PostgreSQL", operation, thread_id, exc, tries=attempts.tries
                 ) from exc
             yield Sleep(delay)
+
+
+# grouped calls
+
+GROUP: ContextVar[tuple[object, Any] | None] = ContextVar("pregelkit_postgres_group", default=None)
+"""The saver whose ``grouped`` block the current context is in (a context,
+not a thread: on an event loop another task's calls must not join it), and
+the cursor of that block's transaction."""
+
+
+def opens_group(saver: object, pipe: object) -> bool:
+    """Whether ``saver.grouped()`` opens a transaction: not with a pipeline,
+    nor inside a block of the same saver."""
+    group = GROUP.get()
+    return pipe is None and (group is None or group[0] is not saver)
+
+
+@contextmanager
+def in_group(saver: object, cursor: Any) -> Iterator[None]:
+    token = GROUP.set((saver, cursor))
+    try:
+        yield
+    finally:
+        GROUP.reset(token)
+
+
+def group_cursor(
+    saver: object, locks: LockState, operation: str, thread_id: str | None, writes: bool
+) -> Any:
+    """The cursor of ``saver``'s grouped block this context is in, or None.
+    A plan runs there once, not tried again: a failure fails the whole block.
+    A write for a thread whose lock was lost is refused there too."""
+    group = GROUP.get()
+    if group is None or group[0] is not saver:
+        return None
+    if writes and thread_id is not None and locks.lost:
+        refuse_if_lost(locks, thread_id, operation)
+    return group[1]
 
 
 def thread_of(config: RunnableConfig | None) -> str | None:

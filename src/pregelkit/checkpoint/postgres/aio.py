@@ -21,7 +21,6 @@ from contextlib import (
     asynccontextmanager,
     contextmanager,
 )
-from contextvars import ContextVar
 from functools import partial
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -49,12 +48,6 @@ from pregelkit.errors import ThreadBusyError
 __all__ = ["AsyncPostgresSaver"]
 
 T = TypeVar("T")
-
-_GROUP: ContextVar[tuple[AsyncPostgresSaver, psycopg.AsyncCursor[Any]] | None] = ContextVar(
-    "pregelkit_apostgres_group", default=None
-)
-"""The saver whose ``agrouped`` block the current task is in, and the cursor
-of that block's transaction (see PostgresSaver's ``grouped``)."""
 
 
 class AsyncPostgresSaver(BaseCheckpointSaver[str]):
@@ -137,11 +130,9 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         *,
         writes: bool = False,
     ) -> T:
-        group = _GROUP.get()
-        if group is not None and group[0] is self:
-            if writes and thread_id is not None and self._locks.lost:
-                _core.refuse_if_lost(self._locks, thread_id, operation)
-            return await _core.adrive(_core.Run(make()), partial(_execute, group[1]))
+        cur = _core.group_cursor(self, self._locks, operation, thread_id, writes)
+        if cur is not None:
+            return await _core.adrive(_core.Run(make()), partial(_execute, cur))
         return await self._drive(
             _core.transaction(
                 make,
@@ -196,8 +187,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         """The saver calls this task makes inside the block are one
         transaction on one connection: all saved, or, if an error leaves the
         block, none (as PostgresSaver's ``grouped``)."""
-        group = _GROUP.get()
-        if self.pipe is not None or (group is not None and group[0] is self):
+        if not _core.opens_group(self, self.pipe):
             yield
             return
         await self._ensure_ready()
@@ -206,11 +196,8 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             conn.transaction(),
             conn.cursor(row_factory=tuple_row) as cur,
         ):
-            token = _GROUP.set((self, cur))
-            try:
+            with _core.in_group(self, cur):
                 yield
-            finally:
-                _GROUP.reset(token)
 
     async def _drive(self, plan: _core.Plan[T]) -> T:
         return await _core.adrive(_core.Run(plan), self._perform)
