@@ -137,9 +137,9 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         to execute), retrying transient failures. Inside this context's
         ``grouped`` block, the plan runs in the block's transaction instead,
         untried again: a failure fails the whole block."""
-        cur = _core.group_cursor(self, self._locks, operation, thread_id, writes)
-        if cur is not None:
-            return _core.drive(_core.Run(make()), partial(_execute, cur))
+        conn = _core.group_connection(self, self._locks, operation, thread_id, writes)
+        if conn is not None:
+            return _core.drive(_core.Run(make()), partial(_execute_alone, conn))
         return self._drive(
             _core.transaction(
                 make,
@@ -202,9 +202,9 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         self._ensure_ready()
         with (
             self._connection() as conn,
+            conn.pipeline(),
             conn.transaction(),
-            conn.cursor(row_factory=tuple_row) as cur,
-            _core.in_group(self, cur),
+            _core.in_group(self, conn),
         ):
             yield
 

@@ -274,7 +274,9 @@ def retrying(
 GROUP: ContextVar[tuple[object, Any] | None] = ContextVar("pregelkit_postgres_group", default=None)
 """The saver whose ``grouped`` block the current context is in (a context,
 not a thread: on an event loop another task's calls must not join it), and
-the cursor of that block's transaction."""
+the connection of that block's transaction. The block's statements go
+through a pipeline: sent without waiting for each result, so the whole
+group costs about one round trip to the server, plus one per row fetched."""
 
 
 def opens_group(saver: object, pipe: object) -> bool:
@@ -285,18 +287,18 @@ def opens_group(saver: object, pipe: object) -> bool:
 
 
 @contextmanager
-def in_group(saver: object, cursor: Any) -> Iterator[None]:
-    token = GROUP.set((saver, cursor))
+def in_group(saver: object, conn: Any) -> Iterator[None]:
+    token = GROUP.set((saver, conn))
     try:
         yield
     finally:
         GROUP.reset(token)
 
 
-def group_cursor(
+def group_connection(
     saver: object, locks: LockState, operation: str, thread_id: str | None, writes: bool
 ) -> Any:
-    """The cursor of ``saver``'s grouped block this context is in, or None.
+    """The connection of ``saver``'s grouped block this context is in, or None.
     A plan runs there once, not tried again: a failure fails the whole block.
     A write for a thread whose lock was lost is refused there too."""
     group = GROUP.get()

@@ -130,9 +130,9 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         *,
         writes: bool = False,
     ) -> T:
-        cur = _core.group_cursor(self, self._locks, operation, thread_id, writes)
-        if cur is not None:
-            return await _core.adrive(_core.Run(make()), partial(_execute, cur))
+        conn = _core.group_connection(self, self._locks, operation, thread_id, writes)
+        if conn is not None:
+            return await _core.adrive(_core.Run(make()), partial(_execute_alone, conn))
         return await self._drive(
             _core.transaction(
                 make,
@@ -191,12 +191,8 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             yield
             return
         await self._ensure_ready()
-        async with (
-            self._connection() as conn,
-            conn.transaction(),
-            conn.cursor(row_factory=tuple_row) as cur,
-        ):
-            with _core.in_group(self, cur):
+        async with self._connection() as conn, conn.pipeline(), conn.transaction():
+            with _core.in_group(self, conn):
                 yield
 
     async def _drive(self, plan: _core.Plan[T]) -> T:
