@@ -30,6 +30,8 @@ CHECKPOINT_EVERY = 100
 """Write commits between two background checkpoints (a short run on a new
 thread is one commit of ~15 pages, a durable task one of ~4)."""
 
+THREAD_NAME = "pregelkit-sqlite-wal"
+
 BACKSTOP_PAGES = 5000
 """The writer's own ``wal_autocheckpoint`` (pages of 4 KiB: ~20 MiB of log)."""
 
@@ -56,10 +58,14 @@ class WalCheckpointer:
             with self._start_lock:
                 if self._closed or self._thread is not None:
                     return
-                self._thread = threading.Thread(
-                    target=self._run, name="pregelkit-sqlite-wal", daemon=True
-                )
-                self._thread.start()
+                thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError:
+                    # no new threads at interpreter shutdown: the commit is
+                    # made, and the writer's own checkpoint copies the log
+                    return
+                self._thread = thread
         self._wake.set()
 
     def _run(self) -> None:
