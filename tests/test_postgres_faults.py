@@ -204,3 +204,60 @@ def test_storage_retry_rejects_nonsense() -> None:
         StorageRetry(deadline=float("nan"))
     with pytest.raises(TypeError, match="attempts"):
         StorageRetry(attempts=2.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["connection", "pool"])
+def test_grouped_calls_are_one_transaction_saved_together_or_not_at_all(
+    up: PgServer, kind: str
+) -> None:
+    """The engine makes the saves it finds queued together inside
+    ``grouped``: one transaction, all saved when the block ends, none if an
+    error leaves it; the saver works on after a failed group."""
+    pool = ConnectionPool(up.dsn, min_size=2, kwargs={"autocommit": True}, open=True)
+    conn = psycopg.connect(up.dsn, autocommit=True)
+    try:
+        saver = PostgresSaver(pool if kind == "pool" else conn)
+        saver.setup()
+        with psycopg.connect(up.dsn, autocommit=True) as watcher:
+
+            def visible(thread: str) -> int:
+                return watcher.execute(
+                    "SELECT count(*) FROM pregelkit_checkpoints WHERE thread_id = %s", (thread,)
+                ).fetchone()[0]  # type: ignore[index]
+
+            with saver.grouped():
+                first = saver.put(_cfg(f"{kind}-t"), empty_checkpoint(), {"source": "input"}, {})
+                saver.put_writes(first, [("x", 1), ("y", 2)], "task-0")
+                assert visible(f"{kind}-t") == 0  # not committed before the block ends
+            assert visible(f"{kind}-t") == 1
+            assert len(saver.get_tuple(first).pending_writes or []) == 2  # type: ignore[union-attr]
+
+            with pytest.raises(RuntimeError, match="boom"), saver.grouped():
+                config = saver.put(_cfg(f"{kind}-u"), empty_checkpoint(), {}, {})
+                saver.put_writes(config, [("x", 1)], "task-0")
+                raise RuntimeError("boom")
+            assert visible(f"{kind}-u") == 0 and saver.get_tuple(_cfg(f"{kind}-u")) is None
+            saver.put_writes(first, [("z", 3)], "task-1")
+            assert len(saver.get_tuple(first).pending_writes or []) == 3  # type: ignore[union-attr]
+    finally:
+        pool.close()
+        conn.close()
+
+
+def test_async_grouped_calls_are_one_transaction(up: PgServer) -> None:
+    async def main() -> None:
+        async with AsyncPostgresSaver.from_conn_string(up.dsn) as saver:
+            await saver.setup()
+            async with saver.agrouped():
+                first = await saver.aput(_cfg("async-t"), empty_checkpoint(), {}, {})
+                await saver.aput_writes(first, [("x", 1)], "task-0")
+            tup = await saver.aget_tuple(first)
+            assert tup is not None and tup.pending_writes == [("task-0", "x", 1)]
+            with pytest.raises(RuntimeError, match="boom"):
+                async with saver.agrouped():
+                    config = await saver.aput(_cfg("async-u"), empty_checkpoint(), {}, {})
+                    await saver.aput_writes(config, [("x", 1)], "task-0")
+                    raise RuntimeError("boom")
+            assert await saver.aget_tuple(_cfg("async-u")) is None
+
+    asyncio.run(main())

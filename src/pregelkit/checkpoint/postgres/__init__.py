@@ -5,7 +5,8 @@ and its pool); importing pregelkit alone never imports psycopg.
 
 The saver takes a ``psycopg.Connection`` (used by one call at a time, under a
 lock) or a ``psycopg_pool.ConnectionPool`` (calls run in parallel on the
-pool's connections). ``put`` and ``put_writes`` are one transaction each.
+pool's connections). ``put`` and ``put_writes`` are one transaction each, or,
+inside ``grouped`` (the engine's batch of queued saves), all one transaction.
 Tables are created on first use, or by ``setup()``, which is safe to run from
 several processes at once.
 
@@ -133,7 +134,12 @@ class PostgresSaver(BaseCheckpointSaver[str]):
     ) -> T:
         """Runs the plan ``make()`` builds in a transaction of its own,
         creating the tables first if need be (not at all if it has nothing
-        to execute), retrying transient failures."""
+        to execute), retrying transient failures. Inside this context's
+        ``grouped`` block, the plan runs in the block's transaction instead,
+        untried again: a failure fails the whole block."""
+        conn = _core.group_connection(self, self._locks, operation, thread_id, writes)
+        if conn is not None:
+            return _core.drive(_core.Run(make()), partial(_execute_alone, conn))
         return self._drive(
             _core.transaction(
                 make,
@@ -145,7 +151,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             )
         )
 
-    def _transaction(self, run: _core.Run[T]) -> T:
+    def _ensure_ready(self) -> None:
         if not self._ready:
             self._ready = True
             try:
@@ -153,6 +159,9 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             except BaseException:
                 self._ready = False
                 raise
+
+    def _transaction(self, run: _core.Run[T]) -> T:
+        self._ensure_ready()
         with self._connection() as conn, conn.transaction():
             if self.pipe is None:
                 # tuple rows whatever row factory the caller's connection has
@@ -179,6 +188,25 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         else:
             with self._conn_lock:
                 yield self.conn
+
+    @contextmanager
+    def grouped(self) -> Iterator[None]:
+        """The saver calls this context makes inside the block are one
+        transaction on one connection (one round of BEGIN/COMMIT instead of
+        one each): all saved, or, if an error leaves the block, none. Other
+        threads' calls use other pool connections, or wait for the single
+        connection. With ``pipe=`` nothing is grouped."""
+        if not _core.opens_group(self, self.pipe):
+            yield
+            return
+        self._ensure_ready()
+        with (
+            self._connection() as conn,
+            conn.pipeline(),
+            conn.transaction(),
+            _core.in_group(self, conn),
+        ):
+            yield
 
     def _drive(self, plan: _core.Plan[T]) -> T:
         return _core.drive(_core.Run(plan), self._perform)

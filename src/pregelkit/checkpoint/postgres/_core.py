@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
@@ -213,14 +214,14 @@ def transaction(
         if run.effect is None:
             return run.result
         if writes and thread_id is not None and locks.lost:
-            _refuse_if_lost(locks, thread_id, operation)
+            refuse_if_lost(locks, thread_id, operation)
         result: T = yield Transaction(run)
         return result
 
     def after_failure() -> Plan[None]:
         yield Guarded(_probe_locks(locks))
         if writes and thread_id is not None and locks.lost:
-            _refuse_if_lost(locks, thread_id, operation)
+            refuse_if_lost(locks, thread_id, operation)
 
     return (
         yield from retrying(
@@ -268,13 +269,53 @@ def retrying(
             yield Sleep(delay)
 
 
+# grouped calls
+
+GROUP: ContextVar[tuple[object, Any] | None] = ContextVar("pregelkit_postgres_group", default=None)
+"""The saver whose ``grouped`` block the current context is in (a context,
+not a thread: on an event loop another task's calls must not join it), and
+the connection of that block's transaction. The block's statements go
+through a pipeline: sent without waiting for each result, so the whole
+group costs about one round trip to the server, plus one per row fetched."""
+
+
+def opens_group(saver: object, pipe: object) -> bool:
+    """Whether ``saver.grouped()`` opens a transaction: not with a pipeline,
+    nor inside a block of the same saver."""
+    group = GROUP.get()
+    return pipe is None and (group is None or group[0] is not saver)
+
+
+@contextmanager
+def in_group(saver: object, conn: Any) -> Iterator[None]:
+    token = GROUP.set((saver, conn))
+    try:
+        yield
+    finally:
+        GROUP.reset(token)
+
+
+def group_connection(
+    saver: object, locks: LockState, operation: str, thread_id: str | None, writes: bool
+) -> Any:
+    """The connection of ``saver``'s grouped block this context is in, or None.
+    A plan runs there once, not tried again: a failure fails the whole block.
+    A write for a thread whose lock was lost is refused there too."""
+    group = GROUP.get()
+    if group is None or group[0] is not saver:
+        return None
+    if writes and thread_id is not None and locks.lost:
+        refuse_if_lost(locks, thread_id, operation)
+    return group[1]
+
+
 def thread_of(config: RunnableConfig | None) -> str | None:
     """The thread a call is about, for its error message."""
     thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
     return None if thread_id is None else str(thread_id)
 
 
-def _refuse_if_lost(locks: LockState, thread_id: str, operation: str) -> None:
+def refuse_if_lost(locks: LockState, thread_id: str, operation: str) -> None:
     if _sql.thread_lock_key(thread_id) in locks.lost:
         raise StorageError(
             f"PostgreSQL: {operation} for thread {thread_id!r} refused: the connection that "

@@ -130,6 +130,9 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         *,
         writes: bool = False,
     ) -> T:
+        conn = _core.group_connection(self, self._locks, operation, thread_id, writes)
+        if conn is not None:
+            return await _core.adrive(_core.Run(make()), partial(_execute_alone, conn))
         return await self._drive(
             _core.transaction(
                 make,
@@ -141,7 +144,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             )
         )
 
-    async def _transaction(self, run: _core.Run[T]) -> T:
+    async def _ensure_ready(self) -> None:
         if not self._ready:
             self._ready = True
             try:
@@ -149,6 +152,9 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             except BaseException:
                 self._ready = False
                 raise
+
+    async def _transaction(self, run: _core.Run[T]) -> T:
+        await self._ensure_ready()
         async with self._connection() as conn, conn.transaction():
             if self.pipe is None:
                 # tuple rows whatever row factory the caller's connection has
@@ -175,6 +181,19 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         else:
             async with self._conn_lock:
                 yield self.conn
+
+    @asynccontextmanager
+    async def agrouped(self) -> AsyncIterator[None]:
+        """The saver calls this task makes inside the block are one
+        transaction on one connection: all saved, or, if an error leaves the
+        block, none (as PostgresSaver's ``grouped``)."""
+        if not _core.opens_group(self, self.pipe):
+            yield
+            return
+        await self._ensure_ready()
+        async with self._connection() as conn, conn.pipeline(), conn.transaction():
+            with _core.in_group(self, conn):
+                yield
 
     async def _drive(self, plan: _core.Plan[T]) -> T:
         return await _core.adrive(_core.Run(plan), self._perform)
