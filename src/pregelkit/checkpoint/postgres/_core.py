@@ -522,6 +522,19 @@ class LockState:
         """The driver error that took the lost locks' connection."""
 
 
+def put_latest(
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> Plan[RunnableConfig]:
+    """``put``, then the thread's history before it dropped (the shallow savers)."""
+    saved = yield from put(serde, config, checkpoint, metadata, new_versions)
+    yield from prune([saved["configurable"]["thread_id"]], "keep_latest")
+    return saved
+
+
 def hold(
     state: LockState, thread_id: str, wait: bool, retry: StorageRetry
 ) -> Plan[AbstractContextManager[None]]:

@@ -45,7 +45,7 @@ from pregelkit.checkpoint.postgres._faults import reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
 
-__all__ = ["AsyncPostgresSaver"]
+__all__ = ["AsyncPostgresSaver", "AsyncShallowPostgresSaver"]
 
 T = TypeVar("T")
 
@@ -498,9 +498,23 @@ async def _execute(cur: psycopg.AsyncCursor[Any], statement: _core.Statement) ->
     return await cur.fetchall() if statement.fetch == "all" else None
 
 
-def __getattr__(name: str) -> Any:
-    if name == "AsyncShallowPostgresSaver":
-        from pregelkit.checkpoint.postgres.shallow import AsyncShallowPostgresSaver
+class AsyncShallowPostgresSaver(AsyncPostgresSaver):
+    """:class:`~pregelkit.checkpoint.postgres.shallow.ShallowPostgresSaver`
+    for asyncio code: keeps only the latest checkpoint of each thread and
+    namespace (see that module for why and what it costs)."""
 
-        return AsyncShallowPostgresSaver
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store ``checkpoint`` and drop the thread's earlier checkpoints, in
+        one transaction."""
+        return await self._run(
+            partial(_core.put_latest, self.serde, config, checkpoint, metadata, new_versions),
+            "put",
+            _core.thread_of(config),
+            writes=True,
+        )

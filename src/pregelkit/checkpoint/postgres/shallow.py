@@ -24,23 +24,9 @@ from pregelkit.checkpoint.base import (
     RunnableConfig,
 )
 from pregelkit.checkpoint.postgres import PostgresSaver, _core
-from pregelkit.checkpoint.postgres.aio import AsyncPostgresSaver
-from pregelkit.checkpoint.serde.base import SerializerProtocol
+from pregelkit.checkpoint.postgres.aio import AsyncShallowPostgresSaver
 
 __all__ = ["AsyncShallowPostgresSaver", "ShallowPostgresSaver"]
-
-
-def put_latest(
-    serde: SerializerProtocol,
-    config: RunnableConfig,
-    checkpoint: Checkpoint,
-    metadata: CheckpointMetadata,
-    new_versions: ChannelVersions,
-) -> _core.Plan[RunnableConfig]:
-    """``_core.put``, then the thread's history before it dropped."""
-    saved = yield from _core.put(serde, config, checkpoint, metadata, new_versions)
-    yield from _core.prune([saved["configurable"]["thread_id"]], "keep_latest")
-    return saved
 
 
 class ShallowPostgresSaver(PostgresSaver):
@@ -57,27 +43,7 @@ class ShallowPostgresSaver(PostgresSaver):
         """Store ``checkpoint`` and drop the thread's earlier checkpoints, in
         one transaction."""
         return self._run(
-            partial(put_latest, self.serde, config, checkpoint, metadata, new_versions),
-            "put",
-            _core.thread_of(config),
-            writes=True,
-        )
-
-
-class AsyncShallowPostgresSaver(AsyncPostgresSaver):
-    """:class:`ShallowPostgresSaver` for asyncio code, on
-    :class:`~pregelkit.checkpoint.postgres.aio.AsyncPostgresSaver`."""
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """As :meth:`ShallowPostgresSaver.put`."""
-        return await self._run(
-            partial(put_latest, self.serde, config, checkpoint, metadata, new_versions),
+            partial(_core.put_latest, self.serde, config, checkpoint, metadata, new_versions),
             "put",
             _core.thread_of(config),
             writes=True,
