@@ -10,6 +10,8 @@ import xxhash
 
 _lock = threading.Lock()
 _last_ts = 0
+_second: tuple[int, str] = (-1, "")
+"""The last whole second ``utc_now_iso`` formatted, and its text."""
 
 
 def _fmt(h: str) -> str:
@@ -60,6 +62,22 @@ def uuid6(clock_seq: int | None = None, after: str | None = None) -> str:
     value |= ((clock_seq & 0x3FFF) | 0x8000) << 48
     value |= node & 0xFFFFFFFFFFFF
     return _fmt(f"{value:032x}")  # str(uuid.UUID(int=value)), without the object
+
+
+def utc_now_iso() -> str:
+    """``datetime.now(UTC).isoformat()``, the same text, for a few times less:
+    every checkpoint gets a timestamp, and building an aware ``datetime`` and
+    formatting its offset cost ~11k instructions (two checkpoints and the new
+    thread's empty one: ~2% of a short run). The date and time of day are
+    formatted once per second."""
+    global _second
+    micros = time.time_ns() // 1000
+    sec, us = divmod(micros, 1_000_000)
+    cached, text = _second
+    if cached != sec:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+        _second = (sec, text)  # one assignment: a racing thread sees old or new, both whole
+    return f"{text}.{us:06d}+00:00" if us else f"{text}+00:00"
 
 
 def _timestamp(checkpoint_id: str) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import nullcontext
-from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,7 +28,7 @@ from pregelkit._internal._constants import (
     RESUME,
     SCHEDULED,
 )
-from pregelkit._internal._ids import uuid6
+from pregelkit._internal._ids import utc_now_iso, uuid6
 from pregelkit._internal._scope import CURRENT
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
@@ -425,7 +424,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
         self.checkpoint = Checkpoint(
             v=LATEST_VERSION,
             id=uuid6(clock_seq=self.step, after=self._last_id),
-            ts=datetime.now(UTC).isoformat(),
+            ts=utc_now_iso(),
             channel_values=values,
             channel_versions=self.checkpoint["channel_versions"],
             versions_seen=self.checkpoint["versions_seen"],

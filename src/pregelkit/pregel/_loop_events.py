@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import (
@@ -20,6 +19,7 @@ from pregelkit._internal._constants import (
     ERROR,
     INTERRUPT,
 )
+from pregelkit._internal._ids import utc_now_iso
 from pregelkit.channels.base import BaseChannel
 from pregelkit.checkpoint.base import Checkpoint, CheckpointMetadata
 from pregelkit.pregel._algo import Planner, prepare_next_tasks
@@ -130,7 +130,7 @@ class LoopEvents:
                 "debug",
                 {
                     "step": self.step if step is None else step,
-                    "timestamp": datetime.now(UTC).isoformat(),
+                    "timestamp": utc_now_iso(),
                     "type": kind,
                     "payload": payload,
                 },

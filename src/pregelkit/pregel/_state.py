@@ -8,7 +8,6 @@ The sync and async methods differ only in how they call the saver.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
 from pregelkit._internal._constants import (
@@ -25,7 +24,7 @@ from pregelkit._internal._constants import (
     RESERVED,
     TASKS,
 )
-from pregelkit._internal._ids import uuid6
+from pregelkit._internal._ids import utc_now_iso, uuid6
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
 from pregelkit.checkpoint.attempts import Timeline, group_attempts
@@ -375,7 +374,7 @@ class StateAPI:
             channel_versions=versions,
             versions_seen=checkpoint["versions_seen"],
         )
-        new_checkpoint["ts"] = datetime.now(UTC).isoformat()
+        new_checkpoint["ts"] = utc_now_iso()
         metadata: CheckpointMetadata = {"source": source, "step": step, "parents": {}}
         parent_config = dict(saved.config) if saved is not None else config
         parent_config = {

@@ -18,7 +18,6 @@ from contextlib import (
     asynccontextmanager,
     nullcontext,
 )
-from datetime import UTC, datetime
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -37,7 +36,7 @@ from pregelkit._internal._constants import (
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_THREAD_ID,
 )
-from pregelkit._internal._ids import uuid6
+from pregelkit._internal._ids import utc_now_iso, uuid6
 from pregelkit._internal._typing import MISSING
 from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import _delta
@@ -124,7 +123,7 @@ def empty_checkpoint() -> Checkpoint:
     return Checkpoint(
         v=LATEST_VERSION,
         id=uuid6(clock_seq=-2),
-        ts=datetime.now(UTC).isoformat(),
+        ts=utc_now_iso(),
         channel_values={},
         channel_versions={},
         versions_seen={},
@@ -157,7 +156,7 @@ def create_checkpoint(
     return Checkpoint(
         v=LATEST_VERSION,
         id=id or create_checkpoint_id(step),
-        ts=datetime.now(UTC).isoformat(),
+        ts=utc_now_iso(),
         channel_values=values,
         channel_versions=checkpoint["channel_versions"],
         versions_seen=checkpoint["versions_seen"],
