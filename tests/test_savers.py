@@ -197,6 +197,36 @@ def test_metadata_round_trip_and_filters(saver: Saver) -> None:
     assert len(list(saver.list(None, filter={"user": "bob"}))) == 1
 
 
+def test_metadata_json_copy_keeps_exactly_the_json_values() -> None:
+    """The metadata's JSON copy (what filters compare) decides plain scalars
+    inline; it must keep exactly what ``is_json_value`` accepts."""
+    from pregelkit.checkpoint._rows import is_json_value, json_subset
+
+    metadata: dict[Any, Any] = {
+        "source": "loop",
+        "step": 3,
+        "flag": False,
+        "none": None,
+        "parents": {"": "1f1e"},
+        "nul": "a\x00b",
+        "nul\x00key": 1,
+        "nan": float("nan"),
+        "score": 1.5,
+        "tags": ["a", 1],
+        "bad_list": [float("inf")],
+        "obj": object(),
+        7: "int key",
+        "big": 2**70,
+    }
+    expected = {
+        k: v
+        for k, v in metadata.items()
+        if isinstance(k, str) and is_json_value(k) and is_json_value(v)
+    }
+    assert json_subset(metadata) == expected
+    assert set(expected) == {"source", "step", "flag", "none", "parents", "score", "tags", "big"}
+
+
 def test_pending_writes_keep_first_regular_and_replace_special_in_place(saver: Saver) -> None:
     [config] = put_chain(saver, thread_id := new_thread(), 1)
     saver.put_writes(config, [("a", 1), ("__error__", "first error")], "task-a", "path-a")

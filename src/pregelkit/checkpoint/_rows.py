@@ -132,44 +132,52 @@ def encode_checkpoint(
     values = checkpoint["channel_values"]
     blobs: list[BlobRow] = []
     for channel, version in new_versions.items():
+        key = version_key(version)
         if channel in values:
-            at = StoredAt(thread_id, checkpoint_ns, "blob", (channel, version_key(version)))
-            type_, blob = _dump(serde, values[channel], f"the value of channel {channel!r}", at)
-            blobs.append(
-                BlobRow(thread_id, checkpoint_ns, channel, version_key(version), type_, blob)
-            )
+            at = StoredAt(thread_id, checkpoint_ns, "blob", (channel, key))
+            type_, blob = _dump(serde, values[channel], "the value of channel", channel, at)
+            blobs.append(BlobRow(thread_id, checkpoint_ns, channel, key, type_, blob))
         else:
-            blobs.append(
-                BlobRow(thread_id, checkpoint_ns, channel, version_key(version), EMPTY_TAG, None)
-            )
+            blobs.append(BlobRow(thread_id, checkpoint_ns, channel, key, EMPTY_TAG, None))
+    checkpoint_id = checkpoint["id"]
     bare = without_blob_values(checkpoint)
-    key = (checkpoint["id"],)
-    at = StoredAt(thread_id, checkpoint_ns, "checkpoint", key)
-    type_, data = _dump(serde, bare, f"checkpoint {checkpoint['id']!r}", at)
+    at = StoredAt(thread_id, checkpoint_ns, "checkpoint", (checkpoint_id,))
+    type_, data = _dump(serde, bare, "checkpoint", checkpoint_id, at)
     full_metadata = get_checkpoint_metadata(config, metadata)
-    at = StoredAt(thread_id, checkpoint_ns, "metadata", key)
-    metadata_type, metadata_data = _dump(serde, full_metadata, "the checkpoint metadata", at)
+    at = StoredAt(thread_id, checkpoint_ns, "metadata", (checkpoint_id,))
+    metadata_type, metadata_data = _dump(serde, full_metadata, "the checkpoint metadata", None, at)
     row = CheckpointRow(
-        thread_id=thread_id,
-        checkpoint_ns=checkpoint_ns,
-        checkpoint_id=checkpoint["id"],
-        parent_checkpoint_id=parent_id,
-        type=type_,
-        checkpoint=data,
-        metadata_type=metadata_type,
-        metadata=metadata_data,
-        metadata_json=_canonical_json(
-            {
-                k: v
-                for k, v in full_metadata.items()
-                if isinstance(k, str) and is_json_value(k) and is_json_value(v)
-            }
-        ),
-        channel_versions=_canonical_json(
-            {k: version_key(v) for k, v in checkpoint["channel_versions"].items()}
-        ),
+        thread_id,
+        checkpoint_ns,
+        checkpoint_id,
+        parent_id,
+        type_,
+        data,
+        metadata_type,
+        metadata_data,
+        _canonical_json(json_subset(full_metadata)),
+        _canonical_json({k: version_key(v) for k, v in checkpoint["channel_versions"].items()}),
     )
     return row, blobs
+
+
+def json_subset(metadata: Mapping[Any, Any]) -> dict[str, Any]:
+    """The keys of ``metadata`` whose key and value ``is_json_value`` accepts,
+    as the metadata's JSON copy holds them. Strings, ints, bools and ``None``
+    are decided here, without a call each: every checkpoint's metadata is
+    mostly those."""
+    subset = {}
+    for k, v in metadata.items():
+        if type(k) is not str or "\x00" in k:
+            continue
+        kind = type(v)
+        if kind is str:
+            if "\x00" in v:
+                continue
+        elif not (kind is int or kind is bool or v is None or is_json_value(v)):
+            continue
+        subset[k] = v
+    return subset
 
 
 def encode_writes(
@@ -203,6 +211,7 @@ def encode_writes(
                 serde,
                 value,
                 f"the write to {channel!r} of task {task_id!r}",
+                None,
                 write_location(config, task_id, channel),
             )
         rows.append(
@@ -430,10 +439,16 @@ def checkpoint_config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) ->
     }
 
 
-def _dump(serde: SerializerProtocol, value: Any, what: str, at: StoredAt) -> tuple[str, bytes]:
+def _dump(
+    serde: SerializerProtocol, value: Any, what: str, name: str | None, at: StoredAt
+) -> tuple[str, bytes]:
+    """``value`` serialized; a failure says it could not store ``what``
+    (followed by ``name``, quoted, if given): the text is built only then."""
     try:
         return dumps_at(serde, value, at)
     except Exception as err:
+        if name is not None:
+            what = f"{what} {name!r}"
         raise SerdeError(
             f"cannot store {what}: {type(err).__name__}: {err}. Store a value the serializer "
             "supports, or pass a saver a serializer that supports this type"
