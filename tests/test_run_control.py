@@ -384,6 +384,31 @@ def test_cancelling_the_ainvoke_task_stops_the_run(
     assert sorted(bodies.finished()) == list(range(10)), bodies.events
 
 
+def test_acancel_stops_only_its_run_among_runs_on_one_event_loop(
+    async_saver: BaseCheckpointSaver[Any], arun: Callable[[Awaitable[T]], T]
+) -> None:
+    """The marks of all runs on an event loop are read by one timer: the
+    cancelled thread stops, the other runs on, and no read is left running."""
+    bodies = Bodies()
+    workflow = achain(async_saver, bodies, sleep=0.05)
+
+    async def main() -> None:
+        other = asyncio.create_task(workflow.ainvoke(6, cfg("other")))
+        target = asyncio.create_task(workflow.ainvoke(10, cfg("t")))
+        await aafter_step(bodies, 1)
+        await workflow.acancel(cfg("t"))
+        with pytest.raises(RunCancelledError):
+            await target
+        assert await other == [i * 10 for i in range(6)]
+        assert (await workflow.aget_state(cfg("other"))).next == ()
+        reads = [
+            t for t in asyncio.all_tasks() if "_LoopWatcher._read" in t.get_coro().__qualname__
+        ]
+        assert reads == []
+
+    arun(main())
+
+
 def test_acancel_cancels_running_async_tasks(
     async_saver: BaseCheckpointSaver[Any], arun: Callable[[Awaitable[T]], T]
 ) -> None:

@@ -16,15 +16,19 @@ or the ``KeyboardInterrupt``/``CancelledError`` that stopped it).
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pregelkit.errors import GraphBubbleUp, GraphDrained, RunCancelledError
 
 if TYPE_CHECKING:
+    import asyncio
+
     from pregelkit.types import PregelExecutableTask
 
 __all__ = [
@@ -36,7 +40,7 @@ __all__ = [
     "WATCHER",
     "RunStop",
     "StopRequested",
-    "apoll",
+    "awatch",
 ]
 
 LEFT = "left"
@@ -206,13 +210,66 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=WATCHER._after_fork)
 
 
-async def apoll(poll: Callable[[], Awaitable[None]], stop: RunStop) -> None:
-    """The async runs' twin of ``WATCHER``: a task on the run's event loop."""
-    import asyncio
+class _LoopWatcher:
+    """The async runs' twin of ``WATCHER``: one timer on an event loop reads
+    the marks of the loop's running runs every ``POLL_SECONDS``. A task and
+    a timer per run (made, then cancelled, on every ``ainvoke``) cost a short
+    run two trips through the event loop; registering costs a dict entry."""
 
-    while stop.reason is None:
-        await asyncio.sleep(POLL_SECONDS)
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        # weak: the registry's value must not keep its key, the loop, alive
+        self.loop = weakref.ref(loop)
+        self.polls: dict[int, tuple[Callable[[], Awaitable[None]], RunStop]] = {}
+        self.reading: dict[int, asyncio.Task[None]] = {}
+        """Reads in flight, by run: a run that ends cancels its own."""
+        self.timer: asyncio.TimerHandle | None = None
+        self.keys = itertools.count()
+
+    def add(self, poll: Callable[[], Awaitable[None]], stop: RunStop) -> Callable[[], None]:
+        key = next(self.keys)
+        self.polls[key] = (poll, stop)
+        loop = self.loop()
+        if self.timer is None and loop is not None:
+            self.timer = loop.call_later(POLL_SECONDS, self._fire)
+
+        def remove() -> None:
+            self.polls.pop(key, None)
+            reading = self.reading.pop(key, None)
+            if reading is not None:
+                reading.cancel()
+
+        return remove
+
+    def _fire(self) -> None:
+        self.timer = None
+        loop = self.loop()
+        if not self.polls or loop is None:
+            return  # no run: the next one to start sets the timer again
+        for key, (poll, stop) in list(self.polls.items()):
+            if stop.reason is None and key not in self.reading:
+                self.reading[key] = loop.create_task(self._read(key, poll))
+        self.timer = loop.call_later(POLL_SECONDS, self._fire)
+
+    async def _read(self, key: int, poll: Callable[[], Awaitable[None]]) -> None:
         try:
             await poll()
-        except Exception:
-            continue
+        except Exception:  # a failed read is retried next time; the run's own saves report
+            pass
+        finally:
+            self.reading.pop(key, None)
+
+
+_LOOP_WATCHERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWatcher] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def awatch(
+    loop: asyncio.AbstractEventLoop, poll: Callable[[], Awaitable[None]], stop: RunStop
+) -> Callable[[], None]:
+    """Have ``poll`` called every ``POLL_SECONDS`` on ``loop`` (its thread
+    only) until the run stops or the returned function is called."""
+    watcher = _LOOP_WATCHERS.get(loop)
+    if watcher is None:
+        watcher = _LOOP_WATCHERS[loop] = _LoopWatcher(loop)
+    return watcher.add(poll, stop)

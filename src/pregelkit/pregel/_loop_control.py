@@ -3,7 +3,7 @@
 ``LoopControl`` is a base of ``PregelLoop``. A root run with a saver that
 keeps marks reads its thread's mark when it starts (a cancelled thread does
 not run; a drained one runs and its mark is cleared), has it polled while it
-runs (by ``WATCHER`` or, async, a task on its event loop) and leaves
+runs (by ``WATCHER`` or, async, its event loop's ``awatch``) and leaves
 ``"drained"`` behind when a drain stopped it. Nested runs share the stop of
 the run they are part of and poll nothing.
 """
@@ -22,7 +22,7 @@ from pregelkit.pregel._control import (
     WATCHER,
     RunStop,
     StopRequested,
-    apoll,
+    awatch,
 )
 from pregelkit.pregel._scope import RunContext, TaskScope
 
@@ -51,7 +51,6 @@ class LoopControl:
         saver = self.checkpointer
         self._controlled = saver is not None and parent is None and saver.has_thread_control
         self._unwatch: Callable[[], None] | None = None
-        self._poller: asyncio.Task[None] | None = None
 
     def _thread_locker(self) -> BaseCheckpointSaver[Any] | None:
         """The saver whose lock a root run holds on its thread; none when a
@@ -87,7 +86,7 @@ class LoopControl:
             return
         if self._marked(await saver.aget_thread_control(self._thread_id)):
             await saver.aput_thread_control(self._thread_id, None)
-        self._poller = self._aloop.create_task(apoll(self._apoll, self.run_stop))
+        self._unwatch = awatch(self._aloop, self._apoll, self.run_stop)
 
     def _poll(self) -> None:
         """Read the mark (``WATCHER``'s thread calls this while the run runs)."""
@@ -104,9 +103,6 @@ class LoopControl:
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
-        if self._poller is not None:
-            self._poller.cancel()
-            self._poller = None
 
     def _mark_drained(self, exc: BaseException | None) -> None:
         """A run a drain stopped leaves its thread marked ``"drained"``."""
