@@ -114,33 +114,6 @@ _LIVE = "(s.expires_at IS NULL OR s.expires_at > %s)"
 
 
 class PostgresDialect(Dialect):
-    select_item = f"""
-        SELECT {_COLUMNS} FROM store s
-        WHERE s.prefix = %s AND s.key = %s AND {_LIVE}
-    """
-    upsert_item = """
-        INSERT INTO store AS s
-            (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes)
-        VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s)
-        ON CONFLICT (prefix, key) DO UPDATE SET
-            value = excluded.value,
-            created_at = CASE
-                WHEN s.expires_at <= excluded.updated_at THEN excluded.created_at
-                ELSE s.created_at END,
-            updated_at = excluded.updated_at,
-            expires_at = excluded.expires_at,
-            ttl_minutes = excluded.ttl_minutes
-    """
-    delete_item = "DELETE FROM store WHERE prefix = %s AND key = %s"
-    delete_vectors = "DELETE FROM pregelkit_store_vectors WHERE prefix = %s AND key = %s"
-    insert_vector = """
-        INSERT INTO pregelkit_store_vectors (prefix, key, field, embedding)
-        VALUES (%s, %s, %s, %s::real[])
-    """
-    refresh_ttl = """
-        UPDATE store SET expires_at = %s + ttl_minutes * interval '1 minute'
-        WHERE prefix = %s AND key = %s AND ttl_minutes IS NOT NULL
-    """
     select_namespaces = f"SELECT DISTINCT s.prefix FROM store s WHERE {_LIVE}"
     select_namespaces_under = (
         f"{select_namespaces} AND (s.prefix = %s OR (s.prefix >= %s AND s.prefix < %s))"
@@ -151,6 +124,21 @@ class PostgresDialect(Dialect):
         )
     """
     sweep = "DELETE FROM store WHERE expires_at <= %s"
+
+    def select_items(self, keys: list[tuple[str, str]], now: Any) -> Statement:
+        return Statement(_SELECT_ITEMS, (*_columns(keys), now), "all")
+
+    def upsert_items(self, rows: list[tuple[Any, ...]]) -> Statement:
+        return Statement(_UPSERT_ITEMS, _columns(rows))
+
+    def delete_items(self, keys: list[tuple[str, str]]) -> Statement:
+        return Statement(_DELETE_ITEMS, _columns(keys))
+
+    def delete_vectors_of(self, keys: list[tuple[str, str]]) -> Statement:
+        return Statement(_DELETE_VECTORS, _columns(keys))
+
+    def insert_vectors(self, rows: list[tuple[Any, ...]]) -> Statement:
+        return Statement(_INSERT_VECTORS, _columns(rows))
 
     def refresh(self, now: Any, keys: list[tuple[str, str]]) -> Statement:
         # One statement for all the keys: psycopg runs a statement per
@@ -169,8 +157,10 @@ class PostgresDialect(Dialect):
     def encode_value(self, value: dict[str, Any]) -> str:
         return encode_json(value)
 
-    def encode_vector(self, vector: list[float]) -> list[float]:
-        return vector
+    def encode_vector(self, vector: list[float]) -> str:
+        # As a ``real[]`` literal: a list of them goes out as one ``text[]``
+        # (an array of arrays would be one two-dimensional array to unnest).
+        return "{" + ",".join(map(repr, vector)) + "}"
 
     def search(
         self,
@@ -209,6 +199,43 @@ class PostgresDialect(Dialect):
             params,
         )
 
+
+def _columns(rows: list[tuple[Any, ...]]) -> tuple[list[Any], ...]:
+    """``rows`` as one list per column: the arrays a statement unnests, so a
+    batch's rows of one kind go out as one statement of a few parameters."""
+    return tuple(map(list, zip(*rows, strict=True)))
+
+
+# Every ``unnest`` names its column types and compares under "C", as the
+# tables do, so the index on (prefix, key) answers each row.
+_KEYS = "unnest(%s::text[], %s::text[]) AS t(prefix, key)"
+_SAME_KEY = 'x.prefix = t.prefix COLLATE "C" AND x.key = t.key COLLATE "C"'
+_SELECT_ITEMS = f"""
+    SELECT {_COLUMNS} FROM {_KEYS}
+    JOIN store s ON {_SAME_KEY.replace("x.", "s.")}
+    WHERE {_LIVE}
+"""
+_UPSERT_ITEMS = """
+    INSERT INTO store AS s
+        (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes)
+    SELECT * FROM unnest(%s::text[], %s::text[], %s::jsonb[], %s::timestamptz[],
+        %s::timestamptz[], %s::timestamptz[], %s::double precision[])
+    ON CONFLICT (prefix, key) DO UPDATE SET
+        value = excluded.value,
+        created_at = CASE
+            WHEN s.expires_at <= excluded.updated_at THEN excluded.created_at
+            ELSE s.created_at END,
+        updated_at = excluded.updated_at,
+        expires_at = excluded.expires_at,
+        ttl_minutes = excluded.ttl_minutes
+"""
+_DELETE_ITEMS = f"DELETE FROM store x USING {_KEYS} WHERE {_SAME_KEY}"
+_DELETE_VECTORS = f"DELETE FROM pregelkit_store_vectors x USING {_KEYS} WHERE {_SAME_KEY}"
+_INSERT_VECTORS = """
+    INSERT INTO pregelkit_store_vectors (prefix, key, field, embedding)
+    SELECT prefix, key, field, embedding::real[]
+    FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS t(prefix, key, field, embedding)
+"""
 
 _REFRESH_TTLS = """
     UPDATE store AS s SET expires_at = %s + s.ttl_minutes * interval '1 minute'

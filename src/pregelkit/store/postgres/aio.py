@@ -157,7 +157,7 @@ class AsyncPostgresStore(AsyncBatchedBaseStore, PostgresStoreCore):
                 self.conn = await psycopg.AsyncConnection.connect(**self._reopen)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order, in one transaction."""
+        """Run ``ops`` in one transaction (reads, then writes: see ``BaseStore.batch``)."""
         checked = self.validate_ops(ops)
         embedded = await _index.aembed(self._index, checked)
         plan = partial(self._plan, checked, embedded)
