@@ -59,6 +59,19 @@ Plan: TypeAlias = Generator[Statement, Any, Any]
 # Columns every item query selects, in this order.
 ITEM_COLUMNS = "prefix, key, value, created_at, updated_at, ttl_minutes"
 
+UPSERT = """
+    ON CONFLICT (prefix, key) DO UPDATE SET
+        value = excluded.value,
+        created_at = CASE
+            WHEN s.expires_at <= excluded.updated_at THEN excluded.created_at
+            ELSE s.created_at END,
+        updated_at = excluded.updated_at,
+        expires_at = excluded.expires_at,
+        ttl_minutes = excluded.ttl_minutes
+"""
+"""How a put meets the item it replaces (the items table aliased ``s``): an
+expired one is replaced as a new item, a live one keeps its ``created_at``."""
+
 
 class Dialect(ABC):
     """One database's SQL for the plans. The statements of a batch's writes

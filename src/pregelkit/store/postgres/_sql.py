@@ -15,7 +15,7 @@ from typing import Any
 
 from pregelkit.store import _namespaces
 from pregelkit.store._filter import ORDERING, Condition
-from pregelkit.store._sqlcore import Dialect, Statement, encode_json
+from pregelkit.store._sqlcore import UPSERT, Dialect, Statement, encode_json
 from pregelkit.store.base import SearchOp
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -228,25 +228,15 @@ _SELECT_ITEMS = f"""
     JOIN store s ON {_SAME_KEY.replace("x.", "s.")}
     WHERE {_LIVE}
 """
-_ON_CONFLICT = """
-    ON CONFLICT (prefix, key) DO UPDATE SET
-        value = excluded.value,
-        created_at = CASE
-            WHEN s.expires_at <= excluded.updated_at THEN excluded.created_at
-            ELSE s.created_at END,
-        updated_at = excluded.updated_at,
-        expires_at = excluded.expires_at,
-        ttl_minutes = excluded.ttl_minutes
-"""
 _INSERT = """
     INSERT INTO store AS s
         (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes)
 """
-_UPSERT_ITEM = f"{_INSERT} VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s) {_ON_CONFLICT}"
+_UPSERT_ITEM = f"{_INSERT} VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s) {UPSERT}"
 _UPSERT_ITEMS = f"""{_INSERT}
     SELECT * FROM unnest(%b::text[], %b::text[], %b::jsonb[], %b::timestamptz[],
         %b::timestamptz[], %b::timestamptz[], %b::double precision[])
-    {_ON_CONFLICT}
+    {UPSERT}
 """
 _DELETE_ITEM = "DELETE FROM store WHERE prefix = %s AND key = %s"
 _DELETE_ITEMS = f"DELETE FROM store x USING {_KEYS} WHERE {_SAME_KEY}"

@@ -17,7 +17,7 @@ from typing import Any
 
 from pregelkit.store import _index, _namespaces
 from pregelkit.store._filter import ORDERING, Condition, canonical_json
-from pregelkit.store._sqlcore import ITEM_COLUMNS, Dialect, Statement, encode_json
+from pregelkit.store._sqlcore import ITEM_COLUMNS, UPSERT, Dialect, Statement, encode_json
 from pregelkit.store.base import SearchOp
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -82,18 +82,10 @@ def register_functions(conn: sqlite3.Connection) -> None:
 
 
 class SqliteDialect(Dialect):
-    upsert_item = """
-        INSERT INTO pregelkit_store
+    upsert_item = f"""
+        INSERT INTO pregelkit_store AS s
             (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes)
-        VALUES (?, ?, ?, ?, ?, ?, ?)
-        ON CONFLICT (prefix, key) DO UPDATE SET
-            value = excluded.value,
-            created_at = CASE
-                WHEN pregelkit_store.expires_at <= excluded.updated_at THEN excluded.created_at
-                ELSE pregelkit_store.created_at END,
-            updated_at = excluded.updated_at,
-            expires_at = excluded.expires_at,
-            ttl_minutes = excluded.ttl_minutes
+        VALUES (?, ?, ?, ?, ?, ?, ?) {UPSERT}
     """
     delete_item = "DELETE FROM pregelkit_store WHERE prefix = ? AND key = ?"
     delete_vectors = "DELETE FROM pregelkit_store_vectors WHERE prefix = ? AND key = ?"
