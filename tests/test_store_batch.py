@@ -7,8 +7,11 @@ Also the TTL options that go with it: ``omit_expired`` and SQLite's
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -318,3 +321,63 @@ def test_sqlite_reads_restart_ttls_only_when_asked(make_store: Any) -> None:
     assert _expires(s, "k") == start  # as LangGraph's SqliteStore: not by default
     s.get(NS, "k", refresh_ttl=True)
     assert _expires(s, "k") > start
+
+
+def test_sync_calls_from_threads_join_the_async_postgres_stores_batch(_store_dsn: str) -> None:
+    """``AsyncPostgresStore.put``/``get`` from other threads go through the
+    loop's queue, as its async methods do: calls made while a batch is in
+    flight go out together in the next one."""
+    from pregelkit.store.postgres.aio import AsyncPostgresStore
+
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+    opened = AsyncPostgresStore.from_conn_string(_store_dsn)
+    store = asyncio.run_coroutine_threadsafe(opened.__aenter__(), loop).result()
+    sizes: list[int] = []
+    real = store.abatch
+
+    async def slow(ops: Any) -> Any:
+        ops = list(ops)
+        sizes.append(len(ops))
+        await asyncio.sleep(0.05)  # the other threads queue meanwhile
+        return await real(ops)
+
+    store.abatch = slow  # type: ignore[method-assign]
+
+    def work(worker: int) -> list[Any]:
+        got = []
+        for i in range(25):
+            store.put(("threads", str(worker)), str(i), {"i": i})
+            got.append(store.get(("threads", str(worker)), str(i)))
+        return got
+
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(work, range(8)))
+    finally:
+        asyncio.run_coroutine_threadsafe(opened.__aexit__(None, None, None), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(5)
+        loop.close()
+    assert [[item.value["i"] for item in got] for got in results] == [list(range(25))] * 8
+    assert sum(sizes) == 400 and len(sizes) < 200
+
+
+def test_batches_writing_the_same_keys_in_any_order_do_not_deadlock(_store_dsn: str) -> None:
+    """Two processes' batches write the same items, listed in opposite
+    orders: the rows are written in key order, so neither waits for a lock
+    the other holds (PostgreSQL would abort one of them as a deadlock)."""
+    from pregelkit.checkpoint import StorageRetry
+    from pregelkit.store.postgres import PostgresStore
+
+    keys = [f"k{i:03}" for i in range(300)]
+
+    def work(order: list[str]) -> None:
+        with PostgresStore.from_conn_string(_store_dsn) as store:
+            store.retry = StorageRetry(attempts=1)  # a deadlock would raise, not retry
+            for round_ in range(15):
+                store.batch([PutOp(("race",), key, {"r": round_}) for key in order])
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(work, [keys, keys[::-1]]))
