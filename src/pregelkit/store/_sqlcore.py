@@ -305,7 +305,7 @@ def _write(
     if embedded is not None:
         yield dialect.delete_vectors_of(sorted(writes))
         if vectors:
-            yield dialect.insert_vectors(vectors)
+            yield dialect.insert_vectors(sorted(vectors, key=lambda row: row[:3]))
 
 
 def _search(
