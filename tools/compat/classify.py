@@ -8,8 +8,8 @@ the module-level helpers and fixtures it reaches (autouse ones included), and
 the test helper modules it imports from refer to. A test "uses private names" when what it reaches
 imports a ``_``-prefixed name or module of LangGraph (or names one in a
 string, as ``mock.patch`` does), or patches a ``_``-prefixed attribute of an
-object (``monkeypatch.setattr(saver, "_load_checkpoint_tuple", ...)``); those count in the report but not in the
-goal, which is about public names.
+object (``monkeypatch.setattr(saver, "_load_checkpoint_tuple", ...)``); those
+count in the report but not in the goal, which is about public names.
 """
 
 from __future__ import annotations
@@ -52,9 +52,12 @@ def _patched_private(call: ast.Call) -> str | None:
     if called not in _PATCHING_CALLS or len(call.args) < 2:
         return None
     name = call.args[1]
-    if isinstance(name, ast.Constant) and isinstance(name.value, str):
-        if _PRIVATE_ATTRIBUTE.fullmatch(name.value):
-            return f"patches attribute {name.value}"
+    if (
+        isinstance(name, ast.Constant)
+        and isinstance(name.value, str)
+        and _PRIVATE_ATTRIBUTE.fullmatch(name.value)
+    ):
+        return f"patches attribute {name.value}"
     return None
 
 
