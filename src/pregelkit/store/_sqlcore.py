@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 from pregelkit.store import _namespaces
 from pregelkit.store._filter import Condition, for_sql, has_nul, parse_filter
@@ -59,16 +59,31 @@ Plan: TypeAlias = Generator[Statement, Any, Any]
 # Columns every item query selects, in this order.
 ITEM_COLUMNS = "prefix, key, value, created_at, updated_at, ttl_minutes"
 
+UPSERT = """
+    ON CONFLICT (prefix, key) DO UPDATE SET
+        value = excluded.value,
+        created_at = CASE
+            WHEN s.expires_at <= excluded.updated_at THEN excluded.created_at
+            ELSE s.created_at END,
+        updated_at = excluded.updated_at,
+        expires_at = excluded.expires_at,
+        ttl_minutes = excluded.ttl_minutes
+"""
+"""How a put meets the item it replaces (the items table aliased ``s``): an
+expired one is replaced as a new item, a live one keeps its ``created_at``."""
+
 
 class Dialect(ABC):
-    """One database's SQL for the plans."""
+    """One database's SQL for the plans. The statements of a batch's writes
+    default to one per row (``executemany``), which costs nothing extra in an
+    embedded database; a server's dialect sends each kind as one statement."""
 
-    select_item: str
-    """Params: namespace text, key, now; one row of ``ITEM_COLUMNS``."""
     upsert_item: str
     """Params: namespace text, key, value, now, now, expires_at, ttl_minutes."""
     delete_item: str
+    """Params: namespace text, key."""
     delete_vectors: str
+    """Params: namespace text, key."""
     insert_vector: str
     """Params per row: namespace text, key, field, vector."""
     refresh_ttl: str
@@ -81,6 +96,24 @@ class Dialect(ABC):
     """Params: now."""
     sweep: str
     """Params: now."""
+
+    @abstractmethod
+    def select_items(self, keys: list[tuple[str, str]], now: Any) -> Statement:
+        """The statement reading the items at ``keys`` (namespace text, key,
+        no two equal) not expired at ``now``: rows of ``ITEM_COLUMNS``."""
+
+    def upsert_items(self, rows: list[tuple[Any, ...]]) -> Statement:
+        """Write ``rows`` (``upsert_item``'s params; no two for one key)."""
+        return Statement(self.upsert_item, rows, "many")
+
+    def delete_items(self, keys: list[tuple[str, str]]) -> Statement:
+        return Statement(self.delete_item, keys, "many")
+
+    def delete_vectors_of(self, keys: list[tuple[str, str]]) -> Statement:
+        return Statement(self.delete_vectors, keys, "many")
+
+    def insert_vectors(self, rows: list[tuple[Any, ...]]) -> Statement:
+        return Statement(self.insert_vector, rows, "many")
 
     def refresh(self, now: Any, keys: list[tuple[str, str]]) -> Statement:
         """The statement restarting the TTLs of ``keys`` (namespace text,
@@ -135,102 +168,196 @@ def run_batch(
     ops: Sequence[Op],
     embedded: Embedded | None,
     deserialize: Deserializer,
+    omit_expired: bool = False,
 ) -> Plan:
-    """The plan of one batch; returns one result per op."""
-    results: list[Result] = []
+    """The plan of one batch, run as LangGraph's stores run one: every read
+    (get, search, list) sees the store as it was before the batch, then the
+    writes apply, the last write to a key winning. So reads of one kind go
+    out as one statement (all gets in one ``SELECT``, equal searches or
+    listings once) and writes as one per kind, whatever the batch's size;
+    returns one result per op, in op order.
+
+    ``omit_expired``: leave expired, not yet swept items out of reads
+    (LangGraph's ``TTLConfig`` option, off by default: until the sweeper
+    deletes them, expired items are read as live ones)."""
+    now = datetime.now(UTC)
+    horizon = dialect.time(now if omit_expired else _EARLIEST)
+    results: list[Result] = [None] * len(ops)
+    gets: dict[tuple[str, str], list[int]] = {}
+    reads: dict[object, list[int]] = {}
+    writes: dict[tuple[str, str], int] = {}
     for position, op in enumerate(ops):
         if isinstance(op, GetOp):
-            results.append((yield from _get(dialect, op, deserialize)))
+            gets.setdefault((_namespaces.encode(op.namespace), op.key), []).append(position)
         elif isinstance(op, PutOp):
-            yield from _put(dialect, op, embedded, position)
-            results.append(None)
-        elif isinstance(op, SearchOp):
-            query = None if embedded is None else embedded.queries.get(position)
-            results.append((yield from _search(dialect, op, query, deserialize)))
+            target = (_namespaces.encode(op.namespace), op.key)
+            writes.pop(target, None)  # re-inserted: the writes stay in the order they win
+            writes[target] = position
         else:
-            results.append((yield from _list_namespaces(dialect, op)))
+            reads.setdefault(_read_key(op, position), []).append(position)
+    stale: dict[tuple[str, str], None] = {}
+    if gets:
+        yield from _get(dialect, ops, gets, horizon, deserialize, results, stale)
+    for positions in reads.values():
+        op = ops[positions[0]]
+        if isinstance(op, SearchOp):
+            query = None if embedded is None else embedded.queries.get(positions[0])
+            yield from _search(dialect, op, positions, query, horizon, deserialize, results, stale)
+        else:
+            assert isinstance(op, ListNamespacesOp)
+            yield from _list_namespaces(dialect, op, positions, horizon, results)
+    if stale:
+        yield dialect.refresh(dialect.time(now), list(stale))
+    if writes:
+        yield from _write(dialect, ops, writes, embedded)
     return results
 
 
+_EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+"""Before any expiry time: reads that keep expired items compare with it."""
+
+
+def _read_key(op: Op, position: int) -> object:
+    """Equal reads in one batch have equal keys and are run once (they see
+    the same store); a read whose op cannot be hashed is run on its own."""
+    if isinstance(op, SearchOp):
+        return ("search", repr(op))
+    try:
+        hash(op)
+    except TypeError:
+        return ("unhashable", position)
+    return op
+
+
+def omits_expired(ttl_config: Mapping[str, Any] | None) -> bool:
+    """A store's ``omit_expired``, read at each batch (LangGraph's tests set
+    it on a store already built)."""
+    return bool((ttl_config or {}).get("omit_expired"))
+
+
 def one_statement(ops: Sequence[Op], indexed: bool) -> bool:
-    """Whether the plan of ``ops`` writes with at most one statement (its
-    TTL refreshes aside, which may commit on their own): such a batch needs
-    no transaction block, and a server store saves the BEGIN and COMMIT
-    round trips."""
-    if len(ops) != 1:
-        return False
-    return not (indexed and isinstance(ops[0], PutOp))
+    """Whether the plan of ``ops`` runs at most one statement (its TTL
+    refreshes aside, which may commit on their own): such a batch needs no
+    transaction block, and a server store saves the BEGIN and COMMIT round
+    trips."""
+    kinds: set[str] = set()
+    for op in ops:
+        if isinstance(op, GetOp):
+            kinds.add("get")
+        elif isinstance(op, PutOp):
+            if indexed:
+                return False
+            kinds.add("upsert" if op.value is not None else "delete")
+        else:
+            return len(ops) == 1
+    return len(kinds) <= 1
 
 
-def _get(dialect: Dialect, op: GetOp, deserialize: Deserializer) -> Plan:
-    now = datetime.now(UTC)
-    text = _namespaces.encode(op.namespace)
-    row = yield Statement(dialect.select_item, (text, op.key, dialect.time(now)), "one")
-    if row is None:
-        return None
-    if op.refresh_ttl and row[5] is not None:
-        yield dialect.refresh(dialect.time(now), [(text, op.key)])
-    return _item(dialect, row, deserialize)
+def _get(
+    dialect: Dialect,
+    ops: Sequence[Op],
+    gets: dict[tuple[str, str], list[int]],
+    horizon: Any,
+    deserialize: Deserializer,
+    results: list[Result],
+    stale: dict[tuple[str, str], None],
+) -> Plan:
+    rows = yield dialect.select_items(list(gets), horizon)
+    for row in rows:
+        positions = gets[(row[0], row[1])]
+        for position in positions:
+            results[position] = _item(dialect, row, deserialize)
+        if row[5] is not None and any(cast(GetOp, ops[p]).refresh_ttl for p in positions):
+            stale[(row[0], row[1])] = None
 
 
-def _put(dialect: Dialect, op: PutOp, embedded: Embedded | None, position: int) -> Plan:
-    text = _namespaces.encode(op.namespace)
-    if op.value is None:
-        yield Statement(dialect.delete_item, (text, op.key))
+def _write(
+    dialect: Dialect,
+    ops: Sequence[Op],
+    writes: dict[tuple[str, str], int],
+    embedded: Embedded | None,
+) -> Plan:
+    deleted: list[tuple[str, str]] = []
+    rows: list[tuple[Any, ...]] = []
+    vectors: list[tuple[Any, ...]] = []
+    for (text, key), position in writes.items():
+        op = ops[position]
+        assert isinstance(op, PutOp)
+        if op.value is None:
+            deleted.append((text, key))
+            continue
+        now = clock()
+        ttl = None if op.ttl is None else float(op.ttl)
+        expires = None if ttl is None else dialect.time(now + timedelta(minutes=ttl))
+        stamp = dialect.time(now)
+        rows.append((text, key, dialect.encode_value(op.value), stamp, stamp, expires, ttl))
         if embedded is not None:
-            yield Statement(dialect.delete_vectors, (text, op.key))
-        return
-    now = clock()
-    expires = None if op.ttl is None else dialect.time(now + timedelta(minutes=op.ttl))
-    stamp = dialect.time(now)
-    params = (text, op.key, dialect.encode_value(op.value), stamp, stamp, expires, op.ttl)
-    yield Statement(dialect.upsert_item, params)
+            vectors.extend(
+                (text, key, field, dialect.encode_vector(vector))
+                for field, vector in embedded.documents.get(position, [])
+            )
+    # In key order, so two batches writing the same keys lock them in the
+    # same order and cannot deadlock each other.
+    if deleted:
+        yield dialect.delete_items(sorted(deleted))
+    if rows:
+        yield dialect.upsert_items(sorted(rows, key=lambda row: (row[0], row[1])))
     if embedded is not None:
-        yield Statement(dialect.delete_vectors, (text, op.key))
-        rows = [
-            (text, op.key, field, dialect.encode_vector(vector))
-            for field, vector in embedded.documents.get(position, [])
-        ]
-        if rows:
-            yield Statement(dialect.insert_vector, rows, "many")
+        yield dialect.delete_vectors_of(sorted(writes))
+        if vectors:
+            yield dialect.insert_vectors(sorted(vectors, key=lambda row: row[:3]))
 
 
 def _search(
-    dialect: Dialect, op: SearchOp, query: list[float] | None, deserialize: Deserializer
+    dialect: Dialect,
+    op: SearchOp,
+    positions: list[int],
+    query: list[float] | None,
+    horizon: Any,
+    deserialize: Deserializer,
+    results: list[Result],
+    stale: dict[tuple[str, str], None],
 ) -> Plan:
-    now = datetime.now(UTC)
     conditions = for_sql(parse_filter(op.filter))
     if conditions is None:
-        return []
-    sql, params = dialect.search(op, conditions, query, dialect.time(now))
+        for position in positions:
+            results[position] = []
+        return
+    sql, params = dialect.search(op, conditions, query, horizon)
     rows = yield Statement(sql, params, "all")
     if op.refresh_ttl:
-        stale = [(row[0], row[1]) for row in rows if row[5] is not None]
-        if stale:
-            yield dialect.refresh(dialect.time(now), stale)
-    return [
-        SearchItem(
-            _namespaces.decode(row[0]),
-            row[1],
-            deserialize(row[2]),
-            dialect.from_time(row[3]),
-            dialect.from_time(row[4]),
-            None if row[6] is None else float(row[6]),
-        )
-        for row in rows
-    ]
+        stale.update(((row[0], row[1]), None) for row in rows if row[5] is not None)
+    for position in positions:
+        results[position] = [
+            SearchItem(
+                _namespaces.decode(row[0]),
+                row[1],
+                deserialize(row[2]),
+                dialect.from_time(row[3]),
+                dialect.from_time(row[4]),
+                None if row[6] is None else float(row[6]),
+            )
+            for row in rows
+        ]
 
 
-def _list_namespaces(dialect: Dialect, op: ListNamespacesOp) -> Plan:
-    now = dialect.time(datetime.now(UTC))
+def _list_namespaces(
+    dialect: Dialect,
+    op: ListNamespacesOp,
+    positions: list[int],
+    horizon: Any,
+    results: list[Result],
+) -> Plan:
     prefix = _namespaces.literal_prefix(op)
     if prefix:
         rows = yield Statement(
-            dialect.select_namespaces_under, (now, *_namespaces.prefix_bounds(prefix)), "all"
+            dialect.select_namespaces_under, (horizon, *_namespaces.prefix_bounds(prefix)), "all"
         )
     else:
-        rows = yield Statement(dialect.select_namespaces, (now,), "all")
-    return _namespaces.list_namespaces((_namespaces.decode(row[0]) for row in rows), op)
+        rows = yield Statement(dialect.select_namespaces, (horizon,), "all")
+    found = _namespaces.list_namespaces([_namespaces.decode(row[0]) for row in rows], op)
+    for position in positions:
+        results[position] = list(found)
 
 
 def _item(dialect: Dialect, row: Sequence[Any], deserialize: Deserializer) -> Item:

@@ -70,16 +70,17 @@ class TTLConfig(TypedDict, total=False):
 
     refresh_on_read: bool
     """Whether ``get``/``search`` restart the TTL of what they return by
-    default (``True``); a call's ``refresh_ttl=`` overrides it."""
+    default (``True``; in the SQLite stores ``False``, as in LangGraph's); a
+    call's ``refresh_ttl=`` overrides it."""
     default_ttl: float | None
     """TTL of a ``put`` that does not pass ``ttl=``; ``None``: never expire."""
     sweep_interval_minutes: int | None
     """How often the sweeper started by ``start_ttl_sweeper()`` deletes
-    expired items. Expired items are never returned, swept or not."""
+    expired items."""
     omit_expired: bool
-    """LangGraph's switch for leaving expired, not yet swept items out of
-    reads, accepted so its configs type-check: pregelkit's stores always
-    leave them out, whatever it says (see docs/compat.md)."""
+    """Leave expired items out of reads even before the sweeper deletes them
+    (``False`` by default, as in LangGraph: until swept, an expired item is
+    read, searched and listed as a live one)."""
 
 
 class IndexConfig(TypedDict, total=False):
@@ -300,6 +301,21 @@ def validate_op_namespace(op: Op) -> None:
             _check_labels(condition.path, what=f"{condition.match_type} pattern")
 
 
+def _one_label_patterns(op: Op) -> Op:
+    """``MatchCondition("suffix", "public")`` as the one-label pattern
+    ``("public",)`` it means (LangGraph's stores read it one label per
+    character, and match nothing)."""
+    if not isinstance(op, ListNamespacesOp) or not any(
+        isinstance(condition.path, str) for condition in op.match_conditions or ()
+    ):
+        return op
+    conditions = tuple(
+        MatchCondition(c.match_type, (c.path,)) if isinstance(c.path, str) else c
+        for c in op.match_conditions or ()
+    )
+    return op._replace(match_conditions=conditions)
+
+
 def _check_put_namespace(namespace: tuple[str, ...]) -> None:
     if not namespace:
         raise InvalidNamespaceError(
@@ -343,10 +359,16 @@ class BaseStore(ABC):
     rather than keep data the caller expects to expire."""
     ttl_config: TTLConfig | None = None
     index_config: IndexConfig | None = None
+    refresh_on_read_default: bool = True
+    """``refresh_on_read`` when the TTL config does not say."""
 
     @abstractmethod
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order and return one result per op (``None`` for puts)."""
+        """Run ``ops`` and return one result per op, in op order (``None`` for
+        puts). As in LangGraph's stores, every read of a batch (get, search,
+        list) sees the store as it was before the batch, then the writes
+        apply in order, so the last write to a key wins: a SQL store then
+        sends each kind of op as one statement, not one per op."""
 
     @abstractmethod
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -359,7 +381,7 @@ class BaseStore(ABC):
         or ``TypeError`` naming the bad argument, and ``NotImplementedError``
         for TTLs the store does not support.
         """
-        checked = list(ops)
+        checked = [_one_label_patterns(op) for op in ops]
         for op in checked:
             self._validate_op(op)
         return checked
@@ -422,13 +444,14 @@ class BaseStore(ABC):
     def _checked(self, op: Op) -> list[Op]:
         """Validate one op before ``batch`` sees it, so a bad call reaches no
         store code (and, in a batching store, no other caller's batch)."""
+        op = _one_label_patterns(op)
         self._validate_op(op)
         return [op]
 
     def _refresh(self, refresh_ttl: bool | None) -> bool:
         if refresh_ttl is not None:
             return refresh_ttl
-        return bool((self.ttl_config or {}).get("refresh_on_read", True))
+        return bool((self.ttl_config or {}).get("refresh_on_read", self.refresh_on_read_default))
 
     def _put_op(
         self,

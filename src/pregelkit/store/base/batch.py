@@ -5,7 +5,8 @@ tasks, each reading a memory) would each pay a round trip. A subclass of
 :class:`AsyncBatchedBaseStore` implements ``batch``/``abatch`` as usual; its
 async convenience methods queue their op, and one background task per event
 loop sends everything queued in the same loop iteration as one ``abatch``.
-Identical reads in a batch are sent once and share the result.
+Identical reads in a batch are sent once and share the result; of several
+writes to one key, only the last is sent.
 
 Every op is checked before it is queued, so a bad call fails alone and never
 fails the other callers' batch.
@@ -154,28 +155,19 @@ class AsyncBatchedBaseStore(BaseStore):
 
 def _dedupe(ops: Sequence[Op]) -> tuple[list[Op], list[int]]:
     """The ops to send and, for each given op, the position of its result.
-    A read equal to one already queued since the last write shares its
-    result; a write to a key already written since the last read replaces
-    that write (nothing could see the first), so only the last one is sent."""
+    Every read of a batch sees the store as it was before the batch (see
+    ``BaseStore.batch``), so equal reads share one result, and of several
+    writes to one key only the last, which wins anyway, is sent."""
     unique: list[Op] = []
     slots: list[int] = []
-    reads: dict[str, int] = {}
-    writes: dict[tuple[tuple[str, ...], str], int] = {}
+    seen: dict[object, int] = {}
     for op in ops:
-        if isinstance(op, PutOp):
-            reads.clear()  # later reads must see this write
-            target = (op.namespace, op.key)
-            if target in writes:
-                unique[writes[target]] = op
-            else:
-                writes[target] = len(unique)
-                unique.append(op)
-            slots.append(writes[target])
-            continue
-        marker = repr(op)
-        if marker not in reads:
-            writes.clear()  # this read must see the writes before it
-            reads[marker] = len(unique)
+        marker = ("put", op.namespace, op.key) if isinstance(op, PutOp) else repr(op)
+        if marker in seen:
+            if isinstance(op, PutOp):
+                unique[seen[marker]] = op
+        else:
+            seen[marker] = len(unique)
             unique.append(op)
-        slots.append(reads[marker])
+        slots.append(seen[marker])
     return unique, slots

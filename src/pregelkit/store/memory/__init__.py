@@ -45,8 +45,9 @@ class _Record:
 class InMemoryStore(BaseStore):
     """A thread-safe :class:`~pregelkit.store.base.BaseStore` held in a dict.
 
-    A batch runs in order under one lock, so other threads see all of it or
-    none of it. ``search`` returns items in LangGraph's order for this store:
+    A batch runs under one lock, so other threads see all of it or none of
+    it; its reads see the store as it was before its writes (see
+    :meth:`BaseStore.batch`). ``search`` returns items in LangGraph's order for this store:
     namespaces in the order they were first written, items in the order they
     were created (rewriting keeps an item's place); with ``query`` and an
     ``index``, the most similar first. Items never expire (``put(ttl=...)``
@@ -68,20 +69,28 @@ class InMemoryStore(BaseStore):
         self._data: dict[tuple[str, ...], dict[str, _Record]] = {}
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order; see :meth:`BaseStore.batch`."""
+        """Run ``ops``; see :meth:`BaseStore.batch`."""
         checked = self.validate_ops(ops)
-        embedded = _index.embed(self._index, checked)
-        with self._lock:
-            return [self._run(position, op, embedded) for position, op in enumerate(checked)]
+        return self._run(checked, _index.embed(self._index, checked))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order; only the embedder, if any, is awaited."""
+        """Run ``ops``; only the embedder, if any, is awaited."""
         checked = self.validate_ops(ops)
-        embedded = await _index.aembed(self._index, checked)
-        with self._lock:
-            return [self._run(position, op, embedded) for position, op in enumerate(checked)]
+        return self._run(checked, await _index.aembed(self._index, checked))
 
-    def _run(self, position: int, op: Op, embedded: _index.Embedded | None) -> Result:
+    def _run(self, ops: list[Op], embedded: _index.Embedded | None) -> list[Result]:
+        # Reads first, then the last write to each key: what every store does.
+        last = {(op.namespace, op.key): p for p, op in enumerate(ops) if isinstance(op, PutOp)}
+        with self._lock:
+            results = [
+                None if isinstance(op, PutOp) else self._op(position, op, embedded)
+                for position, op in enumerate(ops)
+            ]
+            for position in sorted(last.values()):
+                self._op(position, ops[position], embedded)
+        return results
+
+    def _op(self, position: int, op: Op, embedded: _index.Embedded | None) -> Result:
         if isinstance(op, GetOp):
             record = self._data.get(op.namespace, {}).get(op.key)
             if record is None:

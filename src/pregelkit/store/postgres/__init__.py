@@ -97,7 +97,8 @@ class PostgresStoreCore(BaseStore):
         self._reopen = reopen_args(conn)
 
     def _plan(self, ops: list[Op], embedded: _index.Embedded | None) -> _sqlcore.Plan:
-        return _sqlcore.run_batch(self._dialect, ops, embedded, self._deserialize)
+        omit = _sqlcore.omits_expired(self.ttl_config)
+        return _sqlcore.run_batch(self._dialect, ops, embedded, self._deserialize, omit)
 
     def _single(self, ops: list[Op]) -> bool:
         return _sqlcore.one_statement(ops, self._index is not None)
@@ -220,7 +221,7 @@ class PostgresStore(PostgresStoreCore):
                 self.conn = psycopg.Connection.connect(**self._reopen)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order, in one transaction."""
+        """Run ``ops`` in one transaction (reads, then writes: see ``BaseStore.batch``)."""
         checked = self.validate_ops(ops)
         embedded = _index.embed(self._index, checked)
         return list(self._run(partial(self._plan, checked, embedded), self._single(checked)))

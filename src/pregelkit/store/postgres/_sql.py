@@ -15,7 +15,7 @@ from typing import Any
 
 from pregelkit.store import _namespaces
 from pregelkit.store._filter import ORDERING, Condition
-from pregelkit.store._sqlcore import Dialect, Statement, encode_json
+from pregelkit.store._sqlcore import UPSERT, Dialect, Statement, encode_json
 from pregelkit.store.base import SearchOp
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -114,33 +114,6 @@ _LIVE = "(s.expires_at IS NULL OR s.expires_at > %s)"
 
 
 class PostgresDialect(Dialect):
-    select_item = f"""
-        SELECT {_COLUMNS} FROM store s
-        WHERE s.prefix = %s AND s.key = %s AND {_LIVE}
-    """
-    upsert_item = """
-        INSERT INTO store AS s
-            (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes)
-        VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s)
-        ON CONFLICT (prefix, key) DO UPDATE SET
-            value = excluded.value,
-            created_at = CASE
-                WHEN s.expires_at <= excluded.updated_at THEN excluded.created_at
-                ELSE s.created_at END,
-            updated_at = excluded.updated_at,
-            expires_at = excluded.expires_at,
-            ttl_minutes = excluded.ttl_minutes
-    """
-    delete_item = "DELETE FROM store WHERE prefix = %s AND key = %s"
-    delete_vectors = "DELETE FROM pregelkit_store_vectors WHERE prefix = %s AND key = %s"
-    insert_vector = """
-        INSERT INTO pregelkit_store_vectors (prefix, key, field, embedding)
-        VALUES (%s, %s, %s, %s::real[])
-    """
-    refresh_ttl = """
-        UPDATE store SET expires_at = %s + ttl_minutes * interval '1 minute'
-        WHERE prefix = %s AND key = %s AND ttl_minutes IS NOT NULL
-    """
     select_namespaces = f"SELECT DISTINCT s.prefix FROM store s WHERE {_LIVE}"
     select_namespaces_under = (
         f"{select_namespaces} AND (s.prefix = %s OR (s.prefix >= %s AND s.prefix < %s))"
@@ -151,6 +124,31 @@ class PostgresDialect(Dialect):
         )
     """
     sweep = "DELETE FROM store WHERE expires_at <= %s"
+
+    # One row goes out as a plain statement: unnesting arrays of one costs a
+    # single get or put a third more (measured: 0.45 against 0.3 ms).
+    def select_items(self, keys: list[tuple[str, str]], now: Any) -> Statement:
+        if len(keys) == 1:
+            return Statement(_SELECT_ITEM, (*keys[0], now), "all")
+        return Statement(_SELECT_ITEMS, (*_columns(keys), now), "all")
+
+    def upsert_items(self, rows: list[tuple[Any, ...]]) -> Statement:
+        if len(rows) == 1:
+            return Statement(_UPSERT_ITEM, rows[0])
+        return Statement(_UPSERT_ITEMS, _columns(rows))
+
+    def delete_items(self, keys: list[tuple[str, str]]) -> Statement:
+        if len(keys) == 1:
+            return Statement(_DELETE_ITEM, keys[0])
+        return Statement(_DELETE_ITEMS, _columns(keys))
+
+    def delete_vectors_of(self, keys: list[tuple[str, str]]) -> Statement:
+        if len(keys) == 1:
+            return Statement(_DELETE_VECTORS_OF_ONE, keys[0])
+        return Statement(_DELETE_VECTORS, _columns(keys))
+
+    def insert_vectors(self, rows: list[tuple[Any, ...]]) -> Statement:
+        return Statement(_INSERT_VECTORS, _columns(rows))
 
     def refresh(self, now: Any, keys: list[tuple[str, str]]) -> Statement:
         # One statement for all the keys: psycopg runs a statement per
@@ -169,8 +167,10 @@ class PostgresDialect(Dialect):
     def encode_value(self, value: dict[str, Any]) -> str:
         return encode_json(value)
 
-    def encode_vector(self, vector: list[float]) -> list[float]:
-        return vector
+    def encode_vector(self, vector: list[float]) -> str:
+        # As a ``real[]`` literal: a list of them goes out as one ``text[]``
+        # (an array of arrays would be one two-dimensional array to unnest).
+        return "{" + ",".join(map(repr, vector)) + "}"
 
     def search(
         self,
@@ -210,9 +210,47 @@ class PostgresDialect(Dialect):
         )
 
 
+def _columns(rows: list[tuple[Any, ...]]) -> tuple[list[Any], ...]:
+    """``rows`` as one list per column: the arrays a statement unnests, so a
+    batch's rows of one kind go out as one statement of a few parameters."""
+    return tuple(map(list, zip(*rows, strict=True)))
+
+
+# Every ``unnest`` names its column types and compares under "C", as the
+# tables do, so the index on (prefix, key) answers each row. The arrays go
+# in binary (``%b``): psycopg dumps a 1,000-row batch's in a third of the
+# time it takes to write them as text.
+_KEYS = "unnest(%b::text[], %b::text[]) AS t(prefix, key)"
+_SAME_KEY = 'x.prefix = t.prefix COLLATE "C" AND x.key = t.key COLLATE "C"'
+_SELECT_ITEM = f"SELECT {_COLUMNS} FROM store s WHERE s.prefix = %s AND s.key = %s AND {_LIVE}"
+_SELECT_ITEMS = f"""
+    SELECT {_COLUMNS} FROM {_KEYS}
+    JOIN store s ON {_SAME_KEY.replace("x.", "s.")}
+    WHERE {_LIVE}
+"""
+_INSERT = """
+    INSERT INTO store AS s
+        (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes)
+"""
+_UPSERT_ITEM = f"{_INSERT} VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s) {UPSERT}"
+_UPSERT_ITEMS = f"""{_INSERT}
+    SELECT * FROM unnest(%b::text[], %b::text[], %b::jsonb[], %b::timestamptz[],
+        %b::timestamptz[], %b::timestamptz[], %b::double precision[])
+    {UPSERT}
+"""
+_DELETE_ITEM = "DELETE FROM store WHERE prefix = %s AND key = %s"
+_DELETE_ITEMS = f"DELETE FROM store x USING {_KEYS} WHERE {_SAME_KEY}"
+_DELETE_VECTORS_OF_ONE = "DELETE FROM pregelkit_store_vectors WHERE prefix = %s AND key = %s"
+_DELETE_VECTORS = f"DELETE FROM pregelkit_store_vectors x USING {_KEYS} WHERE {_SAME_KEY}"
+_INSERT_VECTORS = """
+    INSERT INTO pregelkit_store_vectors (prefix, key, field, embedding)
+    SELECT prefix, key, field, embedding::real[]
+    FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[]) AS t(prefix, key, field, embedding)
+"""
+
 _REFRESH_TTLS = """
     UPDATE store AS s SET expires_at = %s + s.ttl_minutes * interval '1 minute'
-    FROM unnest(%s::text[], %s::text[]) AS t(prefix, key)
+    FROM unnest(%b::text[], %b::text[]) AS t(prefix, key)
     WHERE s.prefix = t.prefix COLLATE "C" AND s.key = t.key COLLATE "C"
     AND s.ttl_minutes IS NOT NULL
 """

@@ -157,15 +157,21 @@ class AsyncPostgresStore(AsyncBatchedBaseStore, PostgresStoreCore):
                 self.conn = await psycopg.AsyncConnection.connect(**self._reopen)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order, in one transaction."""
+        """Run ``ops`` in one transaction (reads, then writes: see ``BaseStore.batch``)."""
         checked = self.validate_ops(ops)
         embedded = await _index.aembed(self._index, checked)
         plan = partial(self._plan, checked, embedded)
         return list(await self._run(plan, self._single(checked)))
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` from a thread other than the store's loop."""
-        return self._sync(self.abatch(ops), "batch")
+        """Run ``ops`` from a thread other than the store's loop. A single
+        op (``get``, ``put``... ) joins the calls other threads and tasks
+        make meanwhile in one transaction, as the async methods do: ten
+        threads calling ``put`` at once pay one round trip, not ten."""
+        checked = self.validate_ops(ops)
+        if len(checked) == 1:
+            return [self._sync(self._submit(checked), "batch")]
+        return self._sync(self.abatch(checked), "batch")
 
     async def sweep_ttl(self) -> int:
         """Delete the expired items now; returns how many."""

@@ -51,6 +51,9 @@ class SqliteStoreCore(BaseStore):
     keeps its own copy and records how far a database got."""
 
     supports_ttl = True
+    refresh_on_read_default = False
+    """As LangGraph's SQLite store: reads restart TTLs only when the TTL
+    config (or the call) asks for it."""
 
     def __init__(
         self,
@@ -112,7 +115,8 @@ class SqliteStoreCore(BaseStore):
         """Run a checked batch: one transaction (IMMEDIATE if it writes), then
         the TTL refreshes its reads asked for, in a short write transaction of
         their own (a read transaction cannot safely become a write one in WAL)."""
-        plan = _sqlcore.run_batch(self._dialect, ops, embedded, self._deserialize)
+        omit = _sqlcore.omits_expired(self.ttl_config)
+        plan = _sqlcore.run_batch(self._dialect, ops, embedded, self._deserialize, omit)
         writes = any(isinstance(op, PutOp) for op in ops)
         later: list[_sqlcore.Statement] = []
         with self._lock:
@@ -214,7 +218,7 @@ class SqliteStore(SqliteStoreCore):
         self._setup()
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order, in one transaction."""
+        """Run ``ops`` in one transaction (reads, then writes: see ``BaseStore.batch``)."""
         return self._batch(ops)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pregelkit.store import _index, _namespaces
 from pregelkit.store._filter import ORDERING, Condition, canonical_json
-from pregelkit.store._sqlcore import ITEM_COLUMNS, Dialect, encode_json
+from pregelkit.store._sqlcore import ITEM_COLUMNS, UPSERT, Dialect, Statement, encode_json
 from pregelkit.store.base import SearchOp
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -82,22 +82,10 @@ def register_functions(conn: sqlite3.Connection) -> None:
 
 
 class SqliteDialect(Dialect):
-    select_item = f"""
-        SELECT {ITEM_COLUMNS} FROM pregelkit_store
-        WHERE prefix = ? AND key = ? AND {_LIVE}
-    """
-    upsert_item = """
-        INSERT INTO pregelkit_store
+    upsert_item = f"""
+        INSERT INTO pregelkit_store AS s
             (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes)
-        VALUES (?, ?, ?, ?, ?, ?, ?)
-        ON CONFLICT (prefix, key) DO UPDATE SET
-            value = excluded.value,
-            created_at = CASE
-                WHEN pregelkit_store.expires_at <= excluded.updated_at THEN excluded.created_at
-                ELSE pregelkit_store.created_at END,
-            updated_at = excluded.updated_at,
-            expires_at = excluded.expires_at,
-            ttl_minutes = excluded.ttl_minutes
+        VALUES (?, ?, ?, ?, ?, ?, ?) {UPSERT}
     """
     delete_item = "DELETE FROM pregelkit_store WHERE prefix = ? AND key = ?"
     delete_vectors = "DELETE FROM pregelkit_store_vectors WHERE prefix = ? AND key = ?"
@@ -118,6 +106,9 @@ class SqliteDialect(Dialect):
         )
     """
     sweep = "DELETE FROM pregelkit_store WHERE expires_at <= ?"
+
+    def select_items(self, keys: list[tuple[str, str]], now: Any) -> Statement:
+        return Statement(_SELECT_ITEMS, (json.dumps(keys), now), "all")
 
     def time(self, moment: datetime) -> int:
         delta = moment - _EPOCH
@@ -174,6 +165,16 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 def _prefixed(columns: str) -> str:
     return ", ".join(f"s.{column.strip()}" for column in columns.split(","))
+
+
+# The keys come as one JSON array of [namespace text, key] pairs, walked
+# first (CROSS JOIN keeps that order), each looked up by the primary key.
+_SELECT_ITEMS = f"""
+    SELECT {_prefixed(ITEM_COLUMNS)} FROM json_each(?) AS t
+    CROSS JOIN pregelkit_store s
+        ON s.prefix = json_extract(t.value, '$[0]') AND s.key = json_extract(t.value, '$[1]')
+    WHERE {_LIVE}
+"""
 
 
 def _condition(condition: Condition) -> tuple[str, list[Any]]:

@@ -91,7 +91,7 @@ class AsyncSqliteStore(SqliteStoreCore):
         return self._batch(ops)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order, in one transaction, on the worker thread."""
+        """Run ``ops`` in one transaction on the worker thread (see ``BaseStore.batch``)."""
         checked = self.validate_ops(ops)
         embedded = await _index.aembed(self._index, checked)
         return await self._in_thread(self._run, checked, embedded)
