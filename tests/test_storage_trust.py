@@ -483,6 +483,7 @@ def test_sqlite_saver_filter_keys_read_nested_fields_with_dots() -> None:
         "access-level": "public",
         "user": {"access-level": "nested", "123abc": "ok2", "tags": ["a"]},
         "123abc": "ok",
+        "größe": {"stufe": 2},
     }
     with SqliteSaver.from_conn_string(":memory:") as saver:
         saver.put(conf(new_thread()), empty_checkpoint(), metadata, {})
@@ -495,6 +496,7 @@ def test_sqlite_saver_filter_keys_read_nested_fields_with_dots() -> None:
         assert count({"123abc": "ok"}) == 1
         assert count({"user.123abc": "ok2"}) == 1
         assert count({"user.tags": ["a"]}) == 1
+        assert count({"größe.stufe": 2}) == 1  # any script's letters
         assert count({"user.access-level": "public"}) == 0
         assert count({"access-level.x": "public"}) == 0  # a string has no fields
         assert count({"user.missing": None}) == 0

@@ -344,7 +344,7 @@ def list_query(
     return sql, params
 
 
-_FILTER_KEY = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
+_FILTER_KEY = re.compile(r"[\w-]+(?:\.[\w-]+)*")
 
 
 def _metadata_path(key: Any) -> tuple[str, str]:
@@ -352,7 +352,8 @@ def _metadata_path(key: Any) -> tuple[str, str]:
 
     As in LangGraph's ``SqliteSaver``, a ``.`` in a filter key reads a nested
     field (``"user.level"``) and a key of other characters is refused, so
-    code written for it filters the same here. The path is a bound
+    code written for it filters the same here; letters and digits of any
+    script are allowed (LangGraph's allows ASCII only). The path is a bound
     parameter either way; the rule is about meaning, not injection."""
     if not isinstance(key, str) or not _FILTER_KEY.fullmatch(key):
         raise ValueError(
