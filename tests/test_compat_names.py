@@ -40,7 +40,7 @@ from pregelkit.pregel.debug import (
     rm_pregel_keys,
 )
 from pregelkit.runtime import DEFAULT_RUNTIME, Runtime, get_runtime
-from pregelkit.types import Command, Interrupt, StateUpdate, interrupt
+from pregelkit.types import Command, Interrupt, Send, StateUpdate, interrupt
 
 
 class State(TypedDict):
@@ -87,6 +87,29 @@ def test_checkpoint_metadata_helpers() -> None:
     assert meta["user"] == "ann" and "__hidden" not in meta and "obj" not in meta  # type: ignore[typeddict-item]
     serializable = get_serializable_checkpoint_metadata(config, {"source": "loop", "writes": {}})
     assert "writes" not in serializable and serializable["source"] == "loop"
+
+
+def test_serde_types_name_the_channels_the_engine_writes() -> None:
+    """A saver written for LangGraph finds pending Sends under ``TASKS``."""
+    from pregelkit.checkpoint.serde.types import TASKS
+
+    app = Pregel(
+        nodes={
+            "fan": NodeBuilder().subscribe_only("n").do(lambda n: [Send("w", i) for i in range(n)]),
+            "w": NodeBuilder().do(lambda i: i * 10).write_to("out"),
+        },
+        channels={"n": LastValue(int), "out": Topic(int, accumulate=True)},
+        input_channels="n",
+        output_channels="out",
+        checkpointer=InMemorySaver(),
+    )
+    config: RunnableConfig = {"configurable": {"thread_id": "sends"}}
+    assert app.invoke(2, config) == [0, 10]
+    first = list(app.checkpointer.list(config))[-1]  # type: ignore[union-attr]
+    assert [(c, v) for _, c, v in first.pending_writes or ()] == [
+        (TASKS, Send("w", 0)),
+        (TASKS, Send("w", 1)),
+    ]
 
 
 # errors

@@ -72,6 +72,13 @@ def test_classify_by_what_each_test_reaches(tmp_path: Path) -> None:
             def test_helper():
                 AIMessage
 
+            def test_patches_a_private_method(monkeypatch, saver):
+                monkeypatch.setattr(saver, "_load_checkpoint_tuple", lambda v: v)
+
+            def test_patches_public_and_dunder(monkeypatch, saver):
+                monkeypatch.setattr(saver, "serde", None)
+                setattr(saver, "__doc__", "")
+
             class TestBox:
                 def test_loop(self):
                     PregelLoop
@@ -87,6 +94,12 @@ def test_classify_by_what_each_test_reaches(tmp_path: Path) -> None:
     ]
     assert "langgraph.pregel._algo.x" in found[("tests/test_mod.py", "test_private")].private
     assert found[("tests/test_mod.py", "test_helper")].out_of_scope == "needs langchain-core"
+    assert "patches attribute _load_checkpoint_tuple" in (
+        found[("tests/test_mod.py", "test_patches_a_private_method")].private
+    )
+    assert found[("tests/test_mod.py", "test_patches_public_and_dunder")].private == [
+        "langgraph.channels._private.cache"  # from the autouse fixture only
+    ]
     assert "langgraph.pregel._loop.PregelLoop" in (
         found[("tests/test_mod.py", "TestBox::test_loop")].private
     )

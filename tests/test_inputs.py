@@ -458,6 +458,17 @@ def test_a_path_given_to_sqlite_saver_says_from_conn_string(tmp_path: Path) -> N
         SqliteSaver(str(tmp_path / "state.db"))  # type: ignore[arg-type]
 
 
+def test_an_aiosqlite_connection_says_what_to_pass_instead() -> None:
+    """LangGraph's AsyncSqliteSaver takes an aiosqlite connection; its sqlite3
+    connection is bound to aiosqlite's thread, so pregelkit refuses it at once
+    (aiosqlite is not installed here: an object of its module stands in)."""
+    from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    connection = type("Connection", (), {"__module__": "aiosqlite.core"})()
+    with pytest.raises(TypeError, match=r"aiosqlite connection.*from_conn_string"):
+        AsyncSqliteSaver(connection)
+
+
 def test_a_connection_shared_between_threads_works(tmp_path: Path) -> None:
     conn = sqlite3.connect(str(tmp_path / "state.db"), check_same_thread=False)
     workflow, runs = counting_workflow(checkpointer=SqliteSaver(conn))

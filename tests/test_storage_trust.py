@@ -435,3 +435,68 @@ def test_a_task_returning_an_unloadable_value_fails_at_once_and_the_thread_resum
         assert app.invoke(None, config) == 4
         assert app.get_state(config).values == 4
     assert _RUNS == ["first"]  # the finished task was not run again
+
+
+# metadata filters: a hostile key is an error, never SQL
+
+SQL_IN_KEYS = [
+    "x') OR '1'='1",
+    "x') OR 1=1 --",
+    "access') = 'public' OR '1'='1' OR json_extract(metadata, '$.",
+    "'; DROP TABLE pregelkit_checkpoints; --",
+    'user."level"',
+    "$.user",
+    "user..level",
+    ".user",
+    "user.",
+    "",
+]
+
+
+@pytest.mark.parametrize("key", SQL_IN_KEYS)
+def test_sqlite_saver_refuses_a_filter_key_that_is_not_a_field_path(key: str) -> None:
+    """LangGraph's SqliteSaver had an injection through filter keys and now
+    refuses such keys; pregelkit's binds them, and refuses them as well, sync
+    and async, so code written for it sees the same error."""
+    import asyncio
+
+    with SqliteSaver.from_conn_string(":memory:") as saver:
+        put_state(saver, new_thread(), 1)
+        with pytest.raises(ValueError, match="Invalid filter key"):
+            list(saver.list(None, filter={key: "public"}))
+        assert len(list(saver.list(None, filter={"source": "loop"}))) == 1
+
+    async def alist() -> None:
+        async with AsyncSqliteSaver.from_conn_string(":memory:") as saver:
+            with pytest.raises(ValueError, match="Invalid filter key"):
+                [t async for t in saver.alist(None, filter={key: "public"})]
+
+    asyncio.run(alist())
+
+
+def test_sqlite_saver_filter_keys_read_nested_fields_with_dots() -> None:
+    """As in LangGraph's SqliteSaver: hyphens and leading digits are plain
+    keys, a dot reads a nested field."""
+    from pregelkit.checkpoint.base import empty_checkpoint
+
+    metadata: Any = {
+        "access-level": "public",
+        "user": {"access-level": "nested", "123abc": "ok2", "tags": ["a"]},
+        "123abc": "ok",
+        "größe": {"stufe": 2},
+    }
+    with SqliteSaver.from_conn_string(":memory:") as saver:
+        saver.put(conf(new_thread()), empty_checkpoint(), metadata, {})
+
+        def count(filter: dict[str, Any]) -> int:
+            return len(list(saver.list(None, filter=filter)))
+
+        assert count({"access-level": "public"}) == 1
+        assert count({"user.access-level": "nested"}) == 1
+        assert count({"123abc": "ok"}) == 1
+        assert count({"user.123abc": "ok2"}) == 1
+        assert count({"user.tags": ["a"]}) == 1
+        assert count({"größe.stufe": 2}) == 1  # any script's letters
+        assert count({"user.access-level": "public"}) == 0
+        assert count({"access-level.x": "public"}) == 0  # a string has no fields
+        assert count({"user.missing": None}) == 0

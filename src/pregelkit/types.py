@@ -70,22 +70,47 @@ class Send:
 
     Return a list of Sends from a node, or write them to the tasks channel,
     to fan out: each Send becomes its own task, all running in parallel.
+    ``timeout`` bounds that one task instead of the node's own
+    ``TimeoutPolicy`` (seconds or a timedelta are a ``run_timeout``), so one
+    fan-out item known to be slow can get more time than its siblings.
     """
 
-    __slots__ = ("arg", "node")
+    __slots__ = ("arg", "node", "timeout")
 
-    def __init__(self, node: str, arg: Any) -> None:
+    def __init__(
+        self,
+        /,
+        node: str,
+        arg: Any,
+        *,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
+    ) -> None:
         self.node = node
         self.arg = arg
+        self.timeout = TimeoutPolicy.coerce(timeout, "Send(timeout=...)")
 
     def __hash__(self) -> int:
-        return hash((self.node, repr(self.arg)))
+        return hash((self.node, repr(self.arg), self.timeout))
 
     def __repr__(self) -> str:
-        return f"Send(node={self.node!r}, arg={self.arg!r})"
+        if self.timeout is None:
+            return f"Send(node={self.node!r}, arg={self.arg!r})"
+        return f"Send(node={self.node!r}, arg={self.arg!r}, timeout={self.timeout!r})"
 
     def __eq__(self, value: object) -> bool:
-        return isinstance(value, Send) and self.node == value.node and self.arg == value.arg
+        return (
+            isinstance(value, Send)
+            and self.node == value.node
+            and self.arg == value.arg
+            and self.timeout == value.timeout
+        )
+
+    def __setstate__(self, state: Any) -> None:
+        """Sends pickled before ``timeout`` existed load with no timeout."""
+        self.timeout = None
+        for slots in state if isinstance(state, tuple) else (None, state):
+            for name, value in (slots or {}).items():
+                setattr(self, name, value)
 
 
 @dataclass(slots=True, repr=False, init=False)
@@ -363,6 +388,13 @@ class TimeoutPolicy:
         object.__setattr__(self, "idle_timeout", idle)
         object.__setattr__(self, "refresh_on", refresh_on)
 
+    def __setstate__(self, state: Sequence[Any]) -> None:
+        """A stored policy (in a checkpointed ``Send``) is checked as a new one is."""
+        run_timeout, idle_timeout, refresh_on = state
+        TimeoutPolicy.__init__(
+            self, run_timeout=run_timeout, idle_timeout=idle_timeout, refresh_on=refresh_on
+        )
+
     @classmethod
     def coerce(cls, value: Any, name: str = "timeout") -> TimeoutPolicy | None:
         """A policy from what a user may pass as ``name``: a policy, seconds
@@ -457,6 +489,8 @@ class PregelExecutableTask:
     scope: Any = field(default=None, repr=False)
     path_str: str = field(default="", repr=False)
     """``path`` as the string savers store; filled when it is cheap to know."""
+    timeout: TimeoutPolicy | None = field(default=None, repr=False)
+    """This task's own bound (a ``Send(timeout=...)``), over its node's."""
 
     __hash__ = object.__hash__
 

@@ -7,8 +7,9 @@ pydantic, or LangGraph's remote/cloud client. A test needs what its own body,
 the module-level helpers and fixtures it reaches (autouse ones included), and
 the test helper modules it imports from refer to. A test "uses private names" when what it reaches
 imports a ``_``-prefixed name or module of LangGraph (or names one in a
-string, as ``mock.patch`` does); those count in the report but not in the
-goal, which is about public names.
+string, as ``mock.patch`` does), or patches a ``_``-prefixed attribute of an
+object (``monkeypatch.setattr(saver, "_load_checkpoint_tuple", ...)``); those
+count in the report but not in the goal, which is about public names.
 """
 
 from __future__ import annotations
@@ -38,6 +39,26 @@ _NOT_NEEDING = {
     "langchain_core.embeddings.Embeddings",
 }
 _PRIVATE_STRING = re.compile(r"\blanggraph(?:\.\w+)*\._\w")
+# ``monkeypatch.setattr(saver, "_load_checkpoint_tuple", ...)``,
+# ``mock.patch.object(...)``, ``setattr(...)``: patching a ``_``-prefixed
+# attribute (not a dunder) of an object is patching a private name too.
+_PATCHING_CALLS = {"setattr", "object"}
+_PRIVATE_ATTRIBUTE = re.compile(r"_(?!_)\w+")
+
+
+def _patched_private(call: ast.Call) -> str | None:
+    func = call.func
+    called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    if called not in _PATCHING_CALLS or len(call.args) < 2:
+        return None
+    name = call.args[1]
+    if (
+        isinstance(name, ast.Constant)
+        and isinstance(name.value, str)
+        and _PRIVATE_ATTRIBUTE.fullmatch(name.value)
+    ):
+        return f"patches attribute {name.value}"
+    return None
 
 
 @dataclass
@@ -143,6 +164,9 @@ class _Module:
                         info.out_of_scope = reason
                     if _is_private(origin) and origin not in info.private:
                         info.private.append(origin)
+                elif isinstance(sub, ast.Call) and (patched := _patched_private(sub)):
+                    if patched not in info.private:
+                        info.private.append(patched)
                 elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
                     if _PRIVATE_STRING.search(sub.value) and sub.value not in info.private:
                         info.private.append(sub.value)

@@ -324,9 +324,11 @@ def prepare_push_send(
     if not for_execution:
         return PregelTask(tid, send.node, path)
     value = send.arg if proc.mapper is None else proc.mapper(send.arg)
-    return planner.make(
+    task = planner.make(
         send.node, value, proc, (PUSH,), path, tid, proc, proc.cache_policy, proc.retry_policy
     )
+    task.timeout = send.timeout
+    return task
 
 
 def prepare_push_call(

@@ -186,17 +186,24 @@ def is_bounded(task: PregelExecutableTask) -> bool:
     """Whether ``task``'s attempts run bounded: it has a ``TimeoutPolicy``, or it
     is a task of a step with ``step_timeout``. (Calls made by a bounded attempt
     are not bounded themselves: they are fenced by their caller's attempt.)"""
-    if getattr(task.proc, "timeout", None) is not None:
+    if task.timeout is not None or getattr(task.proc, "timeout", None) is not None:
         return True
     scope = task.scope
     return scope is not None and scope.attempt is not None and bool(scope.attempt._step)
 
 
+def _policy(task: PregelExecutableTask) -> TimeoutPolicy | None:
+    """The task's own bound (``Send(timeout=...)``), else its node's or call's."""
+    if task.timeout is not None:
+        return task.timeout
+    policy: TimeoutPolicy | None = getattr(task.proc, "timeout", None)
+    return policy
+
+
 def _start(task: PregelExecutableTask) -> tuple[Attempt, PregelExecutableTask]:
     """A fresh attempt and the copy of ``task`` it runs on."""
     scope = task.scope
-    policy: TimeoutPolicy | None = getattr(task.proc, "timeout", None)
-    attempt = Attempt(task.name, policy, scope.attempt)
+    attempt = Attempt(task.name, _policy(task), scope.attempt)
     # field by field: copy.copy of a dataclass costs ~20 us, this ~1 us
     twin = object.__new__(type(task))
     twin.__dict__.update(task.__dict__)

@@ -25,7 +25,7 @@ from typing import Any
 
 from pregelkit.checkpoint.serde._registry import _registry
 from pregelkit.checkpoint.serde.base import SerdeError, UnsafeTypeError
-from pregelkit.types import Command, Interrupt, Overwrite, Send
+from pregelkit.types import Command, Interrupt, Overwrite, Send, TimeoutPolicy
 
 _UNSAFE_HINT = (
     "If this data is trusted, load it with JsonPlusSerializer(pickle_fallback=True) "
@@ -86,6 +86,7 @@ def _safe_types() -> dict[tuple[str, str], Any]:
         urllib.parse.SplitResultBytes,
         urllib.parse.DefragResultBytes,
         Send,
+        TimeoutPolicy,
         Interrupt,
         Command,
         Overwrite,

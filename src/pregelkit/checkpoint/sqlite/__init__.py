@@ -121,6 +121,15 @@ def _require_shared(conn: Any) -> None:
             f"SqliteSaver(conn=...) takes a sqlite3 connection, not a path ({conn!r}): "
             "use `with SqliteSaver.from_conn_string(path) as saver:`"
         )
+    if type(conn).__module__.partition(".")[0] == "aiosqlite":
+        # LangGraph's AsyncSqliteSaver takes one; its sqlite3 connection
+        # belongs to aiosqlite's thread, so the first statement here would fail.
+        raise TypeError(
+            "AsyncSqliteSaver(conn=...) got an aiosqlite connection; pregelkit's SQLite savers "
+            "use sqlite3 directly, without aiosqlite: use `async with "
+            "AsyncSqliteSaver.from_conn_string(path) as saver:`, or pass "
+            "sqlite3.connect(path, check_same_thread=False)"
+        )
     if not isinstance(conn, sqlite3.Connection):
         return
     refused: list[BaseException] = []

@@ -8,6 +8,7 @@ lookups and pruning are joins instead of a load of every checkpoint.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pregelkit.checkpoint._rows import ListScope, filter_json
@@ -327,11 +328,12 @@ def list_query(
             clauses.append(column)
             params.append(value)
     for key, value in filter.items():
+        parent, leaf = _metadata_path(key)
         test, value_params = _metadata_test(value)
         clauses.append(
-            f"EXISTS (SELECT 1 FROM json_each(metadata_json) AS m WHERE m.key = ? AND {test})"
+            f"EXISTS (SELECT 1 FROM json_each(metadata_json, ?) AS m WHERE m.key = ? AND {test})"
         )
-        params.extend((key, *value_params))
+        params.extend((parent, leaf, *value_params))
     sql = _CHECKPOINT_COLUMNS
     if clauses:
         sql += "WHERE " + " AND ".join(clauses)
@@ -340,6 +342,26 @@ def list_query(
         sql += " LIMIT ?"
         params.append(limit)
     return sql, params
+
+
+_FILTER_KEY = re.compile(r"[\w-]+(?:\.[\w-]+)*")
+
+
+def _metadata_path(key: Any) -> tuple[str, str]:
+    """The JSON path of the object holding ``key``'s value, and its last field.
+
+    As in LangGraph's ``SqliteSaver``, a ``.`` in a filter key reads a nested
+    field (``"user.level"``) and a key of other characters is refused, so
+    code written for it filters the same here; letters and digits of any
+    script are allowed (LangGraph's allows ASCII only). The path is a bound
+    parameter either way; the rule is about meaning, not injection."""
+    if not isinstance(key, str) or not _FILTER_KEY.fullmatch(key):
+        raise ValueError(
+            f"Invalid filter key {key!r}: SqliteSaver filter keys are letters, digits, '_' "
+            "and '-', and a '.' between two of them reads a nested field ('user.level')"
+        )
+    *parents, leaf = key.split(".")
+    return "$" + "".join(f'."{part}"' for part in parents), leaf
 
 
 def _metadata_test(value: Any) -> tuple[str, tuple[Any, ...]]:
