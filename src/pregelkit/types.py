@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, Union
 
 from pregelkit._internal._cache import default_cache_key
+from pregelkit._internal._dataclass import lazy_dataclass
 from pregelkit._internal._ids import interrupt_id
 from pregelkit._internal._policy_checks import (
     check_cache_fields,
@@ -22,6 +22,8 @@ from pregelkit._internal._scope import require_scope
 from pregelkit.warnings import LangGraphDeprecatedSinceV10, LangGraphDeprecatedSinceV11
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from pregelkit.checkpoint.base import CheckpointMetadata
 
 __all__ = [
@@ -88,7 +90,7 @@ class Send:
         return isinstance(value, Send) and self.node == value.node and self.arg == value.arg
 
 
-@dataclass(slots=True, repr=False, init=False)
+@lazy_dataclass(slots=True, repr=False, init=False, kw_only=("response_schema",))
 class Interrupt:
     """A pause requested by ``interrupt(value)``; ``id`` answers it in a resume map.
 
@@ -96,9 +98,12 @@ class Interrupt:
     for, when ``interrupt(..., response_schema=...)`` gave one.
     """
 
+    # Field order, as @dataclass lays them out: pickles stay byte for byte.
+    __slots__ = ("value", "id", "response_schema")  # noqa: RUF023
+
     value: Any
-    id: str = ""
-    response_schema: dict[str, Any] | type | None = field(default=None, kw_only=True)
+    id: str
+    response_schema: dict[str, Any] | type | None
 
     def __init__(
         self,
@@ -164,13 +169,20 @@ def _v1_access(how: str) -> None:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class GraphOutput(Generic[OutputT]):
     """What ``invoke(..., version="v2")`` returns: the output, and the
     interrupts the run stopped at (if any)."""
 
+    # Field order, as @dataclass lays them out: pickles stay byte for byte.
+    __slots__ = ("value", "interrupts")  # noqa: RUF023
+
     value: OutputT
-    interrupts: tuple[Interrupt, ...] = ()
+    interrupts: tuple[Interrupt, ...]
+
+    def __init__(self, value: OutputT, interrupts: tuple[Interrupt, ...] = ()) -> None:
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "interrupts", interrupts)
 
     def __getitem__(self, key: str) -> Any:
         """``result[key]`` as in a v1 result (deprecated since LangGraph 1.1)."""
@@ -194,7 +206,7 @@ class GraphOutput(Generic[OutputT]):
         return isinstance(key, str) and hasattr(self.value, key)
 
 
-@dataclass(slots=True)
+@lazy_dataclass(slots=True)
 class Command:
     """Steer a run: resume interrupts, update channels, go to nodes.
 
@@ -202,12 +214,27 @@ class Command:
     interrupt id to value. ``graph=Command.PARENT`` sends it to the parent graph.
     """
 
-    graph: str | None = None
-    update: Any | None = None
-    resume: dict[str, Any] | Any | None = None
-    goto: Send | Sequence[Send | str] | str = ()
+    # Field order, as @dataclass lays them out: pickles stay byte for byte.
+    __slots__ = ("graph", "update", "resume", "goto")  # noqa: RUF023
+
+    graph: str | None
+    update: Any | None
+    resume: dict[str, Any] | Any | None
+    goto: Send | Sequence[Send | str] | str
 
     PARENT: ClassVar[str] = "__parent__"
+
+    def __init__(
+        self,
+        graph: str | None = None,
+        update: Any | None = None,
+        resume: dict[str, Any] | Any | None = None,
+        goto: Send | Sequence[Send | str] | str = (),
+    ) -> None:
+        self.graph = graph
+        self.update = update
+        self.resume = resume
+        self.goto = goto
 
     def _update_as_tuples(self) -> Sequence[tuple[str, Any]]:
         if self.update is None:
@@ -224,11 +251,16 @@ class Command:
         )
 
 
-@dataclass(slots=True)
+@lazy_dataclass(slots=True)
 class Overwrite:
     """Write this value to a BinaryOperatorAggregate, bypassing its reducer."""
 
+    __slots__ = ("value",)
+
     value: Any
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
 
 
 def default_retry_on(exc: Exception) -> bool:
@@ -306,8 +338,8 @@ def _seconds(value: Any, name: str) -> float | None:
     """``value`` as positive finite seconds; a clear error naming ``name`` otherwise."""
     if value is None:
         return None
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
+    if _is_timedelta(value):
+        seconds = float(value.total_seconds())
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
     else:
@@ -323,7 +355,14 @@ def _seconds(value: Any, name: str) -> float | None:
     return seconds
 
 
-@dataclass(frozen=True, slots=True)
+def _is_timedelta(value: Any) -> bool:
+    """``isinstance(value, datetime.timedelta)``; a timedelta exists only if
+    its module was imported, so the check does not import it."""
+    datetime = sys.modules.get("datetime")
+    return datetime is not None and isinstance(value, datetime.timedelta)
+
+
+@lazy_dataclass(frozen=True, slots=True)
 class TimeoutPolicy:
     """How long one attempt of a task or node may take.
 
@@ -337,9 +376,12 @@ class TimeoutPolicy:
     left running in its thread can no longer write anything.
     """
 
-    run_timeout: float | None = None
-    idle_timeout: float | None = None
-    refresh_on: Literal["auto", "heartbeat"] = "auto"
+    # Field order, as @dataclass lays them out: pickles stay byte for byte.
+    __slots__ = ("run_timeout", "idle_timeout", "refresh_on")  # noqa: RUF023
+
+    run_timeout: float | None
+    idle_timeout: float | None
+    refresh_on: Literal["auto", "heartbeat"]
 
     def __init__(
         self,
@@ -369,7 +411,9 @@ class TimeoutPolicy:
         (``run_timeout``), a timedelta, or None."""
         if value is None or isinstance(value, TimeoutPolicy):
             return value
-        if isinstance(value, (int, float, timedelta)) and not isinstance(value, bool):
+        if (isinstance(value, (int, float)) or _is_timedelta(value)) and not isinstance(
+            value, bool
+        ):
             return cls(run_timeout=_seconds(value, name))
         raise TypeError(
             f"{name} must be a TimeoutPolicy, a number of seconds, a timedelta or None, "
@@ -380,13 +424,22 @@ class TimeoutPolicy:
 KeyFuncT = TypeVar("KeyFuncT", bound=Callable[..., Union[str, bytes]])
 
 
-@dataclass
+@lazy_dataclass()
 class CachePolicy(Generic[KeyFuncT]):
     """Cache a task's result, keyed by ``key_func`` of its input, for ``ttl`` seconds
     (``None``: forever)."""
 
     key_func: KeyFuncT = default_cache_key  # type: ignore[assignment]
     ttl: int | None = None
+
+    def __init__(
+        self,
+        key_func: KeyFuncT = default_cache_key,  # type: ignore[assignment]
+        ttl: int | None = None,
+    ) -> None:
+        self.key_func = key_func
+        self.ttl = ttl
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         check_cache_fields(self.key_func, self.ttl)
@@ -434,7 +487,7 @@ class StateSnapshot(NamedTuple):
     interrupts: tuple[Interrupt, ...] = ()
 
 
-@dataclass(eq=False)
+@lazy_dataclass(eq=False, hidden=("scope", "path_str"))
 class PregelExecutableTask:
     """One unit of work in a superstep: a node run (PULL) or a pushed call (PUSH).
 
@@ -454,11 +507,43 @@ class PregelExecutableTask:
     path: tuple[str | int | tuple[Any, ...], ...]
     writers: Sequence[Any] = ()
     subgraphs: Sequence[Any] = ()
-    scope: Any = field(default=None, repr=False)
-    path_str: str = field(default="", repr=False)
+    scope: Any = None
+    path_str: str = ""
     """``path`` as the string savers store; filled when it is cheap to know."""
 
     __hash__ = object.__hash__
+
+    def __init__(
+        self,
+        name: str,
+        input: Any,
+        proc: Any,
+        writes: deque[tuple[str, Any]],
+        config: RunnableConfig,
+        triggers: Sequence[str],
+        retry_policy: Sequence[RetryPolicy],
+        cache_key: CacheKey | None,
+        id: str,
+        path: tuple[str | int | tuple[Any, ...], ...],
+        writers: Sequence[Any] = (),
+        subgraphs: Sequence[Any] = (),
+        scope: Any = None,
+        path_str: str = "",
+    ) -> None:
+        self.name = name
+        self.input = input
+        self.proc = proc
+        self.writes = writes
+        self.config = config
+        self.triggers = triggers
+        self.retry_policy = retry_policy
+        self.cache_key = cache_key
+        self.id = id
+        self.path = path
+        self.writers = writers
+        self.subgraphs = subgraphs
+        self.scope = scope
+        self.path_str = path_str
 
 
 def interrupt(value: Any, *, response_schema: dict[str, Any] | type | None = None) -> Any:

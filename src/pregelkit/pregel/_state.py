@@ -8,7 +8,6 @@ The sync and async methods differ only in how they call the saver.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
 from pregelkit._internal._constants import (
@@ -35,6 +34,7 @@ from pregelkit.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     empty_checkpoint,
+    now_iso,
 )
 from pregelkit.errors import InvalidUpdateError
 from pregelkit.pregel._algo import (
@@ -375,7 +375,7 @@ class StateAPI:
             channel_versions=versions,
             versions_seen=checkpoint["versions_seen"],
         )
-        new_checkpoint["ts"] = datetime.now(UTC).isoformat()
+        new_checkpoint["ts"] = now_iso()
         metadata: CheckpointMetadata = {"source": source, "step": step, "parents": {}}
         parent_config = dict(saved.config) if saved is not None else config
         parent_config = {

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import RESERVED, TASKS
@@ -38,6 +37,8 @@ from pregelkit.types import CachePolicy, RetryPolicy, Send, StreamMode, TimeoutP
 from pregelkit.warnings import LangGraphDeprecatedSinceV10
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from pregelkit.pregel._remote import RemoteExecutor
 
 __all__ = ["NodeBuilder", "Pregel"]

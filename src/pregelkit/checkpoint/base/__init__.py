@@ -18,7 +18,6 @@ from contextlib import (
     asynccontextmanager,
     nullcontext,
 )
-from datetime import UTC, datetime
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -120,11 +119,19 @@ class CheckpointTuple(NamedTuple):
     pending_writes: list[PendingWrite] | None = None
 
 
+def now_iso() -> str:
+    """The time a checkpoint records (UTC, ISO 8601). ``datetime`` loads on
+    the first call: with the first run, not with ``import pregelkit``."""
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat()
+
+
 def empty_checkpoint() -> Checkpoint:
     return Checkpoint(
         v=LATEST_VERSION,
         id=uuid6(clock_seq=-2),
-        ts=datetime.now(UTC).isoformat(),
+        ts=now_iso(),
         channel_values={},
         channel_versions={},
         versions_seen={},
@@ -157,7 +164,7 @@ def create_checkpoint(
     return Checkpoint(
         v=LATEST_VERSION,
         id=id or create_checkpoint_id(step),
-        ts=datetime.now(UTC).isoformat(),
+        ts=now_iso(),
         channel_values=values,
         channel_versions=checkpoint["channel_versions"],
         versions_seen=checkpoint["versions_seen"],
