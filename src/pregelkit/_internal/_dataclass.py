@@ -29,8 +29,8 @@ T = TypeVar("T", bound=type)
 
 __all__ = ["lazy_dataclass", "replace"]
 
-# The fields of each lazy dataclass, for ``replace``.
-_FIELDS: dict[type, tuple[str, ...]] = {}
+# Each lazy dataclass's declaration (its fields, for ``replace``).
+_DECLARATIONS: dict[type, _Declaration] = {}
 
 
 def lazy_dataclass(
@@ -80,8 +80,7 @@ def lazy_dataclass(
             if slots:
                 _set(cls, "__getstate__", _getstate(names))
                 _set(cls, "__setstate__", _setstate(names))
-        _FIELDS[cls] = names
-        declaration = _Declaration(cls, names, params, kw_only, hidden)
+        declaration = _DECLARATIONS[cls] = _Declaration(cls, names, params, kw_only, hidden)
         cls.__dataclass_fields__ = _Lazy(declaration, "__dataclass_fields__")  # type: ignore[attr-defined]
         cls.__dataclass_params__ = _Lazy(declaration, "__dataclass_params__")  # type: ignore[attr-defined]
         return cls
@@ -93,7 +92,7 @@ def replace(obj: Any, **changes: Any) -> Any:
     """``dataclasses.replace(obj, **changes)`` for a lazy dataclass, without
     importing ``dataclasses`` (an unknown name is the same ``TypeError``)."""
     cls = obj.__class__
-    names = next(_FIELDS[base] for base in cls.__mro__ if base in _FIELDS)
+    names = next(_DECLARATIONS[base].names for base in cls.__mro__ if base in _DECLARATIONS)
     return cls(**{**{name: getattr(obj, name) for name in names}, **changes})
 
 
@@ -200,7 +199,13 @@ class _Declaration:
 
     def install(self) -> None:
         """Replace both stand-ins with what ``@dataclass`` makes of the same
-        declaration (a twin class is decorated; only its metadata is kept)."""
+        declaration (its twin's; the twin class itself is dropped)."""
+        twin = self.twin()
+        type.__setattr__(self.cls, "__dataclass_fields__", twin.__dataclass_fields__)
+        type.__setattr__(self.cls, "__dataclass_params__", twin.__dataclass_params__)
+
+    def twin(self) -> Any:
+        """A new class with the same fields, as ``@dataclass`` makes it."""
         import dataclasses
 
         cls = self.cls
@@ -224,9 +229,7 @@ class _Declaration:
                 options["default"] = defaults[name]
             if options:
                 ns[name] = dataclasses.field(**options)
-        twin: Any = dataclasses.dataclass(type(cls.__name__, (), ns), **self.params)
-        type.__setattr__(cls, "__dataclass_fields__", twin.__dataclass_fields__)
-        type.__setattr__(cls, "__dataclass_params__", twin.__dataclass_params__)
+        return dataclasses.dataclass(type(cls.__name__, (), ns), **self.params)
 
 
 class _Lazy:

@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
+from pregelkit import observe as _observe  # noqa: F401  (runs get spans once a tracer is set)
 from pregelkit._internal._constants import CACHE_NS_WRITES, END, PREVIOUS, START
 from pregelkit._internal._dataclass import lazy_dataclass
 from pregelkit._internal._fingerprint import origin
@@ -23,7 +24,6 @@ from pregelkit.channels.last_value import LastValue
 from pregelkit.checkpoint.serde._registry import allow_modules
 from pregelkit.func._arguments import refuse_futures
 from pregelkit.func._patch import deprecate_patch, patched
-from pregelkit.observe import otel as _otel  # noqa: F401  (runs get spans once a tracer is set)
 from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode
 from pregelkit.pregel._validate import (

@@ -8,7 +8,7 @@ The sync and async methods differ only in how they call the saver.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pregelkit._internal._constants import (
     CONF,
@@ -27,7 +27,6 @@ from pregelkit._internal._constants import (
 from pregelkit._internal._ids import uuid6
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
-from pregelkit.checkpoint.attempts import Timeline, group_attempts
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
@@ -49,6 +48,9 @@ from pregelkit.pregel._io import map_input, read_channels
 from pregelkit.pregel._read import PregelNode
 from pregelkit.pregel._write import control_writes
 from pregelkit.types import Interrupt, PregelTask, StateSnapshot
+
+if TYPE_CHECKING:
+    from pregelkit.checkpoint.attempts import Timeline
 
 __all__ = ["StateAPI"]
 
@@ -246,12 +248,16 @@ class StateAPI:
         first (``pregelkit.observe.timeline`` explains the model)."""
         saver = self._require_saver()
         thread_id = _thread_of(self._config(config))
+        from pregelkit.checkpoint.attempts import group_attempts
+
         return group_attempts(thread_id, saver.list_attempts(thread_id))
 
     async def aget_timeline(self, config: Mapping[str, Any]) -> Timeline:
         """The async twin of ``get_timeline``."""
         saver = self._require_saver()
         thread_id = _thread_of(self._config(config))
+        from pregelkit.checkpoint.attempts import group_attempts
+
         return group_attempts(thread_id, await saver.alist_attempts(thread_id))
 
     def get_state_history(

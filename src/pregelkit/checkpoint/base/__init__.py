@@ -38,7 +38,6 @@ from pregelkit._internal._constants import (
 )
 from pregelkit._internal._ids import uuid6
 from pregelkit._internal._typing import MISSING
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import _delta
 from pregelkit.checkpoint.base._delta import DeltaChannelHistory, writes_sort_key
 from pregelkit.checkpoint.serde.base import SerializerProtocol
@@ -47,6 +46,7 @@ from pregelkit.errors import ThreadBusyError
 if TYPE_CHECKING:
     from pregelkit.channels.base import BaseChannel
     from pregelkit.checkpoint._runqueue import Dialect, RunPlan
+    from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 
 __all__ = [
     "BaseCheckpointSaver",
