@@ -1,7 +1,13 @@
 """Public types: what users pass in (Send, Command, policies) and get back
-(Interrupt, StateSnapshot, PregelTask)."""
+(Interrupt, StateSnapshot, PregelTask).
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here, and the annotations are
+quoted by hand instead (they read as they always did, e.g. in
+``dataclasses.fields()``): the fields of a ``NamedTuple`` must not be strings,
+or each becomes a ``ForwardRef`` whose ``compile()`` builds Python's AST type
+table on first use, a tenth of ``import pregelkit.func``. ``PregelTask`` and
+``StateSnapshot``, whose fields name each other, load with the state API.
+"""
 
 import math
 import sys
@@ -13,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, T
 from pregelkit._internal._cache import default_cache_key
 from pregelkit._internal._dataclass import lazy_dataclass
 from pregelkit._internal._ids import interrupt_id
+from pregelkit._internal._lazy import lazy_attributes
 from pregelkit._internal._policy_checks import (
     check_cache_fields,
     check_retry_fields,
@@ -24,7 +31,7 @@ from pregelkit.warnings import LangGraphDeprecatedSinceV10, LangGraphDeprecatedS
 if TYPE_CHECKING:
     from datetime import timedelta
 
-    from pregelkit.checkpoint.base import CheckpointMetadata
+    from pregelkit._internal._snapshot import PregelTask, StateSnapshot
 
 __all__ = [
     "All",
@@ -76,17 +83,17 @@ class Send:
 
     __slots__ = ("arg", "node")
 
-    def __init__(self, node: str, arg: Any) -> None:
+    def __init__(self, node: "str", arg: "Any") -> "None":
         self.node = node
         self.arg = arg
 
-    def __hash__(self) -> int:
+    def __hash__(self) -> "int":
         return hash((self.node, repr(self.arg)))
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> "str":
         return f"Send(node={self.node!r}, arg={self.arg!r})"
 
-    def __eq__(self, value: object) -> bool:
+    def __eq__(self, value: "object") -> "bool":
         return isinstance(value, Send) and self.node == value.node and self.arg == value.arg
 
 
@@ -101,18 +108,18 @@ class Interrupt:
     # Field order, as @dataclass lays them out: pickles stay byte for byte.
     __slots__ = ("value", "id", "response_schema")  # noqa: RUF023
 
-    value: Any
-    id: str
-    response_schema: dict[str, Any] | type | None
+    value: "Any"
+    id: "str"
+    response_schema: "dict[str, Any] | type | None"
 
     def __init__(
         self,
-        value: Any,
-        id: str = "",
+        value: "Any",
+        id: "str" = "",
         *,
-        response_schema: dict[str, Any] | type | None = None,
-        **legacy: Any,
-    ) -> None:
+        response_schema: "dict[str, Any] | type | None" = None,
+        **legacy: "Any",
+    ) -> "None":
         """``ns``, ``resumable`` and ``when`` are the fields of interrupts made
         before LangGraph 1.0, still accepted as LangGraph accepts them: the
         id is derived from ``ns`` when none is given, the others are dropped."""
@@ -128,12 +135,12 @@ class Interrupt:
 
     @classmethod
     def from_ns(
-        cls, value: Any, ns: str, *, response_schema: dict[str, Any] | type | None = None
-    ) -> Interrupt:
+        cls, value: "Any", ns: "str", *, response_schema: "dict[str, Any] | type | None" = None
+    ) -> "Interrupt":
         return cls(value=value, id=interrupt_id(ns), response_schema=response_schema)
 
     @property
-    def interrupt_id(self) -> str:
+    def interrupt_id(self) -> "str":
         """Deprecated name of ``id``, kept for code written against LangGraph 0.4."""
         warnings.warn(
             "`interrupt_id` is deprecated. Use `id` instead.",
@@ -142,7 +149,7 @@ class Interrupt:
         )
         return self.id
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> "str":
         # The schema shows only when there is one, so interrupts print as they
         # always have (and as the design examples show them).
         schema = (
@@ -150,17 +157,17 @@ class Interrupt:
         )
         return f"Interrupt(value={self.value!r}, id={self.id!r}{schema})"
 
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
+    def __setstate__(self, state: "tuple[Any, ...]") -> "None":
         # Interrupts saved before ``response_schema`` existed pickle two fields.
         value, iid, *rest = state
         self.value, self.id = value, iid
         self.response_schema = rest[0] if rest else None
 
-    def __getstate__(self) -> tuple[Any, ...]:
+    def __getstate__(self) -> "tuple[Any, ...]":
         return (self.value, self.id, self.response_schema)
 
 
-def _v1_access(how: str) -> None:
+def _v1_access(how: "str") -> "None":
     warnings.warn(
         f"Accessing GraphOutput via {how} is deprecated. Use `result.value` to access the "
         "output value directly, or `result.interrupts` for interrupts.",
@@ -177,14 +184,14 @@ class GraphOutput(Generic[OutputT]):
     # Field order, as @dataclass lays them out: pickles stay byte for byte.
     __slots__ = ("value", "interrupts")  # noqa: RUF023
 
-    value: OutputT
-    interrupts: tuple[Interrupt, ...]
+    value: "OutputT"
+    interrupts: "tuple[Interrupt, ...]"
 
-    def __init__(self, value: OutputT, interrupts: tuple[Interrupt, ...] = ()) -> None:
+    def __init__(self, value: "OutputT", interrupts: "tuple[Interrupt, ...]" = ()) -> "None":
         object.__setattr__(self, "value", value)
         object.__setattr__(self, "interrupts", interrupts)
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: "str") -> "Any":
         """``result[key]`` as in a v1 result (deprecated since LangGraph 1.1)."""
         _v1_access("`result[key]`")
         if key == "__interrupt__":
@@ -196,7 +203,7 @@ class GraphOutput(Generic[OutputT]):
         except AttributeError:
             raise KeyError(key) from None
 
-    def __contains__(self, key: object) -> bool:
+    def __contains__(self, key: "object") -> "bool":
         """``key in result`` as in a v1 result (deprecated since LangGraph 1.1)."""
         _v1_access("`key in result`")
         if key == "__interrupt__":
@@ -217,26 +224,26 @@ class Command:
     # Field order, as @dataclass lays them out: pickles stay byte for byte.
     __slots__ = ("graph", "update", "resume", "goto")  # noqa: RUF023
 
-    graph: str | None
-    update: Any | None
-    resume: dict[str, Any] | Any | None
-    goto: Send | Sequence[Send | str] | str
+    graph: "str | None"
+    update: "Any | None"
+    resume: "dict[str, Any] | Any | None"
+    goto: "Send | Sequence[Send | str] | str"
 
-    PARENT: ClassVar[str] = "__parent__"
+    PARENT: "ClassVar[str]" = "__parent__"
 
     def __init__(
         self,
-        graph: str | None = None,
-        update: Any | None = None,
-        resume: dict[str, Any] | Any | None = None,
-        goto: Send | Sequence[Send | str] | str = (),
-    ) -> None:
+        graph: "str | None" = None,
+        update: "Any | None" = None,
+        resume: "dict[str, Any] | Any | None" = None,
+        goto: "Send | Sequence[Send | str] | str" = (),
+    ) -> "None":
         self.graph = graph
         self.update = update
         self.resume = resume
         self.goto = goto
 
-    def _update_as_tuples(self) -> Sequence[tuple[str, Any]]:
+    def _update_as_tuples(self) -> "Sequence[tuple[str, Any]]":
         if self.update is None:
             return ()
         if isinstance(self.update, dict):
@@ -257,13 +264,13 @@ class Overwrite:
 
     __slots__ = ("value",)
 
-    value: Any
+    value: "Any"
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: "Any") -> "None":
         self.value = value
 
 
-def default_retry_on(exc: Exception) -> bool:
+def default_retry_on(exc: "Exception") -> "bool":
     """Retry what is likely transient; never retry what is a bug in the code.
 
     Programming errors (ValueError, TypeError, LookupError, ...) fail at once;
@@ -320,13 +327,13 @@ class RetryPolicy(_RetryPolicyFields):
 
     def __new__(
         cls,
-        initial_interval: float = 0.5,
-        backoff_factor: float = 2.0,
-        max_interval: float = 128.0,
-        max_attempts: int = 3,
-        jitter: bool = True,
-        retry_on: RetryOn = default_retry_on,
-    ) -> RetryPolicy:
+        initial_interval: "float" = 0.5,
+        backoff_factor: "float" = 2.0,
+        max_interval: "float" = 128.0,
+        max_attempts: "int" = 3,
+        jitter: "bool" = True,
+        retry_on: "RetryOn" = default_retry_on,
+    ) -> "RetryPolicy":
         check_retry_fields(initial_interval, backoff_factor, max_interval, max_attempts, jitter)
         check_retry_on(retry_on)
         return super().__new__(
@@ -334,7 +341,7 @@ class RetryPolicy(_RetryPolicyFields):
         )
 
 
-def _seconds(value: Any, name: str) -> float | None:
+def _seconds(value: "Any", name: "str") -> "float | None":
     """``value`` as positive finite seconds; a clear error naming ``name`` otherwise."""
     if value is None:
         return None
@@ -355,7 +362,7 @@ def _seconds(value: Any, name: str) -> float | None:
     return seconds
 
 
-def _is_timedelta(value: Any) -> bool:
+def _is_timedelta(value: "Any") -> "bool":
     """``isinstance(value, datetime.timedelta)``; a timedelta exists only if
     its module was imported, so the check does not import it."""
     datetime = sys.modules.get("datetime")
@@ -379,17 +386,17 @@ class TimeoutPolicy:
     # Field order, as @dataclass lays them out: pickles stay byte for byte.
     __slots__ = ("run_timeout", "idle_timeout", "refresh_on")  # noqa: RUF023
 
-    run_timeout: float | None
-    idle_timeout: float | None
-    refresh_on: Literal["auto", "heartbeat"]
+    run_timeout: "float | None"
+    idle_timeout: "float | None"
+    refresh_on: "Literal['auto', 'heartbeat']"
 
     def __init__(
         self,
         *,
-        run_timeout: float | timedelta | None = None,
-        idle_timeout: float | timedelta | None = None,
-        refresh_on: Literal["auto", "heartbeat"] = "auto",
-    ) -> None:
+        run_timeout: "float | timedelta | None" = None,
+        idle_timeout: "float | timedelta | None" = None,
+        refresh_on: "Literal['auto', 'heartbeat']" = "auto",
+    ) -> "None":
         run = _seconds(run_timeout, "TimeoutPolicy.run_timeout")
         idle = _seconds(idle_timeout, "TimeoutPolicy.idle_timeout")
         if run is None and idle is None:
@@ -406,7 +413,7 @@ class TimeoutPolicy:
         object.__setattr__(self, "refresh_on", refresh_on)
 
     @classmethod
-    def coerce(cls, value: Any, name: str = "timeout") -> TimeoutPolicy | None:
+    def coerce(cls, value: "Any", name: "str" = "timeout") -> "TimeoutPolicy | None":
         """A policy from what a user may pass as ``name``: a policy, seconds
         (``run_timeout``), a timedelta, or None."""
         if value is None or isinstance(value, TimeoutPolicy):
@@ -429,19 +436,19 @@ class CachePolicy(Generic[KeyFuncT]):
     """Cache a task's result, keyed by ``key_func`` of its input, for ``ttl`` seconds
     (``None``: forever)."""
 
-    key_func: KeyFuncT = default_cache_key  # type: ignore[assignment]
-    ttl: int | None = None
+    key_func: "KeyFuncT" = default_cache_key  # type: ignore[assignment]
+    ttl: "int | None" = None
 
     def __init__(
         self,
-        key_func: KeyFuncT = default_cache_key,  # type: ignore[assignment]
-        ttl: int | None = None,
-    ) -> None:
+        key_func: "KeyFuncT" = default_cache_key,  # type: ignore[assignment]
+        ttl: "int | None" = None,
+    ) -> "None":
         self.key_func = key_func
         self.ttl = ttl
         self.__post_init__()
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> "None":
         check_cache_fields(self.key_func, self.ttl)
 
 
@@ -462,31 +469,6 @@ class StateUpdate(NamedTuple):
     task_id: str | None = None
 
 
-class PregelTask(NamedTuple):
-    """A task as shown in a state snapshot."""
-
-    id: str
-    name: str
-    path: tuple[str | int | tuple[Any, ...], ...]
-    error: Exception | None = None
-    interrupts: tuple[Interrupt, ...] = ()
-    state: RunnableConfig | StateSnapshot | None = None
-    result: Any | None = None
-
-
-class StateSnapshot(NamedTuple):
-    """A thread's state at one checkpoint."""
-
-    values: dict[str, Any] | Any
-    next: tuple[str, ...]
-    config: RunnableConfig
-    metadata: CheckpointMetadata | None
-    created_at: str | None
-    parent_config: RunnableConfig | None
-    tasks: tuple[PregelTask, ...]
-    interrupts: tuple[Interrupt, ...] = ()
-
-
 @lazy_dataclass(eq=False, hidden=("scope", "path_str"))
 class PregelExecutableTask:
     """One unit of work in a superstep: a node run (PULL) or a pushed call (PUSH).
@@ -495,41 +477,41 @@ class PregelExecutableTask:
     commits them when it finishes. Engine-private state rides in ``scope``.
     """
 
-    name: str
-    input: Any
-    proc: Any
-    writes: deque[tuple[str, Any]]
-    config: RunnableConfig
-    triggers: Sequence[str]
-    retry_policy: Sequence[RetryPolicy]
-    cache_key: CacheKey | None
-    id: str
-    path: tuple[str | int | tuple[Any, ...], ...]
-    writers: Sequence[Any] = ()
-    subgraphs: Sequence[Any] = ()
-    scope: Any = None
-    path_str: str = ""
+    name: "str"
+    input: "Any"
+    proc: "Any"
+    writes: "deque[tuple[str, Any]]"
+    config: "RunnableConfig"
+    triggers: "Sequence[str]"
+    retry_policy: "Sequence[RetryPolicy]"
+    cache_key: "CacheKey | None"
+    id: "str"
+    path: "tuple[str | int | tuple[Any, ...], ...]"
+    writers: "Sequence[Any]" = ()
+    subgraphs: "Sequence[Any]" = ()
+    scope: "Any" = None
+    path_str: "str" = ""
     """``path`` as the string savers store; filled when it is cheap to know."""
 
     __hash__ = object.__hash__
 
     def __init__(
         self,
-        name: str,
-        input: Any,
-        proc: Any,
-        writes: deque[tuple[str, Any]],
-        config: RunnableConfig,
-        triggers: Sequence[str],
-        retry_policy: Sequence[RetryPolicy],
-        cache_key: CacheKey | None,
-        id: str,
-        path: tuple[str | int | tuple[Any, ...], ...],
-        writers: Sequence[Any] = (),
-        subgraphs: Sequence[Any] = (),
-        scope: Any = None,
-        path_str: str = "",
-    ) -> None:
+        name: "str",
+        input: "Any",
+        proc: "Any",
+        writes: "deque[tuple[str, Any]]",
+        config: "RunnableConfig",
+        triggers: "Sequence[str]",
+        retry_policy: "Sequence[RetryPolicy]",
+        cache_key: "CacheKey | None",
+        id: "str",
+        path: "tuple[str | int | tuple[Any, ...], ...]",
+        writers: "Sequence[Any]" = (),
+        subgraphs: "Sequence[Any]" = (),
+        scope: "Any" = None,
+        path_str: "str" = "",
+    ) -> "None":
         self.name = name
         self.input = input
         self.proc = proc
@@ -546,7 +528,7 @@ class PregelExecutableTask:
         self.path_str = path_str
 
 
-def interrupt(value: Any, *, response_schema: dict[str, Any] | type | None = None) -> Any:
+def interrupt(value: "Any", *, response_schema: "dict[str, Any] | type | None" = None) -> "Any":
     """Pause the run and surface ``value``; on resume, return the resume value.
 
     The first call in a task raises ``GraphInterrupt`` (the graph stops and the
@@ -563,3 +545,7 @@ def interrupt(value: Any, *, response_schema: dict[str, Any] | type | None = Non
 
         response_schema = json_schema(response_schema)
     return require_scope("interrupt()").interrupt(value, response_schema=response_schema)
+
+
+_SNAPSHOT = "pregelkit._internal._snapshot"
+__getattr__ = lazy_attributes(__name__, {"PregelTask": _SNAPSHOT, "StateSnapshot": _SNAPSHOT})

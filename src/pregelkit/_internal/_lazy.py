@@ -16,7 +16,7 @@ __all__ = ["lazy_attributes"]
 
 def lazy_attributes(package: str, where: dict[str, str]) -> Callable[[str], Any]:
     """A module ``__getattr__`` for ``package``: ``where`` maps each name to
-    the submodule (relative to ``package``) that defines it."""
+    the module that defines it (``.name``: a submodule of ``package``)."""
 
     def __getattr__(name: str) -> Any:
         module = where.get(name)
@@ -25,7 +25,7 @@ def lazy_attributes(package: str, where: dict[str, str]) -> Callable[[str], Any]
         import importlib
         import sys
 
-        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        value = getattr(importlib.import_module(module, package), name)
         setattr(sys.modules[package], name, value)
         return value
 

@@ -10,4 +10,4 @@ if TYPE_CHECKING:
 __all__ = ["StorageRetry"]
 
 # Loaded with the first saver that retries, not with every `import pregelkit.checkpoint.*`.
-__getattr__ = lazy_attributes(__name__, {"StorageRetry": "_faults"})
+__getattr__ = lazy_attributes(__name__, {"StorageRetry": "._faults"})

@@ -8,7 +8,6 @@ resumed run skips the tasks that already finished.
 
 from __future__ import annotations
 
-import copy
 import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
@@ -299,6 +298,8 @@ class BaseCheckpointSaver(Generic[V]):
         serde = derive(extra_allowlist)
         if serde is self.serde:
             return self
+        import copy  # loaded by the few savers that derive a copy
+
         clone = copy.copy(self)
         clone.serde = serde
         return clone
