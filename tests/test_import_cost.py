@@ -102,6 +102,25 @@ def test_import_func_loads_no_optional_or_rarely_used_module() -> None:
     assert _fresh(code) == "[]"
 
 
+def test_import_func_compiles_nothing() -> None:
+    """The first ``compile()`` in a process builds the AST type table (a
+    tenth of the import): a string annotation in a NamedTuple, a TypedDict or
+    a ``Generic[...]`` subscript on the import path would bring it back."""
+    code = (
+        "import builtins\n"
+        "seen = []\n"
+        "real = builtins.compile\n"
+        "def spy(source, *args, **kwargs):\n"
+        "    if not isinstance(source, bytes):  # bytes: a module without a current .pyc\n"
+        "        seen.append(source)\n"
+        "    return real(source, *args, **kwargs)\n"
+        "builtins.compile = spy\n"
+        "import pregelkit.func\n"
+        "print(seen)\n"
+    )
+    assert _fresh(code) == "[]"
+
+
 def test_submit_still_finds_the_run_queue(tmp_path) -> None:
     """The lazy import is the submit path's: queueing a run works."""
     from pregelkit.checkpoint.sqlite import SqliteSaver
