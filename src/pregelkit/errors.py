@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal
+
+from pregelkit._internal._dataclass import lazy_dataclass
 
 if TYPE_CHECKING:
     from pregelkit.types import Command, Interrupt
@@ -426,12 +427,19 @@ class UnknownInterruptError(Exception):
         self.pending_ids = tuple(pending_ids)
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class NodeError:
     """A failed node and what it raised, as given to a node's error handler."""
 
+    # Field order, as @dataclass lays them out: pickles stay byte for byte.
+    __slots__ = ("node", "error")  # noqa: RUF023
+
     node: str
     error: BaseException
+
+    def __init__(self, node: str, error: BaseException) -> None:
+        object.__setattr__(self, "node", node)
+        object.__setattr__(self, "error", error)
 
 
 class NodeCancelledError(Exception):

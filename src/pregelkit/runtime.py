@@ -4,9 +4,9 @@ or get with ``get_runtime()``."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
+from pregelkit._internal._dataclass import lazy_dataclass, replace
 from pregelkit._internal._scope import require_scope
 
 ContextT = TypeVar("ContextT")
@@ -29,37 +29,74 @@ def _noop_heartbeat() -> None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ExecutionInfo:
     """Where a task runs: its checkpoint, namespace and id, the thread and
     run, and which attempt this is (1 first; a retry counts up) and when the
     first one started (``time.time()``)."""
 
+    # Field order, as @dataclass lays them out: pickles stay byte for byte.
+    __slots__ = (  # noqa: RUF023
+        "checkpoint_id",
+        "checkpoint_ns",
+        "task_id",
+        "thread_id",
+        "run_id",
+        "node_attempt",
+        "node_first_attempt_time",
+    )
+
     checkpoint_id: str
     checkpoint_ns: str
     task_id: str
-    thread_id: str | None = None
-    run_id: str | None = None
-    node_attempt: int = 1
-    node_first_attempt_time: float | None = None
+    thread_id: str | None
+    run_id: str | None
+    node_attempt: int
+    node_first_attempt_time: float | None
+
+    def __init__(
+        self,
+        checkpoint_id: str,
+        checkpoint_ns: str,
+        task_id: str,
+        thread_id: str | None = None,
+        run_id: str | None = None,
+        node_attempt: int = 1,
+        node_first_attempt_time: float | None = None,
+    ) -> None:
+        _set = object.__setattr__
+        _set(self, "checkpoint_id", checkpoint_id)
+        _set(self, "checkpoint_ns", checkpoint_ns)
+        _set(self, "task_id", task_id)
+        _set(self, "thread_id", thread_id)
+        _set(self, "run_id", run_id)
+        _set(self, "node_attempt", node_attempt)
+        _set(self, "node_first_attempt_time", node_first_attempt_time)
 
     def patch(self, **overrides: Any) -> ExecutionInfo:
         """A copy with the given fields replaced."""
-        return replace(self, **overrides)
+        return replace(self, **overrides)  # type: ignore[no-any-return]
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ServerInfo:
     """The LangGraph server a run belongs to. pregelkit has no server, so a
     run's ``runtime.server_info`` is ``None``; the type is here for code
     that builds a ``Runtime`` with one."""
 
+    __slots__ = ("assistant_id", "graph_id", "user")
+
     assistant_id: str
     graph_id: str
-    user: Any = None
+    user: Any
+
+    def __init__(self, assistant_id: str, graph_id: str, user: Any = None) -> None:
+        object.__setattr__(self, "assistant_id", assistant_id)
+        object.__setattr__(self, "graph_id", graph_id)
+        object.__setattr__(self, "user", user)
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class Runtime(Generic[ContextT]):
     """What the run offers a task: the user's context, the store, the stream
     writer, the thread's previous return value, and ``heartbeat()``: a sign of
@@ -67,14 +104,35 @@ class Runtime(Generic[ContextT]):
 
     context: ContextT | None = None
     store: Any = None
-    stream_writer: Any = field(default=_noop_writer)
+    stream_writer: Any = _noop_writer
     previous: Any = None
-    heartbeat: Callable[[], None] = field(default=_noop_heartbeat)
+    heartbeat: Callable[[], None] = _noop_heartbeat
     control: RunControl | None = None
     """The run's ``RunControl`` (the caller's ``control=``, or one of the run's
     own): ``runtime.control.request_drain()`` drains the run from inside."""
     execution_info: ExecutionInfo | None = None
     server_info: ServerInfo | None = None
+
+    def __init__(
+        self,
+        context: ContextT | None = None,
+        store: Any = None,
+        stream_writer: Any = _noop_writer,
+        previous: Any = None,
+        heartbeat: Callable[[], None] = _noop_heartbeat,
+        control: RunControl | None = None,
+        execution_info: ExecutionInfo | None = None,
+        server_info: ServerInfo | None = None,
+    ) -> None:
+        _set = object.__setattr__
+        _set(self, "context", context)
+        _set(self, "store", store)
+        _set(self, "stream_writer", stream_writer)
+        _set(self, "previous", previous)
+        _set(self, "heartbeat", heartbeat)
+        _set(self, "control", control)
+        _set(self, "execution_info", execution_info)
+        _set(self, "server_info", server_info)
 
     def merge(self, other: Runtime[ContextT]) -> Runtime[ContextT]:
         """``other``, with this runtime's values where ``other`` has none."""
@@ -97,7 +155,7 @@ class Runtime(Generic[ContextT]):
 
     def override(self, **overrides: Any) -> Runtime[ContextT]:
         """A copy with the given fields replaced (unknown names are a ``TypeError``)."""
-        return replace(self, **overrides)
+        return replace(self, **overrides)  # type: ignore[no-any-return]
 
 
 DEFAULT_RUNTIME: Runtime[Any] = Runtime()

@@ -1,18 +1,25 @@
 """Public types: what users pass in (Send, Command, policies) and get back
-(Interrupt, StateSnapshot, PregelTask)."""
+(Interrupt, StateSnapshot, PregelTask).
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here, and the annotations are
+quoted by hand instead (they read as they always did, e.g. in
+``dataclasses.fields()``): the fields of a ``NamedTuple`` must not be strings,
+or each becomes a ``ForwardRef`` whose ``compile()`` builds Python's AST type
+table on first use, a tenth of ``import pregelkit.func``. ``PregelTask`` and
+``StateSnapshot``, whose fields name each other, load with the state API.
+"""
 
 import math
+import sys
 import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, Union
 
 from pregelkit._internal._cache import default_cache_key
+from pregelkit._internal._dataclass import lazy_dataclass
 from pregelkit._internal._ids import interrupt_id
+from pregelkit._internal._lazy import lazy_attributes
 from pregelkit._internal._policy_checks import (
     check_cache_fields,
     check_retry_fields,
@@ -22,7 +29,9 @@ from pregelkit._internal._scope import require_scope
 from pregelkit.warnings import LangGraphDeprecatedSinceV10, LangGraphDeprecatedSinceV11
 
 if TYPE_CHECKING:
-    from pregelkit.checkpoint.base import CheckpointMetadata
+    from datetime import timedelta
+
+    from pregelkit._internal._snapshot import PregelTask, StateSnapshot
 
 __all__ = [
     "All",
@@ -80,24 +89,24 @@ class Send:
     def __init__(
         self,
         /,
-        node: str,
-        arg: Any,
+        node: "str",
+        arg: "Any",
         *,
-        timeout: float | timedelta | TimeoutPolicy | None = None,
-    ) -> None:
+        timeout: "float | timedelta | TimeoutPolicy | None" = None,
+    ) -> "None":
         self.node = node
         self.arg = arg
         self.timeout = TimeoutPolicy.coerce(timeout, "Send(timeout=...)")
 
-    def __hash__(self) -> int:
+    def __hash__(self) -> "int":
         return hash((self.node, repr(self.arg), self.timeout))
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> "str":
         if self.timeout is None:
             return f"Send(node={self.node!r}, arg={self.arg!r})"
         return f"Send(node={self.node!r}, arg={self.arg!r}, timeout={self.timeout!r})"
 
-    def __eq__(self, value: object) -> bool:
+    def __eq__(self, value: "object") -> "bool":
         return (
             isinstance(value, Send)
             and self.node == value.node
@@ -105,7 +114,7 @@ class Send:
             and self.timeout == value.timeout
         )
 
-    def __setstate__(self, state: Any) -> None:
+    def __setstate__(self, state: "Any") -> "None":
         """Sends pickled before ``timeout`` existed load with no timeout."""
         self.timeout = None
         for slots in state if isinstance(state, tuple) else (None, state):
@@ -113,7 +122,7 @@ class Send:
                 setattr(self, name, value)
 
 
-@dataclass(slots=True, repr=False, init=False)
+@lazy_dataclass(slots=True, repr=False, init=False, kw_only=("response_schema",))
 class Interrupt:
     """A pause requested by ``interrupt(value)``; ``id`` answers it in a resume map.
 
@@ -121,18 +130,21 @@ class Interrupt:
     for, when ``interrupt(..., response_schema=...)`` gave one.
     """
 
-    value: Any
-    id: str = ""
-    response_schema: dict[str, Any] | type | None = field(default=None, kw_only=True)
+    # Field order, as @dataclass lays them out: pickles stay byte for byte.
+    __slots__ = ("value", "id", "response_schema")  # noqa: RUF023
+
+    value: "Any"
+    id: "str"
+    response_schema: "dict[str, Any] | type | None"
 
     def __init__(
         self,
-        value: Any,
-        id: str = "",
+        value: "Any",
+        id: "str" = "",
         *,
-        response_schema: dict[str, Any] | type | None = None,
-        **legacy: Any,
-    ) -> None:
+        response_schema: "dict[str, Any] | type | None" = None,
+        **legacy: "Any",
+    ) -> "None":
         """``ns``, ``resumable`` and ``when`` are the fields of interrupts made
         before LangGraph 1.0, still accepted as LangGraph accepts them: the
         id is derived from ``ns`` when none is given, the others are dropped."""
@@ -148,12 +160,12 @@ class Interrupt:
 
     @classmethod
     def from_ns(
-        cls, value: Any, ns: str, *, response_schema: dict[str, Any] | type | None = None
-    ) -> Interrupt:
+        cls, value: "Any", ns: "str", *, response_schema: "dict[str, Any] | type | None" = None
+    ) -> "Interrupt":
         return cls(value=value, id=interrupt_id(ns), response_schema=response_schema)
 
     @property
-    def interrupt_id(self) -> str:
+    def interrupt_id(self) -> "str":
         """Deprecated name of ``id``, kept for code written against LangGraph 0.4."""
         warnings.warn(
             "`interrupt_id` is deprecated. Use `id` instead.",
@@ -162,7 +174,7 @@ class Interrupt:
         )
         return self.id
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> "str":
         # The schema shows only when there is one, so interrupts print as they
         # always have (and as the design examples show them).
         schema = (
@@ -170,17 +182,17 @@ class Interrupt:
         )
         return f"Interrupt(value={self.value!r}, id={self.id!r}{schema})"
 
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
+    def __setstate__(self, state: "tuple[Any, ...]") -> "None":
         # Interrupts saved before ``response_schema`` existed pickle two fields.
         value, iid, *rest = state
         self.value, self.id = value, iid
         self.response_schema = rest[0] if rest else None
 
-    def __getstate__(self) -> tuple[Any, ...]:
+    def __getstate__(self) -> "tuple[Any, ...]":
         return (self.value, self.id, self.response_schema)
 
 
-def _v1_access(how: str) -> None:
+def _v1_access(how: "str") -> "None":
     warnings.warn(
         f"Accessing GraphOutput via {how} is deprecated. Use `result.value` to access the "
         "output value directly, or `result.interrupts` for interrupts.",
@@ -189,15 +201,22 @@ def _v1_access(how: str) -> None:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class GraphOutput(Generic[OutputT]):
     """What ``invoke(..., version="v2")`` returns: the output, and the
     interrupts the run stopped at (if any)."""
 
-    value: OutputT
-    interrupts: tuple[Interrupt, ...] = ()
+    # Field order, as @dataclass lays them out: pickles stay byte for byte.
+    __slots__ = ("value", "interrupts")  # noqa: RUF023
 
-    def __getitem__(self, key: str) -> Any:
+    value: "OutputT"
+    interrupts: "tuple[Interrupt, ...]"
+
+    def __init__(self, value: "OutputT", interrupts: "tuple[Interrupt, ...]" = ()) -> "None":
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "interrupts", interrupts)
+
+    def __getitem__(self, key: "str") -> "Any":
         """``result[key]`` as in a v1 result (deprecated since LangGraph 1.1)."""
         _v1_access("`result[key]`")
         if key == "__interrupt__":
@@ -209,7 +228,7 @@ class GraphOutput(Generic[OutputT]):
         except AttributeError:
             raise KeyError(key) from None
 
-    def __contains__(self, key: object) -> bool:
+    def __contains__(self, key: "object") -> "bool":
         """``key in result`` as in a v1 result (deprecated since LangGraph 1.1)."""
         _v1_access("`key in result`")
         if key == "__interrupt__":
@@ -219,7 +238,7 @@ class GraphOutput(Generic[OutputT]):
         return isinstance(key, str) and hasattr(self.value, key)
 
 
-@dataclass(slots=True)
+@lazy_dataclass(slots=True)
 class Command:
     """Steer a run: resume interrupts, update channels, go to nodes.
 
@@ -227,14 +246,29 @@ class Command:
     interrupt id to value. ``graph=Command.PARENT`` sends it to the parent graph.
     """
 
-    graph: str | None = None
-    update: Any | None = None
-    resume: dict[str, Any] | Any | None = None
-    goto: Send | Sequence[Send | str] | str = ()
+    # Field order, as @dataclass lays them out: pickles stay byte for byte.
+    __slots__ = ("graph", "update", "resume", "goto")  # noqa: RUF023
 
-    PARENT: ClassVar[str] = "__parent__"
+    graph: "str | None"
+    update: "Any | None"
+    resume: "dict[str, Any] | Any | None"
+    goto: "Send | Sequence[Send | str] | str"
 
-    def _update_as_tuples(self) -> Sequence[tuple[str, Any]]:
+    PARENT: "ClassVar[str]" = "__parent__"
+
+    def __init__(
+        self,
+        graph: "str | None" = None,
+        update: "Any | None" = None,
+        resume: "dict[str, Any] | Any | None" = None,
+        goto: "Send | Sequence[Send | str] | str" = (),
+    ) -> "None":
+        self.graph = graph
+        self.update = update
+        self.resume = resume
+        self.goto = goto
+
+    def _update_as_tuples(self) -> "Sequence[tuple[str, Any]]":
         if self.update is None:
             return ()
         if isinstance(self.update, dict):
@@ -249,14 +283,19 @@ class Command:
         )
 
 
-@dataclass(slots=True)
+@lazy_dataclass(slots=True)
 class Overwrite:
     """Write this value to a BinaryOperatorAggregate, bypassing its reducer."""
 
-    value: Any
+    __slots__ = ("value",)
+
+    value: "Any"
+
+    def __init__(self, value: "Any") -> "None":
+        self.value = value
 
 
-def default_retry_on(exc: Exception) -> bool:
+def default_retry_on(exc: "Exception") -> "bool":
     """Retry what is likely transient; never retry what is a bug in the code.
 
     Programming errors (ValueError, TypeError, LookupError, ...) fail at once;
@@ -313,13 +352,13 @@ class RetryPolicy(_RetryPolicyFields):
 
     def __new__(
         cls,
-        initial_interval: float = 0.5,
-        backoff_factor: float = 2.0,
-        max_interval: float = 128.0,
-        max_attempts: int = 3,
-        jitter: bool = True,
-        retry_on: RetryOn = default_retry_on,
-    ) -> RetryPolicy:
+        initial_interval: "float" = 0.5,
+        backoff_factor: "float" = 2.0,
+        max_interval: "float" = 128.0,
+        max_attempts: "int" = 3,
+        jitter: "bool" = True,
+        retry_on: "RetryOn" = default_retry_on,
+    ) -> "RetryPolicy":
         check_retry_fields(initial_interval, backoff_factor, max_interval, max_attempts, jitter)
         check_retry_on(retry_on)
         return super().__new__(
@@ -327,12 +366,12 @@ class RetryPolicy(_RetryPolicyFields):
         )
 
 
-def _seconds(value: Any, name: str) -> float | None:
+def _seconds(value: "Any", name: "str") -> "float | None":
     """``value`` as positive finite seconds; a clear error naming ``name`` otherwise."""
     if value is None:
         return None
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
+    if _is_timedelta(value):
+        seconds = float(value.total_seconds())
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
     else:
@@ -348,7 +387,14 @@ def _seconds(value: Any, name: str) -> float | None:
     return seconds
 
 
-@dataclass(frozen=True, slots=True)
+def _is_timedelta(value: "Any") -> "bool":
+    """``isinstance(value, datetime.timedelta)``; a timedelta exists only if
+    its module was imported, so the check does not import it."""
+    datetime = sys.modules.get("datetime")
+    return datetime is not None and isinstance(value, datetime.timedelta)
+
+
+@lazy_dataclass(frozen=True, slots=True)
 class TimeoutPolicy:
     """How long one attempt of a task or node may take.
 
@@ -362,17 +408,20 @@ class TimeoutPolicy:
     left running in its thread can no longer write anything.
     """
 
-    run_timeout: float | None = None
-    idle_timeout: float | None = None
-    refresh_on: Literal["auto", "heartbeat"] = "auto"
+    # Field order, as @dataclass lays them out: pickles stay byte for byte.
+    __slots__ = ("run_timeout", "idle_timeout", "refresh_on")  # noqa: RUF023
+
+    run_timeout: "float | None"
+    idle_timeout: "float | None"
+    refresh_on: "Literal['auto', 'heartbeat']"
 
     def __init__(
         self,
         *,
-        run_timeout: float | timedelta | None = None,
-        idle_timeout: float | timedelta | None = None,
-        refresh_on: Literal["auto", "heartbeat"] = "auto",
-    ) -> None:
+        run_timeout: "float | timedelta | None" = None,
+        idle_timeout: "float | timedelta | None" = None,
+        refresh_on: "Literal['auto', 'heartbeat']" = "auto",
+    ) -> "None":
         run = _seconds(run_timeout, "TimeoutPolicy.run_timeout")
         idle = _seconds(idle_timeout, "TimeoutPolicy.idle_timeout")
         if run is None and idle is None:
@@ -388,7 +437,7 @@ class TimeoutPolicy:
         object.__setattr__(self, "idle_timeout", idle)
         object.__setattr__(self, "refresh_on", refresh_on)
 
-    def __setstate__(self, state: Sequence[Any]) -> None:
+    def __setstate__(self, state: "Sequence[Any]") -> "None":
         """A stored policy (in a checkpointed ``Send``) is checked as a new one is."""
         run_timeout, idle_timeout, refresh_on = state
         TimeoutPolicy.__init__(
@@ -396,12 +445,14 @@ class TimeoutPolicy:
         )
 
     @classmethod
-    def coerce(cls, value: Any, name: str = "timeout") -> TimeoutPolicy | None:
+    def coerce(cls, value: "Any", name: "str" = "timeout") -> "TimeoutPolicy | None":
         """A policy from what a user may pass as ``name``: a policy, seconds
         (``run_timeout``), a timedelta, or None."""
         if value is None or isinstance(value, TimeoutPolicy):
             return value
-        if isinstance(value, (int, float, timedelta)) and not isinstance(value, bool):
+        if (isinstance(value, (int, float)) or _is_timedelta(value)) and not isinstance(
+            value, bool
+        ):
             return cls(run_timeout=_seconds(value, name))
         raise TypeError(
             f"{name} must be a TimeoutPolicy, a number of seconds, a timedelta or None, "
@@ -412,15 +463,24 @@ class TimeoutPolicy:
 KeyFuncT = TypeVar("KeyFuncT", bound=Callable[..., Union[str, bytes]])
 
 
-@dataclass
+@lazy_dataclass()
 class CachePolicy(Generic[KeyFuncT]):
     """Cache a task's result, keyed by ``key_func`` of its input, for ``ttl`` seconds
     (``None``: forever)."""
 
-    key_func: KeyFuncT = default_cache_key  # type: ignore[assignment]
-    ttl: int | None = None
+    key_func: "KeyFuncT" = default_cache_key  # type: ignore[assignment]
+    ttl: "int | None" = None
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        key_func: "KeyFuncT" = default_cache_key,  # type: ignore[assignment]
+        ttl: "int | None" = None,
+    ) -> "None":
+        self.key_func = key_func
+        self.ttl = ttl
+        self.__post_init__()
+
+    def __post_init__(self) -> "None":
         check_cache_fields(self.key_func, self.ttl)
 
 
@@ -441,32 +501,7 @@ class StateUpdate(NamedTuple):
     task_id: str | None = None
 
 
-class PregelTask(NamedTuple):
-    """A task as shown in a state snapshot."""
-
-    id: str
-    name: str
-    path: tuple[str | int | tuple[Any, ...], ...]
-    error: Exception | None = None
-    interrupts: tuple[Interrupt, ...] = ()
-    state: RunnableConfig | StateSnapshot | None = None
-    result: Any | None = None
-
-
-class StateSnapshot(NamedTuple):
-    """A thread's state at one checkpoint."""
-
-    values: dict[str, Any] | Any
-    next: tuple[str, ...]
-    config: RunnableConfig
-    metadata: CheckpointMetadata | None
-    created_at: str | None
-    parent_config: RunnableConfig | None
-    tasks: tuple[PregelTask, ...]
-    interrupts: tuple[Interrupt, ...] = ()
-
-
-@dataclass(eq=False)
+@lazy_dataclass(eq=False, hidden=("scope", "path_str", "timeout"))
 class PregelExecutableTask:
     """One unit of work in a superstep: a node run (PULL) or a pushed call (PUSH).
 
@@ -474,28 +509,62 @@ class PregelExecutableTask:
     commits them when it finishes. Engine-private state rides in ``scope``.
     """
 
-    name: str
-    input: Any
-    proc: Any
-    writes: deque[tuple[str, Any]]
-    config: RunnableConfig
-    triggers: Sequence[str]
-    retry_policy: Sequence[RetryPolicy]
-    cache_key: CacheKey | None
-    id: str
-    path: tuple[str | int | tuple[Any, ...], ...]
-    writers: Sequence[Any] = ()
-    subgraphs: Sequence[Any] = ()
-    scope: Any = field(default=None, repr=False)
-    path_str: str = field(default="", repr=False)
+    name: "str"
+    input: "Any"
+    proc: "Any"
+    writes: "deque[tuple[str, Any]]"
+    config: "RunnableConfig"
+    triggers: "Sequence[str]"
+    retry_policy: "Sequence[RetryPolicy]"
+    cache_key: "CacheKey | None"
+    id: "str"
+    path: "tuple[str | int | tuple[Any, ...], ...]"
+    writers: "Sequence[Any]" = ()
+    subgraphs: "Sequence[Any]" = ()
+    scope: "Any" = None
+    path_str: "str" = ""
     """``path`` as the string savers store; filled when it is cheap to know."""
-    timeout: TimeoutPolicy | None = field(default=None, repr=False)
+    timeout: "TimeoutPolicy | None" = None
     """This task's own bound (a ``Send(timeout=...)``), over its node's."""
 
     __hash__ = object.__hash__
 
+    def __init__(
+        self,
+        name: "str",
+        input: "Any",
+        proc: "Any",
+        writes: "deque[tuple[str, Any]]",
+        config: "RunnableConfig",
+        triggers: "Sequence[str]",
+        retry_policy: "Sequence[RetryPolicy]",
+        cache_key: "CacheKey | None",
+        id: "str",
+        path: "tuple[str | int | tuple[Any, ...], ...]",
+        writers: "Sequence[Any]" = (),
+        subgraphs: "Sequence[Any]" = (),
+        scope: "Any" = None,
+        path_str: "str" = "",
+        timeout: "TimeoutPolicy | None" = None,
+    ) -> "None":
+        self.name = name
+        self.input = input
+        self.proc = proc
+        self.writes = writes
+        self.config = config
+        self.triggers = triggers
+        self.retry_policy = retry_policy
+        self.cache_key = cache_key
+        self.id = id
+        self.path = path
+        self.writers = writers
+        self.subgraphs = subgraphs
+        self.scope = scope
+        self.path_str = path_str
+        self.timeout = timeout
 
-def interrupt(value: Any, *, response_schema: dict[str, Any] | type | None = None) -> Any:
+
+def interrupt(value: "Any", *, response_schema: "dict[str, Any] | type | None" = None) -> "Any":
     """Pause the run and surface ``value``; on resume, return the resume value.
 
     The first call in a task raises ``GraphInterrupt`` (the graph stops and the
@@ -512,3 +581,7 @@ def interrupt(value: Any, *, response_schema: dict[str, Any] | type | None = Non
 
         response_schema = json_schema(response_schema)
     return require_scope("interrupt()").interrupt(value, response_schema=response_schema)
+
+
+_SNAPSHOT = "pregelkit._internal._snapshot"
+__getattr__ = lazy_attributes(__name__, {"PregelTask": _SNAPSHOT, "StateSnapshot": _SNAPSHOT})

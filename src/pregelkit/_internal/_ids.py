@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import random
+import os
 import threading
 import time
+from _random import Random  # the generator behind `random`, without its 2 ms import
 
 import xxhash
 
 _lock = threading.Lock()
+_random = Random()  # seeded from os.urandom, as `random`'s own instance is
+# A forked child must not repeat its parent's ids: reseed, as `random` does.
+os.register_at_fork(after_in_child=_random.seed)
 _last_ts = 0
 _second: tuple[int, str] = (-1, "")
 """The last whole second ``utc_now_iso`` formatted, and its text."""
@@ -52,10 +56,10 @@ def uuid6(clock_seq: int | None = None, after: str | None = None) -> str:
             ts = floor + 1
         _last_ts = ts
     if clock_seq is None:
-        clock_seq = random.getrandbits(14)
+        clock_seq = _random.getrandbits(14)
     # not os.urandom: it releases the GIL, and every checkpoint id would then
     # be a chance for another thread to take it (hundreds of µs under load)
-    node = random.getrandbits(48)
+    node = _random.getrandbits(48)
     time_high_and_time_mid = (ts >> 12) & 0xFFFFFFFFFFFF
     time_low_and_version = (ts & 0x0FFF) | (6 << 12)
     value = (time_high_and_time_mid << 80) | (time_low_and_version << 64)

@@ -8,7 +8,6 @@ message naming the field.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +23,8 @@ def describe(value: Any) -> str:
 
 
 def _is_number(value: Any) -> bool:
+    import numbers  # when a policy is made, not at `import pregelkit`
+
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
@@ -49,6 +50,8 @@ def check_retry_fields(
         raise ValueError(
             f"RetryPolicy(backoff_factor=...) must be 0 or more, got {backoff_factor!r}"
         )
+    import numbers
+
     if not isinstance(max_attempts, numbers.Integral) or isinstance(max_attempts, bool):
         raise TypeError(
             f"RetryPolicy(max_attempts=...) must be an int, got {describe(max_attempts)}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections.abc
+import sys
 from collections.abc import Callable, Sequence
 from typing import (
     Annotated,
@@ -15,8 +16,6 @@ from typing import (
     get_args,
     get_origin,
 )
-
-from typing_extensions import ReadOnly
 
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
@@ -31,7 +30,16 @@ _OVERWRITE_KEY = "__overwrite__"
 """``{"__overwrite__": v}`` is how an ``Overwrite`` arrives when the update went
 through JSON (an API client cannot build the class)."""
 
-_WRAPPERS = (Annotated, Required, NotRequired, ReadOnly)
+_WRAPPERS = (Annotated, Required, NotRequired)
+
+
+def _wrappers() -> tuple[Any, ...]:
+    """The annotation wrappers to look through. ``ReadOnly`` comes from
+    ``typing_extensions`` (``typing`` from 3.13): an annotation can use it only
+    if that module is loaded, so it is looked up, never imported."""
+    found = [getattr(sys.modules.get(m), "ReadOnly", None) for m in ("typing", "typing_extensions")]
+    return _WRAPPERS + tuple(w for w in found if w is not None)
+
 
 _CONCRETE = {
     collections.abc.Sequence: list,
@@ -54,7 +62,8 @@ def _initial_value(typ: Any) -> Any:
     are looked through; an annotation that cannot be called (``int | None``)
     leaves the channel empty until its first write, which is then kept as is.
     """
-    while get_origin(typ) in _WRAPPERS:
+    wrappers = _wrappers()
+    while get_origin(typ) in wrappers:
         typ = get_args(typ)[0]
     typ = _CONCRETE.get(get_origin(typ) or typ, typ)
     try:

@@ -74,7 +74,7 @@ class LastValue(Generic[Value], BaseChannel[Value, Value, Value]):
         return self.value is not MISSING
 
 
-class LastValueAfterFinish(Generic[Value], BaseChannel[Value, Value, "tuple[Value, bool]"]):
+class LastValueAfterFinish(Generic[Value], BaseChannel[Value, Value, tuple[Value, bool]]):
     """Holds back the last value written until the run has nothing else to do.
 
     Used for deferred nodes: they must see the value only once every other

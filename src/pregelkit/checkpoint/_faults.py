@@ -14,14 +14,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
+from pregelkit._internal._dataclass import lazy_dataclass
 from pregelkit.errors import StorageError
 
 __all__ = ["Attempts", "StorageRetry", "storage_error"]
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class StorageRetry:
     """The retry budget of a saver for transient database errors.
 
@@ -32,11 +32,29 @@ class StorageRetry:
     run stops instead of hanging while the database is away.
     """
 
-    attempts: int = 6
-    initial_delay: float = 0.1
-    max_delay: float = 2.0
-    backoff: float = 2.0
-    deadline: float = 10.0
+    # Field order, as @dataclass lays them out: pickles stay byte for byte.
+    __slots__ = ("attempts", "initial_delay", "max_delay", "backoff", "deadline")  # noqa: RUF023
+
+    attempts: int
+    initial_delay: float
+    max_delay: float
+    backoff: float
+    deadline: float
+
+    def __init__(
+        self,
+        attempts: int = 6,
+        initial_delay: float = 0.1,
+        max_delay: float = 2.0,
+        backoff: float = 2.0,
+        deadline: float = 10.0,
+    ) -> None:
+        object.__setattr__(self, "attempts", attempts)
+        object.__setattr__(self, "initial_delay", initial_delay)
+        object.__setattr__(self, "max_delay", max_delay)
+        object.__setattr__(self, "backoff", backoff)
+        object.__setattr__(self, "deadline", deadline)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if isinstance(self.attempts, bool) or not isinstance(self.attempts, int):

@@ -10,16 +10,36 @@ graph layer, so ``Pregel.get_timeline`` can build one; users import it from
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from pregelkit._internal._dataclass import lazy_dataclass
 
 Outcome = Literal["ok", "error", "interrupted", "cached", "replayed", "timeout", "cancelled"]
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class AttemptRecord:
     """One attempt of one task or node. ``ended_at`` and ``outcome`` are None
     while it runs, and stay None when its process was killed."""
+
+    # Field order, as @dataclass lays them out: pickles stay byte for byte.
+    __slots__ = (  # noqa: RUF023
+        "thread_id",
+        "checkpoint_ns",
+        "run_id",
+        "step",
+        "task_id",
+        "name",
+        "attempt",
+        "started_at",
+        "ended_at",
+        "outcome",
+        "error_type",
+        "error_message",
+        "pid",
+        "host",
+        "worker",
+    )
 
     thread_id: str
     checkpoint_ns: str
@@ -31,11 +51,46 @@ class AttemptRecord:
     started_at: float
     ended_at: float | None
     outcome: Outcome | None
-    error_type: str | None = None
-    error_message: str | None = None
-    pid: int | None = None
-    host: str | None = None
-    worker: str | None = None
+    error_type: str | None
+    error_message: str | None
+    pid: int | None
+    host: str | None
+    worker: str | None
+
+    def __init__(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        run_id: str,
+        step: int,
+        task_id: str,
+        name: str,
+        attempt: int,
+        started_at: float,
+        ended_at: float | None,
+        outcome: Outcome | None,
+        error_type: str | None = None,
+        error_message: str | None = None,
+        pid: int | None = None,
+        host: str | None = None,
+        worker: str | None = None,
+    ) -> None:
+        _set = object.__setattr__
+        _set(self, "thread_id", thread_id)
+        _set(self, "checkpoint_ns", checkpoint_ns)
+        _set(self, "run_id", run_id)
+        _set(self, "step", step)
+        _set(self, "task_id", task_id)
+        _set(self, "name", name)
+        _set(self, "attempt", attempt)
+        _set(self, "started_at", started_at)
+        _set(self, "ended_at", ended_at)
+        _set(self, "outcome", outcome)
+        _set(self, "error_type", error_type)
+        _set(self, "error_message", error_message)
+        _set(self, "pid", pid)
+        _set(self, "host", host)
+        _set(self, "worker", worker)
 
     @property
     def duration(self) -> float | None:
@@ -59,22 +114,44 @@ def attempt_order(record: AttemptRecord) -> tuple[float, str, int, str]:
     return (record.started_at, record.run_id, record.attempt, record.task_id)
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class RunTimeline:
     """One invoke, stream or resume of a thread: its attempts in start order."""
+
+    # Field order, as @dataclass lays them out: pickles stay byte for byte.
+    __slots__ = ("run_id", "started_at", "ended_at", "attempts")  # noqa: RUF023
 
     run_id: str
     started_at: float
     ended_at: float | None
     attempts: tuple[AttemptRecord, ...]
 
+    def __init__(
+        self,
+        run_id: str,
+        started_at: float,
+        ended_at: float | None,
+        attempts: tuple[AttemptRecord, ...],
+    ) -> None:
+        object.__setattr__(self, "run_id", run_id)
+        object.__setattr__(self, "started_at", started_at)
+        object.__setattr__(self, "ended_at", ended_at)
+        object.__setattr__(self, "attempts", attempts)
 
-@dataclass(frozen=True, slots=True)
+
+@lazy_dataclass(frozen=True, slots=True)
 class Timeline:
     """Every run of one thread, oldest first."""
 
+    # Field order, as @dataclass lays them out: pickles stay byte for byte.
+    __slots__ = ("thread_id", "runs")  # noqa: RUF023
+
     thread_id: str
     runs: tuple[RunTimeline, ...]
+
+    def __init__(self, thread_id: str, runs: tuple[RunTimeline, ...]) -> None:
+        object.__setattr__(self, "thread_id", thread_id)
+        object.__setattr__(self, "runs", runs)
 
 
 def group_attempts(thread_id: str, records: Iterable[AttemptRecord]) -> Timeline:

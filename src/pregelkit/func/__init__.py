@@ -9,17 +9,14 @@ running it again.
 from __future__ import annotations
 
 import functools
-import inspect
 import typing
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
-import wrapt
-
+from pregelkit import observe as _observe  # noqa: F401  (runs get spans once a tracer is set)
 from pregelkit._internal._constants import CACHE_NS_WRITES, END, PREVIOUS, START
+from pregelkit._internal._dataclass import lazy_dataclass
 from pregelkit._internal._fingerprint import origin
 from pregelkit._internal._scope import CURRENT
 from pregelkit.channels.ephemeral_value import EphemeralValue
@@ -27,7 +24,6 @@ from pregelkit.channels.last_value import LastValue
 from pregelkit.checkpoint.serde._registry import allow_modules
 from pregelkit.func._arguments import refuse_futures
 from pregelkit.func._patch import deprecate_patch, patched
-from pregelkit.observe import otel as _otel  # noqa: F401  (runs get spans once a tracer is set)
 from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode
 from pregelkit.pregel._validate import (
@@ -45,6 +41,7 @@ from pregelkit.warnings import LangGraphDeprecatedSinceV05, LangGraphDeprecatedS
 if TYPE_CHECKING:
     import asyncio
     import concurrent.futures
+    from datetime import timedelta
 
     from pregelkit.pregel._remote import RemoteExecutor
 
@@ -80,6 +77,8 @@ class _GeneratorRefused(TypeError, NotImplementedError):
 
 
 def _refuse_generators(fn: Callable[..., Any], what: str) -> None:
+    import inspect  # when a function is decorated, not at `import pregelkit.func`
+
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         raise _GeneratorRefused(
             f"{what} {getattr(fn, '__qualname__', fn)!r} is a generator; generators are not "
@@ -88,8 +87,8 @@ def _refuse_generators(fn: Callable[..., Any], what: str) -> None:
         )
 
 
-class _TaskFunction(wrapt.FunctionWrapper):  # type: ignore[misc]
-    """A task: calling it inside a run schedules it and returns a future."""
+class _TaskMethods:
+    """What a task adds to the ``wrapt.FunctionWrapper`` it is."""
 
     _self_identity: str
     _self_task_name: str
@@ -107,6 +106,15 @@ class _TaskFunction(wrapt.FunctionWrapper):  # type: ignore[misc]
         from pregelkit.pregel._remote import TaskStub
 
         return (TaskStub, (self._self_task_name,))
+
+
+@functools.cache
+def _task_function_class() -> type:
+    """The class of tasks, made when the first task is: ``wrapt`` (and the
+    modules it imports) loads then, not with ``import pregelkit.func``."""
+    import wrapt
+
+    return type("_TaskFunction", (_TaskMethods, wrapt.FunctionWrapper), {"__module__": __name__})
 
 
 class TaskFunction(Protocol[P, T]):
@@ -202,6 +210,8 @@ def task(
     policies = _policies(retry_policy)
 
     def decorate(fn: Callable[..., Any]) -> Any:
+        import inspect
+
         _refuse_generators(fn, "task")
         spec = FnSpec(fn, skip_first=False)
         target = fn
@@ -222,6 +232,7 @@ def task(
         if getattr(fn, "__module__", None):
             allow_modules(fn.__module__)
         bound = inspect.ismethod(fn)
+        task_function = _task_function_class()
 
         def call_task(
             wrapped: Callable[..., Any],
@@ -237,7 +248,7 @@ def task(
                 )
             # a method decorated in its class gets its instance here; a bound
             # method (``task(obj.method)``) already carries it
-            if instance is not None and not bound and not inspect.isclass(instance):
+            if instance is not None and not bound and not isinstance(instance, type):
                 args = (instance, *args)
             refuse_futures(task_name, args, kwargs)
             call = Call(
@@ -253,7 +264,7 @@ def task(
             )
             return scope.run.runner.call(scope.task, call)
 
-        wrapper = _TaskFunction(fn, call_task)
+        wrapper = task_function(fn, call_task)
         wrapper._self_identity = identity
         wrapper._self_task_name = task_name
         return wrapper
@@ -268,6 +279,8 @@ def _io_types(func: Callable[..., Any], input_name: str) -> tuple[Any, Any]:
     hints (``Any`` where there is none or it cannot be resolved, e.g. a class
     local to a function); they type the graph's channels, so its schemas show
     them."""
+    import inspect
+
     annotations = inspect.get_annotations(func)
     namespace = getattr(func, "__globals__", {})
 
@@ -346,7 +359,7 @@ class entrypoint(Generic[T]):
         self.retry_policy = retry_policy
         self.executor = executor
 
-    @dataclass
+    @lazy_dataclass()
     class final(Generic[R, S]):
         """Return ``value`` to the caller but save ``save`` as the thread's
         ``previous`` for the next run."""
@@ -354,7 +367,13 @@ class entrypoint(Generic[T]):
         value: R
         save: S
 
+        def __init__(self, value: R, save: S) -> None:
+            self.value = value
+            self.save = save
+
     def __call__(self, func: Callable[..., Any]) -> Pregel:
+        import inspect
+
         _refuse_generators(func, "entrypoint")
         if not callable(func):
             raise TypeError(f"@entrypoint needs a function, got {type(func).__name__}")

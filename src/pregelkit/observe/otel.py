@@ -5,7 +5,8 @@ Each root run is a span ``pregelkit.run``; each attempt a child span
 asyncio task), so spans the body opens nest under it. A graph run inside a
 task adds no run span: its attempts nest under that task's span.
 
-Off costs nothing measurable: the factory is asked once per run and answers
+Off costs nothing measurable: the factory (registered by ``pregelkit.observe``,
+which imports this module only then) is asked once per run and answers
 None unless ``opentelemetry.trace`` is already imported (configuring a
 tracer provider imports it) and a real provider is set. This module never
 imports opentelemetry itself at import time, so ``import pregelkit`` stays
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pregelkit.checkpoint.attempts import Outcome, error_fields
-from pregelkit.pregel._hooks import AttemptHooks, add_hooks_factory
+from pregelkit.pregel._hooks import AttemptHooks
 from pregelkit.types import PregelExecutableTask
 
 __all__ = ["OtelHooks", "otel_hooks"]
@@ -122,6 +123,3 @@ def otel_hooks(thread_id: str, nested: bool) -> AttemptHooks | None:
     if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
         return None
     return OtelHooks(trace, thread_id, nested)
-
-
-add_hooks_factory(otel_hooks)

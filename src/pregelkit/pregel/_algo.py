@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pregelkit._internal._constants import (
     CACHE_NS_WRITES,
@@ -26,7 +26,6 @@ from pregelkit._internal._constants import (
 from pregelkit._internal._ids import task_id as make_task_id
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
-from pregelkit.checkpoint.base import Checkpoint
 from pregelkit.errors import InvalidUpdateError, TaskNotFound
 from pregelkit.pregel._read import PregelNode
 from pregelkit.pregel._scope import RunContext, TaskScope
@@ -34,10 +33,13 @@ from pregelkit.types import (
     CacheKey,
     CachePolicy,
     PregelExecutableTask,
-    PregelTask,
     RetryPolicy,
     Send,
 )
+
+if TYPE_CHECKING:
+    from pregelkit._internal._snapshot import PregelTask
+    from pregelkit.checkpoint.base import Checkpoint
 
 __all__ = [
     "WritesProtocol",
@@ -292,7 +294,7 @@ def prepare_next_tasks(
         )
         path: tuple[Any, ...] = (PULL, name)
         if not for_execution:
-            tasks.append(PregelTask(tid, name, path))
+            tasks.append(_shown_task(tid, name, path))
             continue
         value = proc.read_input(channels)
         if value is MISSING:
@@ -322,7 +324,7 @@ def prepare_push_send(
         planner.checkpoint_id, planner.ns, planner.step_str, send.node, PUSH, str(idx)
     )
     if not for_execution:
-        return PregelTask(tid, send.node, path)
+        return _shown_task(tid, send.node, path)
     value = send.arg if proc.mapper is None else proc.mapper(send.arg)
     task = planner.make(
         send.node, value, proc, (PUSH,), path, tid, proc, proc.cache_policy, proc.retry_policy
@@ -531,3 +533,10 @@ def is_done_write(channel: str) -> bool:
 
 
 _NOT_DONE = frozenset({"__error__", INTERRUPT, "__resume__", "__scheduled__", CALL})
+
+
+def _shown_task(tid: str, name: str, path: tuple[Any, ...]) -> PregelTask:
+    """A task as a state snapshot shows it (``for_execution=False``)."""
+    from pregelkit.types import PregelTask  # loaded with the state API
+
+    return PregelTask(tid, name, path)

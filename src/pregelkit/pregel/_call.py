@@ -8,7 +8,6 @@ microseconds, so it is done when the graph is built, never per call.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +22,8 @@ class FnSpec:
     def __init__(self, fn: Callable[..., Any], *, skip_first: bool = True) -> None:
         if not callable(fn):
             raise TypeError(f"expected a callable, got {type(fn).__name__}: {fn!r}")
+        import inspect  # when a graph is built, not at `import pregelkit`
+
         self.fn = fn
         self.name = getattr(fn, "__name__", type(fn).__name__)
         target = inspect.unwrap(fn) if inspect.isfunction(fn) or inspect.ismethod(fn) else fn
@@ -36,6 +37,8 @@ class FnSpec:
 
 @functools.lru_cache(maxsize=4096)
 def _params(fn: Callable[..., Any]) -> tuple[str, ...]:
+    import inspect
+
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):

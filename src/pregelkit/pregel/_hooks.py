@@ -1,6 +1,6 @@
 """The seam tracers plug into: hooks a run calls around each attempt.
 
-``pregelkit.observe.otel`` registers a factory here when imported (the
+``pregelkit.observe`` registers a factory here when imported (the
 functional API imports it); the loop asks the factories once per run and,
 when none answers, runs with no hooks at all.
 """
@@ -8,10 +8,11 @@ when none answers, runs with no hooks at all.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pregelkit.checkpoint.attempts import Outcome
-from pregelkit.types import PregelExecutableTask
+if TYPE_CHECKING:
+    from pregelkit.checkpoint.attempts import Outcome
+    from pregelkit.types import PregelExecutableTask
 
 __all__ = ["AttemptHooks", "add_hooks_factory", "run_hooks"]
 

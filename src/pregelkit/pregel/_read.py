@@ -7,8 +7,7 @@ its compiled form, with every per-call decision (injection, writers) made once.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
@@ -17,6 +16,9 @@ from pregelkit.pregel._protocol import PregelProtocol
 from pregelkit.pregel._validate import check_cache_policy, check_retry_policy
 from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
 from pregelkit.types import CachePolicy, RetryPolicy, TimeoutPolicy
+
+if TYPE_CHECKING:
+    from datetime import timedelta
 
 __all__ = ["NodeBuilder", "PregelNode"]
 

@@ -8,7 +8,7 @@ The sync and async methods differ only in how they call the saver.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pregelkit._internal._constants import (
     CONF,
@@ -27,14 +27,6 @@ from pregelkit._internal._constants import (
 from pregelkit._internal._ids import utc_now_iso, uuid6
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
-from pregelkit.checkpoint.attempts import Timeline, group_attempts
-from pregelkit.checkpoint.base import (
-    BaseCheckpointSaver,
-    Checkpoint,
-    CheckpointMetadata,
-    CheckpointTuple,
-    empty_checkpoint,
-)
 from pregelkit.errors import InvalidUpdateError
 from pregelkit.pregel._algo import (
     Planner,
@@ -47,7 +39,17 @@ from pregelkit.pregel._control import CANCELLED
 from pregelkit.pregel._io import map_input, read_channels
 from pregelkit.pregel._read import PregelNode
 from pregelkit.pregel._write import control_writes
-from pregelkit.types import Interrupt, PregelTask, StateSnapshot
+from pregelkit.types import Interrupt
+
+if TYPE_CHECKING:
+    from pregelkit._internal._snapshot import PregelTask, StateSnapshot
+    from pregelkit.checkpoint.attempts import Timeline
+    from pregelkit.checkpoint.base import (
+        BaseCheckpointSaver,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+    )
 
 __all__ = ["StateAPI"]
 
@@ -97,6 +99,8 @@ class StateAPI:
         the writes of tasks that already finished are applied to the values and
         those tasks leave ``next``; a past checkpoint shows what it saved, and
         ``next`` names every task planned from it."""
+        from pregelkit.types import PregelTask, StateSnapshot  # loaded with the state API
+
         if saved is None:
             return StateSnapshot({}, (), dict(config), None, None, None, (), ())
         checkpoint = saved.checkpoint
@@ -245,12 +249,16 @@ class StateAPI:
         first (``pregelkit.observe.timeline`` explains the model)."""
         saver = self._require_saver()
         thread_id = _thread_of(self._config(config))
+        from pregelkit.checkpoint.attempts import group_attempts
+
         return group_attempts(thread_id, saver.list_attempts(thread_id))
 
     async def aget_timeline(self, config: Mapping[str, Any]) -> Timeline:
         """The async twin of ``get_timeline``."""
         saver = self._require_saver()
         thread_id = _thread_of(self._config(config))
+        from pregelkit.checkpoint.attempts import group_attempts
+
         return group_attempts(thread_id, await saver.alist_attempts(thread_id))
 
     def get_state_history(
@@ -292,6 +300,8 @@ class StateAPI:
         values: Any,
         as_node: str | None,
     ) -> tuple[dict[str, Any], Checkpoint, CheckpointMetadata, dict[str, Any]]:
+        from pregelkit.checkpoint.base import Checkpoint, empty_checkpoint
+
         saver = self._require_saver()
         checkpoint = saved.checkpoint if saved is not None else empty_checkpoint()
         checkpoint = Checkpoint(
@@ -365,6 +375,8 @@ class StateAPI:
             v = channels[chan].checkpoint()
             if v is not MISSING:
                 values_out[chan] = v
+        from pregelkit.checkpoint.base import Checkpoint
+
         versions = checkpoint["channel_versions"]
         new_checkpoint = Checkpoint(
             v=checkpoint["v"],
@@ -503,7 +515,7 @@ def _with_mark(snapshot: StateSnapshot, mark: str | None) -> StateSnapshot:
     """``metadata["stopped"]``: ``"cancelled"`` or ``"drained"``, when marked."""
     if mark is None or snapshot.metadata is None:
         return snapshot
-    metadata = cast(CheckpointMetadata, {**snapshot.metadata, "stopped": mark})
+    metadata = cast("CheckpointMetadata", {**snapshot.metadata, "stopped": mark})
     return snapshot._replace(metadata=metadata)
 
 

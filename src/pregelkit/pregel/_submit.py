@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pregelkit.checkpoint.base import BaseCheckpointSaver
-
 if TYPE_CHECKING:
+    from pregelkit.checkpoint.base import BaseCheckpointSaver
     from pregelkit.checkpoint.runs import RunHandle
 
 __all__ = ["SubmitAPI"]
@@ -25,6 +24,8 @@ class SubmitAPI:
     name: str
 
     def _queue(self) -> tuple[BaseCheckpointSaver[Any], str]:
+        from pregelkit.checkpoint.base import BaseCheckpointSaver
+
         saver = self.checkpointer
         if not isinstance(saver, BaseCheckpointSaver):
             raise ValueError(

@@ -9,7 +9,6 @@ cost a few dict lookups.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any, get_args
 
@@ -198,9 +197,7 @@ def check_config(config: Any) -> None:
         )
     if "recursion_limit" in config:
         limit = config["recursion_limit"]
-        if type(limit) is not int and (
-            not isinstance(limit, numbers.Integral) or isinstance(limit, bool)
-        ):
+        if type(limit) is not int and not _is_integral(limit):
             raise TypeError(
                 f"config['recursion_limit'] must be an int, got {describe(limit)}; leave it "
                 "out for the default (25)"
@@ -233,3 +230,11 @@ def check_durability(value: Any) -> None:
         return
     hint = did_you_mean(value, DURABILITIES) if isinstance(value, str) else ""
     raise ValueError(f"durability= must be 'sync', 'async' or 'exit', got {value!r}{hint}")
+
+
+def _is_integral(value: Any) -> bool:
+    """An int-like number that is not a bool (``numbers`` loads only for the
+    rare value that is not an exact int)."""
+    import numbers
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import RESERVED, TASKS
 from pregelkit.channels.base import BaseChannel
 from pregelkit.channels.topic import Topic
-from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.pregel._driver import RunDriver, run_config
 from pregelkit.pregel._output import SKIP, InvokeResult, StreamShape
 from pregelkit.pregel._protocol import PregelProtocol
@@ -38,6 +36,9 @@ from pregelkit.types import CachePolicy, RetryPolicy, Send, StreamMode, TimeoutP
 from pregelkit.warnings import LangGraphDeprecatedSinceV10
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
+    from pregelkit.checkpoint.base import BaseCheckpointSaver
     from pregelkit.pregel._remote import RemoteExecutor
 
 __all__ = ["NodeBuilder", "Pregel"]
@@ -224,6 +225,9 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
 
     # configuration of one run
     def _saver(self) -> BaseCheckpointSaver[Any] | None:
+        # the saver base loads with the first run, not with `import pregelkit.func`
+        from pregelkit.checkpoint.base import BaseCheckpointSaver
+
         cp = self.checkpointer
         return cp if isinstance(cp, BaseCheckpointSaver) else None
 

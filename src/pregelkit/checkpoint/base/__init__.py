@@ -8,7 +8,6 @@ resumed run skips the tasks that already finished.
 
 from __future__ import annotations
 
-import copy
 import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
@@ -38,7 +37,6 @@ from pregelkit._internal._constants import (
 )
 from pregelkit._internal._ids import utc_now_iso, uuid6
 from pregelkit._internal._typing import MISSING
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import _delta
 from pregelkit.checkpoint.base._delta import DeltaChannelHistory, writes_sort_key
 from pregelkit.checkpoint.serde.base import SerializerProtocol
@@ -47,6 +45,7 @@ from pregelkit.errors import ThreadBusyError
 if TYPE_CHECKING:
     from pregelkit.channels.base import BaseChannel
     from pregelkit.checkpoint._runqueue import Dialect, RunPlan
+    from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 
 __all__ = [
     "BaseCheckpointSaver",
@@ -291,6 +290,8 @@ class BaseCheckpointSaver(Generic[V]):
         serde = derive(extra_allowlist)
         if serde is self.serde:
             return self
+        import copy  # loaded by the few savers that derive a copy
+
         clone = copy.copy(self)
         clone.serde = serde
         return clone

@@ -1,23 +1,24 @@
 """Serialization of checkpoints, writes and cached values.
 
-The serializers load on first use: ``pregelkit.checkpoint.base`` imports this
+Every name loads on first use: ``pregelkit.checkpoint.base`` imports this
 package for the protocol alone, and must not pull in the serializer (and
-through it the public types) while it is itself being imported.
+through it the public types) while it is itself being imported; and
+``pregelkit.func`` imports the class registry (``_registry``) beside it,
+which must not cost the protocol's module either.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pregelkit.checkpoint.serde.base import (
-    LoadLimitError,
-    SerdeError,
-    SerializerProtocol,
-    StoredAt,
-    UnsafeTypeError,
-)
-
 if TYPE_CHECKING:
+    from pregelkit.checkpoint.serde.base import (
+        LoadLimitError,
+        SerdeError,
+        SerializerProtocol,
+        StoredAt,
+        UnsafeTypeError,
+    )
     from pregelkit.checkpoint.serde.encrypted import EncryptedSerializer
     from pregelkit.checkpoint.serde.jsonplus import (
         JsonPlusSerializer,
@@ -38,6 +39,11 @@ __all__ = [
 ]
 
 _LAZY = {
+    "LoadLimitError": "pregelkit.checkpoint.serde.base",
+    "SerdeError": "pregelkit.checkpoint.serde.base",
+    "SerializerProtocol": "pregelkit.checkpoint.serde.base",
+    "StoredAt": "pregelkit.checkpoint.serde.base",
+    "UnsafeTypeError": "pregelkit.checkpoint.serde.base",
     "EncryptedSerializer": "pregelkit.checkpoint.serde.encrypted",
     "JsonPlusSerializer": "pregelkit.checkpoint.serde.jsonplus",
     "allow_modules": "pregelkit.checkpoint.serde.jsonplus",
