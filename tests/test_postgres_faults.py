@@ -9,6 +9,8 @@ and terminate connections without disturbing the rest of the suite."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -261,3 +263,35 @@ def test_async_grouped_calls_are_one_transaction(up: PgServer) -> None:
             assert await saver.aget_tuple(_cfg("async-u")) is None
 
     asyncio.run(main())
+
+
+def test_a_context_copied_inside_a_block_does_not_join_it_after_the_block_ends(
+    up: PgServer,
+) -> None:
+    """A worker thread, task or timer started inside ``grouped()`` carries a
+    copy of the block's context. After the block, its calls must run in a
+    transaction of their own: joining the ended block ran them on a pool
+    connection another block was using, and a session stayed idle in a
+    transaction, holding locks (a TRUNCATE then waited forever)."""
+    with ConnectionPool(up.dsn, min_size=1, max_size=1, kwargs={"autocommit": True}) as pool:
+        saver = PostgresSaver(pool)
+        saver.setup()
+        with saver.grouped():
+            stale = contextvars.copy_context()
+            saver.put_thread_control("t", "cancel")
+        with saver.grouped():  # the pool's one connection, in a new block
+            saver.put(_cfg("other"), empty_checkpoint(), {}, {})
+            done: list[str | None] = []
+            reader = threading.Thread(
+                target=lambda: done.append(stale.run(saver.get_thread_control, "t"))
+            )
+            reader.start()
+            reader.join(0.5)
+            assert reader.is_alive()  # waits for a connection of its own
+        reader.join(10)
+        assert done == ["cancel"]
+        with psycopg.connect(up.dsn, autocommit=True) as watcher:
+            idle = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction'"
+            ).fetchone()
+        assert idle == (0,)

@@ -5,10 +5,12 @@ nothing saved before is lost."""
 
 from __future__ import annotations
 
+import contextvars
 import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -205,3 +207,26 @@ def test_a_full_disk_at_the_commit_of_a_group_saves_none_of_it(tmp_path: Path) -
         assert str(path) in str(caught.value)
         saved = saver.get_tuple(first)
         assert saved is not None and saved.pending_writes == [("task-0", "x", "kept")]
+
+
+def test_a_context_copied_inside_a_block_does_not_join_it_after_the_block_ends(
+    tmp_path: Path,
+) -> None:
+    """A thread started inside ``grouped()`` carries a copy of the block's
+    context; after the block its calls take the saver's lock and a
+    transaction of their own instead of running bare inside whatever
+    transaction another thread has open on the connection."""
+    with SqliteSaver.from_conn_string(str(tmp_path / "c.db")) as saver:
+        with saver.grouped():
+            stale = contextvars.copy_context()
+        with saver.grouped():
+            saver.put(_cfg("other"), empty_checkpoint(), {}, {})
+            writer = threading.Thread(
+                target=lambda: stale.run(saver.put_thread_control, "t", "cancel")
+            )
+            writer.start()
+            writer.join(0.5)
+            assert writer.is_alive()  # waits for the block's lock
+        writer.join(10)
+        assert not writer.is_alive()
+        assert saver.get_thread_control("t") == "cancel"

@@ -271,42 +271,67 @@ def retrying(
 
 # grouped calls
 
-GROUP: ContextVar[tuple[object, Any] | None] = ContextVar("pregelkit_postgres_group", default=None)
-"""The saver whose ``grouped`` block the current context is in (a context,
-not a thread: on an event loop another task's calls must not join it), and
-the connection of that block's transaction. The block's statements go
-through a pipeline: sent without waiting for each result, so the whole
-group costs about one round trip to the server, plus one per row fetched."""
+
+class Group:
+    """An open ``grouped`` block: its saver and its transaction's connection.
+
+    ``open`` turns False when the block ends. A context copied inside the
+    block (a worker thread's, a task or timer started there) still holds
+    this object afterwards; without the flag such a late call would run on a
+    connection that is back in the pool, perhaps inside another block's
+    transaction, and leave it open."""
+
+    __slots__ = ("conn", "open", "saver")
+
+    def __init__(self, saver: object, conn: Any) -> None:
+        self.saver = saver
+        self.conn = conn
+        self.open = True
+
+
+GROUP: ContextVar[Group | None] = ContextVar("pregelkit_postgres_group", default=None)
+"""The ``grouped`` block the current context is in (a context, not a
+thread: on an event loop another task's calls must not join it). The
+block's statements go through a pipeline: sent without waiting for each
+result, so the whole group costs about one round trip to the server, plus
+one per row fetched."""
+
+
+def _current_group(saver: object) -> Group | None:
+    group = GROUP.get()
+    return group if group is not None and group.open and group.saver is saver else None
 
 
 def opens_group(saver: object, pipe: object) -> bool:
     """Whether ``saver.grouped()`` opens a transaction: not with a pipeline,
-    nor inside a block of the same saver."""
-    group = GROUP.get()
-    return pipe is None and (group is None or group[0] is not saver)
+    nor inside an open block of the same saver."""
+    return pipe is None and _current_group(saver) is None
 
 
 @contextmanager
 def in_group(saver: object, conn: Any) -> Iterator[None]:
-    token = GROUP.set((saver, conn))
+    group = Group(saver, conn)
+    token = GROUP.set(group)
     try:
         yield
     finally:
+        group.open = False
         GROUP.reset(token)
 
 
 def group_connection(
     saver: object, locks: LockState, operation: str, thread_id: str | None, writes: bool
 ) -> Any:
-    """The connection of ``saver``'s grouped block this context is in, or None.
-    A plan runs there once, not tried again: a failure fails the whole block.
-    A write for a thread whose lock was lost is refused there too."""
-    group = GROUP.get()
-    if group is None or group[0] is not saver:
+    """The connection of ``saver``'s open grouped block this context is in,
+    or None. A plan runs there once, not tried again: a failure fails the
+    whole block. A write for a thread whose lock was lost is refused there
+    too."""
+    group = _current_group(saver)
+    if group is None:
         return None
     if writes and thread_id is not None and locks.lost:
         refuse_if_lost(locks, thread_id, operation)
-    return group[1]
+    return group.conn
 
 
 def thread_of(config: RunnableConfig | None) -> str | None:

@@ -93,10 +93,30 @@ NO_WAIT: ContextVar[bool] = ContextVar("pregelkit_sqlite_no_wait", default=False
 must not wait for another connection's lock then (busy timeout 0)."""
 
 
-IN_GROUP: ContextVar[SqliteSaverCore | None] = ContextVar("pregelkit_sqlite_group", default=None)
-"""The saver whose ``grouped`` block the current context is in: its calls
-join that block's open transaction (a context, not a thread: on an event
-loop, another task's calls must not join it)."""
+class _Group:
+    """An open ``grouped`` block of ``saver``. ``open`` turns False when the
+    block ends: a context copied inside it (a worker thread's, a task or
+    timer started there) still holds this object afterwards, and its late
+    calls must take the lock and a transaction of their own, not run bare on
+    a connection another thread may be using."""
+
+    __slots__ = ("open", "saver")
+
+    def __init__(self, saver: SqliteSaverCore) -> None:
+        self.saver = saver
+        self.open = True
+
+
+IN_GROUP: ContextVar[_Group | None] = ContextVar("pregelkit_sqlite_group", default=None)
+"""The ``grouped`` block the current context is in: its saver's calls join
+that block's open transaction (a context, not a thread: on an event loop,
+another task's calls must not join it)."""
+
+
+def in_group(saver: SqliteSaverCore) -> bool:
+    """Whether this context is inside an open ``grouped`` block of ``saver``."""
+    group = IN_GROUP.get()
+    return group is not None and group.open and group.saver is saver
 
 
 class WouldWait(Exception):
@@ -266,7 +286,7 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         """The connection, set up, under the saver's lock. Its busy timeout is
         0 while ``NO_WAIT`` is set (a locked database is then ``WouldWait``),
         ``busy_timeout`` otherwise; it is changed only when the wish changes."""
-        if IN_GROUP.get() is self:
+        if in_group(self):
             yield self.conn  # inside this thread's group: its transaction, its lock
             return
         with self._lock:
@@ -295,7 +315,7 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         """One transaction under the saver's lock. Writes start IMMEDIATE so a
         busy database makes them wait at BEGIN (``busy_timeout``) rather than
         fail halfway; reads get one consistent snapshot."""
-        if IN_GROUP.get() is self:
+        if in_group(self):
             yield self.conn  # part of the group's transaction
             return
         with self._connection() as conn:
@@ -316,13 +336,15 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         transaction (one commit instead of one each): all saved, or, if an
         error leaves the block, none. Calls from other threads (or other
         asyncio tasks) wait for the block to end."""
-        if IN_GROUP.get() is self:
+        if in_group(self):
             yield
             return
         held = self._begin_group()
-        token = IN_GROUP.set(self)
+        group = _Group(self)
+        token = IN_GROUP.set(group)
         try:
             yield
+            group.open = False
             IN_GROUP.reset(token)
             try:
                 self.conn.execute("COMMIT")
@@ -332,7 +354,8 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
                 raise
             self._committed()
         finally:
-            if IN_GROUP.get() is self:
+            if group.open:
+                group.open = False
                 IN_GROUP.reset(token)
             try:
                 if self.conn.in_transaction:
@@ -387,7 +410,7 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         and the retry budget lasts; a fault of the file is a ``StorageError``.
         Inside this context's group, ``fn`` runs in the group's transaction,
         once: a fault loses the whole group's transaction."""
-        if IN_GROUP.get() is self:
+        if in_group(self):
             try:
                 return fn(self.conn)
             except sqlite3.DatabaseError as exc:
@@ -529,7 +552,7 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
             try:
                 with self._connection() as conn:
                     conn.execute(sql, rows[0])
-                    if IN_GROUP.get() is not self:
+                    if not in_group(self):
                         self._committed()
                 return
             except sqlite3.DatabaseError:

@@ -32,11 +32,11 @@ from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.checkpoint.sqlite import (
     BUSY_TIMEOUT,
-    IN_GROUP,
     NO_WAIT,
     SqliteSaverCore,
     WouldWait,
     connect,
+    in_group,
 )
 
 __all__ = ["AsyncSqliteSaver"]
@@ -117,7 +117,7 @@ class AsyncSqliteSaver(SqliteSaverCore):
     async def _quick(self, fn: Callable[..., T], /, *args: Any) -> T:
         """``fn`` on the event loop if nothing can make it wait (see the
         module's docstring), else on the worker thread."""
-        if IN_GROUP.get() is self:
+        if in_group(self):
             return fn(*args)  # in this task's open group: its transaction
         if not self._on_worker and not self._lock.locked():
             token = NO_WAIT.set(True)
