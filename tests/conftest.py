@@ -108,6 +108,30 @@ def _truncate(pool: ConnectionPool[Any]) -> None:
         conn.execute(f"TRUNCATE {_TABLES}")
 
 
+_LEFT_OPEN = """
+SELECT pid, state, now() - state_change, query FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid()
+  AND state IN ('idle in transaction', 'idle in transaction (aborted)')
+  AND now() - state_change > interval '2 seconds'
+"""
+
+
+def _fail_on_open_transactions(pool: ConnectionPool[Any]) -> None:
+    """A session the test left idle inside a transaction holds its locks
+    forever: the next test's TRUNCATE would hang the whole run. Name the test
+    that left it instead, and end the session so the run goes on. (Sessions
+    stuck less than two seconds are given the time to finish.)"""
+    with pool.connection() as conn:
+        for _ in range(30):
+            left = conn.execute(_LEFT_OPEN).fetchall()
+            if not left:
+                return
+            conn.execute("SELECT pg_sleep(0.2)")
+        for pid, *_ in left:
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    pytest.fail(f"the test left PostgreSQL sessions idle in a transaction: {left}")
+
+
 @pytest.fixture(scope="session")
 def _loop_runner() -> Iterator[asyncio.Runner]:
     with asyncio.Runner() as runner:
@@ -156,6 +180,7 @@ def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseCheckp
         pool = request.getfixturevalue("_saver_pool")
         _truncate(pool)
         yield PostgresSaver(pool)
+        _fail_on_open_transactions(pool)
 
 
 @pytest.fixture(params=SAVER_KINDS)
@@ -176,6 +201,7 @@ def async_saver(
         _truncate(request.getfixturevalue("_saver_pool"))
         # Built on the session loop, so its sync methods know which loop to use.
         yield _loop_runner.run(_make_async_postgres_saver(pool))
+        _fail_on_open_transactions(request.getfixturevalue("_saver_pool"))
 
 
 async def _make_async_postgres_saver(pool: AsyncConnectionPool[Any]) -> AsyncPostgresSaver:
