@@ -409,6 +409,60 @@ def test_acancel_stops_only_its_run_among_runs_on_one_event_loop(
     arun(main())
 
 
+class SlowMarks(InMemorySaver):
+    """Reads its marks slowly, like a database under load: a poll is still
+    reading when a short run ends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    async def aget_thread_control(self, thread_id: str) -> str | None:
+        self.reads.append("start")
+        try:
+            await asyncio.sleep(0.5)
+            return await super().aget_thread_control(thread_id)
+        finally:
+            await asyncio.sleep(0.05)  # a cancelled query's round trip and rollback
+            self.reads.append("end")
+
+
+@pytest.mark.parametrize("cancelled", [False, True], ids=["returns", "cancelled"])
+def test_a_run_leaves_no_mark_read_running_on_its_event_loop(cancelled: bool) -> None:
+    """A caller that stops running the event loop once the run is over
+    (``runner.run``, a test harness) would freeze a read still in flight:
+    on PostgreSQL, a transaction left open that blocks every TRUNCATE and
+    ALTER of the table. The run's end waits for its read instead."""
+    saver = SlowMarks()
+
+    @task
+    async def slow() -> int:
+        await asyncio.sleep(5 if cancelled else 0.3)
+        return 1
+
+    @entrypoint(checkpointer=saver)
+    async def workflow(n: int) -> int:
+        return await slow() + n
+
+    async def run() -> int:
+        job = asyncio.create_task(workflow.ainvoke(1, cfg("t")))
+        if cancelled:
+            await asyncio.sleep(0.8)  # the first read (0.5 s), then a poll in flight
+            job.cancel()
+        return await job
+
+    with asyncio.Runner() as runner:
+        if cancelled:
+            with pytest.raises(asyncio.CancelledError):
+                runner.run(run())
+        else:
+            assert runner.run(run()) == 2
+        left = [t for t in asyncio.all_tasks(runner.get_loop()) if not t.done()]
+        assert left == []
+        # the start-of-run read, and a poll that was in flight at the end
+        assert saver.reads == ["start", "end", "start", "end"]
+
+
 def test_acancel_cancels_running_async_tasks(
     async_saver: BaseCheckpointSaver[Any], arun: Callable[[Awaitable[T]], T]
 ) -> None:

@@ -16,6 +16,7 @@ or the ``KeyboardInterrupt``/``CancelledError`` that stopped it).
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import os
 import threading
@@ -214,7 +215,14 @@ class _LoopWatcher:
     """The async runs' twin of ``WATCHER``: one timer on an event loop reads
     the marks of the loop's running runs every ``POLL_SECONDS``. A task and
     a timer per run (made, then cancelled, on every ``ainvoke``) cost a short
-    run two trips through the event loop; registering costs a dict entry."""
+    run two trips through the event loop; registering costs a dict entry.
+
+    The timer and the reads run in a context of their own: the context of
+    whichever run armed the timer (its config, a saver's open grouped block)
+    is not theirs. A run's end cancels its read in flight and waits for it,
+    so that nothing of the run is left half done on the loop once the run has
+    returned: a loop that is not run again (a caller's ``runner.run``) would
+    otherwise keep the read's database transaction open forever."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         # weak: the registry's value must not keep its key, the loop, alive
@@ -225,18 +233,21 @@ class _LoopWatcher:
         self.timer: asyncio.TimerHandle | None = None
         self.keys = itertools.count()
 
-    def add(self, poll: Callable[[], Awaitable[None]], stop: RunStop) -> Callable[[], None]:
+    def add(
+        self, poll: Callable[[], Awaitable[None]], stop: RunStop
+    ) -> Callable[[], Awaitable[None]]:
         key = next(self.keys)
         self.polls[key] = (poll, stop)
         loop = self.loop()
         if self.timer is None and loop is not None:
-            self.timer = loop.call_later(POLL_SECONDS, self._fire)
+            self.timer = loop.call_later(POLL_SECONDS, self._fire, context=contextvars.Context())
 
-        def remove() -> None:
+        async def remove() -> None:
             self.polls.pop(key, None)
             reading = self.reading.pop(key, None)
             if reading is not None:
                 reading.cancel()
+                await _finished(reading)
 
         return remove
 
@@ -247,8 +258,10 @@ class _LoopWatcher:
             return  # no run: the next one to start sets the timer again
         for key, (poll, stop) in list(self.polls.items()):
             if stop.reason is None and key not in self.reading:
-                self.reading[key] = loop.create_task(self._read(key, poll))
-        self.timer = loop.call_later(POLL_SECONDS, self._fire)
+                self.reading[key] = loop.create_task(
+                    self._read(key, poll), context=contextvars.Context()
+                )
+        self.timer = loop.call_later(POLL_SECONDS, self._fire, context=contextvars.Context())
 
     async def _read(self, key: int, poll: Callable[[], Awaitable[None]]) -> None:
         try:
@@ -259,6 +272,14 @@ class _LoopWatcher:
             self.reading.pop(key, None)
 
 
+async def _finished(task: asyncio.Task[None]) -> None:
+    """Wait for ``task`` to end, whatever it ends with (the caller's own
+    cancellation still reaches the caller)."""
+    import asyncio
+
+    await asyncio.wait((task,))
+
+
 _LOOP_WATCHERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWatcher] = (
     weakref.WeakKeyDictionary()
 )
@@ -266,9 +287,10 @@ _LOOP_WATCHERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWatche
 
 def awatch(
     loop: asyncio.AbstractEventLoop, poll: Callable[[], Awaitable[None]], stop: RunStop
-) -> Callable[[], None]:
+) -> Callable[[], Awaitable[None]]:
     """Have ``poll`` called every ``POLL_SECONDS`` on ``loop`` (its thread
-    only) until the run stops or the returned function is called."""
+    only) until the run stops or the returned coroutine function is awaited
+    (which waits for a read in flight to end)."""
     watcher = _LOOP_WATCHERS.get(loop)
     if watcher is None:
         watcher = _LOOP_WATCHERS[loop] = _LoopWatcher(loop)

@@ -698,10 +698,12 @@ class AsyncPregelLoop(PregelLoop):
         return self
 
     async def _release(self) -> None:
-        self._end_control()
-        if self._thread_lock is not None:
-            await self._thread_lock.__aexit__(None, None, None)
-            self._thread_lock = None
+        try:
+            await self._aend_control()
+        finally:
+            if self._thread_lock is not None:
+                await self._thread_lock.__aexit__(None, None, None)
+                self._thread_lock = None
 
     async def settle(self) -> None:
         """Wait for the saver calls that must finish before the run goes on."""

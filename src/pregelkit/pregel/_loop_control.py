@@ -10,7 +10,7 @@ the run they are part of and poll nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import CONF, CONFIG_KEY_LEASE, CONFIG_KEY_THREAD_ID
@@ -51,6 +51,7 @@ class LoopControl:
         saver = self.checkpointer
         self._controlled = saver is not None and parent is None and saver.has_thread_control
         self._unwatch: Callable[[], None] | None = None
+        self._aunwatch: Callable[[], Awaitable[None]] | None = None
 
     def _thread_locker(self) -> BaseCheckpointSaver[Any] | None:
         """The saver whose lock a root run holds on its thread; none when a
@@ -86,7 +87,7 @@ class LoopControl:
             return
         if self._marked(await saver.aget_thread_control(self._thread_id)):
             await saver.aput_thread_control(self._thread_id, None)
-        self._unwatch = awatch(self._aloop, self._apoll, self.run_stop)
+        self._aunwatch = awatch(self._aloop, self._apoll, self.run_stop)
 
     def _poll(self) -> None:
         """Read the mark (``WATCHER``'s thread calls this while the run runs)."""
@@ -103,6 +104,13 @@ class LoopControl:
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
+
+    async def _aend_control(self) -> None:
+        """Stop polling; a read in flight is cancelled and waited for, so the
+        run leaves nothing running on its event loop."""
+        if self._aunwatch is not None:
+            unwatch, self._aunwatch = self._aunwatch, None
+            await unwatch()
 
     def _mark_drained(self, exc: BaseException | None) -> None:
         """A run a drain stopped leaves its thread marked ``"drained"``."""
