@@ -103,32 +103,47 @@ def _saver_pool(postgres_server: str) -> Iterator[ConnectionPool[Any]]:
         yield pool
 
 
-def _truncate(pool: ConnectionPool[Any]) -> None:
+def truncate_saver_tables(pool: ConnectionPool[Any]) -> None:
     with pool.connection() as conn:
-        conn.execute(f"TRUNCATE {_TABLES}")
+        _empty(conn, _TABLES)
+
+
+def _empty(conn: psycopg.Connection[Any], tables: str) -> None:
+    """TRUNCATE ``tables``, failing the test (rather than hanging the run)
+    if a session left open by an earlier test holds a lock on them."""
+    try:
+        with conn.transaction():
+            conn.execute("SET LOCAL lock_timeout = '60s'")
+            conn.execute(f"TRUNCATE {tables}")
+    except psycopg.errors.LockNotAvailable:
+        left = conn.execute(_LEFT_OPEN).fetchall()
+        pytest.fail(f"an earlier test left PostgreSQL sessions in a transaction: {left}")
 
 
 _LEFT_OPEN = """
 SELECT pid, state, now() - state_change, query FROM pg_stat_activity
 WHERE datname = current_database() AND pid <> pg_backend_pid()
   AND state IN ('idle in transaction', 'idle in transaction (aborted)')
-  AND now() - state_change > interval '2 seconds'
 """
 
 
 def _fail_on_open_transactions(pool: ConnectionPool[Any]) -> None:
+    with pool.connection() as conn:
+        _no_open_transactions(conn)
+
+
+def _no_open_transactions(conn: psycopg.Connection[Any]) -> None:
     """A session the test left idle inside a transaction holds its locks
     forever: the next test's TRUNCATE would hang the whole run. Name the test
-    that left it instead, and end the session so the run goes on. (Sessions
-    stuck less than two seconds are given the time to finish.)"""
-    with pool.connection() as conn:
-        for _ in range(30):
-            left = conn.execute(_LEFT_OPEN).fetchall()
-            if not left:
-                return
-            conn.execute("SELECT pg_sleep(0.2)")
-        for pid, *_ in left:
-            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    that left it instead, and end the session so the run goes on. (A session
+    is given six seconds to finish what it was doing.)"""
+    for _ in range(30):
+        left = conn.execute(_LEFT_OPEN).fetchall()
+        if not left:
+            return
+        conn.execute("SELECT pg_sleep(0.2)")
+    for pid, *_ in left:
+        conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
     pytest.fail(f"the test left PostgreSQL sessions idle in a transaction: {left}")
 
 
@@ -178,7 +193,7 @@ def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseCheckp
             yield sqlite_saver
     else:
         pool = request.getfixturevalue("_saver_pool")
-        _truncate(pool)
+        truncate_saver_tables(pool)
         yield PostgresSaver(pool)
         _fail_on_open_transactions(pool)
 
@@ -198,7 +213,7 @@ def async_saver(
         _loop_runner.run(opened.__aexit__(None, None, None))
     else:
         pool = request.getfixturevalue("_async_saver_pool")
-        _truncate(request.getfixturevalue("_saver_pool"))
+        truncate_saver_tables(request.getfixturevalue("_saver_pool"))
         # Built on the session loop, so its sync methods know which loop to use.
         yield _loop_runner.run(_make_async_postgres_saver(pool))
         _fail_on_open_transactions(request.getfixturevalue("_saver_pool"))
@@ -269,7 +284,7 @@ def make_store(
     if kind.endswith("postgres"):
         dsn = request.getfixturevalue("_store_dsn")
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("TRUNCATE store, pregelkit_store_vectors")
+            _empty(conn, "store, pregelkit_store_vectors")
     count = 0
 
     def make(**options: Any) -> StoreUnderTest:
@@ -307,6 +322,9 @@ def make_store(
 
     with exits:
         yield make
+    if kind.endswith("postgres"):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            _no_open_transactions(conn)
 
 
 # the run queue and its workers (test_worker*.py)
@@ -345,6 +363,7 @@ def queue_db(
         return
     dsn, pool = request.getfixturevalue("_queue_pg")
     with pool.connection() as conn:
-        conn.execute(f"TRUNCATE {_QUEUE_TABLES}")
+        _empty(conn, _QUEUE_TABLES)
     monkeypatch.setenv("FLEET_DB", dsn)
     yield dsn, PostgresSaver(pool)
+    _fail_on_open_transactions(pool)

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
 
+from conftest import truncate_saver_tables
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     Checkpoint,
@@ -639,8 +640,7 @@ def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlSto
         return
     pool: ConnectionPool[Any] = request.getfixturevalue("_saver_pool")
     pool_saver = PostgresSaver(pool)
-    with pool.connection() as conn:
-        conn.execute("TRUNCATE pregelkit_checkpoints, pregelkit_blobs, pregelkit_writes")
+    truncate_saver_tables(pool)
 
     def pg_raw(sql: str, *params: Any) -> list[tuple[Any, ...]]:
         with pool.connection() as conn, conn.cursor() as cur:

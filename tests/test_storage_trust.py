@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from psycopg_pool import ConnectionPool
 
+from conftest import truncate_saver_tables
 from pregelkit.checkpoint.base import BaseCheckpointSaver, RunnableConfig
 from pregelkit.checkpoint.postgres import PostgresSaver
 from pregelkit.checkpoint.serde import EncryptedSerializer, JsonPlusSerializer, SerdeError
@@ -85,8 +86,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
             conn.close()
         return
     pool: ConnectionPool[Any] = request.getfixturevalue("_saver_pool")
-    with pool.connection() as conn:
-        conn.execute("TRUNCATE pregelkit_checkpoints, pregelkit_blobs, pregelkit_writes")
+    truncate_saver_tables(pool)
 
     def pg_raw(sql: str, *params: Any) -> list[tuple[Any, ...]]:
         with pool.connection() as conn, conn.cursor() as cur:
