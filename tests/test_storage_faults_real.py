@@ -19,6 +19,7 @@ from pregelkit.checkpoint.postgres import PostgresSaver
 from pregelkit.checkpoint.sqlite import SqliteSaver
 from pregelkit.errors import StorageError
 from pregelkit.func import entrypoint, task
+from pregelkit.pregel._faults import RunFaults
 
 from pgserver import PgServer
 
@@ -77,11 +78,22 @@ def _saved_results(saver: Any, config: dict[str, Any]) -> set[int]:
 
 
 @pytest.mark.parametrize("durability", ["sync", "async"])
-def test_postgres_stopped_mid_run(server: PgServer, durability: str) -> None:
+def test_postgres_stopped_mid_run(
+    server: PgServer, durability: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The issue's case: the server dies after 72 of 200 sequential tasks
     started. The run must not go on starting the other 128."""
     config = {"configurable": {"thread_id": f"pg-{durability}"}}
     started: list[int] = []
+    known_at: list[int] = []
+    record = RunFaults.record
+
+    def noting(faults: RunFaults, exc: BaseException, what: str) -> None:
+        if not known_at:
+            known_at.append(len(started))
+        record(faults, exc, what)
+
+    monkeypatch.setattr(RunFaults, "record", noting)
     with PostgresSaver.from_conn_string(server.dsn, retry=QUICK) as saver:
         saver.setup()
         billing = _workflow(saver, started, server.stop)
@@ -95,8 +107,12 @@ def test_postgres_stopped_mid_run(server: PgServer, durability: str) -> None:
         if durability == "sync":
             assert started == list(range(FAULT_AT + 1))
         else:
-            # only tasks that started before the failed save was known
-            assert len(started) <= FAULT_AT + 10, len(started)
+            # The tasks that started while the failing save was in flight
+            # (its retries included) ran unsaved, as "async" allows: how many
+            # depends on the machine's speed. None started once it was known,
+            # but the one already past its boundary.
+            assert known_at and known_at[0] > FAULT_AT
+            assert len(started) <= known_at[0] + 1, (known_at, len(started))
         # with "async" the writer may have held everything, the input's
         # checkpoint too, in one group when the server died: then nothing was
         # saved, which async allows, and the thread starts again from its input
