@@ -666,25 +666,30 @@ wake up; on a loaded 2-core machine `BEGIN IMMEDIATE` and `COMMIT` take
 Every task attempt of a run with a checkpointer is recorded for timelines
 (`Pregel.get_timeline`). Without a checkpointer (the fan-out and chain rows
 above) nothing is recorded: a run pays one call to ask whether anything
-traces it, a task one test. `python benchmarks/attempts_overhead.py` times
-what recording adds per task, in CPU time, best of 7 rounds (wall-clock A/B
-runs of whole workloads on a loaded machine differ by more than this):
+traces it, a task one test. With one, `python benchmarks/attempts_ab.py`
+counts the instructions (callgrind) of each workload with recording on and
+off, per task, start-up excluded. Wall-clock A/B runs of a few percent drown
+in a shared machine's noise; instruction counts do not depend on what else
+runs. Five A/B pairs per workload (N = 400 tasks, 300 on SQLite), median:
 
-| per task | without | with the attempt record |
-|---|---|---|
-| the run's side (start, end, hand-over) | - | 3.5 µs |
-| `InMemorySaver.put_writes` (return value + call record) | 5.7 µs | 13.4 µs (both sides) |
-| `SqliteSaver.put_writes` (same, one transaction) | 68 µs | 105 µs (both sides) |
+| workload | without (instr/task) | with | overhead, median | each pair | at most |
+|---|---|---|---|---|---|
+| chain + InMemorySaver | 203,314 | 205,900 | 1.3% | 0.3%, 0.7%, 1.3%, 2.7%, 2.8% | 5% |
+| fan-out + InMemorySaver | 229,360 | 239,383 | 4.4% | 2.7%, 4.2%, 4.4%, 5.9%, 7.5% | 5% |
+| chain + SqliteSaver (sync) | 334,013 | 378,307 | 13.3% | 12.0%, 12.7%, 13.3%, 13.4%, 13.4% | 15% |
 
-Measured 2026-11-25 on the 2-core machine below while other jobs ran; in
-instructions (callgrind) the run's side is ~17k per attempt, against ~5k for
-creating a small Python object. Against the per-task times above that is
-about 10% on the chain with `InMemorySaver` and about 22% on the durable
-SQLite chain: over the targets of 5% and 15%. Where it goes: the start and
-end rows (two tuples of 15 fields, two clock reads), and on SQLite a second
-table touched by the task's commit (one more b-tree page in the WAL). A
-start is saved on its own only when the attempt still runs 10 ms after it
-began, so quick tasks pay no extra commit.
+Measured 2026-11-26 on the 2-core machine below. The pairs of a workload
+differ because the threads that wait on a clock (the executor's hand-off,
+the cancel-mark watcher) run as often as wall time, which valgrind
+stretches, allows; the fan-out, with the most threads, differs most. An
+attempt costs its start (a 6-field tuple and a clock read, in the thread
+that runs it), its end (a 15-field row, built and taken by the task's own
+`put_writes` in one call) and the row in the saver; on SQLite the task's
+commit writes a second table (one more b-tree page in the WAL), most of its
+share. A start is saved on its own only when the attempt still runs 2 ms
+after it began, so quick tasks pay no extra commit.
+`python benchmarks/attempts_overhead.py` times the run's side alone in CPU
+time (~0.7 µs per attempt).
 
 ## Reproduce
 

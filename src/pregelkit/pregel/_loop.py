@@ -477,11 +477,9 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
         ):
             return None  # a task cut short by the stop (or by what stopping did to it)
         log = self.attempt_log
-        if log is not None:
-            if writes[0][0] in (ERROR, INTERRUPT):
-                log.end_with(task_id, writes)
-            else:
-                log.end(task_id, "ok")
+        ok = writes[0][0] not in (ERROR, INTERRUPT)
+        if log is not None and not ok:
+            log.end_with(task_id, writes)
         if task_id == NULL_TASK_ID:
             chans = {c for c, _ in writes}
             self.checkpoint_pending_writes = [
@@ -513,6 +511,8 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
             # apply: forget it now rather than keep every call of the run alive
             self.tasks.pop(task_id, None)
         if self.checkpointer is None or self.durability == "exit":
+            if log is not None and ok:
+                log.end(task_id, "ok")  # saved at exit
             return None
         path = (task.path_str or task_path_str(task.path)) if task is not None else ""
         who = writer_name(task, task_id)
@@ -525,7 +525,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
             task_id,
             path,
             who,
-            () if log is None else log.take(),
+            () if log is None else log.end_ok(task_id) if ok else log.take(),
         )
 
     # exit
