@@ -12,9 +12,12 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import StoreUnderTest
 from pregelkit.store import _sqlcore
@@ -205,6 +208,15 @@ def test_a_batch_of_one_kind_needs_no_transaction() -> None:
     assert not one([GetOp(NS, "a"), PutOp(NS, "b", {})], indexed=False)
     assert one([SearchOp(NS)], indexed=False)
     assert not one([SearchOp(NS), SearchOp(NS)], indexed=False)
+
+
+@given(st.datetimes(min_value=datetime(1, 1, 2), timezones=st.just(UTC)))
+def test_sqlite_times_round_trip_to_the_microsecond(moment: datetime) -> None:
+    """Item times are stored as integer microseconds since 1970 and read back
+    exactly, before 1970 too, as aware UTC datetimes."""
+    dialect = SqliteDialect()
+    back = dialect.from_time(dialect.time(moment))
+    assert back == moment and back.tzinfo is UTC
 
 
 # TTLs

@@ -112,16 +112,22 @@ class SqliteStoreCore(BaseStore):
         self._ready = True
 
     def _run(self, ops: list[Op], embedded: _index.Embedded | None) -> list[Result]:
-        """Run a checked batch: one transaction (IMMEDIATE if it writes), then
-        the TTL refreshes its reads asked for, in a short write transaction of
-        their own (a read transaction cannot safely become a write one in WAL)."""
+        """Run a checked batch: one transaction (IMMEDIATE if it writes; a read
+        that is one statement is a transaction by itself), then the TTL
+        refreshes its reads asked for, in a short write transaction of their
+        own (a read transaction cannot safely become a write one in WAL)."""
         omit = _sqlcore.omits_expired(self.ttl_config)
         plan = _sqlcore.run_batch(self._dialect, ops, embedded, self._deserialize, omit)
         writes = any(isinstance(op, PutOp) for op in ops)
         later: list[_sqlcore.Statement] = []
         with self._lock:
             self._setup_locked()
-            results = self._transaction(plan, writes, later)
+            if not writes and _sqlcore.one_statement(ops, self._index is not None):
+                # one SELECT is a read transaction of its own: no BEGIN, no COMMIT
+                conn = self.conn
+                results = _sqlcore.drive(plan, lambda stmt: _execute(conn, stmt, later))
+            else:
+                results = self._transaction(plan, writes, later)
             if later:
                 self._transaction(_replay(later), True, [])
         return list(results)

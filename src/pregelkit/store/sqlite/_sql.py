@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pregelkit.store import _index, _namespaces
@@ -108,6 +108,9 @@ class SqliteDialect(Dialect):
     sweep = "DELETE FROM pregelkit_store WHERE expires_at <= ?"
 
     def select_items(self, keys: list[tuple[str, str]], now: Any) -> Statement:
+        if len(keys) == 1:  # the common get: no JSON list to build and unpack
+            ((prefix, key),) = keys
+            return Statement(_SELECT_ITEM, (prefix, key, now), "all")
         return Statement(_SELECT_ITEMS, (json.dumps(keys), now), "all")
 
     def time(self, moment: datetime) -> int:
@@ -115,9 +118,8 @@ class SqliteDialect(Dialect):
         return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
     def from_time(self, value: Any) -> datetime:
-        return datetime.fromtimestamp(value // 1_000_000, UTC).replace(
-            microsecond=value % 1_000_000
-        )
+        # exact integer arithmetic, and a fraction of fromtimestamp().replace()'s cost
+        return _EPOCH + timedelta(microseconds=value)
 
     def encode_value(self, value: dict[str, Any]) -> str:
         return encode_json(value)
@@ -169,6 +171,10 @@ def _prefixed(columns: str) -> str:
 
 # The keys come as one JSON array of [namespace text, key] pairs, walked
 # first (CROSS JOIN keeps that order), each looked up by the primary key.
+_SELECT_ITEM = f"""
+    SELECT {_prefixed(ITEM_COLUMNS)} FROM pregelkit_store s
+    WHERE s.prefix = ? AND s.key = ? AND {_LIVE}
+"""
 _SELECT_ITEMS = f"""
     SELECT {_prefixed(ITEM_COLUMNS)} FROM json_each(?) AS t
     CROSS JOIN pregelkit_store s
