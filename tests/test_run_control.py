@@ -38,6 +38,7 @@ from pregelkit.errors import GraphDrained, RunCancelledError
 from pregelkit.func import entrypoint, task
 from pregelkit.pregel import NodeBuilder, Pregel
 from pregelkit.runtime import RunControl
+from pregelkit.types import interrupt
 
 T = TypeVar("T")
 TESTS = Path(__file__).parent
@@ -461,6 +462,58 @@ def test_a_run_leaves_no_mark_read_running_on_its_event_loop(cancelled: bool) ->
         assert left == []
         # the start-of-run read, and a poll that was in flight at the end
         assert saver.reads == ["start", "end", "start", "end"]
+
+
+@pytest.mark.parametrize("ending", ["returns", "raises", "interrupted", "aclosed", "cancelled"])
+def test_an_async_run_leaves_nothing_running_on_its_event_loop(
+    ending: str, async_saver: BaseCheckpointSaver[Any], _loop_runner: asyncio.Runner
+) -> None:
+    """However an async run ends, once its caller has control back no task
+    of the run is left on the loop to finish later (a loop that is not run
+    again would freeze it with its locks and transactions). Only ``break``
+    out of ``async for`` leaves closing to Python's async generator
+    finalizer, which runs on the loop: docs/guides/stopping-runs.md says to
+    call ``aclose()``."""
+
+    @task
+    async def step(i: int) -> int:
+        await asyncio.sleep(0.05)
+        return i
+
+    @entrypoint(checkpointer=async_saver)
+    async def workflow(how: str) -> int:
+        total = 0
+        for i in range(6):
+            total += await step(i)
+        if how == "raises":
+            raise ValueError("the body failed")
+        if how == "interrupted":
+            interrupt("approve?")
+        return total
+
+    before: set[asyncio.Task[Any]] = set()
+
+    async def main() -> None:
+        before.update(asyncio.all_tasks())
+        if ending == "aclosed":
+            stream = workflow.astream(ending, cfg("t"), stream_mode="updates")
+            await stream.__anext__()
+            await stream.aclose()
+        elif ending == "cancelled":
+            run = asyncio.create_task(workflow.ainvoke(ending, cfg("t")))
+            await asyncio.sleep(0.15)
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+        elif ending == "raises":
+            with pytest.raises(ValueError, match="the body failed"):
+                await workflow.ainvoke(ending, cfg("t"))
+        else:
+            await workflow.ainvoke(ending, cfg("t"))
+
+    _loop_runner.run(main())
+    left = [t for t in asyncio.all_tasks(_loop_runner.get_loop()) - before if not t.done()]
+    assert left == []
 
 
 def test_acancel_cancels_running_async_tasks(
