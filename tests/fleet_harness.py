@@ -17,6 +17,8 @@ import fleet_flows
 
 TESTS = Path(__file__).resolve().parent
 LEASE = 1.0
+CONCURRENCY = 4
+"""Runs a worker process serves at once."""
 
 
 def cfg(thread: str) -> dict[str, Any]:
@@ -39,7 +41,7 @@ class WorkerProcess:
         with open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "pregelkit", "worker", *targets, "--db", url,
-                 "--concurrency", "4", "--lease", str(lease)],
+                 "--concurrency", str(CONCURRENCY), "--lease", str(lease)],
                 cwd=TESTS, env=env, stdout=subprocess.PIPE, stderr=err,
             )  # fmt: skip
 

@@ -29,7 +29,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 import fleet_flows
-from fleet_harness import WorkerProcess, cfg, wait_for
+from fleet_harness import CONCURRENCY, WorkerProcess, cfg, wait_for
 from pregelkit.checkpoint.postgres import PostgresSaver
 
 pytestmark = pytest.mark.chaos
@@ -61,15 +61,24 @@ def test_chaos_every_workflow_done_and_every_effect_once(
     chain = fleet_flows.chain.copy(checkpointer=saver)
     handles = [chain.submit(STEPS, cfg(f"c{i}")) for i in range(WORKFLOWS)]
 
+    # Steps long enough that the work (WORKFLOWS * STEPS steps, WORKERS *
+    # CONCURRENCY at a time) outlasts the chaos window half again, and the
+    # chaos starts once runs are in flight: every kill and pause then hits a
+    # worker holding runs, however fast the machine is.
+    busy = WORKERS * CONCURRENCY
+    step_seconds = max(0.2, 1.5 * CHAOS_SECONDS * busy / (WORKFLOWS * STEPS))
+
     def start() -> WorkerProcess:
-        # steps long enough that the work outlasts the chaos window (about
-        # WORKFLOWS * STEPS * 0.2 / WORKERS s), so kills and pauses hit runs in
-        # flight however fast the machine is
-        return WorkerProcess(url, "fleet_flows:chain", tmp=tmp_path, step_seconds=0.2)
+        return WorkerProcess(url, "fleet_flows:chain", tmp=tmp_path, step_seconds=step_seconds)
 
     pool = [start() for _ in range(WORKERS)]
     killed = paused = 0
     try:
+        wait_for(
+            "every worker to hold runs",
+            lambda: sum(h.status() == "running" for h in handles) >= busy,
+            timeout=60,
+        )
         deadline = time.monotonic() + CHAOS_SECONDS
         while time.monotonic() < deadline:
             time.sleep(rng.uniform(0.3, 0.8))
