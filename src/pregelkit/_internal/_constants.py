@@ -23,6 +23,10 @@ SCHEDULED: Final = "__scheduled__"
 CALL: Final = "__call__"
 """A task call's identity (name and argument digest), checked on replay."""
 
+EVENTS: Final = "__pregelkit_events__"
+"""The internal stream mode ``astream_events`` runs with: task attempts,
+their steps and results as engine objects (``pregel._events`` shapes them)."""
+
 # task kinds, the first element of a task path
 PUSH: Final = "__pregel_push"
 PULL: Final = "__pregel_pull"

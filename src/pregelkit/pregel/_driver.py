@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from pregelkit._internal._constants import CONF
+from pregelkit._internal._constants import CONF, EVENTS
 from pregelkit.errors import GraphRecursionError
 from pregelkit.pregel._control import StopRequested
 from pregelkit.pregel._output import DONE, Raw
@@ -141,6 +141,7 @@ class RunDriver:
             detach()
             stop.forget(loop.run.runner)
         yield from self._drain()
+        yield from _final_output(self.modes, loop)
         yield _ended(loop)
 
     # async: the caller's task waits on an asyncio.Event
@@ -204,6 +205,8 @@ class RunDriver:
             stop.forget(loop.run.runner)
         for event in self._drain():
             yield event
+        for event in _final_output(self.modes, loop):
+            yield event
         yield _ended(loop)
 
     # shared by both
@@ -257,6 +260,17 @@ def _runner(loop: SyncPregelLoop | AsyncPregelLoop, *, is_async: bool) -> Pregel
     loop.run.runner = runner
     stop.runners.append(runner)
     return runner
+
+
+def _final_output(modes: frozenset[str], loop: PregelLoop) -> tuple[Raw, ...]:
+    """For ``astream_events`` (its ``EVENTS`` mode): what the run's stream
+    channels hold at its end, the output of its root ``on_chain_end``, as
+    LangGraph reports it (None when the run stopped before writing them)."""
+    if EVENTS not in modes:
+        return ()
+    from pregelkit.pregel._io import read_channels
+
+    return (((), EVENTS, ("output", None, read_channels(loop.channels, loop.output_keys))),)
 
 
 def _ended(loop: PregelLoop) -> Raw:

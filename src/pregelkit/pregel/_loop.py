@@ -20,6 +20,7 @@ from pregelkit._internal._constants import (
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_THREAD_ID,
     ERROR,
+    EVENTS,
     INPUT,
     INTERRUPT,
     NS_SEP,
@@ -377,6 +378,8 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
             for task in self.tasks.values():
                 if not task.writes:
                     self._task_started(task)
+        if EVENTS in self.stream_modes:
+            self._emit(EVENTS, ("step", None, self.step))
         return True
 
     def after_tick(self) -> None:

@@ -17,6 +17,7 @@ from pregelkit._internal._constants import (
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_THREAD_ID,
     ERROR,
+    EVENTS,
     INTERRUPT,
 )
 from pregelkit._internal._ids import utc_now_iso
@@ -110,6 +111,9 @@ class LoopEvents:
         if self.stream is None:
             return
         modes = self.stream_modes
+        if EVENTS in modes and not cached and writes[0][0] != ERROR and not interrupted:
+            # before the update it makes, as LangGraph's on_chain_end comes first
+            self._emit(EVENTS, ("end", task, writes))
         if "updates" in modes and writes[0][0] != ERROR and not interrupted:
             update = map_output_updates(self.stream_keys, task, writes, cached)
             if update is not None:

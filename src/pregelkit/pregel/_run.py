@@ -7,10 +7,11 @@ The injection and write decisions are shared helpers; ``run_task`` and
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from contextvars import copy_context
 from typing import TYPE_CHECKING, Any
 
-from pregelkit._internal._constants import RESERVED, RETURN
+from pregelkit._internal._constants import EVENTS, RESERVED, RETURN
 from pregelkit._internal._scope import CURRENT
 from pregelkit.errors import InvalidUpdateError
 from pregelkit.pregel._call import Call, FnSpec
@@ -61,6 +62,13 @@ def _node_writes(task: PregelExecutableTask, node: PregelNode, output: Any) -> N
     task.writes.extend(writes)
 
 
+def _events_emit(scope: TaskScope) -> Callable[[str, Any], None] | None:
+    """The run's emitter when ``astream_events`` listens (its ``EVENTS``
+    mode), else None: every other run pays one set lookup per attempt."""
+    run = scope.run
+    return run.emit if EVENTS in run.stream_modes else None
+
+
 def _async_error(kind: str, name: str) -> TypeError:
     return TypeError(
         f"{kind} {name!r} is an async function; run the graph with ainvoke()/astream() "
@@ -72,8 +80,11 @@ def run_task(task: PregelExecutableTask) -> Any:
     """One attempt of ``task`` in this thread; its writes land in ``task.writes``."""
     scope: TaskScope = task.scope
     token = CURRENT.set(scope)
+    emit = _events_emit(scope)
     try:
         proc = task.proc
+        if emit is not None:
+            emit(EVENTS, ("start", task, None))
         if type(proc) is Call:
             spec = proc.spec
             if spec.is_async:
@@ -82,10 +93,14 @@ def run_task(task: PregelExecutableTask) -> Any:
             if spec.inject:
                 kw = {**kw, **_inject(spec, scope, kw, len(proc.args))}
             value = spec.fn(*proc.args, **kw)
+            if emit is not None:
+                emit(EVENTS, ("stream", task, value))
             task.writes.append((RETURN, value))
             return value
         value = task.input
-        for step in proc.steps:
+        for i, step in enumerate(proc.steps):
+            if emit is not None:
+                emit(EVENTS, ("step_start", task, (i, step, value)))
             if type(step) is _SubgraphStep:
                 value = step.graph.invoke(value)
             elif step.is_async:
@@ -94,6 +109,10 @@ def run_task(task: PregelExecutableTask) -> Any:
                 value = step.fn(value, **_inject(step, scope, {}, 1))
             else:
                 value = step.fn(value)
+            if emit is not None:
+                emit(EVENTS, ("step_end", task, (i, step, value)))
+        if emit is not None:
+            emit(EVENTS, ("stream", task, value))
         _node_writes(task, proc, value)
         return value
     finally:
@@ -119,8 +138,11 @@ async def arun_task(task: PregelExecutableTask) -> Any:
     """The async twin of ``run_task``: sync steps run in a worker thread."""
     scope: TaskScope = task.scope
     token = CURRENT.set(scope)
+    emit = _events_emit(scope)
     try:
         proc = task.proc
+        if emit is not None:
+            emit(EVENTS, ("start", task, None))
         if type(proc) is Call:
             spec = proc.spec
             kw = proc.kwargs
@@ -130,18 +152,26 @@ async def arun_task(task: PregelExecutableTask) -> Any:
                 value = await spec.fn(*proc.args, **kw)
             else:
                 value = await _in_thread(spec.fn, *proc.args, **kw)
+            if emit is not None:
+                emit(EVENTS, ("stream", task, value))
             task.writes.append((RETURN, value))
             return value
         value = task.input
-        for step in proc.steps:
+        for i, step in enumerate(proc.steps):
+            if emit is not None:
+                emit(EVENTS, ("step_start", task, (i, step, value)))
             if type(step) is _SubgraphStep:
                 value = await step.graph.ainvoke(value)
-                continue
-            kw = _inject(step, scope, {}, 1) if step.inject else {}
-            if step.is_async:
-                value = await step.fn(value, **kw)
             else:
-                value = await _in_thread(step.fn, value, **kw)
+                kw = _inject(step, scope, {}, 1) if step.inject else {}
+                if step.is_async:
+                    value = await step.fn(value, **kw)
+                else:
+                    value = await _in_thread(step.fn, value, **kw)
+            if emit is not None:
+                emit(EVENTS, ("step_end", task, (i, step, value)))
+        if emit is not None:
+            emit(EVENTS, ("stream", task, value))
         _node_writes(task, proc, value)
         return value
     finally:

@@ -247,13 +247,17 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
                 )
         return self.copy(output_channels=output_keys)
 
-    def _start(self, where: str, args: dict[str, Any]) -> tuple[RunDriver, StreamShape]:
+    def _start(
+        self, where: str, args: dict[str, Any], extra_modes: frozenset[str] = frozenset()
+    ) -> tuple[RunDriver, StreamShape]:
         """The shared start of every run, whichever driver waits on it.
 
         The four drivers pass their arguments as ``locals()``: each keeps its
         full signature for type checkers and readers, and the checks and the
         defaults live here once (``stream`` streams the graph's stream
-        channels, ``invoke`` returns its output channels)."""
+        channels, ``invoke`` returns its output channels). ``extra_modes``
+        are internal modes the run emits besides the caller's (``astream_events``
+        listens to the engine's ``EVENTS``)."""
         live = where in ("stream", "astream")
         kwargs = args["kwargs"]
         if kwargs:
@@ -273,7 +277,7 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
             self._outputs(output_keys),
             args["input"],
             run_config(getattr(self, "_default_config", None), args["config"], args["context"]),
-            shape.modes,
+            shape.modes | extra_modes,
             live=live,
             durability=durability,
             interrupt_before=args["interrupt_before"],
@@ -356,6 +360,39 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
                     yield chunk
         finally:
             await events.aclose()
+
+    def astream_events(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        version: str = "v2",
+        include_names: Sequence[str] | None = None,
+        include_types: Sequence[str] | None = None,
+        include_tags: Sequence[str] | None = None,
+        exclude_names: Sequence[str] | None = None,
+        exclude_types: Sequence[str] | None = None,
+        exclude_tags: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Run the graph, yielding LangChain's ``version="v2"`` event dicts:
+        ``on_chain_start``/``on_chain_stream``/``on_chain_end`` of the graph
+        and of each node and task run in it, so code written against
+        LangGraph's ``astream_events`` runs unchanged. Other keywords
+        (``stream_mode``, ``durability``, ``context``, ...) go to the run as
+        ``astream`` takes them; leaving early (``aclose()``) stops the run.
+        See ``pregel._events`` for what differs from LangGraph."""
+        from pregelkit.pregel._events import stream_events  # lazy: keeps imports fast
+
+        return stream_events(
+            self,
+            input,
+            config,
+            version=version,
+            include=(include_names, include_types, include_tags),
+            exclude=(exclude_names, exclude_types, exclude_tags),
+            kwargs=kwargs,
+        )
 
     def invoke(
         self,
