@@ -152,25 +152,35 @@ def chain_memory(lib: Lib, n: int) -> Prepared:
     )
 
 
-def chain_sqlite(lib: Lib, n: int) -> Prepared:
-    """The chain with a SqliteSaver on a temporary file, durability="sync"."""
+def _chain_sqlite(lib: Lib, n: int, durability: str | None) -> Prepared:
     sqlite_mod = lib.module("checkpoint.sqlite")
     tmpdir = tempfile.TemporaryDirectory(prefix="bench-sqlite-")
     path = os.path.join(tmpdir.name, "checkpoints.db")
     cm = sqlite_mod.SqliteSaver.from_conn_string(path)
     saver = cm.__enter__()
     main = _chain_entrypoint(lib, saver)
+    kwargs = {} if durability is None else {"durability": durability}
 
     def close() -> None:
         cm.__exit__(None, None, None)
         tmpdir.cleanup()
 
     return Prepared(
-        run=lambda: main.invoke(n, _thread("timed"), durability="sync"),
-        warmup=lambda: main.invoke(WARMUP_N, _thread("warmup"), durability="sync"),
+        run=lambda: main.invoke(n, _thread("timed"), **kwargs),
+        warmup=lambda: main.invoke(WARMUP_N, _thread("warmup"), **kwargs),
         check=lambda r: _expect(r, n),
         close=close,
     )
+
+
+def chain_sqlite(lib: Lib, n: int) -> Prepared:
+    """The chain with a SqliteSaver on a temporary file, durability="sync"."""
+    return _chain_sqlite(lib, n, "sync")
+
+
+def chain_sqlite_default(lib: Lib, n: int) -> Prepared:
+    """The chain with a SqliteSaver on a temporary file, default durability."""
+    return _chain_sqlite(lib, n, None)
 
 
 def resume(lib: Lib, n: int) -> Prepared:
@@ -640,6 +650,7 @@ WORKLOADS: dict[str, tuple[Callable[[Lib, int], Prepared], str]] = {
     "chain": (chain, "task"),
     "chain_memory": (chain_memory, "task"),
     "chain_sqlite": (chain_sqlite, "task"),
+    "chain_sqlite_default": (chain_sqlite_default, "task"),
     "resume": (resume, "replayed task"),
     "async_fanout": (async_fanout, "task"),
     "pregel_chain": (pregel_chain, "superstep"),
