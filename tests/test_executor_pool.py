@@ -1,0 +1,80 @@
+"""The shared pool's deferred work: a job its caller does not wait for still
+reaches a worker on its own, after a busy spell and after a quiet one (when
+the poller has backed off or parked), and a run's background saves reach the
+database while a long task body runs inline."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pregelkit.checkpoint.sqlite import SqliteSaver
+from pregelkit.func import entrypoint, task
+from pregelkit.pregel._executor import MAX_PAUSE_SECONDS, _get_pool, in_background
+
+DEADLINE = 5.0
+"""Generous: the pool promises milliseconds; a loaded CI machine gets seconds."""
+
+
+def _busy_until(event: threading.Event) -> bool:
+    """Spin without blocking (so the caller never hands the job over itself)."""
+    end = time.monotonic() + DEADLINE
+    while time.monotonic() < end:
+        if event.is_set():
+            return True
+        sum(range(200))
+    return event.is_set()
+
+
+@pytest.mark.parametrize("quiet_before", [0.0, 0.3])
+def test_a_job_nobody_waits_for_reaches_a_worker(quiet_before: float) -> None:
+    # 0.3 s of quiet is longer than the poller's backing off and parking
+    # (PARK_AFTER looks at most MAX_PAUSE_SECONDS apart)
+    pool = _get_pool()
+    assert quiet_before == 0 or quiet_before > pool.PARK_AFTER * MAX_PAUSE_SECONDS
+    time.sleep(quiet_before)
+    started = threading.Event()
+    job = in_background(started.set)
+    assert _busy_until(started), "a deferred job never started while its caller was busy"
+    job.result(timeout=DEADLINE)
+
+
+def test_many_jobs_taken_by_their_callers_then_one_left_alone() -> None:
+    # a long spell of jobs run by their own callers backs the poller off;
+    # the one left alone afterwards must still get to a worker
+    for _ in range(2000):
+        in_background(lambda: None).result()
+    started = threading.Event()
+    in_background(started.set)
+    assert _busy_until(started)
+
+
+def test_the_input_is_saved_while_a_long_task_body_runs_inline(tmp_path: Path) -> None:
+    """A lone task runs in its caller's thread; the run's queued saves must
+    not wait for the run's end to reach the database."""
+    path = str(tmp_path / "state.db")
+    seen: list[bool] = []
+
+    with SqliteSaver.from_conn_string(path) as saver:
+
+        @task
+        def long_body(x: int) -> int:
+            reader = SqliteSaver.from_conn_string(path)
+            with reader as other:
+                end = time.monotonic() + DEADLINE
+                while time.monotonic() < end:
+                    if other.get_tuple({"configurable": {"thread_id": "t"}}) is not None:
+                        seen.append(True)
+                        break
+                    time.sleep(0.001)  # releases the GIL, but blocks on no future
+            return x + 1
+
+        @entrypoint(checkpointer=saver)
+        def main(x: int) -> int:
+            return long_body(x).result()
+
+        assert main.invoke(1, {"configurable": {"thread_id": "t"}}) == 2
+    assert seen == [True], "nothing of the run was saved while its task ran"
