@@ -584,7 +584,7 @@ grew during the timed run (see Method).
   results in the background, as its `"async"` does, and waits only for the
   checkpoint at the end of each step (a functional chain is one step). So
   the `"sync"` row is reported without a target; the default-durability row,
-  where both save task results in the background, carries the 10× target.
+  where both save task results in the background, carries the 10{TIMES} target.
 - **resume replay**: an entrypoint (with an `InMemorySaver`) runs N sequential tasks
   and then calls `interrupt()`; the first invoke (untimed) stops there, the timed
   invoke resumes with `Command(resume=...)`, replaying the N saved results (the
