@@ -175,7 +175,7 @@ def test_state_update_fields() -> None:
 
 def test_interrupt_fields_repr_and_deprecated_interrupt_id() -> None:
     plain = Interrupt("ask", id="i1")
-    assert repr(plain) == "Interrupt(value='ask', id='i1')"
+    assert repr(plain) == "Interrupt(value='ask', id='i1', response_schema=None)"
     schema = {"type": "string"}
     assert repr(Interrupt("ask", id="i1", response_schema=schema)) == (
         "Interrupt(value='ask', id='i1', response_schema={'type': 'string'})"

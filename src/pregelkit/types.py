@@ -175,12 +175,11 @@ class Interrupt:
         return self.id
 
     def __repr__(self) -> "str":
-        # The schema shows only when there is one, so interrupts print as they
-        # always have (and as the design examples show them).
-        schema = (
-            "" if self.response_schema is None else f", response_schema={self.response_schema!r}"
+        # LangGraph's text, so a printed stream or state reads the same
+        return (
+            f"Interrupt(value={self.value!r}, id={self.id!r}, "
+            f"response_schema={self.response_schema!r})"
         )
-        return f"Interrupt(value={self.value!r}, id={self.id!r}{schema})"
 
     def __setstate__(self, state: "tuple[Any, ...]") -> "None":
         # Interrupts saved before ``response_schema`` existed pickle two fields.

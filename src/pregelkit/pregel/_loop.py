@@ -375,9 +375,15 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
             self.status = "interrupt_before"
             raise GraphInterrupt()
         if "tasks" in self.stream_modes or "debug" in self.stream_modes:
+            # every task of the step, as LangGraph: those a resume replays too
             for task in self.tasks.values():
-                if not task.writes:
-                    self._task_started(task)
+                self._task_started(task)
+        if self._done_writes and self.stream is not None:
+            # as LangGraph: the updates of tasks whose saved writes a resume
+            # takes instead of running them, marked cached
+            for task in self.tasks.values():
+                if task.writes:
+                    self._output_writes(task, task.writes, True)
         if EVENTS in self.stream_modes:
             self._emit(EVENTS, ("step", None, self.step))
         return True
@@ -560,15 +566,13 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
                     who,
                 )
         if isinstance(exc, GraphInterrupt):
+            if not self.is_nested and self.stream is not None:
+                self._emit_interrupted_values()
             if exc.interrupts:
                 self._emit_interrupts(exc.interrupts)
             elif not self.interrupts:
                 self._emit("updates", {INTERRUPT: ()})
-            if self.is_nested:
-                return False
-            if "values" in self.stream_modes:
-                self._emit("values", {INTERRUPT: tuple(self.interrupts)})
-            return True
+            return not self.is_nested
         return False
 
     def check_saved(self) -> None:

@@ -22,8 +22,8 @@ from pregelkit._internal._constants import (
 )
 from pregelkit._internal._ids import utc_now_iso
 from pregelkit.channels.base import BaseChannel
-from pregelkit.checkpoint.base import Checkpoint, CheckpointMetadata
-from pregelkit.pregel._algo import Planner, prepare_next_tasks
+from pregelkit.checkpoint.base import Checkpoint, CheckpointMetadata, copy_checkpoint
+from pregelkit.pregel._algo import Planner, apply_writes, prepare_next_tasks
 from pregelkit.pregel._io import (
     map_output_updates,
     read_channels,
@@ -78,6 +78,8 @@ class LoopEvents:
     checkpoint_metadata: CheckpointMetadata
     checkpoint_config: dict[str, Any]
     prev_checkpoint_config: dict[str, Any] | None
+    tasks: dict[str, PregelExecutableTask]
+    _next_version: Any
 
     def _emit(self, mode: str, payload: Any) -> None:
         if mode in self.stream_modes and self.stream is not None:
@@ -101,6 +103,33 @@ class LoopEvents:
                     fresh.append(i)
         if fresh and self.stream is not None:
             self._emit("updates", {INTERRUPT: tuple(fresh)})
+            if "values" in self.stream_modes:
+                # as LangGraph: the values as they stand with the interrupts
+                # beside them, or the interrupts alone for a single channel
+                current = read_channels(self.channels, self.output_keys)
+                if isinstance(current, dict):
+                    # a copy: a single channel's value may be the user's dict
+                    self._emit("values", {**current, INTERRUPT: tuple(fresh)})
+                else:
+                    self._emit("values", {INTERRUPT: tuple(fresh)})
+
+    def _emit_interrupted_values(self) -> None:
+        """At an interrupt, as LangGraph: the values with the writes of the
+        step's tasks that finished applied (to copies: the run saves nothing
+        more), when they changed an output channel."""
+        if "values" not in self.stream_modes or not any(t.writes for t in self.tasks.values()):
+            return
+        channels = {k: c.copy() for k, c in self.channels.items()}
+        updated = apply_writes(
+            copy_checkpoint(self.checkpoint),
+            channels,
+            self.tasks.values(),
+            self._next_version,
+            self.trigger_to_nodes,
+        )
+        keys = (self.output_keys,) if isinstance(self.output_keys, str) else self.output_keys
+        if not updated.isdisjoint(keys):
+            self._emit("values", read_channels(channels, self.output_keys))
 
     def _output_writes(
         self, task: PregelExecutableTask, writes: Sequence[tuple[str, Any]], cached: bool
@@ -115,7 +144,9 @@ class LoopEvents:
             # before the update it makes, as LangGraph's on_chain_end comes first
             self._emit(EVENTS, ("end", task, writes))
         if "updates" in modes and writes[0][0] != ERROR and not interrupted:
-            update = map_output_updates(self.stream_keys, task, writes, cached)
+            # the run's output keys, as LangGraph: an invoke's updates hold
+            # its output channels, a stream's its stream channels
+            update = map_output_updates(self.output_keys, task, writes, cached)
             if update is not None:
                 self._emit("updates", update)
         if not cached and ("tasks" in modes or "debug" in modes):

@@ -101,11 +101,9 @@ class LoopInput(LoopEvents):
         self._null_writes = []
         self.run.resume_writes.clear()
         changed: set[str] = set()
+        # no values chunk for the input itself: LangGraph shows values after
+        # each step (and where a resumed run stands), not the input written
         updated = self._apply([PregelTaskWrites((), INPUT, writes, ())], changed)
-        if "values" in self.stream_modes and not updated.isdisjoint(
-            [self.output_keys] if isinstance(self.output_keys, str) else self.output_keys
-        ):
-            self._emit("values", read_channels(self.channels, self.output_keys))
         self._put_checkpoint({"source": "input"}, changed)
         return updated
 
@@ -165,7 +163,6 @@ class LoopInput(LoopEvents):
             self._put_checkpoint({"source": "fork"}, set())
         if "values" in self.stream_modes:
             # as LangGraph does: a resumed run first shows where it stands
-            keys = [self.output_keys] if isinstance(self.output_keys, str) else self.output_keys
-            if any(self.channels[k].is_available() for k in keys):
-                self._emit("values", read_channels(self.channels, self.output_keys))
+            # (None, or an empty dict, when nothing is written yet)
+            self._emit("values", read_channels(self.channels, self.output_keys))
         return None

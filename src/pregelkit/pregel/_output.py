@@ -118,7 +118,8 @@ SKIP: Any = object()
 
 class InvokeResult:
     """What ``invoke``/``ainvoke`` return, gathered from a run's raw events: the
-    last values (plus any interrupts), or every chunk of another stream mode;
+    last values (plus any interrupts), or every chunk of another stream mode
+    (``(mode, chunk)`` pairs for a list of modes, as ``stream`` gives them);
     with ``version="v2"``, a ``GraphOutput`` or the v2 chunks."""
 
     __slots__ = ("chunks", "interrupts", "latest", "shape", "values_mode")
@@ -141,18 +142,18 @@ class InvokeResult:
             if chunk is SKIP:
                 return
             if not shape.v2:
-                self._add(payload)
+                self._add(mode, payload)
             elif self.values_mode:
                 # as LangGraph's v2 invoke: the data of the last values chunk
                 self.latest = chunk["data"]
             else:
                 self.chunks.append(chunk)
         else:
-            self._add(payload)
+            self._add(mode, payload)
 
-    def _add(self, payload: Any) -> None:
+    def _add(self, mode: str, payload: Any) -> None:
         if not self.values_mode:
-            self.chunks.append(payload)
+            self.chunks.append(payload if self.shape.single else (mode, payload))
         elif not (isinstance(payload, dict) and INTERRUPT in payload and len(payload) == 1):
             self.latest = payload
 
