@@ -5,6 +5,7 @@ running LangGraph on the same graphs)."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -13,6 +14,7 @@ import pytest
 
 from pregelkit.channels import EphemeralValue, LastValue
 from pregelkit.checkpoint.memory import InMemorySaver
+from pregelkit.config import get_stream_writer
 from pregelkit.func import entrypoint, task
 from pregelkit.pregel import NodeBuilder, Pregel
 from pregelkit.types import Command, interrupt
@@ -179,6 +181,87 @@ def test_unhandled_task_error_propagates_after_the_starts(arun: Run[Any]) -> Non
         ("on_chain_start", "boom"),
     ]
     assert seen[2]["data"] == {"input": {"x": 3}}
+
+
+@pytest.mark.parametrize("is_async", [True, False], ids=["async", "sync"])
+def test_graph_chunks_after_a_task_are_not_held_while_the_caller_goes_on(
+    is_async: bool, arun: Run[Any]
+) -> None:
+    # LangGraph yields each chunk as it comes: the task's update at once, each
+    # progress write when it is made, not all of them when the run ends
+    def progress(i: int) -> None:
+        get_stream_writer()({"progress": i, "at": time.monotonic()})
+
+    if is_async:
+
+        @entrypoint()
+        async def wf(n: int) -> int:
+            a = await double(n)
+            for i in range(3):
+                progress(i)
+                await asyncio.sleep(0.2)
+            return a
+
+    else:
+
+        @entrypoint()
+        def wf(n: int) -> int:
+            a = add_one(n).result()
+            for i in range(3):
+                progress(i)
+                time.sleep(0.2)
+            return a
+
+    async def main() -> list[tuple[float, Any]]:
+        return [
+            (time.monotonic(), e["data"]["chunk"])
+            async for e in wf.astream_events(1, stream_mode=["updates", "custom"])
+            if e["name"] == "LangGraph" and e["event"] == "on_chain_stream"
+        ]
+
+    got = arun(main())
+    assert [c for _, c in got][:1] == [("updates", {"double" if is_async else "add_one": 2})]
+    writes = [(seen, c[1]) for seen, c in got if c[0] == "custom"]
+    assert [c["progress"] for _, c in writes] == [0, 1, 2]
+    # the update came before the second write was made, each write soon after it was made
+    assert got[0][0] < writes[1][1]["at"]
+    assert all(seen - c["at"] < 0.15 for seen, c in writes), writes
+
+
+@pytest.mark.parametrize("is_async", [True, False], ids=["async", "sync"])
+def test_a_held_graph_chunk_comes_before_the_error(is_async: bool, arun: Run[Any]) -> None:
+    if is_async:
+
+        @entrypoint()
+        async def wf(n: int) -> int:
+            a = await double(n)
+            raise ValueError(f"after task {a}")
+
+    else:
+
+        @entrypoint()
+        def wf(n: int) -> int:
+            a = add_one(n).result()
+            raise ValueError(f"after task {a}")
+
+    seen: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        async for event in wf.astream_events(1):
+            seen.append(event)
+
+    with pytest.raises(ValueError, match="after task 2"):
+        arun(main())
+    name = "double" if is_async else "add_one"
+    assert shape(seen) == [
+        ("on_chain_start", "LangGraph"),
+        ("on_chain_start", "wf"),
+        ("on_chain_start", name),
+        ("on_chain_stream", name),
+        ("on_chain_end", name),
+        ("on_chain_stream", "LangGraph"),
+    ]
+    assert seen[-1]["data"] == {"chunk": {name: 2}}
 
 
 def test_interrupt_and_resume(arun: Run[Any]) -> None:

@@ -69,6 +69,9 @@ class RunDriver:
         self.subgraphs = subgraphs
         self.control = control
         self.queue: deque[Raw] = deque()
+        # the running ``aevents``' emitter: ``astream_events`` sends itself a
+        # marker through it, which wakes the driver
+        self.emit: Callable[[tuple[str, ...], str, Any], None] | None = None
 
     def _loop(self, cls: type[PregelLoop], emit: Callable[..., None], is_async: bool) -> Any:
         graph = self.graph
@@ -161,6 +164,7 @@ class RunDriver:
                 else:
                     aloop.call_soon_threadsafe(wake.set)
 
+        self.emit = emit
         from pregelkit.pregel._loop import AsyncPregelLoop
 
         graph = self.graph
