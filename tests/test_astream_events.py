@@ -17,7 +17,10 @@ from pregelkit.checkpoint.memory import InMemorySaver
 from pregelkit.config import get_stream_writer
 from pregelkit.func import entrypoint, task
 from pregelkit.pregel import NodeBuilder, Pregel
-from pregelkit.types import Command, interrupt
+from pregelkit.runtime import Runtime
+from pregelkit.store.base import BaseStore
+from pregelkit.store.memory import InMemoryStore
+from pregelkit.types import Command, StreamWriter, interrupt
 
 T = TypeVar("T")
 Run = Callable[[Awaitable[T]], T]
@@ -314,6 +317,60 @@ def test_task_arguments_by_parameter_name(arun: Run[Any]) -> None:
     assert starts == [
         {"input": {"a": 3, "b": 2, "rest": (9,), "z": 1}},
         {"input": {"a": 3, "b": 5, "rest": ()}},
+    ]
+
+
+def test_task_arguments_leave_out_injected_parameters(arun: Run[Any]) -> None:
+    # as LangGraph shows them: an injected parameter not passed is left out,
+    # unless it has a default (then shown with it)
+    @task
+    async def with_writer(x: int, writer: StreamWriter) -> int:
+        return x
+
+    @task
+    async def with_config(x: int, config: Any) -> int:
+        return x
+
+    @task
+    async def with_store(x: int, *, store: BaseStore) -> int:
+        return x
+
+    @task
+    async def with_runtime(x: int, runtime: Runtime[Any]) -> int:
+        return x
+
+    @task
+    def with_defaults(x: int, y: int = 3, writer: StreamWriter | None = None) -> int:
+        return x
+
+    @task
+    async def with_kwargs(x: int, writer: StreamWriter, **kw: int) -> int:
+        return x
+
+    @entrypoint(store=InMemoryStore())
+    async def wf(n: int) -> list[int]:
+        return [
+            await with_writer(n),
+            await with_config(n),
+            await with_store(n),
+            await with_runtime(n),
+            await with_defaults(n),
+            await with_kwargs(n, z=4),
+        ]
+
+    events = arun(collect(wf.astream_events(1)))
+    starts = [
+        (e["name"], e["data"])
+        for e in events
+        if e["event"] == "on_chain_start" and e["name"].startswith("with_")
+    ]
+    assert starts == [
+        ("with_writer", {"input": {"x": 1}}),
+        ("with_config", {"input": {"x": 1}}),
+        ("with_store", {"input": {"x": 1}}),
+        ("with_runtime", {"input": {"x": 1}}),
+        ("with_defaults", {"input": {"x": 1, "y": 3, "writer": None}}),
+        ("with_kwargs", {"input": {"x": 1, "z": 4}}),
     ]
 
 

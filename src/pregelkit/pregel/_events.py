@@ -472,17 +472,18 @@ def _shown(task: PregelExecutableTask) -> bool:
 
 def _arguments(call: Call) -> Any:
     """A task call's input as LangGraph shows it: its arguments by parameter
-    name, defaults filled in, ``**kwargs`` spread (injected ones left out)."""
-    spec = call.spec
+    name, bound partially (an injected ``writer``, ``config``, ``store``...
+    not given is left out), defaults filled in, ``self``/``cls`` left out,
+    ``**kwargs`` spread."""
     try:
-        bound = inspect.signature(spec.fn).bind(*call.args, **call.kwargs)
+        bound = inspect.signature(call.spec.fn).bind_partial(*call.args, **call.kwargs)
     except (TypeError, ValueError):
         return {"args": call.args, "kwargs": call.kwargs}
     bound.apply_defaults()
     params = bound.signature.parameters
     shown: dict[str, Any] = {}
     for name, value in bound.arguments.items():
-        if name in spec.inject and name not in call.kwargs:
+        if name in ("self", "cls"):
             continue
         if params[name].kind is inspect.Parameter.VAR_KEYWORD:
             shown.update(value)
