@@ -423,16 +423,17 @@ def test_pregel_graph_nodes_and_steps(arun: Run[Any]) -> None:
 
 
 def test_config_names_tags_metadata_and_run_id(arun: Run[Any]) -> None:
-    app = _pregel().with_config(run_name="Renamed")
+    app = _pregel().with_config(run_name="Renamed", tags=["wc"], metadata={"x": 2, "m": 0})
     config = {"tags": ["t1"], "metadata": {"m": 1}, "run_id": uuid.UUID(int=5)}
     config["configurable"] = {"user_id": "u", "graph_id": "g"}
     events = arun(collect(app.astream_events(1, config, stream_mode="updates")))
     root = events[0]
     assert root["name"] == "Renamed" and root["run_id"] == str(uuid.UUID(int=5))
-    assert root["tags"] == ["t1"]
+    # with_config's tags and metadata merged with the call's, as LangGraph does
+    assert root["tags"] == ["wc", "t1"]
     # only some configurable keys are copied, as LangGraph does
-    assert root["metadata"] == {"m": 1, "graph_id": "g", "ls_integration": "langgraph"}
-    assert events[1]["tags"] == ["graph:step:0", "t1", "mine"]
+    assert root["metadata"] == {"x": 2, "m": 1, "graph_id": "g", "ls_integration": "langgraph"}
+    assert events[1]["tags"] == ["graph:step:0", "wc", "t1", "mine"]
     assert events[-1]["run_id"] == str(uuid.UUID(int=5))
 
 

@@ -300,17 +300,37 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
 def run_config(
     base: Mapping[str, Any] | None, config: Mapping[str, Any] | None, context: Any
 ) -> dict[str, Any]:
-    """The config of one run: the graph's defaults, then the caller's, then
-    ``context`` (given to ``invoke``) under its own key."""
+    """The config of one run: the graph's defaults, then the caller's (merged
+    as ``merge_config`` does), then ``context`` (given to ``invoke``) under
+    its own key."""
     check_config(config)
     merged: dict[str, Any] = dict(base) if base else {}
     if config:
-        for k, v in config.items():
-            if k == CONF and CONF in merged:
-                merged[CONF] = {**merged[CONF], **v}
-            else:
-                merged[k] = v
+        merge_config(merged, config)
     if context is not None:
         merged["context"] = context
     merged.setdefault(CONF, {})
     return merged
+
+
+def merge_config(merged: dict[str, Any], config: Mapping[str, Any]) -> None:
+    """Merge ``config`` into ``merged`` as LangGraph merges configs (a graph's
+    ``with_config`` one, then a call's): ``tags`` concatenated (duplicates
+    kept), ``metadata`` and ``configurable`` merged with ``config``'s keys
+    winning, empty or None ``tags``/``metadata`` adding nothing, any other
+    key replaced."""
+    for k, v in config.items():
+        if k == CONF and CONF in merged:
+            merged[CONF] = {**merged[CONF], **v}
+        elif k == "tags" or k == "metadata":
+            if not v:
+                continue
+            old = merged.get(k)
+            if not old:
+                merged[k] = v
+            elif k == "tags":
+                merged[k] = [*old, *v]
+            else:
+                merged[k] = {**old, **v}
+        else:
+            merged[k] = v
