@@ -459,6 +459,21 @@ def test_filters(arun: Run[Any]) -> None:
     ]
 
 
+@pytest.mark.parametrize("empty", ["include_names", "include_types", "include_tags"])
+def test_an_empty_include_filter_matches_nothing(empty: str, arun: Run[Any]) -> None:
+    # langchain-core tests the filters against None: [] is a filter
+    app = _pregel()
+    assert arun(collect(app.astream_events(1, **{empty: []}))) == []
+    if empty != "include_tags":
+        tagged = arun(collect(app.astream_events(1, include_tags=["mine"], **{empty: []})))
+        assert {e["name"] for e in tagged} == {"inc", "plus"}  # a step has its node's tags
+    everything = arun(collect(app.astream_events(1)))
+    no_exclusion = arun(
+        collect(app.astream_events(1, exclude_names=[], exclude_types=[], exclude_tags=[]))
+    )
+    assert shape(no_exclusion) == shape(everything)
+
+
 def test_stream_mode_and_other_keywords_pass_through(arun: Run[Any]) -> None:
     app = _pregel()
     events = arun(

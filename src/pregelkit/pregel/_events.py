@@ -209,25 +209,26 @@ class _Flush:
 
 class EventFilter:
     """``include_*``/``exclude_*`` as langchain-core applies them: with any
-    ``include_*`` an event must match one of them, and it must match no
-    ``exclude_*``; every run here is of type ``chain``."""
+    ``include_*`` given (an empty one too, which matches nothing) an event
+    must match one of them, and it must match no ``exclude_*``; every run
+    here is of type ``chain``."""
 
     __slots__ = ("exclude", "include", "open")
 
     def __init__(self, include: Names, exclude: Names) -> None:
         self.include = include
         self.exclude = exclude
-        self.open = not any(include)
+        self.open = all(f is None for f in include)
 
     def __call__(self, event: dict[str, Any]) -> bool:
         name, tags = event["name"], event["tags"]
         names, types, with_tags = self.include
         keep = self.open
-        if names:
+        if names is not None:
             keep = keep or name in names
-        if types:
+        if types is not None:
             keep = keep or "chain" in types
-        if with_tags:
+        if with_tags is not None:
             keep = keep or any(t in with_tags for t in tags)
         names, types, with_tags = self.exclude
         if names:
