@@ -5,6 +5,7 @@ running LangGraph on the same graphs)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -420,6 +421,45 @@ def test_pregel_graph_nodes_and_steps(arun: Run[Any]) -> None:
     assert events[11]["data"] == {"output": 20, "input": 2}
     # the root's output: what its stream channels hold at the end
     assert events[-1]["data"] == {"output": {"c": 20}}
+
+
+def test_step_names(arun: Run[Any]) -> None:
+    # as LangGraph 1.2.22 names them: a step's __name__, "Unnamed" for a
+    # lambda, a functools.partial or a callable object
+    class Mul:
+        def __call__(self, x: int) -> int:
+            return x * 2
+
+        def method(self, x: int) -> int:
+            return x + 1
+
+    def add(x: int, k: int) -> int:
+        return x + k
+
+    node = (
+        NodeBuilder()
+        .subscribe_only("a")
+        .do(functools.partial(add, k=5))
+        .do(Mul())
+        .do(Mul().method)
+        .do(abs)
+        .do(lambda x: x)
+        .write_to("b")
+    )
+    app = Pregel(
+        nodes={"n": node},
+        channels={"a": LastValue(int), "b": LastValue(int)},
+        input_channels="a",
+        output_channels="b",
+    )
+    events = arun(collect(app.astream_events(1)))
+    assert [e["name"] for e in events if e["event"] == "on_chain_start"][2:] == [
+        "Unnamed",
+        "Unnamed",
+        "method",
+        "abs",
+        "Unnamed",
+    ]
 
 
 def test_config_names_tags_metadata_and_run_id(arun: Run[Any]) -> None:

@@ -428,7 +428,11 @@ class EventBuilder:
         if type(step) is _SubgraphStep:
             return []
         if kind == "step_start":
-            name = step.name if step.name != "<lambda>" else "Unnamed"
+            # as LangGraph names a step: its function's __name__, but a lambda
+            # or a callable without one (a partial, an object) is "Unnamed"
+            name = getattr(step.fn, "__name__", "<lambda>")
+            if name == "<lambda>" or not isinstance(name, str):
+                name = "Unnamed"
             tags = [f"seq:step:{index + 1}", *run.tags[1:]]
             child = _Run(name, data, tags, run.metadata, [*run.parents, run.run_id])
             self.steps[task.id, index] = child
