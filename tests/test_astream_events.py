@@ -5,6 +5,8 @@ running LangGraph on the same graphs)."""
 from __future__ import annotations
 
 import asyncio
+import functools
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -13,9 +15,13 @@ import pytest
 
 from pregelkit.channels import EphemeralValue, LastValue
 from pregelkit.checkpoint.memory import InMemorySaver
+from pregelkit.config import get_stream_writer
 from pregelkit.func import entrypoint, task
 from pregelkit.pregel import NodeBuilder, Pregel
-from pregelkit.types import Command, interrupt
+from pregelkit.runtime import Runtime
+from pregelkit.store.base import BaseStore
+from pregelkit.store.memory import InMemoryStore
+from pregelkit.types import Command, StreamWriter, interrupt
 
 T = TypeVar("T")
 Run = Callable[[Awaitable[T]], T]
@@ -181,6 +187,87 @@ def test_unhandled_task_error_propagates_after_the_starts(arun: Run[Any]) -> Non
     assert seen[2]["data"] == {"input": {"x": 3}}
 
 
+@pytest.mark.parametrize("is_async", [True, False], ids=["async", "sync"])
+def test_graph_chunks_after_a_task_are_not_held_while_the_caller_goes_on(
+    is_async: bool, arun: Run[Any]
+) -> None:
+    # LangGraph yields each chunk as it comes: the task's update at once, each
+    # progress write when it is made, not all of them when the run ends
+    def progress(i: int) -> None:
+        get_stream_writer()({"progress": i, "at": time.monotonic()})
+
+    if is_async:
+
+        @entrypoint()
+        async def wf(n: int) -> int:
+            a = await double(n)
+            for i in range(3):
+                progress(i)
+                await asyncio.sleep(0.2)
+            return a
+
+    else:
+
+        @entrypoint()
+        def wf(n: int) -> int:
+            a = add_one(n).result()
+            for i in range(3):
+                progress(i)
+                time.sleep(0.2)
+            return a
+
+    async def main() -> list[tuple[float, Any]]:
+        return [
+            (time.monotonic(), e["data"]["chunk"])
+            async for e in wf.astream_events(1, stream_mode=["updates", "custom"])
+            if e["name"] == "LangGraph" and e["event"] == "on_chain_stream"
+        ]
+
+    got = arun(main())
+    assert [c for _, c in got][:1] == [("updates", {"double" if is_async else "add_one": 2})]
+    writes = [(seen, c[1]) for seen, c in got if c[0] == "custom"]
+    assert [c["progress"] for _, c in writes] == [0, 1, 2]
+    # the update came before the second write was made, each write soon after it was made
+    assert got[0][0] < writes[1][1]["at"]
+    assert all(seen - c["at"] < 0.15 for seen, c in writes), writes
+
+
+@pytest.mark.parametrize("is_async", [True, False], ids=["async", "sync"])
+def test_a_held_graph_chunk_comes_before_the_error(is_async: bool, arun: Run[Any]) -> None:
+    if is_async:
+
+        @entrypoint()
+        async def wf(n: int) -> int:
+            a = await double(n)
+            raise ValueError(f"after task {a}")
+
+    else:
+
+        @entrypoint()
+        def wf(n: int) -> int:
+            a = add_one(n).result()
+            raise ValueError(f"after task {a}")
+
+    seen: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        async for event in wf.astream_events(1):
+            seen.append(event)
+
+    with pytest.raises(ValueError, match="after task 2"):
+        arun(main())
+    name = "double" if is_async else "add_one"
+    assert shape(seen) == [
+        ("on_chain_start", "LangGraph"),
+        ("on_chain_start", "wf"),
+        ("on_chain_start", name),
+        ("on_chain_stream", name),
+        ("on_chain_end", name),
+        ("on_chain_stream", "LangGraph"),
+    ]
+    assert seen[-1]["data"] == {"chunk": {name: 2}}
+
+
 def test_interrupt_and_resume(arun: Run[Any]) -> None:
     @entrypoint(checkpointer=InMemorySaver())
     async def wf(n: int) -> int:
@@ -234,6 +321,60 @@ def test_task_arguments_by_parameter_name(arun: Run[Any]) -> None:
     ]
 
 
+def test_task_arguments_leave_out_injected_parameters(arun: Run[Any]) -> None:
+    # as LangGraph shows them: an injected parameter not passed is left out,
+    # unless it has a default (then shown with it)
+    @task
+    async def with_writer(x: int, writer: StreamWriter) -> int:
+        return x
+
+    @task
+    async def with_config(x: int, config: Any) -> int:
+        return x
+
+    @task
+    async def with_store(x: int, *, store: BaseStore) -> int:
+        return x
+
+    @task
+    async def with_runtime(x: int, runtime: Runtime[Any]) -> int:
+        return x
+
+    @task
+    def with_defaults(x: int, y: int = 3, writer: StreamWriter | None = None) -> int:
+        return x
+
+    @task
+    async def with_kwargs(x: int, writer: StreamWriter, **kw: int) -> int:
+        return x
+
+    @entrypoint(store=InMemoryStore())
+    async def wf(n: int) -> list[int]:
+        return [
+            await with_writer(n),
+            await with_config(n),
+            await with_store(n),
+            await with_runtime(n),
+            await with_defaults(n),
+            await with_kwargs(n, z=4),
+        ]
+
+    events = arun(collect(wf.astream_events(1)))
+    starts = [
+        (e["name"], e["data"])
+        for e in events
+        if e["event"] == "on_chain_start" and e["name"].startswith("with_")
+    ]
+    assert starts == [
+        ("with_writer", {"input": {"x": 1}}),
+        ("with_config", {"input": {"x": 1}}),
+        ("with_store", {"input": {"x": 1}}),
+        ("with_runtime", {"input": {"x": 1}}),
+        ("with_defaults", {"input": {"x": 1, "y": 3, "writer": None}}),
+        ("with_kwargs", {"input": {"x": 1, "z": 4}}),
+    ]
+
+
 def _pregel() -> Pregel:
     def plus(x: int) -> int:
         return x + 1
@@ -282,17 +423,57 @@ def test_pregel_graph_nodes_and_steps(arun: Run[Any]) -> None:
     assert events[-1]["data"] == {"output": {"c": 20}}
 
 
+def test_step_names(arun: Run[Any]) -> None:
+    # as LangGraph 1.2.22 names them: a step's __name__, "Unnamed" for a
+    # lambda, a functools.partial or a callable object
+    class Mul:
+        def __call__(self, x: int) -> int:
+            return x * 2
+
+        def method(self, x: int) -> int:
+            return x + 1
+
+    def add(x: int, k: int) -> int:
+        return x + k
+
+    node = (
+        NodeBuilder()
+        .subscribe_only("a")
+        .do(functools.partial(add, k=5))
+        .do(Mul())
+        .do(Mul().method)
+        .do(abs)
+        .do(lambda x: x)
+        .write_to("b")
+    )
+    app = Pregel(
+        nodes={"n": node},
+        channels={"a": LastValue(int), "b": LastValue(int)},
+        input_channels="a",
+        output_channels="b",
+    )
+    events = arun(collect(app.astream_events(1)))
+    assert [e["name"] for e in events if e["event"] == "on_chain_start"][2:] == [
+        "Unnamed",
+        "Unnamed",
+        "method",
+        "abs",
+        "Unnamed",
+    ]
+
+
 def test_config_names_tags_metadata_and_run_id(arun: Run[Any]) -> None:
-    app = _pregel().with_config(run_name="Renamed")
+    app = _pregel().with_config(run_name="Renamed", tags=["wc"], metadata={"x": 2, "m": 0})
     config = {"tags": ["t1"], "metadata": {"m": 1}, "run_id": uuid.UUID(int=5)}
     config["configurable"] = {"user_id": "u", "graph_id": "g"}
     events = arun(collect(app.astream_events(1, config, stream_mode="updates")))
     root = events[0]
     assert root["name"] == "Renamed" and root["run_id"] == str(uuid.UUID(int=5))
-    assert root["tags"] == ["t1"]
+    # with_config's tags and metadata merged with the call's, as LangGraph does
+    assert root["tags"] == ["wc", "t1"]
     # only some configurable keys are copied, as LangGraph does
-    assert root["metadata"] == {"m": 1, "graph_id": "g", "ls_integration": "langgraph"}
-    assert events[1]["tags"] == ["graph:step:0", "t1", "mine"]
+    assert root["metadata"] == {"x": 2, "m": 1, "graph_id": "g", "ls_integration": "langgraph"}
+    assert events[1]["tags"] == ["graph:step:0", "wc", "t1", "mine"]
     assert events[-1]["run_id"] == str(uuid.UUID(int=5))
 
 
@@ -316,6 +497,21 @@ def test_filters(arun: Run[Any]) -> None:
         ("on_chain_stream", "inc"),
         ("on_chain_end", "inc"),
     ]
+
+
+@pytest.mark.parametrize("empty", ["include_names", "include_types", "include_tags"])
+def test_an_empty_include_filter_matches_nothing(empty: str, arun: Run[Any]) -> None:
+    # langchain-core tests the filters against None: [] is a filter
+    app = _pregel()
+    assert arun(collect(app.astream_events(1, **{empty: []}))) == []
+    if empty != "include_tags":
+        tagged = arun(collect(app.astream_events(1, include_tags=["mine"], **{empty: []})))
+        assert {e["name"] for e in tagged} == {"inc", "plus"}  # a step has its node's tags
+    everything = arun(collect(app.astream_events(1)))
+    no_exclusion = arun(
+        collect(app.astream_events(1, exclude_names=[], exclude_types=[], exclude_tags=[]))
+    )
+    assert shape(no_exclusion) == shape(everything)
 
 
 def test_stream_mode_and_other_keywords_pass_through(arun: Run[Any]) -> None:

@@ -350,6 +350,38 @@ def test_previous_final_config_runtime_store(async_saver: Saver, arun: Run) -> N
     assert got["runtime"].context == {"k": "w"}
 
 
+def test_with_config_merges_with_the_call_config(arun: Run) -> None:
+    # as LangGraph 1.2.22: tags concatenated (with_config's first, duplicates
+    # kept), metadata and configurable merged (the later config wins), empty
+    # or None tags/metadata add nothing, with_config calls chained merge too
+    @entrypoint()
+    async def wf(n: int) -> Any:
+        c = get_config()
+        md = {k: v for k, v in c["metadata"].items() if not k.startswith("langgraph_")}
+        conf = {k: v for k, v in c["configurable"].items() if k in ("a", "b", "c")}
+        return c.get("tags"), md, conf, c.get("recursion_limit")
+
+    g = wf.with_config(tags=["wc"], metadata={"x": 2, "y": 1})
+    call = {"tags": ["call"], "metadata": {"m": 1, "y": 3}}
+    assert arun(g.ainvoke(1, call)) == (["wc", "call"], {"x": 2, "y": 3, "m": 1}, {}, None)
+    assert arun(g.ainvoke(1, {"tags": ["wc", "b"]}))[0] == ["wc", "wc", "b"]
+    assert arun(g.ainvoke(1, {"tags": [], "metadata": {}}))[:2] == (["wc"], {"x": 2, "y": 1})
+    assert arun(g.ainvoke(1, {"tags": None, "metadata": None}))[:2] == (
+        ["wc"],
+        {"x": 2, "y": 1},
+    )
+    chained = wf.with_config(
+        {"tags": ["a"], "configurable": {"a": 1, "c": 0}}, tags=["b"], recursion_limit=5
+    ).with_config(tags=["c"], metadata={"m": 2}, configurable={"b": 2})
+    assert arun(chained.ainvoke(1)) == (["a", "b", "c"], {"m": 2}, {"a": 1, "c": 0, "b": 2}, 5)
+    assert arun(chained.ainvoke(1, {"configurable": {"c": 3}, "recursion_limit": 9})) == (
+        ["a", "b", "c"],
+        {"m": 2},
+        {"a": 1, "c": 3, "b": 2},
+        9,
+    )
+
+
 def test_explicit_argument_beats_injection(async_saver: Saver, arun: Run) -> None:
     @task
     async def echo(config: Any = None, *, previous: Any = "unset") -> Any:

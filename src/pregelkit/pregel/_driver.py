@@ -69,6 +69,9 @@ class RunDriver:
         self.subgraphs = subgraphs
         self.control = control
         self.queue: deque[Raw] = deque()
+        # the running ``aevents``' emitter: ``astream_events`` sends itself a
+        # marker through it, which wakes the driver
+        self.emit: Callable[[tuple[str, ...], str, Any], None] | None = None
 
     def _loop(self, cls: type[PregelLoop], emit: Callable[..., None], is_async: bool) -> Any:
         graph = self.graph
@@ -161,6 +164,7 @@ class RunDriver:
                 else:
                     aloop.call_soon_threadsafe(wake.set)
 
+        self.emit = emit
         from pregelkit.pregel._loop import AsyncPregelLoop
 
         graph = self.graph
@@ -296,17 +300,37 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
 def run_config(
     base: Mapping[str, Any] | None, config: Mapping[str, Any] | None, context: Any
 ) -> dict[str, Any]:
-    """The config of one run: the graph's defaults, then the caller's, then
-    ``context`` (given to ``invoke``) under its own key."""
+    """The config of one run: the graph's defaults, then the caller's (merged
+    as ``merge_config`` does), then ``context`` (given to ``invoke``) under
+    its own key."""
     check_config(config)
     merged: dict[str, Any] = dict(base) if base else {}
     if config:
-        for k, v in config.items():
-            if k == CONF and CONF in merged:
-                merged[CONF] = {**merged[CONF], **v}
-            else:
-                merged[k] = v
+        merge_config(merged, config)
     if context is not None:
         merged["context"] = context
     merged.setdefault(CONF, {})
     return merged
+
+
+def merge_config(merged: dict[str, Any], config: Mapping[str, Any]) -> None:
+    """Merge ``config`` into ``merged`` as LangGraph merges configs (a graph's
+    ``with_config`` one, then a call's): ``tags`` concatenated (duplicates
+    kept), ``metadata`` and ``configurable`` merged with ``config``'s keys
+    winning, empty or None ``tags``/``metadata`` adding nothing, any other
+    key replaced."""
+    for k, v in config.items():
+        if k == CONF and CONF in merged:
+            merged[CONF] = {**merged[CONF], **v}
+        elif k == "tags" or k == "metadata":
+            if not v:
+                continue
+            old = merged.get(k)
+            if not old:
+                merged[k] = v
+            elif k == "tags":
+                merged[k] = [*old, *v]
+            else:
+                merged[k] = {**old, **v}
+        else:
+            merged[k] = v

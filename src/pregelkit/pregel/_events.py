@@ -22,6 +22,7 @@ none from inside subgraphs, and no ``version="v1"``.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import uuid
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -33,6 +34,7 @@ from pregelkit.pregel._output import DONE, SKIP
 from pregelkit.pregel._read import PregelNode, _SubgraphStep
 
 if TYPE_CHECKING:
+    from pregelkit.pregel._driver import RunDriver
     from pregelkit.pregel.main import Pregel
     from pregelkit.types import PregelExecutableTask
 
@@ -108,12 +110,45 @@ async def stream_events(
     events = EventBuilder(graph, graph._config(config), input)
     keep = EventFilter(include, exclude)
     first: str | None = None  # the run id of the first event yielded
+    flush = _Flush(driver)
     raw = driver.aevents()
+
+    def shown(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        nonlocal first
+        out = []
+        for event in batch:
+            if not keep(event):
+                continue
+            if first is None:
+                # as langchain-core: the first event yielded carries the
+                # run's input, and that run's end event does not repeat it
+                first = event["run_id"]
+                event["data"]["input"] = input
+            elif event["run_id"] == first and event["event"] == "on_chain_end":
+                event["data"].pop("input", None)
+            out.append(event)
+        return out
+
     try:
         pending = [events.root_start()]
-        async for ns, mode, payload in raw:
+        while True:
+            for event in shown(pending):
+                yield event
+            pending.clear()
+            try:
+                ns, mode, payload = await raw.__anext__()
+            except StopAsyncIteration:
+                return
+            except Exception:
+                # what was held back came before the error
+                for event in shown(events.release()):
+                    yield event
+                raise
             if mode == EVENTS:
-                if not ns:  # a subgraph's own nodes are not shown
+                if payload[0] == "flush":
+                    if flush.due(payload[2]):
+                        pending.extend(events.release())
+                elif not ns:  # a subgraph's own nodes are not shown
                     pending.extend(events.engine(*payload))
             elif mode == DONE:
                 pending.extend(events.root_end())
@@ -121,43 +156,79 @@ async def stream_events(
                 chunk = shape.chunk(ns, mode, payload)
                 if chunk is not SKIP:
                     pending.extend(events.root_chunk(chunk))
-            for event in pending:
-                if not keep(event):
-                    continue
-                if first is None:
-                    # as langchain-core: the first event yielded carries the
-                    # run's input, and that run's end event does not repeat it
-                    first = event["run_id"]
-                    event["data"]["input"] = input
-                elif event["run_id"] == first and event["event"] == "on_chain_end":
-                    event["data"].pop("input", None)
-                yield event
-            pending.clear()
+            # graph chunks held back wait a few turns of the event loop at most
+            flush.track(bool(events.held))
     finally:
+        flush.cancel()
         await raw.aclose()
+
+
+class _Flush:
+    """Releases the graph chunks ``EventBuilder`` holds back (see
+    ``root_chunk``) a few turns of the event loop after it started holding
+    them, when nothing else came first: the driver is woken with a marker,
+    so a chunk is never held while the run waits on something else."""
+
+    __slots__ = ("driver", "token")
+
+    # Turns of the event loop a chunk may be held. In LangGraph a graph chunk
+    # reaches the events one turn after the callbacks of its moment; here an
+    # async caller resuming after its task needs a few turns to report.
+    TURNS = 3
+
+    def __init__(self, driver: RunDriver) -> None:
+        self.driver = driver
+        self.token: object | None = None
+
+    def track(self, holding: bool) -> None:
+        if not holding:
+            self.token = None
+        elif self.token is None:
+            token = self.token = object()
+            asyncio.get_running_loop().call_soon(self._tick, token, self.TURNS)
+
+    def _tick(self, token: object, turns: int) -> None:
+        if token is not self.token:
+            return
+        emit = self.driver.emit
+        if turns > 1:
+            asyncio.get_running_loop().call_soon(self._tick, token, turns - 1)
+        elif emit is not None:
+            emit((), EVENTS, ("flush", None, token))
+
+    def due(self, token: object) -> bool:
+        """Whether the marker carrying ``token`` is the one awaited."""
+        if token is not self.token:
+            return False
+        self.token = None
+        return True
+
+    def cancel(self) -> None:
+        self.token = None
 
 
 class EventFilter:
     """``include_*``/``exclude_*`` as langchain-core applies them: with any
-    ``include_*`` an event must match one of them, and it must match no
-    ``exclude_*``; every run here is of type ``chain``."""
+    ``include_*`` given (an empty one too, which matches nothing) an event
+    must match one of them, and it must match no ``exclude_*``; every run
+    here is of type ``chain``."""
 
     __slots__ = ("exclude", "include", "open")
 
     def __init__(self, include: Names, exclude: Names) -> None:
         self.include = include
         self.exclude = exclude
-        self.open = not any(include)
+        self.open = all(f is None for f in include)
 
     def __call__(self, event: dict[str, Any]) -> bool:
         name, tags = event["name"], event["tags"]
         names, types, with_tags = self.include
         keep = self.open
-        if names:
+        if names is not None:
             keep = keep or name in names
-        if types:
+        if types is not None:
             keep = keep or "chain" in types
-        if with_tags:
+        if with_tags is not None:
             keep = keep or any(t in with_tags for t in tags)
         names, types, with_tags = self.exclude
         if names:
@@ -252,13 +323,13 @@ class EventBuilder:
             # In LangGraph a task's update reaches the graph's stream one turn
             # of the event loop after its end event: an async caller that
             # returns right away reports its own output first. Held until the
-            # next event says which came first.
+            # next event says which came first, or a few turns at most (_Flush).
             self.held.append(event)
             return []
         return [event]
 
     def root_end(self) -> list[dict[str, Any]]:
-        out = self._release()
+        out = self.release()
         out.append(self.root.event("on_chain_end", {"output": self.root.output}))
         return out
 
@@ -294,11 +365,12 @@ class EventBuilder:
         ``root_chunk``): after it when it is the output of the async caller of
         the task whose update they are."""
         if self.held_for is not None and run is self.held_for and run.is_async:
-            held = self._release()
+            held = self.release()
             return [event, *held]
-        return [*self._release(), event]
+        return [*self.release(), event]
 
-    def _release(self) -> list[dict[str, Any]]:
+    def release(self) -> list[dict[str, Any]]:
+        """The graph chunks held back, now due."""
         held, self.held, self.held_for = self.held, [], None
         return held
 
@@ -356,7 +428,11 @@ class EventBuilder:
         if type(step) is _SubgraphStep:
             return []
         if kind == "step_start":
-            name = step.name if step.name != "<lambda>" else "Unnamed"
+            # as LangGraph names a step: its function's __name__, but a lambda
+            # or a callable without one (a partial, an object) is "Unnamed"
+            name = getattr(step.fn, "__name__", "<lambda>")
+            if name == "<lambda>" or not isinstance(name, str):
+                name = "Unnamed"
             tags = [f"seq:step:{index + 1}", *run.tags[1:]]
             child = _Run(name, data, tags, run.metadata, [*run.parents, run.run_id])
             self.steps[task.id, index] = child
@@ -386,7 +462,9 @@ class EventBuilder:
         del self.runs[task.id]
         if type(task.proc) is Call:
             parent_id = task.path[3] if len(task.path) > 3 else None
-            self.held_for = self.runs.get(parent_id) if isinstance(parent_id, str) else None
+            caller = self.runs.get(parent_id) if isinstance(parent_id, str) else None
+            # only an async caller can report before the update (see root_chunk)
+            self.held_for = caller if caller is not None and caller.is_async else None
         return out
 
 
@@ -399,17 +477,18 @@ def _shown(task: PregelExecutableTask) -> bool:
 
 def _arguments(call: Call) -> Any:
     """A task call's input as LangGraph shows it: its arguments by parameter
-    name, defaults filled in, ``**kwargs`` spread (injected ones left out)."""
-    spec = call.spec
+    name, bound partially (an injected ``writer``, ``config``, ``store``...
+    not given is left out), defaults filled in, ``self``/``cls`` left out,
+    ``**kwargs`` spread."""
     try:
-        bound = inspect.signature(spec.fn).bind(*call.args, **call.kwargs)
+        bound = inspect.signature(call.spec.fn).bind_partial(*call.args, **call.kwargs)
     except (TypeError, ValueError):
         return {"args": call.args, "kwargs": call.kwargs}
     bound.apply_defaults()
     params = bound.signature.parameters
     shown: dict[str, Any] = {}
     for name, value in bound.arguments.items():
-        if name in spec.inject and name not in call.kwargs:
+        if name in ("self", "cls"):
             continue
         if params[name].kind is inspect.Parameter.VAR_KEYWORD:
             shown.update(value)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pregelkit._internal._constants import RESERVED, TASKS
 from pregelkit.channels.base import BaseChannel
 from pregelkit.channels.topic import Topic
-from pregelkit.pregel._driver import RunDriver, run_config
+from pregelkit.pregel._driver import RunDriver, merge_config, run_config
 from pregelkit.pregel._output import SKIP, InvokeResult, StreamShape
 from pregelkit.pregel._protocol import PregelProtocol
 from pregelkit.pregel._read import NodeBuilder, PregelNode
@@ -213,9 +213,13 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
 
     def with_config(self, config: dict[str, Any] | None = None, **kwargs: Any) -> Pregel:
         check_config(config)
-        return self.copy(
-            _default_config={**getattr(self, "_default_config", {}), **(config or {}), **kwargs}
-        )
+        check_config(kwargs)
+        merged = dict(getattr(self, "_default_config", {}))
+        # merged as a run merges the caller's config: tags added, metadata updated
+        if config:
+            merge_config(merged, config)
+        merge_config(merged, kwargs)
+        return self.copy(_default_config=merged)
 
     def get_graph(self, config: dict[str, Any] | None = None, *, xray: bool | int = False) -> Any:
         """The graph's nodes and channels, drawable with ``draw_mermaid()``."""
