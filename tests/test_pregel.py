@@ -464,6 +464,23 @@ def test_unknown_channel_in_subscribe_to_fails_at_construction() -> None:
         )
 
 
+def test_an_input_no_node_reads_fails_at_construction() -> None:
+    # as LangGraph: for one input channel, and for a list none of which is read
+    def graph(inputs: str | list[str]) -> Pregel:
+        return Pregel(
+            nodes={"n": NodeBuilder().subscribe_only("x").do(lambda v: v).write_to("b")},
+            channels={"a": LastValue(int), "x": LastValue(int), "b": LastValue(int)},
+            input_channels=inputs,
+            output_channels="b",
+        )
+
+    with pytest.raises(ValueError, match="input channel 'a' is not subscribed to by any node"):
+        graph("a")
+    with pytest.raises(ValueError, match=r"none of the input channels \['a'\]"):
+        graph(["a"])
+    assert graph(["a", "x"]).invoke({"x": 1}) == 1
+
+
 def test_unknown_channel_in_write_to_or_read_from_fails_at_construction() -> None:
     with pytest.raises(ValueError, match=r"node 'n' writes to unknown channel 'zz'"):
         Pregel(

@@ -185,6 +185,20 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
                         f"{label} channel {chan!r} does not exist; "
                         f"channels: {sorted(c for c in chans if c != TASKS)}"
                     )
+        inputs = (
+            [self.input_channels] if isinstance(self.input_channels, str) else self.input_channels
+        )
+        if inputs and not any(c in node.triggers for node in self.nodes.values() for c in inputs):
+            # as LangGraph: an input nothing reads would make every run a no-op
+            which = (
+                f"input channel {inputs[0]!r} is not"
+                if isinstance(self.input_channels, str)
+                else f"none of the input channels {list(inputs)!r} is"
+            )
+            raise ValueError(
+                f"{which} subscribed to by any node; subscribe a node to it "
+                "(NodeBuilder().subscribe_only(...)) or make a channel a node reads the input"
+            )
         for label, sel in (
             ("interrupt_before", self.interrupt_before_nodes),
             ("interrupt_after", self.interrupt_after_nodes),
