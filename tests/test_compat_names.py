@@ -173,6 +173,14 @@ def test_state_update_fields() -> None:
     assert StateUpdate._fields == ("values", "as_node", "task_id")
 
 
+def test_command_prints_as_langgraph_prints_it() -> None:
+    # the fields that are set, in field order (LangGraph 1.2.22's text)
+    assert repr(Command(resume=1)) == "Command(resume=1)"
+    assert repr(Command(goto="x", update={"a": 1})) == "Command(update={'a': 1}, goto='x')"
+    assert repr(Command(graph=Command.PARENT, goto="n")) == "Command(graph='__parent__', goto='n')"
+    assert repr(Command()) == "Command()"
+
+
 def test_interrupt_fields_repr_and_deprecated_interrupt_id() -> None:
     plain = Interrupt("ask", id="i1")
     assert repr(plain) == "Interrupt(value='ask', id='i1', response_schema=None)"

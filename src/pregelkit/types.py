@@ -267,6 +267,13 @@ class Command:
         self.resume = resume
         self.goto = goto
 
+    def __repr__(self) -> "str":
+        # LangGraph's text: the fields that are set (truthy), in field order
+        shown = ", ".join(
+            f"{name}={getattr(self, name)!r}" for name in self.__slots__ if getattr(self, name)
+        )
+        return f"Command({shown})"
+
     def _update_as_tuples(self) -> "Sequence[tuple[str, Any]]":
         if self.update is None:
             return ()
