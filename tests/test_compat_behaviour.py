@@ -367,3 +367,55 @@ def test_debug_stream_of_a_resume_shows_where_it_starts_and_the_replayed_calls()
         config["configurable"]["thread_id"]
     )
     assert flow.get_state(config).values == 2
+
+
+def test_a_task_sees_its_thread_and_step_in_its_config_metadata() -> None:
+    from pregelkit.config import get_config
+
+    seen: dict[str, dict[str, Any]] = {}
+
+    @task
+    def t(x: int) -> int:
+        seen["task"] = dict(get_config()["metadata"])
+        return x
+
+    @entrypoint(checkpointer=InMemorySaver())
+    def wf(x: int) -> int:
+        seen["entry"] = dict(get_config()["metadata"])
+        return t(x).result()
+
+    wf.invoke(1, {"configurable": {"thread_id": "th"}, "metadata": {"m": 1}})
+    # LangGraph 1.2.22's keys, in its order
+    assert list(seen["entry"]) == [
+        "m",
+        "thread_id",
+        "langgraph_step",
+        "langgraph_node",
+        "langgraph_triggers",
+        "langgraph_path",
+        "langgraph_checkpoint_ns",
+    ]
+    assert (seen["entry"]["thread_id"], seen["entry"]["langgraph_step"]) == ("th", 0)
+    assert (seen["task"]["thread_id"], seen["task"]["langgraph_node"]) == ("th", "t")
+
+    def node(v: int) -> int:
+        seen["node"] = dict(get_config()["metadata"])
+        return v + 1
+
+    def again(v: int) -> int:
+        seen["again"] = dict(get_config()["metadata"])
+        return v
+
+    app = Pregel(
+        nodes={
+            "n": NodeBuilder().subscribe_only("a").do(node).write_to("b"),
+            "m": NodeBuilder().subscribe_only("b").do(again).write_to("c"),
+        },
+        channels={"a": LastValue(int), "b": LastValue(int), "c": LastValue(int)},
+        input_channels="a",
+        output_channels="c",
+    )
+    assert app.invoke(1) == 2
+    # no thread, no thread_id; the step is the superstep the node ran in
+    assert "thread_id" not in seen["node"]
+    assert (seen["node"]["langgraph_step"], seen["again"]["langgraph_step"]) == (0, 1)

@@ -186,7 +186,7 @@ class Planner:
             node.subgraphs if node is not None else (),
         )
         if self.run is not None:
-            task.scope = TaskScope(self.run, task, _ns_for(self.ns, name, tid))
+            task.scope = TaskScope(self.run, task, _ns_for(self.ns, name, tid), self.step)
         return task
 
 

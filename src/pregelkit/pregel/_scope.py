@@ -124,13 +124,15 @@ class TaskScope:
         "path_str",
         "resume",
         "run",
+        "step",
         "task",
     )
 
-    def __init__(self, run: RunContext, task: PregelExecutableTask, ns: str) -> None:
+    def __init__(self, run: RunContext, task: PregelExecutableTask, ns: str, step: int) -> None:
         self.run = run
         self.task = task
         self.ns = ns
+        self.step = step
         self.call_counter = 0
         self.interrupt_counter = 0
         self.path_str: str | None = None
@@ -148,10 +150,15 @@ class TaskScope:
         if self._config is None:
             base = self.run.base_config
             task = self.task
+            metadata = dict(base.get("metadata", {}))
+            thread_id = base.get(CONF, {}).get(CONFIG_KEY_THREAD_ID)
+            if thread_id is not None:
+                metadata["thread_id"] = thread_id  # as LangGraph's task metadata
             self._config = {
                 **base,
                 "metadata": {
-                    **base.get("metadata", {}),
+                    **metadata,
+                    "langgraph_step": self.step,
                     "langgraph_node": task.name,
                     "langgraph_triggers": tuple(task.triggers),
                     "langgraph_path": task.path[:3],
