@@ -52,9 +52,9 @@ SETTINGS = ("page_size", "synchronous", "wal_autocheckpoint")
 """The saver's connection settings the replay copies (WAL besides)."""
 
 
-def _record(runs: int, path: str) -> tuple[list[Call], list[Call], float, dict[str, Any]]:
-    """The calls of the warm-up and of ``runs`` short runs on pregelkit, the
-    time per run of the latter, and the connection's settings."""
+def _record(runs: int, path: str) -> tuple[list[Call], list[Call], dict[str, Any]]:
+    """The calls of the warm-up and of ``runs`` short runs on pregelkit, and
+    the connection's settings."""
     from pregelkit.checkpoint.sqlite import SqliteSaver
 
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, factory=_Recording)
@@ -67,14 +67,25 @@ def _record(runs: int, path: str) -> tuple[list[Call], list[Call], float, dict[s
         prepared.warmup()
         calls: list[Call] = []
         conn.calls = calls
-        start = time.perf_counter()
         prepared.run()
-        seconds = time.perf_counter() - start
         conn.calls = None
         settings = {name: conn.execute(f"PRAGMA {name}").fetchone()[0] for name in SETTINGS}
     finally:
         saver.close()
-    return warmup, calls, seconds / runs, settings
+    return warmup, calls, settings
+
+
+def _whole(runs: int, path: str) -> float:
+    """Time per run of ``runs`` short runs on pregelkit (a plain connection:
+    the recording one adds a Python call per statement)."""
+    from pregelkit.checkpoint.sqlite import SqliteSaver
+
+    with SqliteSaver.from_conn_string(path) as saver:
+        prepared = _short_sync(Lib("pregelkit"), runs, saver, lambda: None)
+        prepared.warmup()
+        start = time.perf_counter()
+        prepared.run()
+        return (time.perf_counter() - start) / runs
 
 
 def _renamed(value: Any, prefix: str) -> Any:
@@ -151,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     for round_ in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="sqlite-floor-") as tmp:
             path = os.path.join(tmp, "short.db")
-            warmup, calls, per_run, settings = _record(args.runs, path)
-            whole.append(per_run)
+            whole.append(_whole(args.runs, os.path.join(tmp, "whole.db")))
+            warmup, calls, settings = _record(args.runs, path)
             statements = len(calls)
             floor.append(_replay(warmup, calls, path, settings, args.runs, f"replay{round_}-"))
     print(
