@@ -60,6 +60,8 @@ def lazy_dataclass(
             raise TypeError(f"{cls.__qualname__} needs the __init__ @dataclass would generate")
         if slots and sorted(cls.__dict__.get("__slots__", ())) != sorted(names):
             raise TypeError(f"{cls.__qualname__}.__slots__ must list its fields")
+        # what the class body defines wins, in the twin too (as with @dataclass)
+        own = {m: cls.__dict__[m] for m in ("__repr__", "__eq__") if m in cls.__dict__}
         if init:  # the generated __init__'s return annotation is None, not "None"
             cls.__dict__["__init__"].__annotations__["return"] = None
         _set(cls, "__match_args__", tuple(n for n in names if n not in kw_only))
@@ -80,7 +82,7 @@ def lazy_dataclass(
             if slots:
                 _set(cls, "__getstate__", _getstate(names))
                 _set(cls, "__setstate__", _setstate(names))
-        declaration = _DECLARATIONS[cls] = _Declaration(cls, names, params, kw_only, hidden)
+        declaration = _DECLARATIONS[cls] = _Declaration(cls, names, params, kw_only, hidden, own)
         cls.__dataclass_fields__ = _Lazy(declaration, "__dataclass_fields__")  # type: ignore[attr-defined]
         cls.__dataclass_params__ = _Lazy(declaration, "__dataclass_params__")  # type: ignore[attr-defined]
         return cls
@@ -190,12 +192,15 @@ class _Declaration:
         params: dict[str, bool],
         kw_only: tuple[str, ...],
         hidden: tuple[str, ...],
+        own: dict[str, Any],
     ) -> None:
         self.cls = cls
         self.names = names
         self.params = params
         self.kw_only = kw_only
         self.hidden = hidden
+        self.own = own
+        """Methods the class body defines that ``@dataclass`` would otherwise add."""
 
     def install(self) -> None:
         """Replace both stand-ins with what ``@dataclass`` makes of the same
@@ -215,6 +220,7 @@ class _Declaration:
             "__module__": cls.__module__,
             "__qualname__": cls.__qualname__,
             "__annotations__": annotations,
+            **self.own,
         }
         for name in annotations:
             if name not in self.names:
