@@ -52,6 +52,16 @@ RATIO_TARGETS: dict[str, float] = {
     "short_sqlite": 10.0,
     "short_async_sqlite": 10.0,
 }
+ONE_SIZE = (
+    "chain_memory",
+    "chain_sqlite_default",
+    "chain_sqlite",
+    "resume",
+    "async_fanout",
+    "pregel_chain",
+    "cached",
+)
+"""The workloads measured at one size (1,000; 100 with --quick) on both libraries."""
 SHORT_RUNS = ("short_memory", "short_sqlite", "short_async_sqlite", "short_postgres")
 IMPORT_TARGET_MS = 50.0
 SCALING_TARGET = 1.5  # pregelkit per-task time at the largest N / at the smallest N
@@ -111,18 +121,7 @@ def plan(quick: bool) -> list[Case]:
             Case("fanout", 1000, ("pregelkit",)),
             Case("chain", small, both),
             Case("chain", 1000, ("pregelkit",)),
-            *(
-                Case(w, small, both)
-                for w in (
-                    "chain_memory",
-                    "chain_sqlite_default",
-                    "chain_sqlite",
-                    "resume",
-                    "async_fanout",
-                    "pregel_chain",
-                    "cached",
-                )
-            ),
+            *(Case(w, small, both) for w in ONE_SIZE),
             *(Case(w, 50, both) for w in _short_runs()),
             Case("import", 0, both),
             *_store_cases(100, 2),
@@ -135,16 +134,7 @@ def plan(quick: bool) -> list[Case]:
             Case(w, 10_000, both),
             Case(w, 100_000, ("pregelkit",)),  # LangGraph takes minutes here
         ]
-    for w in (
-        "chain_memory",
-        "chain_sqlite_default",
-        "chain_sqlite",
-        "resume",
-        "async_fanout",
-        "pregel_chain",
-        "cached",
-    ):
-        cases.append(Case(w, 1_000, both))
+    cases += [Case(w, 1_000, both) for w in ONE_SIZE]
     cases += [Case(w, 300, both) for w in _short_runs()]
     cases.append(Case("import", 0, both))
     cases += _store_cases(1_000, 10)
