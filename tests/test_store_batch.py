@@ -393,3 +393,30 @@ def test_batches_writing_the_same_keys_in_any_order_do_not_deadlock(_store_dsn: 
 
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(work, [keys, keys[::-1]]))
+
+
+def test_a_lone_sqlite_get_reads_as_a_batch_does(tmp_path: Any) -> None:
+    """SqliteStore.get takes one SELECT without the batch plan: what it reads
+    is what a batch of that get reads, and a subclass that overrides
+    ``batch`` still sees every get."""
+    from pregelkit.store.sqlite import SqliteStore
+
+    seen: list[list[Op]] = []
+
+    class Watched(SqliteStore):
+        def batch(self, ops: Any) -> list[Any]:
+            ops = list(ops)
+            seen.append(ops)
+            return super().batch(ops)
+
+    with SqliteStore.from_conn_string(str(tmp_path / "s.db")) as store:
+        store.put(("a", "b"), "k", {"v": [1, "x"]})
+        assert store.get(("a", "b"), "k") == store.batch([GetOp(("a", "b"), "k")])[0]
+        assert store.get(("a", "b"), "missing") is None
+        assert store.get(("a",), "k") is None
+        with pytest.raises(InvalidNamespaceError):
+            store.get(("a", ""), "k")
+        watched = Watched(store.conn)
+        item = watched.get(("a", "b"), "k")
+        assert item is not None and item.value == {"v": [1, "x"]}
+        assert seen == [[GetOp(("a", "b"), "k", refresh_ttl=False)]]

@@ -181,7 +181,7 @@ def run_batch(
     (LangGraph's ``TTLConfig`` option, off by default: until the sweeper
     deletes them, expired items are read as live ones)."""
     now = datetime.now(UTC)
-    horizon = dialect.time(now if omit_expired else _EARLIEST)
+    horizon = _horizon(dialect, now, omit_expired)
     results: list[Result] = [None] * len(ops)
     gets: dict[tuple[str, str], list[int]] = {}
     reads: dict[object, list[int]] = {}
@@ -215,6 +215,31 @@ def run_batch(
 
 _EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
 """Before any expiry time: reads that keep expired items compare with it."""
+
+
+def _horizon(dialect: Dialect, now: datetime, omit_expired: bool) -> Any:
+    """The time reads compare expiry times with."""
+    return dialect.time(now if omit_expired else _EARLIEST)
+
+
+def get_one(dialect: Dialect, op: GetOp, omit_expired: bool) -> Statement:
+    """The one ``SELECT`` of a lone get, without a plan: a store's most
+    common call, for stores that take it straight (see ``found_one``)."""
+    key = (_namespaces.encode(op.namespace), op.key)
+    return dialect.select_items([key], _horizon(dialect, datetime.now(UTC), omit_expired))
+
+
+def found_one(
+    dialect: Dialect, op: GetOp, rows: Sequence[Sequence[Any]], deserialize: Deserializer
+) -> Item | Literal[False] | None:
+    """The item ``get_one``'s rows hold; ``False`` when reading it must
+    restart its TTL, a write the batch plan makes (run the op as a batch)."""
+    if not rows:
+        return None
+    row = rows[0]
+    if op.refresh_ttl and row[5] is not None:
+        return False
+    return _item(dialect, row, deserialize)
 
 
 def _read_key(op: Op, position: int) -> object:
