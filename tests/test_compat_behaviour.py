@@ -208,7 +208,10 @@ def test_retry_and_config_schema_keywords_still_work_with_a_warning() -> None:
         def t(x: int) -> int:
             return x
 
-    with pytest.warns(LangGraphDeprecatedSinceV10, match="context_schema"):
+    with (
+        pytest.warns(LangGraphDeprecatedSinceV10, match="context_schema"),
+        pytest.warns(LangGraphDeprecatedSinceV05, match="retry_policy"),
+    ):
 
         @entrypoint(config_schema=dict, retry=policy)  # type: ignore[call-arg]
         def flow(x: int) -> int:
