@@ -13,6 +13,7 @@ sys.path.insert(0, str(TOOLS))
 
 from classify import classify  # noqa: E402
 from rename import rename_source  # noqa: E402
+from report import _short  # noqa: E402
 
 
 def test_rename_touches_module_paths_only() -> None:
@@ -135,3 +136,15 @@ def test_missing_names_fail_only_where_used() -> None:
         env={"PYTHONPATH": str(TOOLS), "PATH": ""},
     )
     assert out.stdout.strip() == "missing: pregelkit.no_such_module.Thing"
+
+
+def test_failure_reasons_do_not_carry_a_runs_ids_or_addresses() -> None:
+    """docs/compat.md stays the same between runs with the same results."""
+    reason = (
+        "AssertionError: assert 'seed' not in [('8088ef43-8703-4150-9eed-e73dd32685af', 'w1')] "
+        "at <object at 0x7f3a2b1c>\nmore lines"
+    )
+    assert _short(reason) == (
+        "AssertionError: assert 'seed' not in [('<uuid>', 'w1')] at <object at 0x…>"
+    )
+    assert len(_short("x" * 500)) == 158 and _short("x" * 500).endswith("…")
