@@ -195,6 +195,61 @@ def test_grouped_calls_are_saved_together_or_not_at_all(tmp_path: Path) -> None:
         assert len(saver.get_tuple(_cfg("t")).pending_writes or []) == 4  # type: ignore[union-attr]
 
 
+class _Counting(sqlite3.Connection):
+    """Counts the INSERT statements made, by table."""
+
+    inserts: dict[str, int]
+
+    def _count(self, sql: str) -> None:
+        words = sql.split()
+        if words and words[0].upper() == "INSERT":
+            table = words[2]
+            self.inserts[table] = self.inserts.get(table, 0) + 1
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        self._count(sql)
+        return super().execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        self._count(sql)
+        return super().executemany(sql, parameters)
+
+
+def test_a_group_inserts_once_per_table_and_its_reads_see_its_rows(tmp_path: Path) -> None:
+    """A group holds its rows back and writes each statement once, with all
+    its rows; a read inside the group first writes what it holds, so it sees
+    the group's own saves, and later saves still follow them."""
+    conn = sqlite3.connect(
+        tmp_path / "n.db", isolation_level=None, check_same_thread=False, factory=_Counting
+    )
+    conn.inserts = {}
+    saver = SqliteSaver(conn)
+    saver.setup()
+    conn.inserts = {}
+    with saver.grouped():
+        for thread in ("a", "b"):
+            config = saver.put(_cfg(thread), empty_checkpoint(), {"source": "input"}, {})
+            saver.put_writes(config, [("x", 1)], "task-0")
+            saver.put_writes(config, [("y", 2)], "task-1")
+    assert conn.inserts == {"pregelkit_checkpoints": 1, "pregelkit_writes": 1}
+    for thread in ("a", "b"):
+        saved = saver.get_tuple(_cfg(thread))
+        assert saved is not None
+        assert sorted(saved.pending_writes or []) == [("task-0", "x", 1), ("task-1", "y", 2)]
+
+    with saver.grouped():
+        config = saver.put(_cfg("c"), empty_checkpoint(), {"source": "input"}, {})
+        saver.put_writes(config, [("x", 1)], "task-0")
+        inside = saver.get_tuple(_cfg("c"))
+        assert inside is not None and inside.pending_writes == [("task-0", "x", 1)]
+        saver.put_writes(config, [("x", 9)], "task-0")  # a regular write stored already stays
+        saver.put_writes(config, [("y", 2)], "task-1")
+    saved = saver.get_tuple(_cfg("c"))
+    assert saved is not None
+    assert sorted(saved.pending_writes or []) == [("task-0", "x", 1), ("task-1", "y", 2)]
+    saver.close()
+
+
 def test_a_full_disk_at_the_commit_of_a_group_saves_none_of_it(tmp_path: Path) -> None:
     path = tmp_path / "full.db"
     with SqliteSaver.from_conn_string(str(path)) as saver:
