@@ -228,6 +228,32 @@ def test_metadata_json_copy_keeps_exactly_the_json_values() -> None:
     assert set(expected) == {"source", "step", "flag", "none", "parents", "score", "tags", "big"}
 
 
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_JSON_VALUES)
+def test_metadata_json_text_is_json_dumps_with_sorted_keys(value: Any) -> None:
+    """Filters match the stored JSON copy by its text: the encoder built once
+    must write exactly what ``json.dumps(sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False)`` writes, or rows saved before and after would stop
+    matching the same filter."""
+    import json
+
+    from pregelkit.checkpoint._rows import filter_json
+
+    assert filter_json(value) == json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+
+
 def test_pending_writes_keep_first_regular_and_replace_special_in_place(saver: Saver) -> None:
     [config] = put_chain(saver, thread_id := new_thread(), 1)
     saver.put_writes(config, [("a", 1), ("__error__", "first error")], "task-a", "path-a")
