@@ -487,7 +487,7 @@ def _canonical_encoder() -> Callable[[Any], str]:
     once. Every value it sees was checked by ``is_json_value``, which ends
     (no cycles), so it does not look for cycles."""
     encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    make = json.encoder.c_make_encoder
+    make = getattr(json.encoder, "c_make_encoder", None)  # not in typeshed
     if make is None:  # a Python without the _json accelerator
         return encoder.encode
     chunks = make(
