@@ -637,7 +637,7 @@ Counted with callgrind (`valgrind --tool=callgrind --separate-threads=yes`,
 instructions of all threads, 250 runs minus 50 runs, per run), which a
 loaded machine does not disturb as it does wall-clock time:
 
-| short run (one task, new thread) | 805b5d0 | now | change |
+| short run (one task, new thread) | 805b5d0 | f954b57 | change |
 |---|---|---|---|
 | InMemorySaver, `invoke` | 1,318k | 1,302k | -1.2% |
 | SqliteSaver, `invoke` | 2,115k | 2,067k | -2.3% |
@@ -651,12 +651,23 @@ each to poll their thread's cancel mark (one timer per event loop reads the
 marks of all its runs), and the SQL savers build the metadata's JSON copy
 without a call per value.
 
+Since `f954b57`, timed as wall-clock time per run in 10-16 pairs of fresh
+processes, old and new code alternating (callgrind's counts of two
+identical runs differ by up to 3%, more than these changes):
+InMemorySaver 3-4.5% less, SqliteSaver 4.5% less, AsyncSqliteSaver
+unchanged. What changed: the callback of a finished task no longer builds
+the `threading.Event` its step would wait on just to set it (the change
+above spared only the wait), a SqliteSaver group holds its rows back and
+writes each statement once with all its rows, and the checkpoints' two JSON
+columns use one C encoder built once (`JSONEncoder.encode` builds one per
+call).
+
 Where a SqliteSaver run's ~2.1M instructions go: the engine's share is
 what the InMemorySaver run costs (~1.3M, of which ~80k is the garbage
 collector's young-generation passes); the saver adds ~0.75M, of which the
 `sqlite3` module's `execute`/`executemany` are ~0.47M (SQLite itself ~0.23M).
 A run makes one write transaction (the saves queued at its end are one
-group): `BEGIN IMMEDIATE`, 12 rows in 8 calls, `COMMIT`, after a read of the
+group): `BEGIN IMMEDIATE`, 12 rows in 4 calls (one per table), `COMMIT`, after a read of the
 thread's cancel mark and a read transaction for its (absent) checkpoint.
 The commit appends ~15 pages of 4 KiB to the WAL (writes 4.2, attempts 3.3,
 the blobs' key index 3.3, the checkpoints' key index 2.4, checkpoints 1.7,
@@ -674,14 +685,17 @@ record attempts. On a loaded 2-core machine `BEGIN IMMEDIATE` and `COMMIT`
 take ~55 µs at the median and milliseconds at the 99th percentile.
 
 How far 10{TIMES} is for a short run on SQLite: `python benchmarks/sqlite_floor.py`
-records the 14 SQLite calls of each run and replays them with plain
-`sqlite3` (the same SQL, rows, transactions and settings, no pregelkit
-code): 216 µs per run, against 834 µs for the whole run in the same
-process (2026-11-27, median of 5 rounds). LangGraph's run takes ~5,000 µs, so
-10{TIMES} leaves ~500 µs, of which SQLite's own work takes ~40%; the engine (what
-an InMemorySaver run costs, ~300 µs) and the saver's Python (encoding two
-checkpoints, ~45 µs, and the calls around each statement) must fit in the
-rest, where they now take ~620 µs. No single call dominates: the next steps
+records the SQLite calls of each run (10 since a group writes each
+statement once, 14 before) and replays them with plain `sqlite3` (the same
+SQL, rows, transactions and settings, no pregelkit code): 162 µs per run,
+against 753 µs for the whole run in the same process (2026-11-27, median
+of 5 rounds; 216 against 834 before the group change, on a faster moment
+of this machine). LangGraph's run takes ~5,000 µs, so
+10{TIMES} leaves ~500 µs, of which SQLite's own work takes a third made
+alone, and nearer 60% inside a run (below); the engine (what an
+InMemorySaver run costs, ~260-400 µs as the machine's speed goes) and the
+saver's Python (encoding two checkpoints, ~45 µs, and the calls around
+each statement) must fit in the rest, where they now take ~590 µs. No single call dominates: the next steps
 are structural, not a hot spot. The largest is the commit's ~15 WAL pages
 (30 `pwrite`s), most of them from inserting under a new thread id into the
 b-trees keyed by thread id first, where an insert lands in a nearly full
@@ -689,12 +703,26 @@ leaf and rebalances it. Thread keys that grow with time would not change
 much: the same replay with thread ids renamed to increasing numbers writes
 11.9 pages per run instead of 15.0 and takes ~15% less of SQLite's time, so
 a schema keyed that way (with a migration of every existing database) was
-not made. The cheaper changes looked at on 2026-11-27 would each save 1-3%
-of a run, estimated from per-statement timings and system-call counts: one
-read transaction for the cancel mark and the checkpoint (~10 µs), one
-`executemany` per table for a group's writes (~2.5 µs per task), reusing
-the thread lock's descriptor (an `open` and a `close`; left out: a cached
-descriptor keeps locking a deleted and recreated lock file's old inode).
+not made.
+
+Inside a run, SQLite's statements take two to three times as long as the
+same statements made alone (an insert 13-17 µs against ~6 µs, `BEGIN
+IMMEDIATE` 10-13 µs against ~6 µs, timed around each call): between them
+the engine's Python work evicts SQLite's code and pages from the CPU's
+caches. Timed that way in 2,000 runs, a run's SQLite calls take ~290-330
+µs, the commit ~90-115 µs of it (its ~30 `pwrite`s). Writing each
+statement of a group once (above) is what came of this; the rest was
+measured and left:
+
+- Handing the end of a run's saves to a pool thread, so that SQLite runs
+  on the other core with warm caches: slower (650-900 -> 980-1,030 µs per
+  run), the hand-off costs more than the caches give.
+- One read transaction for the cancel mark and the checkpoint: ~10 µs
+  (~2% of a run), for a saver call that reads both; not made.
+- Keeping the thread lock's descriptors open between runs (unlocking with
+  `F_UNLCK` instead of closing): 5.5 -> 3.4 µs per run timed alone, under
+  1% of a run; left out, because a kept descriptor is shared with forked
+  children and keeps locking a deleted and recreated lock file's old inode.
 
 ## Recording attempts (timelines)
 
