@@ -250,6 +250,33 @@ def test_a_group_inserts_once_per_table_and_its_reads_see_its_rows(tmp_path: Pat
     saver.close()
 
 
+def test_another_thread_with_the_blocks_context_waits_for_the_block(tmp_path: Path) -> None:
+    """Only the thread that opened a group joins it: a thread started with a
+    copy of the block's context (its rows could be taken by the block's end
+    while it adds them) waits for the block like any other thread, and its
+    save is kept."""
+    with SqliteSaver.from_conn_string(str(tmp_path / "o.db")) as saver:
+        first = _saved(saver, "t")
+        with saver.grouped():
+            inside = contextvars.copy_context()
+            writer = threading.Thread(
+                target=lambda: inside.run(saver.put_writes, first, [("y", 2)], "task-1")
+            )
+            writer.start()
+            writer.join(0.5)
+            assert writer.is_alive()  # waits for the block's lock
+            saver.put_writes(first, [("z", 3)], "task-2")
+        writer.join(10)
+        assert not writer.is_alive()
+        saved = saver.get_tuple(first)
+        assert saved is not None
+        assert sorted(saved.pending_writes or []) == [
+            ("task-0", "x", "kept"),
+            ("task-1", "y", 2),
+            ("task-2", "z", 3),
+        ]
+
+
 def test_a_full_disk_at_the_commit_of_a_group_saves_none_of_it(tmp_path: Path) -> None:
     path = tmp_path / "full.db"
     with SqliteSaver.from_conn_string(str(path)) as saver:

@@ -98,7 +98,9 @@ class _Group:
     block ends: a context copied inside it (a worker thread's, a task or
     timer started there) still holds this object afterwards, and its late
     calls must take the lock and a transaction of their own, not run bare on
-    a connection another thread may be using.
+    a connection another thread may be using. For the same reason only the
+    thread that opened the block joins it: another thread carrying a copy
+    of its context waits for the block to end, as any other thread does.
 
     ``rows`` holds the rows the block's saves insert, by statement, until the
     block ends or another call joins it: then each statement runs once, with
@@ -107,11 +109,12 @@ class _Group:
     caches (replayed alone: 8% less of SQLite's time; in a run, see
     ``docs/benchmarks.md``)."""
 
-    __slots__ = ("open", "rows", "saver")
+    __slots__ = ("open", "owner", "rows", "saver")
 
     def __init__(self, saver: SqliteSaverCore) -> None:
         self.saver = saver
         self.open = True
+        self.owner = threading.get_ident()
         self.rows: dict[str, list[Sequence[Any]]] = {}
 
 
@@ -129,7 +132,9 @@ def in_group(saver: SqliteSaverCore) -> bool:
 def _open_group(saver: SqliteSaverCore) -> _Group | None:
     """The open ``grouped`` block of ``saver`` this context is in, if any."""
     group = IN_GROUP.get()
-    return group if group is not None and group.open and group.saver is saver else None
+    if group is None or not group.open or group.saver is not saver:
+        return None
+    return group if group.owner == threading.get_ident() else None
 
 
 class WouldWait(Exception):
