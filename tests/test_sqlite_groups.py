@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from pregelkit.checkpoint.base import Checkpoint, empty_checkpoint
 from pregelkit.checkpoint.sqlite import SqliteSaver
+from test_sqlite_faults import _cfg, _saved
 
 THREADS = ("a", "b")
 
@@ -34,16 +35,6 @@ _OPS = st.lists(
     ),
     max_size=12,
 )
-
-
-def _cfg(thread: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-
-
-def _saved(saver: SqliteSaver, thread: str) -> dict[str, Any]:
-    config = saver.put(_cfg(thread), empty_checkpoint(), {"source": "input"}, {})
-    saver.put_writes(config, [("x", "kept")], "task-0")
-    return config
 
 
 def _checkpoints(ops: list[tuple[Any, ...]]) -> list[Checkpoint]:
