@@ -180,10 +180,30 @@ class Outcome:
         """The figure shown in the table: µs per unit, or ms for the import."""
         if not self.samples:
             return None
-        if self.samples[0].get("per") == "import":
-            seconds = self.median("seconds")
-            return None if seconds is None else seconds * 1000
-        return self.median("us_per_unit")
+        return statistics.median(sample_value(s) for s in self.samples)
+
+    def by_round(self) -> dict[int, float]:
+        return {s["round"]: sample_value(s) for s in self.samples}
+
+
+def sample_value(sample: dict[str, Any]) -> float:
+    """One round's figure: µs per unit, or ms for the import."""
+    if sample.get("per") == "import":
+        return float(sample["seconds"]) * 1000
+    return float(sample["us_per_unit"])
+
+
+def paired_ratio(top: Outcome | None, bottom: Outcome | None) -> float | None:
+    """The median over rounds of ``top / bottom`` within each round. A round
+    runs the two back to back, so a slow phase of the machine slows both
+    sides of that round's ratio, where it would move one side's median and
+    not the other's (the same 300 short runs took 257 to 372 µs each from
+    one round to the next on a shared 2-core VM)."""
+    if top is None or bottom is None:
+        return None
+    a, b = top.by_round(), bottom.by_round()
+    ratios = [a[r] / b[r] for r in a.keys() & b.keys() if b[r]]
+    return statistics.median(ratios) if ratios else None
 
 
 def run_workload(
@@ -236,14 +256,10 @@ def fmt_mem(outcome: Outcome | None) -> str:
 
 
 def ratio_of(results: dict[tuple[str, int, str], Outcome], case: Case) -> float | None:
-    pk = results.get((case.workload, case.n, "pregelkit"))
-    lg = results.get((case.workload, case.n, "langgraph"))
-    if pk is None or lg is None:
-        return None
-    a, b = pk.display_value(), lg.display_value()
-    if not a or b is None:
-        return None
-    return b / a
+    return paired_ratio(
+        results.get((case.workload, case.n, "langgraph")),
+        results.get((case.workload, case.n, "pregelkit")),
+    )
 
 
 def build_rows(cases: list[Case], results: dict[tuple[str, int, str], Outcome]) -> list[list[str]]:
@@ -307,18 +323,14 @@ def extra_checks(
         ns = sorted(c.n for c in cases if c.workload == w)
         if len(ns) < 2:
             continue
-        small = results.get((w, ns[0], "pregelkit"))
-        big = results.get((w, ns[-1], "pregelkit"))
-        a = small.display_value() if small else None
-        b = big.display_value() if big else None
-        value = None if not a or b is None else b / a
         rows.append(
-            [
+            _ratio_row(
                 f"{LABELS[w]}: per-task time at N={ns[-1]:,} / at N={ns[0]:,}",
-                "—" if value is None else f"{value:.2f}{TIMES}",
-                f"≤ {SCALING_TARGET:g}{TIMES}",
-                "—" if value is None else ("yes" if value <= SCALING_TARGET else "**no**"),
-            ]
+                results.get((w, ns[-1], "pregelkit")),
+                results.get((w, ns[0], "pregelkit")),
+                SCALING_TARGET,
+                at_least=False,
+            )
         )
     for case in cases:
         if case.workload != "chain_sqlite_default":
@@ -366,9 +378,7 @@ def _ratio_row(
     label: str, top: Outcome | None, bottom: Outcome | None, limit: float, *, at_least: bool
 ) -> list[str]:
     """A check row: ``top / bottom`` against ``limit`` (a floor or a ceiling)."""
-    a = bottom.display_value() if bottom else None
-    b = top.display_value() if top else None
-    value = None if not a or b is None else b / a
+    value = paired_ratio(top, bottom)
     met = value is not None and (value >= limit if at_least else value <= limit)
     return [
         label,
@@ -527,9 +537,10 @@ pregelkit against LangGraph {lg_version} on the same workloads, written once in
 
 Median of {args.rounds} rounds. Times are wall-clock per task (or per superstep
 for the Pregel chain, per replayed task for the resume); lower is better.
-**ratio** is LangGraph's time divided by pregelkit's: higher is better for
-pregelkit. "not run" means the size is skipped on that library (LangGraph takes
-minutes at 100k tasks). Peak RSS Δ is how much the process's peak resident set
+**ratio** is LangGraph's time divided by pregelkit's, within each round,
+median over rounds (see Method): higher is better for pregelkit. "not run"
+means the size is skipped on that library (LangGraph takes minutes at 100k
+tasks). Peak RSS Δ is how much the process's peak resident set
 grew during the timed run (see Method).
 
 {md_table(HEADER, build_rows(cases, results))}
@@ -613,9 +624,15 @@ grew during the timed run (see Method).
 - pregelkit and LangGraph are installed in two separate virtual environments.
 - In each process the workload is built, warmed up once on a tiny input (8 tasks)
   so lazy imports and first-call paths are not timed, then timed once with
-  `time.perf_counter`; results are checked for correctness.
+  `time.perf_counter` (the CPU-bound fan-outs `CPU_PASSES` times, the
+  median kept: one pass is a second, which another process's burst moves
+  by tens of percent); results are checked for correctness.
 - Each round runs every workload on both libraries back to back, alternating which
-  goes first; the table shows the median over rounds.
+  goes first. Times are the median over rounds. A ratio, in the table and
+  in the checks, is the median over rounds of each round's ratio: the two
+  sides of a round ran a few seconds apart, while rounds run minutes apart
+  and this shared machine's speed moves by a third between them, which a
+  ratio of two medians would take from one side and not the other.
 - Memory: `ru_maxrss` from `resource.getrusage` (the process's peak RSS), read just
   before and just after the timed run; the column is the difference, i.e. the extra
   peak memory the timed run needed over what build and warm-up had already used.
@@ -684,26 +701,26 @@ work themselves. The attempt-start saver still looks every 2 ms while runs
 record attempts. On a loaded 2-core machine `BEGIN IMMEDIATE` and `COMMIT`
 take ~55 µs at the median and milliseconds at the 99th percentile.
 
-How far 10{TIMES} is for a short run on SQLite: `python benchmarks/sqlite_floor.py`
-records the SQLite calls of each run (10 since a group writes each
-statement once, 14 before) and replays them with plain `sqlite3` (the same
-SQL, rows, transactions and settings, no pregelkit code): 162 µs per run,
-against 753 µs for the whole run in the same process (2026-11-27, median
-of 5 rounds; 216 against 834 before the group change, on a faster moment
-of this machine). LangGraph's run takes ~5,000 µs, so
+How far 10{TIMES} is for a short run on SQLite: `python
+benchmarks/sqlite_floor.py` records the SQLite calls of each run (10 since a
+group writes each statement once, 14 before) and replays them with plain
+`sqlite3` (the same SQL, rows, transactions and settings, no pregelkit
+code): 162 µs per run, against 753 µs for the whole run in the same process
+(2026-11-27, median of 5 rounds; 216 against 834 before the group change, on
+a faster moment of this machine). LangGraph's run takes ~5,000 µs, so
 10{TIMES} leaves ~500 µs, of which SQLite's own work takes a third made
 alone, and nearer 60% inside a run (below); the engine (what an
 InMemorySaver run costs, ~260-400 µs as the machine's speed goes) and the
-saver's Python (encoding two checkpoints, ~45 µs, and the calls around
-each statement) must fit in the rest, where they now take ~590 µs. No single call dominates: the next steps
-are structural, not a hot spot. The largest is the commit's ~15 WAL pages
-(30 `pwrite`s), most of them from inserting under a new thread id into the
-b-trees keyed by thread id first, where an insert lands in a nearly full
-leaf and rebalances it. Thread keys that grow with time would not change
-much: the same replay with thread ids renamed to increasing numbers writes
-11.9 pages per run instead of 15.0 and takes ~15% less of SQLite's time, so
-a schema keyed that way (with a migration of every existing database) was
-not made.
+saver's Python (encoding two checkpoints, ~45 µs, and the calls around each
+statement) must fit in the rest, where they now take ~590 µs. No single call
+dominates: the next steps are structural, not a hot spot. The largest is the
+commit's ~15 WAL pages (30 `pwrite`s), most of them from inserting under a
+new thread id into the b-trees keyed by thread id first, where an insert
+lands in a nearly full leaf and rebalances it. Thread keys that grow with
+time would not change much: the same replay with thread ids renamed to
+increasing numbers writes 11.9 pages per run instead of 15.0 and takes ~15%
+less of SQLite's time, so a schema keyed that way (with a migration of every
+existing database) was not made.
 
 Inside a run, SQLite's statements take two to three times as long as the
 same statements made alone (an insert 13-17 µs against ~6 µs, `BEGIN
@@ -880,7 +897,7 @@ def _run(args: argparse.Namespace) -> int:
                     outcome.errors.append(res["error"])
                     shown = f"FAILED: {res['error']}"
                 else:
-                    outcome.samples.append(res)
+                    outcome.samples.append({**res, "round": rnd})
                     if res.get("per") == "import":
                         shown = f"{res['seconds'] * 1000:.1f} ms"
                     else:
