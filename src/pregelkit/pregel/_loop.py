@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import nullcontext
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -512,7 +513,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
                 full = (key.ns, key.key)
                 self._fresh[full] = list(writes)
                 pairs = {full: (list(writes), key.ttl)}
-                self._background(self._cache_set, self._acache_set, pairs)
+                self._background(self._cache_set, self._acache_set, pairs, apart=True)
         elif writes[0][0] == INTERRUPT:
             self._emit_interrupts([i for c, v in writes if c == INTERRUPT for i in v])
         if task is not None and type(task.proc) is Call:
@@ -584,7 +585,9 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
     def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
         raise NotImplementedError
 
-    def _background(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> None:
+    def _background(
+        self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any, apart: bool = False
+    ) -> None:
         raise NotImplementedError
 
 
@@ -653,8 +656,10 @@ class SyncPregelLoop(PregelLoop):
             self._lane.put(fn, *args)
         return None
 
-    def _background(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> None:
-        self._lane.put(fn, *args)
+    def _background(
+        self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any, apart: bool = False
+    ) -> None:
+        self._lane.put(fn, *args, apart=apart)
 
     def match_cached_writes(self) -> list[PregelExecutableTask]:
         wanted = self._cached_lookup()
@@ -752,11 +757,13 @@ class AsyncPregelLoop(PregelLoop):
         self._background(fn, afn, *args)
         return None
 
-    def _background(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> None:
+    def _background(
+        self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any, apart: bool = False
+    ) -> None:
         if on_loop(self._aloop):
-            self._lane.put(afn, *args)
+            self._lane.put(afn, *args, apart=apart)
         else:
-            self._aloop.call_soon_threadsafe(self._background, fn, afn, *args)
+            self._aloop.call_soon_threadsafe(partial(self._background, fn, afn, *args, apart=apart))
 
     async def amatch_cached_writes(self) -> list[PregelExecutableTask]:
         wanted = self._cached_lookup()

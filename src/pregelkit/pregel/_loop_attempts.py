@@ -195,5 +195,7 @@ class LoopAttempts:
     def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
         raise NotImplementedError
 
-    def _background(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> None:
+    def _background(
+        self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any, apart: bool = False
+    ) -> None:
         raise NotImplementedError

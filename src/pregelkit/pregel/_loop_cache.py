@@ -35,7 +35,9 @@ class LoopCache(LoopEvents):
     hooks: AttemptHooks | None
     _attempt_instant: Callable[[PregelExecutableTask, Outcome], None]
 
-    def _background(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> None:
+    def _background(
+        self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any, apart: bool = False
+    ) -> None:
         raise NotImplementedError
 
     def _record_cached(self, task: PregelExecutableTask) -> None:

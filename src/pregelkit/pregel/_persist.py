@@ -97,6 +97,24 @@ def _type_name(value: Any) -> str:
     return name if cls.__module__ == "builtins" else f"{cls.__module__}.{name}"
 
 
+_Call = tuple[Callable[..., Any], tuple[Any, ...]]
+
+
+def _split(
+    calls: list[tuple[Callable[..., Any], tuple[Any, ...], bool]],
+) -> tuple[list[_Call], list[_Call]]:
+    """The queued calls made together in the saver's group, then those put
+    ``apart``, made after it one by one: a cache save goes to another store,
+    and made inside the group it would run while the group holds the
+    saver's transaction (a cache in the same SQLite file then waits out its
+    busy timeout for it; an async cache's hop to a thread pauses the group,
+    and the event loop's other tasks meet a saver they wait for forever)."""
+    together = [(fn, args) for fn, args, apart in calls if not apart]
+    if len(together) == len(calls):
+        return together, []
+    return together, [(fn, args) for fn, args, apart in calls if apart]
+
+
 class SerialLane:
     """Runs submitted calls one after another in the background, in order.
 
@@ -105,10 +123,11 @@ class SerialLane:
     its end), which then makes them itself: a short run saves without a
     thread hand-off, a long one still saves as it goes.
 
-    The calls found queued together are made inside ``group`` (the saver's
-    ``grouped``): one transaction where the saver has them. If it fails, it
-    saved none of them, and they are made again one by one, so every save
-    that fits is kept, exactly as without groups.
+    The saver calls found queued together are made inside ``group`` (the
+    saver's ``grouped``): one transaction where the saver has them. If it
+    fails, it saved none of them, and they are made again one by one, so
+    every save that fits is kept, exactly as without groups. Calls put
+    ``apart`` (cache saves) are made after the group (see ``_split``).
 
     Once a save of the run has failed (``faults``), the lane makes no more
     calls: those queued and those submitted later are only listed as not
@@ -120,17 +139,17 @@ class SerialLane:
     ) -> None:
         self.faults = faults
         self.group = group
-        self.queue: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
+        self.queue: deque[tuple[Callable[..., Any], tuple[Any, ...], bool]] = deque()
         self.lock = threading.Lock()
         self.job: Future[None] | None = None
         """The hand-off draining the queue; None while the lane is idle."""
 
-    def put(self, fn: Callable[..., Any], *args: Any) -> None:
+    def put(self, fn: Callable[..., Any], *args: Any, apart: bool = False) -> None:
         if self.faults.failure is not None:
             self.faults.skip(describe_call(fn, args))
             return
         with self.lock:
-            self.queue.append((fn, args))
+            self.queue.append((fn, args, apart))
             if self.job is not None:
                 return
             self.job = in_background(self._drain)
@@ -144,21 +163,18 @@ class SerialLane:
                 if not self.queue:
                     self.job = None
                     return
-                calls = list(self.queue)
+                queued = list(self.queue)
                 self.queue.clear()
-            if faults.failure is not None:
-                for fn, args in calls:
-                    faults.skip(describe_call(fn, args))
-                continue
-            if len(calls) > 1:
+            calls, apart = _split(queued)
+            if len(calls) > 1 and faults.failure is None:
                 try:
                     with self.group():
                         for fn, args in calls:
                             fn(*args)
-                    continue
+                    calls = []
                 except BaseException:
                     pass  # rolled back whole: made again one by one, so what fits is saved
-            for fn, args in calls:
+            for fn, args in calls + apart:
                 if faults.failure is not None:
                     faults.skip(describe_call(fn, args))
                     continue
@@ -195,15 +211,15 @@ class AsyncSerialLane:
         self.faults = faults
         self.loop = loop
         self.group = group
-        self.queue: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self.queue: list[tuple[Callable[..., Any], tuple[Any, ...], bool]] = []
         self.task: asyncio.Task[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
 
-    def put(self, afn: Callable[..., Any], *args: Any) -> None:
+    def put(self, afn: Callable[..., Any], *args: Any, apart: bool = False) -> None:
         if self.faults.failure is not None:
             self.faults.skip(describe_call(afn, args))
             return
-        self.queue.append((afn, args))
+        self.queue.append((afn, args, apart))
         if self.task is None and self.timer is None:
             self.timer = self.loop.call_later(DEFER_SECONDS, self._start)
 
@@ -216,20 +232,17 @@ class AsyncSerialLane:
         faults = self.faults
         try:
             while self.queue:
-                calls, self.queue = self.queue, []
-                if faults.failure is not None:
-                    for afn, args in calls:
-                        faults.skip(describe_call(afn, args))
-                    continue
-                if len(calls) > 1:
+                queued, self.queue = self.queue, []
+                calls, apart = _split(queued)
+                if len(calls) > 1 and faults.failure is None:
                     try:
                         async with self.group():
                             for afn, args in calls:
                                 await afn(*args)
-                        continue
+                        calls = []
                     except BaseException:
                         pass  # rolled back whole: made again one by one, as in SerialLane
-                for afn, args in calls:
+                for afn, args in calls + apart:
                     if faults.failure is not None:
                         faults.skip(describe_call(afn, args))
                         continue

@@ -448,7 +448,10 @@ class BaseCheckpointSaver(Generic[V]):
         transaction, where the store has them: all saved at the end of the
         block, or none (an error leaves the block). The engine groups the
         saves it has queued when it makes them (and, if the group fails, makes
-        them again one by one); this default groups nothing."""
+        them again one by one); this default groups nothing. Inside a block,
+        make only this saver's calls: another store's call waiting there
+        (a cache in the same SQLite file, an async call that hands off to a
+        thread) holds the saver's transaction and lock while it waits."""
         return nullcontext()
 
     @asynccontextmanager
