@@ -5,18 +5,24 @@ inside a block as outside one."""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pregelkit.checkpoint.base import Checkpoint, empty_checkpoint
 from pregelkit.checkpoint.sqlite import SqliteSaver
+from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
+from pregelkit.errors import StorageError
 from test_sqlite_faults import _cfg, _saved
 
 THREADS = ("a", "b")
@@ -178,3 +184,167 @@ def test_another_thread_with_the_blocks_context_waits_for_the_block(tmp_path: Pa
             ("task-1", "y", 2),
             ("task-2", "z", 3),
         ]
+
+
+def test_a_block_whose_transaction_is_lost_saves_nothing_though_its_caller_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A full disk makes SQLite roll the block's transaction back. A caller
+    that catches that error and goes on must not get the rest of the block
+    saved one by one (a write saved for a checkpoint that was not): every
+    later call in the block, and its end, raise the error again."""
+    with SqliteSaver.from_conn_string(str(tmp_path / "l.db")) as saver:
+        first = _saved(saver, "t")
+        pages = saver.conn.execute("PRAGMA page_count").fetchone()[0]
+        saver.conn.execute(f"PRAGMA max_page_count = {pages + 2}")
+        with pytest.raises(StorageError, match="grouped"), saver.grouped():
+            saver.put_writes(first, [("big", "x" * 200_000)], "task-big")  # held: returns
+            later = saver.put(first, empty_checkpoint(), {"source": "loop", "step": 1}, {})
+            with pytest.raises(StorageError, match="disk is full"):
+                saver.get_tuple(first)  # writes the held rows first: the disk is full
+            with pytest.raises(StorageError, match="a save in this grouped"):
+                saver.put_writes(later, [("small", 1)], "task-small")
+            with pytest.raises(StorageError, match="a save in this grouped"):
+                saver.get_tuple(first)
+        saver.conn.execute(f"PRAGMA max_page_count = {pages + 1000}")
+        assert saver.get_tuple(later) is None
+        assert [c.config for c in saver.list(_cfg("t"))] == [first]
+        kept = saver.get_tuple(first)
+        assert kept is not None and kept.pending_writes == [("task-0", "x", "kept")]
+        saver.put_writes(later, [("small", 1)], "task-small")  # the saver works on
+
+
+def test_async_calls_inside_an_agrouped_block_are_made_in_it(tmp_path: Path) -> None:
+    """Inside ``agrouped()``, the calls that otherwise go to the worker
+    thread (``alist``, ``alist_attempts``, ``adelete_thread``) run in the
+    block: on the worker thread they waited for the block, which waited for
+    them."""
+
+    async def main() -> None:
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "a.db")) as saver:
+            async with saver.agrouped():
+                config = await saver.aput(_cfg("t"), empty_checkpoint(), {"source": "input"}, {})
+                listed = await asyncio.wait_for(_alist(saver), 10)
+                assert [c.config for c in listed] == [config]
+                assert await asyncio.wait_for(saver.alist_attempts("t"), 10) == []
+                await asyncio.wait_for(saver.adelete_thread("t"), 10)
+            assert await saver.aget_tuple(_cfg("t")) is None
+
+    asyncio.run(main())
+
+
+async def _alist(saver: AsyncSqliteSaver) -> list[Any]:
+    return [c async for c in saver.alist(_cfg("t"))]
+
+
+def test_a_sync_call_on_the_loop_while_another_tasks_block_waits_is_an_error(
+    tmp_path: Path,
+) -> None:
+    """An ``agrouped()`` block paused at an await holds the saver on the
+    event loop's thread; a sync call another task makes there would wait for
+    it forever. It is an error that says what to call instead."""
+    outcome: list[BaseException | None] = []
+
+    async def main() -> None:
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "s.db")) as saver:
+            paused = asyncio.Event()
+
+            async def block() -> None:
+                async with saver.agrouped():
+                    await saver.aput(_cfg("t"), empty_checkpoint(), {"source": "input"}, {})
+                    paused.set()
+                    await asyncio.sleep(0.2)
+
+            holder = asyncio.create_task(block())
+            await paused.wait()
+            try:
+                saver.get_tuple(_cfg("t"))
+                outcome.append(None)
+            except RuntimeError as exc:
+                outcome.append(exc)
+            await holder
+            assert await saver.aget_tuple(_cfg("t")) is not None
+
+    runner = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    runner.start()
+    runner.join(20)
+    assert not runner.is_alive(), "the sync call waited for the paused block"
+    assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError)
+    assert "aget_tuple" in str(outcome[0])
+
+
+_CACHED_RUN = """
+import asyncio, sys, time
+from pregelkit.cache.sqlite import SqliteCache
+from pregelkit.func import entrypoint, task
+from pregelkit.types import CachePolicy
+path, durability, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+ran = []
+
+@task(cache_policy=CachePolicy())
+def square(i):
+    ran.append(i)
+    return i * i
+
+if mode == "sync":
+    from pregelkit.checkpoint.sqlite import SqliteSaver
+    with SqliteSaver.from_conn_string(path) as saver:
+        wf = entrypoint(checkpointer=saver, cache=SqliteCache(path=path))(
+            lambda n: sum(square(i).result() for i in range(n))
+        )
+        for thread in ("a", "b"):
+            assert wf.invoke(5, {"configurable": {"thread_id": thread}},
+                             durability=durability) == 30
+else:
+    from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async def main():
+        async with AsyncSqliteSaver.from_conn_string(path) as saver:
+            @entrypoint(checkpointer=saver, cache=SqliteCache(path=path + ".cache"))
+            async def wf(n):
+                total = 0
+                for i in range(n):
+                    total += await square(i)
+                return total
+
+            stop = []
+
+            async def poll():  # sync reads on the loop, as graph.get_state makes
+                while not stop:
+                    wf.get_state({"configurable": {"thread_id": "other"}})
+                    await asyncio.sleep(0)
+
+            poller = asyncio.create_task(poll())
+            for thread in ("a", "b"):
+                assert await wf.ainvoke(
+                    20, {"configurable": {"thread_id": thread}}, durability=durability
+                ) == 2470
+            stop.append(True)
+            await poller
+
+    asyncio.run(main())
+assert sorted(set(ran)) == sorted(ran)  # the second thread's tasks were cache hits
+print("ok")
+"""
+
+
+@pytest.mark.parametrize(
+    ("durability", "mode"),
+    [("async", "sync"), ("sync", "sync"), ("exit", "sync"), ("async", "async")],
+)
+def test_a_cache_save_waits_for_no_saver_group(tmp_path: Path, durability: str, mode: str) -> None:
+    """A run's cache saves are made after its group of saver calls, not in
+    it: a SqliteCache in the saver's own file waited out its 30 s busy
+    timeout for the group's transaction (twice a run), and an async cache's
+    hop to a thread paused the group while it held the saver, so another
+    task's sync read on the event loop waited forever. A wall-clock guard
+    in a subprocess: either took over 25 s."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CACHED_RUN, str(tmp_path / "w.db"), durability, mode],
+        capture_output=True,
+        text=True,
+        timeout=25,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -68,6 +68,7 @@ from pregelkit.checkpoint.sqlite._filelock import (
     is_held,
     range_is_held,
 )
+from pregelkit.checkpoint.sqlite._group import GroupedSaves, in_group
 from pregelkit.checkpoint.sqlite._walcheckpoint import BACKSTOP_PAGES, WalCheckpointer
 from pregelkit.errors import StorageError
 
@@ -91,50 +92,6 @@ _CheckpointRow = tuple[str, str, str, "str | None", str, bytes, str, bytes, str]
 NO_WAIT: ContextVar[bool] = ContextVar("pregelkit_sqlite_no_wait", default=False)
 """Set by the async saver around a call it makes on the event loop: SQLite
 must not wait for another connection's lock then (busy timeout 0)."""
-
-
-class _Group:
-    """An open ``grouped`` block of ``saver``. ``open`` turns False when the
-    block ends: a context copied inside it (a worker thread's, a task or
-    timer started there) still holds this object afterwards, and its late
-    calls must take the lock and a transaction of their own, not run bare on
-    a connection another thread may be using. For the same reason only the
-    thread that opened the block joins it: another thread carrying a copy
-    of its context waits for the block to end, as any other thread does.
-
-    ``rows`` holds the rows the block's saves insert, by statement, until the
-    block ends or another call joins it: then each statement runs once, with
-    all its rows. A short run's saves are then four statements, not eight,
-    made one after another with SQLite's code and pages still in the CPU's
-    caches (replayed alone: 8% less of SQLite's time; in a run, see
-    ``docs/benchmarks.md``)."""
-
-    __slots__ = ("open", "owner", "rows", "saver")
-
-    def __init__(self, saver: SqliteSaverCore) -> None:
-        self.saver = saver
-        self.open = True
-        self.owner = threading.get_ident()
-        self.rows: dict[str, list[Sequence[Any]]] = {}
-
-
-IN_GROUP: ContextVar[_Group | None] = ContextVar("pregelkit_sqlite_group", default=None)
-"""The ``grouped`` block the current context is in: its saver's calls join
-that block's open transaction (a context, not a thread: on an event loop,
-another task's calls must not join it)."""
-
-
-def in_group(saver: SqliteSaverCore) -> bool:
-    """Whether this context is inside an open ``grouped`` block of ``saver``."""
-    return _open_group(saver) is not None
-
-
-def _open_group(saver: SqliteSaverCore) -> _Group | None:
-    """The open ``grouped`` block of ``saver`` this context is in, if any."""
-    group = IN_GROUP.get()
-    if group is None or not group.open or group.saver is not saver:
-        return None
-    return group if group.owner == threading.get_ident() else None
 
 
 class WouldWait(Exception):
@@ -200,7 +157,7 @@ def _next_seqs(n: int) -> list[int]:
     return [next(_seqs) for _ in range(n)]
 
 
-class SqliteSaverCore(BaseCheckpointSaver[str]):
+class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
     """Everything the sync and async SQLite savers share: the async saver only
     moves these calls onto its worker thread."""
 
@@ -240,6 +197,8 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         self.busy_timeout = float(busy_timeout)
         self.retry = retry or StorageRetry()
         self._lock = threading.Lock()
+        self._holder: int | None = None
+        """The thread holding ``_lock`` through ``_connection``."""
         self._ready = False
         self._busy_ms = -1  # the connection's busy timeout, once this saver sets it
         path = self._path()
@@ -304,37 +263,57 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         """The connection, set up, under the saver's lock. Its busy timeout is
         0 while ``NO_WAIT`` is set (a locked database is then ``WouldWait``),
         ``busy_timeout`` otherwise; it is changed only when the wish changes."""
-        if self._joined():
-            yield self.conn  # inside this thread's group: its transaction, its lock
+        group = self._join()
+        if group is not None:
+            with self._in_group(group):
+                yield self.conn  # inside this thread's group: its transaction, its lock
             return
+        if self._holder == threading.get_ident():
+            raise RuntimeError(
+                "this thread already holds the saver's connection, in a grouped() block "
+                "that is waiting (another asyncio task's agrouped(), paused at an await): "
+                "a sync call here would wait for it forever; from a coroutine, call the "
+                "async method (aget_tuple for get_tuple, ...)"
+            )
         with self._lock:
-            conn = self.conn
-            no_wait = NO_WAIT.get()
-            want = 0 if no_wait else round(self.busy_timeout * 1000)
-            if want != self._busy_ms:
-                conn.execute(f"PRAGMA busy_timeout = {want}")
-                self._busy_ms = want
-            if not no_wait:
-                if not self._ready:
-                    self._setup_locked()
-                yield conn
-                return
+            self._holder = threading.get_ident()
             try:
-                if not self._ready:
-                    self._setup_locked()
-                yield conn
-            except sqlite3.DatabaseError as exc:
-                if _result_code(exc) in _BUSY:
-                    raise WouldWait(str(exc)) from exc
-                raise
+                with self._ready_connection() as conn:
+                    yield conn
+            finally:
+                self._holder = None
+
+    @contextmanager
+    def _ready_connection(self) -> Iterator[sqlite3.Connection]:
+        conn = self.conn
+        no_wait = NO_WAIT.get()
+        want = 0 if no_wait else round(self.busy_timeout * 1000)
+        if want != self._busy_ms:
+            conn.execute(f"PRAGMA busy_timeout = {want}")
+            self._busy_ms = want
+        if not no_wait:
+            if not self._ready:
+                self._setup_locked()
+            yield conn
+            return
+        try:
+            if not self._ready:
+                self._setup_locked()
+            yield conn
+        except sqlite3.DatabaseError as exc:
+            if _result_code(exc) in _BUSY:
+                raise WouldWait(str(exc)) from exc
+            raise
 
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
         """One transaction under the saver's lock. Writes start IMMEDIATE so a
         busy database makes them wait at BEGIN (``busy_timeout``) rather than
         fail halfway; reads get one consistent snapshot."""
-        if self._joined():
-            yield self.conn  # part of the group's transaction
+        group = self._join()
+        if group is not None:
+            with self._in_group(group):
+                yield self.conn  # part of the group's transaction
             return
         with self._connection() as conn:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -347,64 +326,6 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
             conn.execute("COMMIT")
             if write:
                 self._committed()
-
-    @contextmanager
-    def grouped(self) -> Iterator[None]:
-        """The saver calls this thread makes inside the block are one write
-        transaction (one commit instead of one each): all saved, or, if an
-        error leaves the block, none. Calls from other threads (or other
-        asyncio tasks) wait for the block to end."""
-        if in_group(self):
-            yield
-            return
-        held = self._begin_group()
-        group = _Group(self)
-        token = IN_GROUP.set(group)
-        try:
-            yield
-            self._flush(group)
-            group.open = False
-            IN_GROUP.reset(token)
-            with self._faults_in_group("commit"):
-                self.conn.execute("COMMIT")
-            self._committed()
-        finally:
-            if group.open:
-                group.open = False
-                IN_GROUP.reset(token)
-            try:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-            finally:
-                held.__exit__(None, None, None)
-
-    def _joined(self) -> bool:
-        """Whether this context's call joins its open group; if so, the rows
-        the group holds are written first, so the call sees them and follows
-        them."""
-        group = _open_group(self)
-        if group is None:
-            return False
-        if group.rows:
-            self._flush(group)
-        return True
-
-    def _flush(self, group: _Group) -> None:
-        """Write the rows ``group`` holds: each statement once, with all its rows."""
-        rows, group.rows = group.rows, {}
-        with self._faults_in_group("save"):
-            for sql, batch in rows.items():
-                self.conn.executemany(sql, batch)
-
-    def _hold(self, sql: str, rows: Sequence[Sequence[Any]]) -> bool:
-        """Keep ``rows`` for ``sql`` in this context's open group, to write
-        with the group's other rows of that statement; False outside one."""
-        group = _open_group(self)
-        if group is None:
-            return False
-        if rows:
-            group.rows.setdefault(sql, []).extend(rows)
-        return True
 
     @contextmanager
     def _faults_in_group(self, operation: str, thread_id: str | None = None) -> Iterator[None]:
@@ -466,8 +387,9 @@ class SqliteSaverCore(BaseCheckpointSaver[str]):
         and the retry budget lasts; a fault of the file is a ``StorageError``.
         Inside this context's group, ``fn`` runs in the group's transaction,
         once: a fault loses the whole group's transaction."""
-        if self._joined():
-            with self._faults_in_group(operation, thread_id):
+        group = self._join()
+        if group is not None:
+            with self._in_group(group), self._faults_in_group(operation, thread_id):
                 return fn(self.conn)
         attempts = Attempts(self.retry)
         while True:

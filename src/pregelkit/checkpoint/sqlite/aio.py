@@ -36,8 +36,8 @@ from pregelkit.checkpoint.sqlite import (
     SqliteSaverCore,
     WouldWait,
     connect,
-    in_group,
 )
+from pregelkit.checkpoint.sqlite._group import in_group
 
 __all__ = ["AsyncSqliteSaver"]
 
@@ -97,7 +97,12 @@ class AsyncSqliteSaver(SqliteSaverCore):
     async def _in_thread(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Every async method of the base saver runs its sync twin here: the
         calls every run makes through ``_quick``, the rest on this saver's one
-        worker thread, so SQLite sees one thread at a time."""
+        worker thread, so SQLite sees one thread at a time. Inside this task's
+        ``agrouped`` block, any call is made right here, in the block's
+        transaction: the worker thread would wait for the block, which waits
+        for the call."""
+        if in_group(self):
+            return fn(*args, **kwargs)
         if getattr(fn, "__name__", None) in _QUICK and getattr(fn, "__self__", None) is self:
             call: Callable[..., T] = functools.partial(fn, **kwargs)
             result: T = await self._quick(call, *args)
@@ -117,8 +122,6 @@ class AsyncSqliteSaver(SqliteSaverCore):
     async def _quick(self, fn: Callable[..., T], /, *args: Any) -> T:
         """``fn`` on the event loop if nothing can make it wait (see the
         module's docstring), else on the worker thread."""
-        if in_group(self):
-            return fn(*args)  # in this task's open group: its transaction
         if not self._on_worker and not self._lock.locked():
             token = NO_WAIT.set(True)
             try:
