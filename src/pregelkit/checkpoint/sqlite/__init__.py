@@ -268,7 +268,8 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
             with self._in_group(group):
                 yield self.conn  # inside this thread's group: its transaction, its lock
             return
-        if self._holder == threading.get_ident():
+        me = threading.get_ident()
+        if self._holder == me:
             raise RuntimeError(
                 "this thread already holds the saver's connection, in a grouped() block "
                 "that is waiting (another asyncio task's agrouped(), paused at an await): "
@@ -276,34 +277,23 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
                 "async method (aget_tuple for get_tuple, ...)"
             )
         with self._lock:
-            self._holder = threading.get_ident()
+            self._holder = me
             try:
-                with self._ready_connection() as conn:
-                    yield conn
+                conn = self.conn
+                no_wait = NO_WAIT.get()
+                want = 0 if no_wait else round(self.busy_timeout * 1000)
+                if want != self._busy_ms:
+                    conn.execute(f"PRAGMA busy_timeout = {want}")
+                    self._busy_ms = want
+                if not self._ready:
+                    self._setup_locked()
+                yield conn
+            except sqlite3.DatabaseError as exc:
+                if no_wait and _result_code(exc) in _BUSY:
+                    raise WouldWait(str(exc)) from exc
+                raise
             finally:
                 self._holder = None
-
-    @contextmanager
-    def _ready_connection(self) -> Iterator[sqlite3.Connection]:
-        conn = self.conn
-        no_wait = NO_WAIT.get()
-        want = 0 if no_wait else round(self.busy_timeout * 1000)
-        if want != self._busy_ms:
-            conn.execute(f"PRAGMA busy_timeout = {want}")
-            self._busy_ms = want
-        if not no_wait:
-            if not self._ready:
-                self._setup_locked()
-            yield conn
-            return
-        try:
-            if not self._ready:
-                self._setup_locked()
-            yield conn
-        except sqlite3.DatabaseError as exc:
-            if _result_code(exc) in _BUSY:
-                raise WouldWait(str(exc)) from exc
-            raise
 
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
