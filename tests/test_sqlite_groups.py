@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pregelkit.checkpoint.base import Checkpoint, empty_checkpoint
-from pregelkit.checkpoint.sqlite import SqliteSaver
+from pregelkit.checkpoint.sqlite import SqliteSaver, connect
 from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pregelkit.errors import StorageError
 from test_sqlite_faults import _cfg, _saved
@@ -287,7 +287,7 @@ def square(i):
     return i * i
 
 if mode == "sync":
-    from pregelkit.checkpoint.sqlite import SqliteSaver
+    from pregelkit.checkpoint.sqlite import SqliteSaver, connect
     with SqliteSaver.from_conn_string(path) as saver:
         wf = entrypoint(checkpointer=saver, cache=SqliteCache(path=path))(
             lambda n: sum(square(i).result() for i in range(n))
@@ -348,3 +348,84 @@ def test_a_cache_save_waits_for_no_saver_group(tmp_path: Path, durability: str, 
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_a_call_that_fails_partway_in_a_block_fails_the_block(tmp_path: Path) -> None:
+    """A full disk may make SQLite undo only the failing statement of a
+    call that makes several (``copy_thread``), leaving the transaction
+    open with the call's first statements in it. A caller that catches the
+    error and goes on must not get those committed with the rest of the
+    block: the block saves nothing."""
+    with SqliteSaver.from_conn_string(str(tmp_path / "c.db")) as saver:
+        source = saver.put(_cfg("src"), empty_checkpoint(), {"source": "input"}, {})
+        for i in range(30):
+            saver.put_writes(source, [(f"c{i}", "x" * 3000)], f"task-{i}")
+        pages = saver.conn.execute("PRAGMA page_count").fetchone()[0]
+        saver.conn.execute(f"PRAGMA max_page_count = {pages + 3}")
+        with pytest.raises(StorageError, match="a save in this grouped"), saver.grouped():
+            kept = saver.put(_cfg("a"), empty_checkpoint(), {"source": "input"}, {})
+            with pytest.raises(StorageError, match="disk is full"):
+                saver.copy_thread("src", "dst")
+            with pytest.raises(StorageError, match="a save in this grouped"):
+                saver.put_thread_control("a", "mark")
+        saver.conn.execute(f"PRAGMA max_page_count = {pages + 100_000}")
+        assert saver.get_tuple(kept) is None
+        assert list(saver.list(_cfg("dst"))) == []
+        assert saver.get_thread_control("a") is None
+
+
+def test_blocks_of_two_savers_nest(tmp_path: Path) -> None:
+    """Inside ``b``'s block, ``a``'s calls still join ``a``'s block (they
+    waited for it forever, or were refused)."""
+    with (
+        SqliteSaver.from_conn_string(str(tmp_path / "a.db")) as a,
+        SqliteSaver.from_conn_string(str(tmp_path / "b.db")) as b,
+    ):
+        with a.grouped():
+            first = a.put(_cfg("t"), empty_checkpoint(), {"source": "input"}, {})
+            with b.grouped():
+                b.put(_cfg("t"), empty_checkpoint(), {"source": "input"}, {})
+                a.put_writes(first, [("x", 1)], "task-0")
+                inside = a.get_tuple(first)
+                assert inside is not None and inside.pending_writes == [("task-0", "x", 1)]
+        assert b.get_tuple(_cfg("t")) is not None
+        saved = a.get_tuple(first)
+        assert saved is not None and saved.pending_writes == [("task-0", "x", 1)]
+
+    async def main() -> None:
+        async with (
+            AsyncSqliteSaver.from_conn_string(str(tmp_path / "c.db")) as c,
+            AsyncSqliteSaver.from_conn_string(str(tmp_path / "d.db")) as d,
+        ):
+            async with c.agrouped():
+                config = await c.aput(_cfg("t"), empty_checkpoint(), {"source": "input"}, {})
+                async with d.agrouped():
+                    await d.aput(_cfg("t"), empty_checkpoint(), {"source": "input"}, {})
+                    await asyncio.wait_for(c.aput_writes(config, [("x", 1)], "task-0"), 10)
+            saved = await c.aget_tuple(config)
+            assert saved is not None and saved.pending_writes == [("task-0", "x", 1)]
+
+    asyncio.run(main())
+
+
+def test_closing_a_saver_inside_its_block_is_an_error(tmp_path: Path) -> None:
+    """``close()`` waits for the saver's connection, which the block holds:
+    inside the block it would wait forever."""
+    refused: list[RuntimeError] = []
+
+    def block(saver: SqliteSaver) -> None:
+        with saver.grouped():
+            saver.put(_cfg("t"), empty_checkpoint(), {"source": "input"}, {})
+            try:
+                saver.close()
+            except RuntimeError as exc:
+                refused.append(exc)
+
+    saver = SqliteSaver(connect(str(tmp_path / "x.db")))
+    closer = threading.Thread(target=block, args=(saver,), daemon=True)
+    closer.start()
+    closer.join(20)
+    assert not closer.is_alive(), "close() waited for its own block"  # (left unclosed)
+    assert len(refused) == 1 and "after the block ends" in str(refused[0])
+    assert saver.get_tuple(_cfg("t")) is not None
+    saver.close()

@@ -211,6 +211,12 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
         """Close the connection once no other thread uses it: closing it while
         another thread (a run-control poll, say) is inside a statement crashes
         the interpreter, so close a saver's connection with this."""
+        if self._holder == threading.get_ident():
+            raise RuntimeError(
+                "close() inside a grouped() block of this saver (or while another asyncio "
+                "task's agrouped() is paused at an await) would wait for the block forever: "
+                "close the saver after the block ends"
+            )
         if self._wal is not None:
             self._wal.close()
         with self._lock:

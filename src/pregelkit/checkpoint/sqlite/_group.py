@@ -37,10 +37,13 @@ class Group:
     caches (replayed alone: 8% less of SQLite's time; in a run, see
     ``docs/benchmarks.md``).
 
-    ``failed``: the error that lost the block's transaction (SQLite rolls
-    it back on a full disk or an I/O error) or rows it held. Every later
-    call in the block, and its end, raise it again: the block saves all or
-    nothing, even when its caller catches the first error and goes on."""
+    ``failed``: the first error of a call made in the block, or of writing
+    the rows it held. SQLite may have rolled the whole transaction back (a
+    full disk, an I/O error) or only the failing statement, after others of
+    the call had run; either way the block cannot save all it was given.
+    Every later call in the block, and its end, raise it again: the block
+    saves all or nothing, even when its caller catches the first error and
+    goes on."""
 
     __slots__ = ("failed", "open", "owner", "rows", "saver")
 
@@ -52,10 +55,11 @@ class Group:
         self.failed: BaseException | None = None
 
 
-IN_GROUP: ContextVar[Group | None] = ContextVar("pregelkit_sqlite_group", default=None)
-"""The ``grouped`` block the current context is in: its saver's calls join
-that block's open transaction (a context, not a thread: on an event loop,
-another task's calls must not join it)."""
+IN_GROUP: ContextVar[tuple[Group, ...]] = ContextVar("pregelkit_sqlite_groups", default=())
+"""The ``grouped`` blocks the current context is in, innermost last (blocks
+of two savers may nest): a saver's calls join its block's open transaction
+(a context, not a thread: on an event loop, another task's calls must not
+join it)."""
 
 
 def in_group(saver: GroupedSaves) -> bool:
@@ -65,10 +69,12 @@ def in_group(saver: GroupedSaves) -> bool:
 
 def open_group(saver: GroupedSaves) -> Group | None:
     """The open ``grouped`` block of ``saver`` this context is in, if any."""
-    group = IN_GROUP.get()
-    if group is None or not group.open or group.saver is not saver:
-        return None
-    return group if group.owner == threading.get_ident() else None
+    for group in IN_GROUP.get():
+        if group.saver is saver:
+            if group.open and group.owner == threading.get_ident():
+                return group
+            return None
+    return None
 
 
 class GroupedSaves:
@@ -103,7 +109,7 @@ class GroupedSaves:
             return
         held = self._begin_group()
         group = Group(self)
-        token = IN_GROUP.set(group)
+        token = IN_GROUP.set((*IN_GROUP.get(), group))
         try:
             yield
             if group.failed is not None:
@@ -138,12 +144,11 @@ class GroupedSaves:
 
     @contextmanager
     def _in_group(self, group: Group) -> Iterator[None]:
-        """A joined call's statements: one that lost the transaction fails the group."""
+        """A joined call's statements: a call that fails fails the group."""
         try:
             yield
         except BaseException as exc:
-            if not self.conn.in_transaction:
-                group.failed = exc
+            group.failed = exc
             raise
 
     def _group_lost(self, group: Group) -> StorageError:
