@@ -15,7 +15,9 @@ thread, where it may wait up to ``busy_timeout``.
 
 The sync methods (``get_tuple``, ``list``, ``put``, ...) work too and run on
 the calling thread, so sync tools such as ``graph.get_state`` can use this
-saver; calling them from a coroutine blocks the event loop for that call.
+saver; calling them from a coroutine blocks the event loop for that call,
+and is a ``RuntimeError`` while another task's ``agrouped()`` block is
+paused at an await (the call would wait for that block forever).
 """
 
 from __future__ import annotations
