@@ -249,6 +249,8 @@ class PregelRunner:
         self.attempts: AttemptEvents | None = None
         """Set by the loop when attempts are recorded or traced."""
         self.timeouts = False  # set when an attempt timed out: the tick drops what hung from it
+        self.aborted: Callable[[BaseException], None] | None = None
+        """Told of a task ended by Ctrl-C or cancellation (``RunStop.aborted``)."""
 
     def timed_out(self) -> None:
         """An attempt timed out (called from the thread that waited for it)."""
@@ -256,8 +258,6 @@ class PregelRunner:
         futures = self.futures
         if futures is not None:
             futures.wake()
-        self.aborted: Callable[[BaseException], None] | None = None
-        """Told of a task ended by Ctrl-C or cancellation (``RunStop.aborted``)."""
 
     # the decision: what a finished task leaves behind
     def commit(self, task: PregelExecutableTask, exception: BaseException | None) -> Any:
