@@ -278,11 +278,13 @@ def test_resume_refuses_what_it_cannot_do(workdir: Path) -> None:
     cli(workdir, "run", "flows:report", "[1]", "--thread", "r")
     no_answer = cli(workdir, "resume", "r")
     assert no_answer.code == 2
-    assert "is waiting for an answer: give it as VALUE_JSON" in no_answer.err
+    assert "it is waiting at an interrupt for an answer; give the answer as VALUE_JSON" in (
+        no_answer.err
+    )
     cli(workdir, "resume", "r", '"yes"')
     finished = cli(workdir, "resume", "r")
     assert finished.code == 2
-    assert "has finished: there is nothing to resume" in finished.err
+    assert "cannot resume thread 'r': it is done; there is nothing to resume" in finished.err
     not_waiting = cli(workdir, "resume", "r", '"yes"')
     assert not_waiting.code == 2
     assert "is not waiting for an answer" in not_waiting.err
@@ -425,7 +427,8 @@ def test_a_thread_that_is_running_is_not_deleted_or_run_again(workdir: Path) -> 
     assert res.code == 2
     assert "not deleted: thread 'busy' is being run right now" in res.err
     assert run.code == 2
-    assert "thread 'busy' is being run by another process" in run.err
+    assert "cannot run thread 'busy': it is running right now" in run.err
+    assert "pregelkit cancel busy" in run.err
     assert "busy" in _statuses(workdir)
 
 

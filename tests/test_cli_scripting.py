@@ -93,7 +93,7 @@ def test_errors_under_json_are_json_with_a_stable_shape(workdir: Path) -> None:
     assert cli(workdir, "run", "flows:report", "[1]", "--thread", "t").code == 0
     cases = [
         (["history", "nope"], 2, "unknown_thread", "nope"),
-        (["resume", "t"], 2, "usage", "t"),
+        (["resume", "t"], 2, "not_resumable", "t"),
         (["resume", "t", "not json"], 2, "usage", None),
         (["run", "flows:nope", "1"], 2, "target", None),
         (["threads", "--bogus"], 2, "usage", None),

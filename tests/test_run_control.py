@@ -730,18 +730,15 @@ def test_pregelkit_cancel_threads_status_and_resume(tmp_path: Path) -> None:
     )
     unknown = _cli("cancel", "nope", "--db", db, cwd=tmp_path)
     assert unknown.returncode == 2 and "unknown thread 'nope'" in unknown.stderr
-    cancelled = _cli("cancel", "a", "--db", db, "--json", cwd=tmp_path)
-    assert cancelled.returncode == 0, cancelled.stderr
-    assert json.loads(cancelled.stdout)["event"] == "cancelled"
-    threads = _cli("threads", "--db", db, "--json", cwd=tmp_path)
-    assert "cancelled" in threads.stdout, threads.stdout
-    refused = _cli("run", f"{module}:flow", "2", "--thread", "a", "--db", db, cwd=tmp_path)
-    assert refused.returncode == 1 and "RunCancelledError" in refused.stderr
-    # `resume` clears the mark even when the thread has nothing left to run
-    finished = _cli("resume", "a", "--db", db, cwd=tmp_path)
-    assert finished.returncode == 2 and "nothing to resume" in finished.stderr
+    # a finished thread has nothing to cancel: refused, and left unmarked
+    finished = _cli("cancel", "a", "--db", db, "--json", cwd=tmp_path)
+    assert finished.returncode == 2, finished.stdout
+    assert json.loads(finished.stdout)["error"]["type"] == "not_resumable"
+    assert "cannot cancel thread 'a': it is done" in finished.stderr
     threads = _cli("threads", "--db", db, "--json", cwd=tmp_path)
     assert "cancelled" not in threads.stdout, threads.stdout
+    again = _cli("run", f"{module}:flow", "2", "--thread", "a", "--db", db, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
 
 
 def test_ctrl_c_in_pregelkit_run_then_resume(tmp_path: Path) -> None:

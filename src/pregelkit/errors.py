@@ -38,6 +38,7 @@ __all__ = [
     "RunCancelledError",
     "RunFailedError",
     "StorageError",
+    "ThreadStateError",
     "TaskNotFound",
     "ThreadBusyError",
     "UnknownInterruptError",
@@ -280,6 +281,27 @@ class NothingToResumeError(ValueError):
     """``Command(resume=...)`` was given but nothing in the thread waits for a
     resume value: the thread finished, or its last run failed without an
     interrupt."""
+
+
+class ThreadStateError(ValueError):
+    """An action that makes no sense in the thread's state, such as
+    cancelling a thread that has finished (docs/guides/lifecycle.md has the
+    table of states and actions). ``state`` and ``action`` name them."""
+
+    def __init__(self, thread_id: str, state: str, action: str, advice: str) -> None:
+        self.thread_id = thread_id
+        self.state = state
+        self.action = action
+        super().__init__(f"cannot {action} thread {thread_id!r}: it is {state}; {advice}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_state_error, (self.thread_id, self.state, self.action, self.args[0]))
+
+
+def _rebuild_state_error(thread_id: str, state: str, action: str, message: str) -> ThreadStateError:
+    err = ThreadStateError(thread_id, state, action, "")
+    err.args = (message,)
+    return err
 
 
 class NodeTimeoutError(TimeoutError):

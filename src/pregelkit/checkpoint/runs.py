@@ -171,6 +171,27 @@ def handle_of_thread(saver: BaseCheckpointSaver[Any], thread_id: str) -> RunHand
     return None if run_id is None else RunHandle(saver, run_id, thread_id)
 
 
+def cancel_thread_runs(saver: BaseCheckpointSaver[Any], thread_id: str) -> None:
+    """Cancel the thread's queued or running run, if it has one: what
+    ``cancel(config)`` does besides marking the thread."""
+    if not saver.has_run_queue:
+        return
+    handle = handle_of_thread(saver, thread_id)
+    if handle is not None:
+        handle.cancel()
+
+
+async def acancel_thread_runs(saver: BaseCheckpointSaver[Any], thread_id: str) -> None:
+    """The async twin of :func:`cancel_thread_runs`."""
+    if not saver.has_run_queue:
+        return
+    run_id = await saver.arun_queue(
+        partial(_runqueue.latest_of_thread, thread_id=thread_id), "runs"
+    )
+    if run_id is not None:
+        await RunHandle(saver, run_id, thread_id).acancel()
+
+
 LIVE_SECONDS = 60.0
 """A worker not seen for this long no longer counts as serving its workflows."""
 

@@ -12,9 +12,11 @@ a PostgreSQL database (``--db postgresql://...``)::
     pregelkit show THREAD [CHECKPOINT]
     pregelkit delete THREAD
     pregelkit cancel THREAD
+    pregelkit uncancel THREAD
     pregelkit timeline THREAD [--html FILE]
     pregelkit worker MODULE:NAME ... --concurrency 8
     pregelkit submit MODULE:NAME --input JSON --thread ID
+    pregelkit submit MODULE:NAME --resume JSON --thread ID
     pregelkit runs [--status S]
 
 Every command prints readable tables, or JSON with ``--json`` (then stdout
@@ -35,17 +37,11 @@ from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
 from pregelkit.cli import _cancel, _fleet, _timeline
-from pregelkit.cli._commands import (
-    cmd_delete,
-    cmd_history,
-    cmd_resume,
-    cmd_run,
-    cmd_show,
-    cmd_threads,
-)
+from pregelkit.cli._commands import cmd_delete, cmd_history, cmd_show, cmd_threads
 from pregelkit.cli._db import DEFAULT_DB
 from pregelkit.cli._errors import CliError
 from pregelkit.cli._render import _fail_line, _print_error
+from pregelkit.cli._resume import cmd_resume, cmd_run
 from pregelkit.cli._secrets import Redactor
 from pregelkit.cli._streams import broken_pipe, command_streams
 

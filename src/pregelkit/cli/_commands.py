@@ -11,13 +11,20 @@ import os
 import shlex
 import sys
 import traceback
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pregelkit.cli._db import DEFAULT_DB, ENTRYPOINT_KEY, TARGET_KEY, Database, open_database
 from pregelkit.cli._errors import CliError
+from pregelkit.cli._lifecycle import (
+    QUEUED,
+    RUNNING,
+    ThreadState,
+    queued_threads,
+    refuse,
+    state_of,
+)
 from pregelkit.cli._progress import Progress, _whole_lines
 from pregelkit.cli._render import (
     _cell,
@@ -31,9 +38,10 @@ from pregelkit.cli._render import (
     _table,
     _when,
 )
+from pregelkit.cli._replays import Replays
 from pregelkit.cli._secrets import Redactor
-from pregelkit.cli._status import ERROR, interrupts_of, task_labels, thread_status
-from pregelkit.cli._target import Target, load_recorded, load_target
+from pregelkit.cli._status import ERROR, interrupts_of, task_labels
+from pregelkit.cli._target import Target, load_recorded, load_target, recorded
 
 if TYPE_CHECKING:
     from pregelkit.checkpoint.base import CheckpointTuple
@@ -101,10 +109,13 @@ def _execute(
     graph = _bound(target, db, args.cache)
     config: dict[str, Any] = {
         "configurable": {"thread_id": thread_id},
-        "metadata": {ENTRYPOINT_KEY: target.spec, TARGET_KEY: target.record()},
+        "metadata": recorded(target),
     }
     as_json = args.json
     outcome = RunOutcome()
+    # a continued run first replays the results saved before it stopped:
+    # they are shown as such, never as cache hits
+    replays = Replays(db, thread_id) if not _is_fresh(input) else Replays.none()
     with (
         Progress(out, sys.stderr, enabled=not as_json and sys.stderr.isatty()) as progress,
         # under --json the workflow's prints already go to stderr (_streams)
@@ -122,11 +133,15 @@ def _execute(
             for name, value in chunk.items():
                 if name == "__metadata__":
                     continue
+                replayed = replays.take(name, cached)
+                hit = cached and not replayed
                 if as_json:
-                    event = {"event": "update", "node": name, "value": value, "cached": cached}
+                    event = {"event": "update", "node": name, "value": value, "cached": hit}
+                    if replayed:
+                        event["replayed"] = True
                     progress.line(json.dumps(_jsonable(event), ensure_ascii=False))
                 else:
-                    suffix = " (cached)" if cached else ""
+                    suffix = " (replayed)" if replayed else " (cached)" if hit else ""
                     progress.line(f"{name}: {_short(value, 200)}{suffix}")
 
         try:
@@ -154,9 +169,11 @@ def _report(
     outcome: RunOutcome,
     out: TextIO,
 ) -> int:
-    from pregelkit.errors import ThreadBusyError
+    from pregelkit.errors import RunCancelledError, ThreadBusyError
 
     exc = outcome.error
+    if isinstance(exc, RunCancelledError):
+        return _report_cancelled(args, thread_id, out)
     if exc is not None:
         if isinstance(exc, ThreadBusyError):
             raise CliError(
@@ -205,6 +222,27 @@ def _report(
     return 0
 
 
+def _report_cancelled(args: argparse.Namespace, thread_id: str, out: TextIO) -> int:
+    """``pregelkit cancel`` (or ``cancel()``) stopped the run meanwhile:
+    not a crash, and the way on is a command, not a Python call."""
+    again = _resume_command(args, thread_id, None)
+    message = (
+        f"cancelled: thread {thread_id} was cancelled while it ran; finished tasks are "
+        f"saved. Continue it with: {again}"
+    )
+    if args.json:
+        _print_error(out, "cancelled", message, thread_id, resume=again)
+    _fail_line(message)
+    return 1
+
+
+def _is_fresh(input: Any) -> bool:
+    """Whether a run starts from ``input`` rather than continuing the thread."""
+    from pregelkit.types import Command
+
+    return input is not None and not isinstance(input, Command)
+
+
 def _db_args(args: argparse.Namespace) -> list[str]:
     """``--db`` for a printed command, unless the default (or $PREGELKIT_DB,
     which the user's shell still has) names the database; a password shows as
@@ -238,68 +276,22 @@ def _parse_json(text: str | None, what: str) -> Any:
         ) from None
 
 
-def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
-    value = _parse_json(args.input, "INPUT_JSON")
-    target = load_target(args.entrypoint)
-    thread_id = args.thread or uuid.uuid4().hex[:12]
-    with open_database(args.db, create=True) as db:
-        if value is None and not db.has_thread(thread_id):
-            raise CliError(
-                "give the workflow an input (INPUT_JSON), e.g. pregelkit run "
-                f"{shlex.quote(args.entrypoint)} '[1, 2, 3]'; without one, run continues an "
-                "existing thread (--thread ID)"
-            )
-        if args.json:
-            _print_json({"event": "start", "thread_id": thread_id, "db": db.shown}, out)
-        else:
-            out.write(f"thread: {thread_id}\n")
-            out.flush()
-        return _execute(args, db, target, thread_id, value, out)
+def _cli(args: argparse.Namespace, *words: str) -> str:
+    """A ``pregelkit`` command line for the user to type, with this ``--db``."""
+    return shlex.join(["pregelkit", *_db_args(args), *words])
 
 
-def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
-    from pregelkit.types import Command
+def _start_line(args: argparse.Namespace, db: Database, thread_id: str, out: TextIO) -> None:
+    if args.json:
+        _print_json({"event": "start", "thread_id": thread_id, "db": db.shown}, out)
+    else:
+        out.write(f"thread: {thread_id}\n")
+        out.flush()
 
-    value = _parse_json(args.value, "VALUE_JSON")
-    with open_database(args.db, create=False) as db:
-        thread_id = args.thread
-        _require_thread(db, thread_id)
-        target = _resume_target(args, db, thread_id)
-        graph = target.graph.copy(checkpointer=db.saver)
-        config = {"configurable": {"thread_id": thread_id}}
-        # resuming is the explicit ask a cancelled thread waits for: the mark
-        # goes even if there turns out to be nothing to run
-        graph.uncancel(config)
-        state = graph.get_state(config)
-        if value is not None and not state.interrupts:
-            raise CliError(
-                f"thread {thread_id!r} is not waiting for an answer "
-                f"({'nothing left to run' if not state.next else 'it can continue'}); "
-                f"`pregelkit history {thread_id}` shows what happened",
-                kind="not_resumable",
-                thread_id=thread_id,
-            )
-        if value is None and state.interrupts:
-            raise CliError(
-                f"thread {thread_id!r} is waiting for an answer: give it as VALUE_JSON, e.g. "
-                f"{_resume_command(args, thread_id, state.interrupts)}",
-                thread_id=thread_id,
-            )
-        if value is None and not state.next:
-            raise CliError(
-                f"thread {thread_id!r} has finished: there is nothing to resume",
-                kind="not_resumable",
-                thread_id=thread_id,
-            )
-        if value is not None:
-            _check_answer(args, thread_id, value, state.interrupts)
-        if args.json:
-            _print_json({"event": "start", "thread_id": thread_id, "db": db.shown}, out)
-        else:
-            out.write(f"thread: {thread_id}\n")
-            out.flush()
-        run_input = Command(resume=value) if value is not None else None
-        return _execute(args, db, target, thread_id, run_input, out)
+
+def _state(db: Database, thread_id: str) -> ThreadState | None:
+    found = _load_tuples(db, thread_id, latest=True)
+    return state_of(db, thread_id, found[0] if found else None)
 
 
 def _resume_target(args: argparse.Namespace, db: Database, thread_id: str) -> Target:
@@ -320,40 +312,18 @@ def _resume_target(args: argparse.Namespace, db: Database, thread_id: str) -> Ta
     return load_recorded(spec, meta.get(TARGET_KEY), thread_id)
 
 
-def _check_answer(
-    args: argparse.Namespace, thread_id: str, value: Any, pending: Sequence[Interrupt]
-) -> None:
-    """Several pending interrupts are answered by id; say how before running."""
-    ids = {i.id for i in pending}
-    if isinstance(value, dict) and value and all(k in ids for k in value):
-        return
-    if isinstance(value, dict) and value and all(_looks_like_id(k) for k in value):
-        unknown = sorted(k for k in value if k not in ids)
-        raise CliError(
-            f"thread {thread_id!r} has no pending interrupt {unknown[0]!r}; pending: "
-            f"{', '.join(sorted(ids))}",
-            thread_id=thread_id,
-        )
-    if len(ids) > 1:
-        raise CliError(
-            f"thread {thread_id!r} waits at {len(ids)} interrupts: answer them by id, e.g. "
-            f"{_resume_command(args, thread_id, pending)}",
-            thread_id=thread_id,
-        )
-
-
-def _looks_like_id(key: str) -> bool:
-    return len(key) == 32 and all(c in "0123456789abcdef" for c in key)
-
-
 def _require_thread(db: Database, thread_id: str) -> None:
     if not db.has_thread(thread_id):
-        raise CliError(
-            f"unknown thread {thread_id!r} in {db.shown!r}: `pregelkit threads` lists the "
-            "threads there",
-            kind="unknown_thread",
-            thread_id=thread_id,
-        )
+        raise _unknown_thread(db, thread_id)
+
+
+def _unknown_thread(db: Database, thread_id: str) -> CliError:
+    return CliError(
+        f"unknown thread {thread_id!r} in {db.shown!r}: `pregelkit threads` lists the "
+        "threads there",
+        kind="unknown_thread",
+        thread_id=thread_id,
+    )
 
 
 def _load_tuples(
@@ -377,7 +347,8 @@ def _load_tuples(
 
 def cmd_threads(args: argparse.Namespace, out: TextIO) -> int:
     with open_database(args.db, create=False, inspect=True) as db:
-        rows = [_thread_row(db, thread_id) for thread_id in db.threads()]
+        known = sorted({*db.threads(), *queued_threads(db)})
+        rows = [_thread_row(db, thread_id) for thread_id in known]
         rows.sort(key=lambda r: str(r.get("updated") or ""), reverse=True)
         if args.json:
             _print_json(rows, out)
@@ -408,18 +379,35 @@ def _thread_row(db: Database, thread_id: str) -> dict[str, Any]:
     try:
         found = _load_tuples(db, thread_id, latest=True)
     except CliError:
-        found = []
-    if not found:
         return {"thread_id": thread_id, "status": "unreadable", "entrypoint": spec}
-    latest = found[0]
+    latest = found[0] if found else None
+    state = state_of(db, thread_id, latest)
+    status = state.status if state is not None else "unreadable"
+    if latest is None:
+        # a queued run that has not saved a checkpoint yet
+        run = state.run if state is not None else None
+        return {
+            "thread_id": thread_id,
+            "status": status,
+            "step": None,
+            "checkpoints": 0,
+            "updated": _iso(run.created_at) if run is not None else None,
+            "entrypoint": spec,
+        }
     return {
         "thread_id": thread_id,
-        "status": thread_status(db, latest),
+        "status": status,
         "step": latest.metadata.get("step"),
         "checkpoints": db.checkpoint_count(thread_id),
         "updated": latest.checkpoint["ts"],
         "entrypoint": spec,
     }
+
+
+def _iso(seconds: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat()
 
 
 def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
@@ -571,7 +559,15 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
     from pregelkit.errors import ThreadBusyError
 
     with open_database(args.db, create=False, inspect=True) as db:
-        _require_thread(db, args.thread)
+        state = _state(db, args.thread)
+        if state is None:
+            raise _unknown_thread(db, args.thread)
+        if state.run is not None and state.run.status in (QUEUED, RUNNING):
+            raise refuse(
+                state,
+                "delete",
+                f"cancel its run first: `{_cli(args, 'cancel', args.thread)}`",
+            )
         try:
             with db.saver.lock_thread(args.thread):
                 db.saver.delete_thread(args.thread)

@@ -15,11 +15,12 @@ import sys
 import time
 from typing import Any, TextIO
 
-from pregelkit.cli._commands import _parse_json
+from pregelkit.cli._commands import _parse_json, _state
 from pregelkit.cli._db import open_database
 from pregelkit.cli._errors import CliError
+from pregelkit.cli._lifecycle import INTERRUPTED, QUEUED, RUNNING, ThreadState, refuse
 from pregelkit.cli._render import _print_json, _short, _table
-from pregelkit.cli._target import load_target
+from pregelkit.cli._target import load_target, recorded
 
 __all__ = ["register"]
 
@@ -48,12 +49,19 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         "submit",
         parents=[common],
         help="queue a run of a workflow for a worker",
-        description="Queue a run of MODULE:NAME on --input for `pregelkit worker` to run, and "
-        "print its run id. Submitting for a thread that has a queued or running run "
-        "prints that run instead.",
+        description="Queue a run of MODULE:NAME on --input (or a resume of an interrupted "
+        "thread with --resume) for `pregelkit worker` to run, and print its run id. "
+        "Submitting for a thread that has a queued or running run prints that run instead.",
     )
     p.add_argument("entrypoint", metavar="MODULE:NAME")
-    p.add_argument("--input", required=True, metavar="JSON", help="the input, as JSON")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--input", metavar="JSON", help="the input, as JSON: a run from the start")
+    what.add_argument(
+        "--resume",
+        metavar="JSON",
+        help="the answer to the thread's interrupt, as JSON: the worker resumes it with "
+        "Command(resume=...)",
+    )
     p.add_argument("--thread", required=True, metavar="ID", help="the thread (the run's id)")
     p.add_argument("--priority", type=int, default=0, help="higher is taken first (default 0)")
     p.set_defaults(func=cmd_submit)
@@ -71,7 +79,12 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(f"--concurrency must be at least 1, got {args.concurrency}")
     if not 0.1 <= args.lease <= 86400:
         raise CliError(f"--lease must be between 0.1 and 86400 seconds, got {args.lease}")
-    graphs = [load_target(spec).graph for spec in args.entrypoints]
+    # each run records its workflow in the thread's checkpoints, as `run`
+    # does: `threads` shows it and `resume` finds it
+    graphs = [
+        target.graph.with_config(metadata=recorded(target))
+        for target in map(load_target, args.entrypoints)
+    ]
     names = [str(g.name) for g in graphs]
     if len(set(names)) != len(names):
         raise CliError(f"two of the workflows have the same name ({names}): names must differ")
@@ -102,16 +115,24 @@ def _log_to_stderr() -> None:
 
 def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
     from pregelkit.checkpoint.runs import submit_run
+    from pregelkit.types import Command
 
-    value = _parse_json(args.input, "--input")
-    graph = load_target(args.entrypoint).graph
+    if args.resume is not None:
+        value: Any = Command(resume=_parse_json(args.resume, "--resume"))
+    else:
+        value = _parse_json(args.input, "--input")
+    target = load_target(args.entrypoint)
+    graph = target.graph
     if not graph.name:
         raise CliError(f"{args.entrypoint} has no name, so no worker can find it: name it")
     with open_database(args.db, create=True) as db:
-        handle = submit_run(
-            db.saver, graph.name, value, {"configurable": {"thread_id": args.thread}},
-            args.priority,
-        )  # fmt: skip
+        state = _state(db, args.thread)
+        if args.resume is not None:
+            _check_answerable(args, state)
+        # the workflow is recorded in the thread's checkpoints, as `run` does,
+        # so `resume` finds it without --target
+        config = {"configurable": {"thread_id": args.thread}, "metadata": recorded(target)}
+        handle = submit_run(db.saver, graph.name, value, config, args.priority)
         status = handle.status()
     if args.json:
         _print_json(
@@ -122,6 +143,26 @@ def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(f"run {handle.run_id} of thread {handle.thread_id}: {status}\n")
     return 0
+
+
+def _check_answerable(args: argparse.Namespace, state: ThreadState | None) -> None:
+    """A queued resume must have an interrupt to answer when a worker runs
+    it: refused now, in a line, rather than failing there later."""
+    if state is None:
+        raise CliError(
+            f"cannot submit a resume of thread {args.thread!r}: the database knows no such "
+            "thread; `--input JSON` queues a run from the start",
+            kind="unknown_thread",
+            thread_id=args.thread,
+        )
+    run = state.run
+    if (run is not None and run.status in (QUEUED, RUNNING)) or state.saved == INTERRUPTED:
+        return  # a queued or running run is returned as it is
+    raise refuse(
+        state,
+        "submit a resume of",
+        "it is not waiting for an answer; `--input JSON` queues a run from the start",
+    )
 
 
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pregelkit.cli._marks import marked_status
-
 if TYPE_CHECKING:
     from pregelkit.checkpoint.base import CheckpointTuple
     from pregelkit.cli._db import Database
@@ -19,16 +17,11 @@ _PUSH = "~__pregel_push"
 _PULL = "~__pregel_pull"
 
 
-def thread_status(db: Database, tup: CheckpointTuple) -> str:
-    """``running`` (a run holds the thread now), ``cancelled`` or ``drained``
-    (its run-control mark), ``interrupted`` (waiting for an answer),
-    ``failed`` (a task raised; resume retries it), ``pending`` (stopped
-    mid-run, e.g. killed; resume continues it) or ``done``."""
-    thread_id = tup.config["configurable"]["thread_id"]
-    if db.is_running(thread_id):
-        return "running"
-    if (mark := marked_status(db.saver, thread_id)) is not None:
-        return mark
+def saved_status(tup: CheckpointTuple) -> str:
+    """What a thread's latest checkpoint alone says: ``interrupted`` (waiting
+    for an answer), ``failed`` (a task raised; resume retries it), ``pending``
+    (stopped mid-run, e.g. by Ctrl-C or a kill; resume continues it) or
+    ``done``. The run queue, locks and marks come first (``_lifecycle``)."""
     writes = tup.pending_writes or []
     if interrupts_of(tup):
         return "interrupted"

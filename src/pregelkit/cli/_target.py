@@ -231,3 +231,11 @@ def _import_module(name: str) -> Any:
         raise CliError(
             f"importing {name!r} failed: {type(exc).__name__}: {exc}", kind="target"
         ) from None
+
+
+def recorded(target: Target) -> dict[str, str]:
+    """The checkpoint metadata that records where a thread's workflow was
+    found: ``threads`` shows it, ``resume`` imports exactly that again."""
+    from pregelkit.cli._db import ENTRYPOINT_KEY, TARGET_KEY
+
+    return {ENTRYPOINT_KEY: target.spec, TARGET_KEY: target.record()}

@@ -619,6 +619,7 @@ class SyncPregelLoop(PregelLoop):
                 newest = saver.get_tuple(latest)
                 saved = self._replay(saved, newest)
             self._setup(saved, newest)
+            self._accepted_control()
         except BaseException:
             self._release()
             raise
@@ -703,6 +704,7 @@ class AsyncPregelLoop(PregelLoop):
                 newest = await saver.aget_tuple(latest)
                 saved = self._replay(saved, newest)
             self._setup(saved, newest)
+            await self._aaccepted_control()
             await self.settle()
         except BaseException:
             await self._release()

@@ -75,19 +75,30 @@ class LoopControl:
 
     def _start_control(self) -> None:
         saver = self.checkpointer
+        self._was_drained = False
         if not self._controlled or saver is None:
             return
-        if self._marked(saver.get_thread_control(self._thread_id)):
-            saver.put_thread_control(self._thread_id, None)
+        self._was_drained = self._marked(saver.get_thread_control(self._thread_id))
         self._unwatch = WATCHER.add(self._poll)
 
     async def _astart_control(self) -> None:
         saver = self.checkpointer
+        self._was_drained = False
         if not self._controlled or saver is None:
             return
-        if self._marked(await saver.aget_thread_control(self._thread_id)):
-            await saver.aput_thread_control(self._thread_id, None)
+        self._was_drained = self._marked(await saver.aget_thread_control(self._thread_id))
         self._aunwatch = awatch(self._aloop, self._apoll, self.run_stop)
+
+    def _accepted_control(self) -> None:
+        """The run's input was accepted: a drained thread's mark goes. Not
+        before: a run refused at its input (``NothingToResumeError``) leaves
+        the thread as it found it."""
+        if self._was_drained and self.checkpointer is not None:
+            self.checkpointer.put_thread_control(self._thread_id, None)
+
+    async def _aaccepted_control(self) -> None:
+        if self._was_drained and self.checkpointer is not None:
+            await self.checkpointer.aput_thread_control(self._thread_id, None)
 
     def _poll(self) -> None:
         """Read the mark (``WATCHER``'s thread calls this while the run runs)."""

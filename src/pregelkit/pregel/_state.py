@@ -27,7 +27,7 @@ from pregelkit._internal._constants import (
 from pregelkit._internal._ids import utc_now_iso, uuid6
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
-from pregelkit.errors import InvalidUpdateError
+from pregelkit.errors import InvalidUpdateError, ThreadStateError
 from pregelkit.pregel._algo import (
     Planner,
     PregelTaskWrites,
@@ -454,13 +454,24 @@ class StateAPI:
         """Cancel the thread: mark it in the saver. The run that owns it, in
         this process or another, stops within a task call (or
         ``POLL_SECONDS``), saves what finished and raises
-        ``RunCancelledError``. Until ``uncancel(config)``, every run of the
-        thread raises ``RunCancelledError`` before it starts."""
+        ``RunCancelledError``; a queued run of it (``submit``) never starts.
+        Until ``uncancel(config)``, every run of the thread raises
+        ``RunCancelledError`` before it starts. A thread that has finished is
+        refused (``ThreadStateError``): there is nothing to cancel."""
         saver, thread_id = self._control_target(config, "cancel")
+        _refuse_finished(thread_id, self.get_state(_root(thread_id)), "cancel")
+        from pregelkit.checkpoint.runs import cancel_thread_runs
+
+        # a queued run of it never starts; a worker's run stops (the mark)
+        cancel_thread_runs(saver, thread_id)
         saver.put_thread_control(thread_id, CANCELLED)
 
     async def acancel(self, config: Mapping[str, Any]) -> None:
         saver, thread_id = self._control_target(config, "acancel")
+        _refuse_finished(thread_id, await self.aget_state(_root(thread_id)), "cancel")
+        from pregelkit.checkpoint.runs import acancel_thread_runs
+
+        await acancel_thread_runs(saver, thread_id)
         await saver.aput_thread_control(thread_id, CANCELLED)
 
     def uncancel(self, config: Mapping[str, Any]) -> None:
@@ -493,6 +504,23 @@ class StateAPI:
                 "get_thread_control/put_thread_control)"
             )
         return saver, str(thread_id)
+
+
+def _root(thread_id: str) -> dict[str, Any]:
+    return {CONF: {CONFIG_KEY_THREAD_ID: thread_id, CONFIG_KEY_CHECKPOINT_NS: ""}}
+
+
+def _refuse_finished(thread_id: str, snapshot: StateSnapshot, action: str) -> None:
+    """Cancelling a thread that has finished would only leave a mark that
+    refuses its next run: refused. A thread not saved yet may be marked (a
+    queued run of it then ends cancelled as it starts)."""
+    if snapshot.metadata is not None and not snapshot.tasks:
+        raise ThreadStateError(
+            thread_id,
+            "done",
+            action,
+            "nothing runs or is left to run (delete_thread forgets it)",
+        )
 
 
 def _marked_thread(

@@ -1,0 +1,142 @@
+"""A thread's state as docs/guides/lifecycle.md names it, read from what is
+stored alone (checkpoints, the run-control mark, the run queue), and the
+one-line refusals of the actions that make no sense in it.
+
+Every command that acts on a thread asks ``state_of`` first, so ``threads``,
+``run``, ``resume``, ``cancel`` and ``submit`` judge a thread the same way,
+and a refusal names the state and the command that does make sense.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pregelkit.cli._errors import CliError
+from pregelkit.cli._marks import marked_status
+from pregelkit.cli._status import saved_status
+
+if TYPE_CHECKING:
+    from pregelkit.checkpoint.base import CheckpointTuple
+    from pregelkit.checkpoint.runs import RunRecord
+    from pregelkit.cli._db import Database
+
+__all__ = ["ThreadState", "latest_run", "queued_threads", "refuse", "state_of", "thread_status"]
+
+QUEUED = "queued"
+RUNNING = "running"
+INTERRUPTED = "interrupted"
+FAILED = "failed"
+PENDING = "pending"
+CANCELLED = "cancelled"
+DRAINED = "drained"
+DONE = "done"
+
+
+@dataclass(frozen=True)
+class ThreadState:
+    """What a command needs to know of a thread before acting on it."""
+
+    thread_id: str
+    status: str
+    """What ``pregelkit threads`` shows."""
+    saved: str | None
+    """The status its checkpoints alone give (None: it has none yet)."""
+    run: RunRecord | None
+    """Its latest queued run (``submit``), if it ever had one."""
+
+    @property
+    def queued_thread(self) -> bool:
+        """Its runs go through the queue: resuming it queues the resume."""
+        return self.run is not None
+
+    @property
+    def left_to_run(self) -> bool:
+        """Whether continuing it would run anything (a cancel mark aside)."""
+        return self.saved in (INTERRUPTED, FAILED, PENDING)
+
+
+def latest_run(db: Database, thread_id: str) -> RunRecord | None:
+    """The thread's latest queued run, if the database has a run queue."""
+    if not db.saver.has_run_queue:
+        return None
+    from pregelkit.checkpoint.runs import handle_of_thread
+
+    handle = handle_of_thread(db.saver, thread_id)
+    return None if handle is None else handle.record()
+
+
+def queued_threads(db: Database) -> list[str]:
+    """Threads known only to the run queue so far (submitted, no checkpoint)."""
+    if not db.saver.has_run_queue:
+        return []
+    rows = db._rows("SELECT DISTINCT thread_id FROM pregelkit_runs", ())
+    return [str(r[0]) for r in rows]
+
+
+def thread_status(db: Database, tup: CheckpointTuple | None, run: RunRecord | None) -> str:
+    """``running`` (a run holds the thread now: a process's lock or a
+    worker's lease), ``queued`` (a submitted run waits for a worker),
+    ``cancelled`` or ``drained`` (its run-control mark), else what its latest
+    checkpoint says (``interrupted``, ``failed``, ``pending``, ``done``)."""
+    thread_id = tup.config["configurable"]["thread_id"] if tup is not None else None
+    if thread_id is None and run is not None:
+        thread_id = run.thread_id
+    if run is not None and run.status in (QUEUED, RUNNING):
+        return run.status
+    if thread_id is not None and db.is_running(thread_id):
+        return RUNNING
+    if thread_id is not None and (mark := marked_status(db.saver, thread_id)) is not None:
+        return mark
+    if tup is None:
+        # a queued run that never saved a checkpoint: how it ended
+        return run.status if run is not None else DONE
+    return saved_status(tup)
+
+
+def state_of(db: Database, thread_id: str, tup: CheckpointTuple | None) -> ThreadState | None:
+    """The thread's state, given its latest root checkpoint; None when the
+    database knows nothing of it (no checkpoint, no queued run)."""
+    run = latest_run(db, thread_id)
+    if tup is None and run is None:
+        return None
+    return ThreadState(
+        thread_id,
+        thread_status(db, tup, run),
+        None if tup is None else saved_status(tup),
+        run,
+    )
+
+
+def refuse(state: ThreadState, action: str, advice: str) -> CliError:
+    """The one-line error for ``action`` on a thread in ``state.status``:
+    what the thread is, and the command that makes sense instead."""
+    return CliError(
+        f"cannot {action} thread {state.thread_id!r}: it is {_described(state)}; {advice}",
+        kind="not_resumable",
+        thread_id=state.thread_id,
+    )
+
+
+def _described(state: ThreadState) -> str:
+    status = state.status
+    run = state.run
+    if status == QUEUED and run is not None:
+        return f"queued (run {run.run_id}, waiting for a worker serving {run.workflow!r})"
+    if status == RUNNING:
+        return "running right now"
+    if status == CANCELLED and state.saved is None:
+        return "cancelled before it ever ran"
+    if status == CANCELLED:
+        return f"cancelled ({'nothing left to run' if not state.left_to_run else 'work left'})"
+    if status == PENDING:
+        return "stopped before its end (pending)"
+    if status == INTERRUPTED:
+        return "waiting at an interrupt for an answer"
+    return status
+
+
+def command(*words: str) -> str:
+    """A command line to show, quoted for a shell."""
+    return shlex.join(words)
