@@ -8,6 +8,8 @@ bodies that really ran, so a test tells a replay from a run.
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 from pregelkit.func import entrypoint, task
@@ -38,3 +40,22 @@ def flow(n: int) -> Any:
         answer = interrupt(f"go on with {a}?")
         a += len(str(answer))
     return tail(a).result()
+
+
+@task
+def cancel_own_thread() -> None:
+    """``pregelkit cancel`` from another terminal, as a run sees it: the
+    thread is marked in the database named by ``LIFECYCLE_DB`` meanwhile."""
+    from pregelkit.checkpoint.sqlite import SqliteSaver
+    from pregelkit.config import get_config
+
+    thread_id = get_config()["configurable"]["thread_id"]
+    with SqliteSaver.from_conn_string(os.environ["LIFECYCLE_DB"]) as saver:
+        saver.put_thread_control(thread_id, "cancelled")
+    time.sleep(0.5)  # the run notices within POLL_SECONDS
+
+
+@entrypoint()
+def cancelled_meanwhile(n: int) -> int:
+    cancel_own_thread().result()
+    return tail(n).result()
