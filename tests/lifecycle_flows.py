@@ -59,3 +59,33 @@ def cancel_own_thread() -> None:
 def cancelled_meanwhile(n: int) -> int:
     cancel_own_thread().result()
     return tail(n).result()
+
+
+FAILED_ONCE: set[tuple[str, int]] = set()
+"""(thread, step) of the ``varied`` steps that failed already: each fails once."""
+
+
+@task
+def part(i: int, total: int, fail: bool) -> int:
+    from pregelkit.config import get_config
+
+    RAN.append("step")
+    thread_id = get_config()["configurable"]["thread_id"]
+    if fail and (thread_id, i) not in FAILED_ONCE:
+        FAILED_ONCE.add((thread_id, i))
+        raise ValueError(f"step {i} fails once, on purpose")
+    return total + i + 1
+
+
+@entrypoint()
+def varied(spec: dict[str, Any]) -> int:
+    """A small workflow of ``spec["steps"]`` steps, asking a question after
+    step ``spec["ask"]`` and failing once in step ``spec["fail"]`` (each
+    optional): the random workflows of tests/test_lifecycle_properties.py."""
+    total = 0
+    for i in range(spec["steps"]):
+        total = part(i, total, spec.get("fail") == i).result()
+        if spec.get("ask") == i:
+            answer = interrupt(f"go on after step {i}?")
+            total += len(str(answer))
+    return total

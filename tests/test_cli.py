@@ -278,7 +278,7 @@ def test_resume_refuses_what_it_cannot_do(workdir: Path) -> None:
     cli(workdir, "run", "flows:report", "[1]", "--thread", "r")
     no_answer = cli(workdir, "resume", "r")
     assert no_answer.code == 2
-    assert "it is waiting at an interrupt for an answer; give the answer as VALUE_JSON" in (
+    assert "it is interrupted (waiting for an answer); give the answer as VALUE_JSON" in (
         no_answer.err
     )
     cli(workdir, "resume", "r", '"yes"')

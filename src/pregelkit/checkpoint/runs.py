@@ -171,25 +171,32 @@ def handle_of_thread(saver: BaseCheckpointSaver[Any], thread_id: str) -> RunHand
     return None if run_id is None else RunHandle(saver, run_id, thread_id)
 
 
-def cancel_thread_runs(saver: BaseCheckpointSaver[Any], thread_id: str) -> None:
-    """Cancel the thread's queued or running run, if it has one: what
-    ``cancel(config)`` does besides marking the thread."""
+def cancel_thread_runs(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:
+    """Cancel the thread's queued or running run, if it has one (what
+    ``cancel(config)`` does besides marking the thread); whether it had one."""
     if not saver.has_run_queue:
-        return
+        return False
     handle = handle_of_thread(saver, thread_id)
-    if handle is not None:
-        handle.cancel()
+    if handle is None or handle.status() not in (QUEUED, RUNNING):
+        return False
+    handle.cancel()
+    return True
 
 
-async def acancel_thread_runs(saver: BaseCheckpointSaver[Any], thread_id: str) -> None:
+async def acancel_thread_runs(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:
     """The async twin of :func:`cancel_thread_runs`."""
     if not saver.has_run_queue:
-        return
+        return False
     run_id = await saver.arun_queue(
         partial(_runqueue.latest_of_thread, thread_id=thread_id), "runs"
     )
-    if run_id is not None:
-        await RunHandle(saver, run_id, thread_id).acancel()
+    if run_id is None:
+        return False
+    handle = RunHandle(saver, run_id, thread_id)
+    if await handle.astatus() not in (QUEUED, RUNNING):
+        return False
+    await handle.acancel()
+    return True
 
 
 LIVE_SECONDS = 60.0

@@ -13,6 +13,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pregelkit.cli._db import DEFAULT_DB, ENTRYPOINT_KEY, TARGET_KEY, Database, open_database
@@ -348,7 +349,7 @@ def _load_tuples(
 def cmd_threads(args: argparse.Namespace, out: TextIO) -> int:
     with open_database(args.db, create=False, inspect=True) as db:
         known = sorted({*db.threads(), *queued_threads(db)})
-        rows = [_thread_row(db, thread_id) for thread_id in known]
+        rows = [row for row in map(partial(_thread_row, db), known) if row is not None]
         rows.sort(key=lambda r: str(r.get("updated") or ""), reverse=True)
         if args.json:
             _print_json(rows, out)
@@ -374,7 +375,8 @@ def cmd_threads(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _thread_row(db: Database, thread_id: str) -> dict[str, Any]:
+def _thread_row(db: Database, thread_id: str) -> dict[str, Any] | None:
+    """The thread's row of ``threads``; None if it is gone meanwhile."""
     spec = db.entrypoint_of(thread_id)
     try:
         found = _load_tuples(db, thread_id, latest=True)
@@ -382,10 +384,12 @@ def _thread_row(db: Database, thread_id: str) -> dict[str, Any]:
         return {"thread_id": thread_id, "status": "unreadable", "entrypoint": spec}
     latest = found[0] if found else None
     state = state_of(db, thread_id, latest)
-    status = state.status if state is not None else "unreadable"
+    if state is None:
+        return None
+    status = state.status
     if latest is None:
         # a queued run that has not saved a checkpoint yet
-        run = state.run if state is not None else None
+        run = state.run
         return {
             "thread_id": thread_id,
             "status": status,

@@ -67,11 +67,18 @@ def latest_run(db: Database, thread_id: str) -> RunRecord | None:
     return None if handle is None else handle.record()
 
 
+_UNSAVED = (QUEUED, RUNNING, CANCELLED)
+"""The states of a thread its queued run gives while it has no checkpoint:
+submitted, being started, or cancelled before it started."""
+
+
 def queued_threads(db: Database) -> list[str]:
-    """Threads known only to the run queue so far (submitted, no checkpoint)."""
+    """Threads the run queue knows that may have no checkpoint yet."""
     if not db.saver.has_run_queue:
         return []
-    rows = db._rows("SELECT DISTINCT thread_id FROM pregelkit_runs", ())
+    rows = db._rows(
+        "SELECT DISTINCT thread_id FROM pregelkit_runs WHERE status IN (?, ?, ?)", _UNSAVED
+    )
     return [str(r[0]) for r in rows]
 
 
@@ -99,8 +106,8 @@ def state_of(db: Database, thread_id: str, tup: CheckpointTuple | None) -> Threa
     """The thread's state, given its latest root checkpoint; None when the
     database knows nothing of it (no checkpoint, no queued run)."""
     run = latest_run(db, thread_id)
-    if tup is None and run is None:
-        return None
+    if tup is None and (run is None or run.status not in _UNSAVED):
+        return None  # never known, or deleted (the queue keeps its history)
     return ThreadState(
         thread_id,
         thread_status(db, tup, run),
@@ -131,9 +138,9 @@ def _described(state: ThreadState) -> str:
     if status == CANCELLED:
         return f"cancelled ({'nothing left to run' if not state.left_to_run else 'work left'})"
     if status == PENDING:
-        return "stopped before its end (pending)"
+        return "pending (its run stopped before its end)"
     if status == INTERRUPTED:
-        return "waiting at an interrupt for an answer"
+        return "interrupted (waiting for an answer)"
     return status
 
 

@@ -459,19 +459,19 @@ class StateAPI:
         ``RunCancelledError`` before it starts. A thread that has finished is
         refused (``ThreadStateError``): there is nothing to cancel."""
         saver, thread_id = self._control_target(config, "cancel")
-        _refuse_finished(thread_id, self.get_state(_root(thread_id)), "cancel")
         from pregelkit.checkpoint.runs import cancel_thread_runs
 
         # a queued run of it never starts; a worker's run stops (the mark)
-        cancel_thread_runs(saver, thread_id)
+        if not cancel_thread_runs(saver, thread_id):
+            _refuse_finished(thread_id, self.get_state(_root(thread_id)), "cancel")
         saver.put_thread_control(thread_id, CANCELLED)
 
     async def acancel(self, config: Mapping[str, Any]) -> None:
         saver, thread_id = self._control_target(config, "acancel")
-        _refuse_finished(thread_id, await self.aget_state(_root(thread_id)), "cancel")
         from pregelkit.checkpoint.runs import acancel_thread_runs
 
-        await acancel_thread_runs(saver, thread_id)
+        if not await acancel_thread_runs(saver, thread_id):
+            _refuse_finished(thread_id, await self.aget_state(_root(thread_id)), "cancel")
         await saver.aput_thread_control(thread_id, CANCELLED)
 
     def uncancel(self, config: Mapping[str, Any]) -> None:
