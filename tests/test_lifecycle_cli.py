@@ -264,3 +264,33 @@ def test_ctrl_c_during_the_only_task_then_the_printed_hint_works(tmp_path: Path)
     resumed = pregelkit(*shlex.split(hint)[1:])
     assert resumed.returncode == 0, resumed.stderr
     assert "result: 5" in resumed.stdout and "(cached)" not in resumed.stdout
+
+
+def test_pregelkit_worker_records_the_workflow_of_a_run_submitted_from_python(
+    tmp_path: Path, db: str, cli: Cli
+) -> None:
+    with SqliteSaver.from_conn_string(db) as saver:
+        # wf.submit from a program: it names no MODULE:NAME
+        wf = lifecycle_flows.flow.copy(checkpointer=saver)
+        wf.submit(10, {"configurable": {"thread_id": "r-1"}})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "pregelkit", "worker", ENTRY, "--db", db],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while statuses(cli).get("r-1", {}).get("status") != "interrupted":
+            assert time.monotonic() < deadline and worker.poll() is None, worker.stderr
+            time.sleep(0.05)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.communicate(timeout=60)
+    assert statuses(cli)["r-1"]["entrypoint"] == ENTRY
+    answered = cli("resume", "r-1", '"yes"')  # no --target
+    assert answered.code == 0, answered.err
+    assert statuses(cli)["r-1"]["status"] == "queued"
