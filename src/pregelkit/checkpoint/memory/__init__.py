@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, ExitStack
 from typing import Any, Literal, Self, TypeVar
 
@@ -293,7 +293,8 @@ class InMemorySaver(
         """Drop the history of threads: ``delete`` forgets them entirely;
         ``keep_latest`` keeps each namespace's latest checkpoint with its pending
         writes and the blobs it references (its ``parent_config`` then names a
-        checkpoint that no longer exists)."""
+        checkpoint that no longer exists), and writes saved ahead of a checkpoint
+        not saved yet (see ``_writes_to_keep``)."""
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(
                 f"prune() strategy must be 'keep_latest' or 'delete', got {strategy!r}"
@@ -316,10 +317,9 @@ class InMemorySaver(
                     stored[0], thread_id, ns, checkpoint_id
                 )["channel_versions"].items()
             }
-            kept_writes = {
-                (thread_id, ns, checkpoint_id)
-                for (thread_id, ns), (checkpoint_id, _) in kept.items()
-            }
+            kept_writes = (
+                _writes_to_keep(self.writes, targets, kept) if strategy == "keep_latest" else set()
+            )
             for thread_id in targets:
                 self.storage.pop(thread_id, None)
                 if strategy == "delete":
@@ -588,3 +588,22 @@ def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableC
             CONFIG_KEY_CHECKPOINT_ID: checkpoint_id,
         }
     }
+
+
+def _writes_to_keep(
+    writes: Mapping[tuple[str, str, str], Any],
+    thread_ids: set[str],
+    kept: Mapping[tuple[str, str], tuple[str, Any]],
+) -> set[tuple[str, str, str]]:
+    """The writes ``keep_latest`` leaves: the latest checkpoint's, and those
+    saved ahead of their checkpoint (a later id, or a namespace with none
+    saved yet): they become its pending writes when it lands, and a resume
+    needs them not to run finished tasks again."""
+    keep = set()
+    for key in writes:
+        thread_id, ns, checkpoint_id = key
+        if thread_id in thread_ids:
+            latest = kept.get((thread_id, ns))
+            if latest is None or checkpoint_id >= latest[0]:
+                keep.add(key)
+    return keep

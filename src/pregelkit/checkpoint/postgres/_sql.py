@@ -283,9 +283,11 @@ COPY_THREAD = (
     _COPY_ATTEMPTS,
 )
 
-# Parameter: thread id. Keeps each namespace's latest checkpoint, its writes and
-# the blobs its channel versions reference; order matters (blobs and writes
-# are judged against the checkpoints that remain).
+# Parameter: thread id. Keeps each namespace's latest checkpoint, its writes,
+# the writes saved ahead of a checkpoint not saved yet (a later id, or a
+# namespace with none: its pending writes once it lands) and the blobs its
+# channel versions reference; order matters (blobs and writes are judged
+# against the checkpoints that remain).
 PRUNE_KEEP_LATEST = (
     """
     DELETE FROM pregelkit_checkpoints AS c
@@ -296,10 +298,9 @@ PRUNE_KEEP_LATEST = (
     """,
     """
     DELETE FROM pregelkit_writes AS w
-    WHERE w.thread_id = %s AND NOT EXISTS (
-        SELECT 1 FROM pregelkit_checkpoints AS c
+    WHERE w.thread_id = %s AND w.checkpoint_id < (
+        SELECT max(c.checkpoint_id) FROM pregelkit_checkpoints AS c
         WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
-          AND c.checkpoint_id = w.checkpoint_id
     )
     """,
     """

@@ -271,9 +271,11 @@ COPY_THREAD = (
     _COPY_ATTEMPTS,
 )
 
-# Parameter: thread id. Keeps each namespace's latest checkpoint, its writes and
-# the blobs its channel versions reference; order matters (blobs and writes
-# are judged against the checkpoints that remain).
+# Parameter: thread id. Keeps each namespace's latest checkpoint, its writes,
+# the writes saved ahead of a checkpoint not saved yet (a later id, or a
+# namespace with none: its pending writes once it lands) and the blobs its
+# channel versions reference; order matters (blobs and writes are judged
+# against the checkpoints that remain).
 PRUNE_KEEP_LATEST = (
     """
     DELETE FROM pregelkit_checkpoints
@@ -285,11 +287,10 @@ PRUNE_KEEP_LATEST = (
     """,
     """
     DELETE FROM pregelkit_writes
-    WHERE thread_id = ? AND NOT EXISTS (
-        SELECT 1 FROM pregelkit_checkpoints AS c
+    WHERE thread_id = ? AND checkpoint_id < (
+        SELECT max(c.checkpoint_id) FROM pregelkit_checkpoints AS c
         WHERE c.thread_id = pregelkit_writes.thread_id
           AND c.checkpoint_ns = pregelkit_writes.checkpoint_ns
-          AND c.checkpoint_id = pregelkit_writes.checkpoint_id
     )
     """,
     """
