@@ -67,8 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="pregelkit",
         description="Run, resume and inspect durable pregelkit workflows.",
-        epilog="Exit status: 0 done or waiting at an interrupt, 1 the workflow failed, "
-        "2 a usage or environment error.",
+        epilog="Exit status: 0 done or waiting at an interrupt, 1 the workflow failed (or "
+        "was cancelled while it ran), 2 a usage or environment error, or an action that "
+        "makes no sense in the thread's state.",
     )
     parser.add_argument("--db", default=default_db, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", default=False, help=argparse.SUPPRESS)
