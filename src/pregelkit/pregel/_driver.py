@@ -260,6 +260,8 @@ def _runner(loop: SyncPregelLoop | AsyncPregelLoop, *, is_async: bool) -> Pregel
     runner.records = loop.checkpointer is not None
     runner.recorded_call = loop.recorded_call
     runner.aborted = stop.aborted
+    if is_async and loop.cache is not None:
+        runner.alookup = loop.alookup_call
     runner.attempts = loop.attempt_events()
     loop.run.runner = runner
     stop.runners.append(runner)

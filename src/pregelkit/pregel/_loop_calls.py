@@ -36,6 +36,7 @@ class LoopCalls(LoopCache):
     stream_modes: frozenset[str]
     _done_writes: dict[str, list[tuple[str, Any]]]
     _call_records: dict[str, Any]
+    is_async: bool
 
     def accept_push(
         self, parent: PregelExecutableTask, idx: int, call: Call
@@ -43,8 +44,9 @@ class LoopCalls(LoopCache):
         """Create the task for a call made by a running task (functional API).
 
         A call whose writes were saved before (this is a replay) gets them
-        back and will not run; a cache hit likewise. Once the run is asked
-        to stop, no call starts.
+        back and will not run; a cache hit likewise (an async run reads the
+        cache later, with ``alookup_call``). Once the run is asked to stop,
+        no call starts.
         """
         self.faults.raise_if_failed(self.step)
         if self.run_stop.reason is not None:
@@ -67,16 +69,43 @@ class LoopCalls(LoopCache):
             return pushed
         if pushed.cache_key is not None and self.cache is not None:
             key = (pushed.cache_key.ns, pushed.cache_key.key)
-            hit = self._fresh.get(key) or self.cache.get([key]).get(key)
-            if hit:
-                # the cached writes carry the identity of the call that filled
-                # the cache; this position records this call
-                hit = [w for w in hit if w[0] != CALL]
-                hit.append((CALL, call.call_id))
-                pushed.writes.extend(hit)
-                self._output_writes(pushed, hit, True)
-                self._record_cached(pushed)
+            hit = self._fresh.get(key)
+            if not hit and self.is_async:
+                # the runner reads the cache with ``aget`` (``alookup_call``):
+                # a sync read here would hold up the event loop
                 return pushed
+            if not hit:
+                hit = self.cache.get([key]).get(key)
+            if hit:
+                self._take_cached(pushed, hit)
+                return pushed
+        return self._push_new(pushed)
+
+    async def alookup_call(self, pushed: PregelExecutableTask) -> bool:
+        """The async runs' cache read of a call ``accept_push`` left unread:
+        whether it was a hit (its writes are then the task's); a miss makes
+        it a task of the step like any other."""
+        assert pushed.cache_key is not None and self.cache is not None
+        key = (pushed.cache_key.ns, pushed.cache_key.key)
+        hit = self._fresh.get(key) or (await self.cache.aget([key])).get(key)
+        if hit:
+            self._take_cached(pushed, hit)
+            return True
+        self._push_new(pushed)
+        return False
+
+    def _take_cached(self, pushed: PregelExecutableTask, hit: list[tuple[str, Any]]) -> None:
+        """A call answered by the cache. The cached writes carry the identity
+        of the call that filled the cache; this position records this call."""
+        writes = [w for w in hit if w[0] != CALL]
+        call = pushed.proc
+        assert type(call) is Call
+        writes.append((CALL, call.call_id))
+        pushed.writes.extend(writes)
+        self._output_writes(pushed, writes, True)
+        self._record_cached(pushed)
+
+    def _push_new(self, pushed: PregelExecutableTask) -> PregelExecutableTask:
         self.tasks[pushed.id] = pushed
         if "tasks" in self.stream_modes or "debug" in self.stream_modes:
             self._task_started(pushed)

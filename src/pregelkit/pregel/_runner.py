@@ -251,6 +251,9 @@ class PregelRunner:
         self.timeouts = False  # set when an attempt timed out: the tick drops what hung from it
         self.aborted: Callable[[BaseException], None] | None = None
         """Told of a task ended by Ctrl-C or cancellation (``RunStop.aborted``)."""
+        self.alookup: Callable[[PregelExecutableTask], Awaitable[bool]] | None = None
+        """Set by an async loop with a cache: reads the cache for a call
+        ``schedule_task`` left unread (``LoopCalls.alookup_call``)."""
 
     def timed_out(self) -> None:
         """An attempt timed out (called from the thread that waited for it)."""
@@ -401,7 +404,11 @@ class PregelRunner:
             task.scope.attempt = attempt
         fut: AnyFuture
         first = self.running.first(task)
-        if first is not None:
+        if task.cache_key is not None and self.alookup is not None:
+            fut = self.submit(
+                self._alookup_and_run, task, first, __next_tick__=True, __reraise_on_exit__=False
+            )
+        elif first is not None:
             twin = self._arun_twin if self.is_async else self._run_twin
             fut = self.submit(twin, task, *first, __next_tick__=True, __reraise_on_exit__=False)
         elif self.is_async:
@@ -479,14 +486,27 @@ class PregelRunner:
             await pending
         return value
 
+    async def _alookup_and_run(
+        self,
+        task: PregelExecutableTask,
+        first: tuple[AnyFuture, PregelExecutableTask] | None,
+    ) -> Any:
+        """An async run's cached call: read the cache without blocking the
+        event loop, then run the call (or take its running twin's result)
+        only on a miss."""
+        assert self.alookup is not None
+        if await self.alookup(task):
+            task.scope = None
+            value, failure = _outcome(task)
+            if failure is not None:
+                raise failure
+            return value
+        if first is not None:
+            return await self._arun_twin(task, *first)
+        return await self._arun_and_commit(task)
+
     def _finished(self, task: PregelExecutableTask) -> AnyFuture:
-        value = None
-        failure: BaseException | None = None
-        for chan, v in task.writes:
-            if chan == RETURN:
-                value = v
-            elif chan == CALL and is_failure(v):
-                failure = rebuild_failure(v)
+        value, failure = _outcome(task)
         if self.is_async and self.loop is not None and _on_loop(self.loop):
             fut = self.loop.create_future()
             if failure is not None:
@@ -648,6 +668,18 @@ class PregelRunner:
             raise self.poisoned
         _settle(futures, inline, reraise=reraise, timeout=timeout, step=step)
         _refuse_if_dead(root)
+
+
+def _outcome(task: PregelExecutableTask) -> tuple[Any, BaseException | None]:
+    """The value, or the failure, that a call's saved or cached writes hold."""
+    value = None
+    failure: BaseException | None = None
+    for chan, v in task.writes:
+        if chan == RETURN:
+            value = v
+        elif chan == CALL and is_failure(v):
+            failure = rebuild_failure(v)
+    return value, failure
 
 
 def _fence(
