@@ -30,7 +30,7 @@ from pregelkit.cache.memory import InMemoryCache
 from pregelkit.channels import LastValue, Topic
 from pregelkit.checkpoint.memory import InMemorySaver
 from pregelkit.config import get_config, get_store, get_stream_writer
-from pregelkit.errors import NodeTimeoutError
+from pregelkit.errors import InterruptNotPendingError, NodeTimeoutError
 from pregelkit.executors.dask import DaskExecutor
 from pregelkit.func import entrypoint, patched, task
 from pregelkit.pregel import NodeBuilder, Pregel
@@ -162,11 +162,14 @@ def test_interrupt_and_resume(executor: DaskExecutor, log: Path) -> None:
 
     config = cfg("hitl")
     flow.invoke(["a"], config)
-    (pending,) = flow.get_state(config).interrupts
-    assert pending.value == "approve a?"
+    (first,) = flow.get_state(config).interrupts
+    assert first.value == "approve a?"
     flow.invoke(Command(resume="yes"), config)
     (pending,) = flow.get_state(config).interrupts
-    assert pending.value == "sure?"
+    assert pending.value == "sure?" and pending.id != first.id
+    with pytest.raises(InterruptNotPendingError):  # the first answer, re-sent
+        flow.invoke(Command(resume={first.id: "yes"}), config)
+    # the body's second interrupt() takes the answer mapped to its own id
     assert flow.invoke(Command(resume={pending.id: "really"}), config) == ["a:yes:really"]
     assert lines(log) == ["approve a"] * 3
 

@@ -999,8 +999,9 @@ def test_several_interrupts_in_one_node_are_answered_in_order() -> None:
     for answer in ("ann", 33):
         asked.append(app.invoke(Command(resume=answer), cfg())["__interrupt__"][0])
     assert [i.value for i in asked] == ["name", "age", "city"]
-    # one call site, one task: the same interrupt id each time
-    assert len({i.id for i in asked}) == 1
+    # one task, three questions: each its own id, so an answer cannot be
+    # taken for another's
+    assert len({i.id for i in asked}) == 3
     # the answers so far are saved: the last one globally (NULL task id), all of
     # them, in order, under the task that consumed them
     assert isinstance(app.checkpointer, InMemorySaver)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pregelkit.types import Command, Interrupt
 
 __all__ = [
+    "AmbiguousResumeError",
     "CheckpointCorruptError",
     "EmptyChannelError",
     "EmptyInputError",
@@ -25,6 +26,7 @@ __all__ = [
     "GraphDrained",
     "GraphInterrupt",
     "GraphRecursionError",
+    "InterruptNotPendingError",
     "InvalidUpdateError",
     "LeaseLostError",
     "NodeCancelledError",
@@ -447,6 +449,73 @@ class UnknownInterruptError(Exception):
         self.reason = reason
         self.interrupt_ids = tuple(interrupt_ids)
         self.pending_ids = tuple(pending_ids)
+
+
+class InterruptNotPendingError(UnknownInterruptError, ValueError):
+    """``Command(resume={id: value, ...})`` names an interrupt that is not
+    pending; nothing was applied.
+
+    LangGraph ignores such an id, but the commonest cause is an answer sent
+    twice (a double-clicked button): the id it names was answered already,
+    and taking the value as the answer to the next question is how a stale
+    "yes" to "delete staging?" deletes production. ``pending`` holds the
+    interrupts that can still be answered.
+    """
+
+    def __init__(self, interrupt_ids: Sequence[str], pending: Sequence[Interrupt]) -> None:
+        self.pending = tuple(pending)
+        super().__init__(
+            f"Command(resume=...) answers interrupts that are not pending: "
+            f"{sorted(interrupt_ids)}; nothing was applied. An id stops being pending once "
+            f"its interrupt is answered (an answer sent twice names such an id), and ids "
+            f"of other threads never are. Pending interrupts:\n{_pending_lines(pending)}",
+            reason="not_pending",
+            interrupt_ids=sorted(interrupt_ids),
+            pending_ids=[i.id for i in pending],
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (InterruptNotPendingError, (self.interrupt_ids, self.pending))
+
+
+class AmbiguousResumeError(UnknownInterruptError, ValueError, RuntimeError):
+    """One resume value was given while several interrupts are pending; nothing
+    was applied. Which question it answers must be said by id.
+
+    A ``RuntimeError`` too: LangGraph raises one for this, so code written
+    against it catches this as well."""
+
+    def __init__(self, pending: Sequence[Interrupt]) -> None:
+        self.pending = tuple(pending)
+        super().__init__(
+            f"{len(pending)} interrupts are pending, and a single resume value does not say "
+            "which it answers; nothing was applied. Resume with "
+            f"Command(resume={{interrupt_id: value, ...}}). Pending interrupts:\n"
+            f"{_pending_lines(pending)}",
+            reason="ambiguous",
+            pending_ids=[i.id for i in pending],
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (AmbiguousResumeError, (self.pending,))
+
+
+def _pending_lines(pending: Sequence[Interrupt]) -> str:
+    """One line per pending interrupt: its id and the start of its question."""
+    if not pending:
+        return "  (none)"
+    return "\n".join(f"  {i.id}: {_summarize(i.value)}" for i in pending)
+
+
+def _summarize(value: Any, width: int = 60) -> str:
+    """``repr(value)`` on one line, cut to ``width`` characters: enough of a
+    question to tell it from the others in an error message."""
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @lazy_dataclass(frozen=True, slots=True)

@@ -160,9 +160,15 @@ class Interrupt:
 
     @classmethod
     def from_ns(
-        cls, value: "Any", ns: "str", *, response_schema: "dict[str, Any] | type | None" = None
+        cls,
+        value: "Any",
+        ns: "str",
+        *,
+        index: "int" = 0,
+        response_schema: "dict[str, Any] | type | None" = None,
     ) -> "Interrupt":
-        return cls(value=value, id=interrupt_id(ns), response_schema=response_schema)
+        """The ``index``-th interrupt of the task whose checkpoint namespace is ``ns``."""
+        return cls(value=value, id=interrupt_id(ns, index), response_schema=response_schema)
 
     @property
     def interrupt_id(self) -> "str":

@@ -32,8 +32,18 @@ def task_id(namespace: bytes, *parts: str) -> str:
     return _fmt(xxhash.xxh3_128_hexdigest(data))
 
 
-def interrupt_id(namespace: str) -> str:
-    """The id of an interrupt raised in the task with this checkpoint namespace."""
+def interrupt_id(namespace: str, index: int = 0) -> str:
+    """The id of the ``index``-th ``interrupt()`` call of the task with this
+    checkpoint namespace (0 for the first).
+
+    Each call gets its own id, so an answer sent again after its question was
+    answered (a double-clicked button) cannot be taken for the answer to the
+    next one. The first keeps the id of the namespace alone, as interrupts
+    saved before had; a later one hashes ``namespace|index``, the ids
+    LangGraph 1.2 gives, so a client can answer either library's interrupts.
+    """
+    if index:
+        namespace = f"{namespace}|{index}"
     return xxhash.xxh3_128_hexdigest(namespace.encode())
 
 

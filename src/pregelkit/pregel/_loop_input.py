@@ -11,7 +11,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from pregelkit._internal._constants import INPUT, INTERRUPT, NULL_TASK_ID, RESUME, TASKS
-from pregelkit.errors import EmptyInputError, InvalidUpdateError, NothingToResumeError
+from pregelkit.errors import (
+    AmbiguousResumeError,
+    EmptyInputError,
+    InterruptNotPendingError,
+    InvalidUpdateError,
+    NothingToResumeError,
+)
 from pregelkit.pregel._algo import PregelTaskWrites
 from pregelkit.pregel._io import map_input, read_channels
 from pregelkit.pregel._loop_events import LoopEvents
@@ -117,9 +123,11 @@ class LoopInput(LoopEvents):
         )
 
     def _accept_resume(self, resume: Any) -> None:
+        """Check ``resume`` against the pending interrupts and record it; a
+        resume that cannot be matched raises before anything is written."""
         # a task that interrupted and has finished since (it was resumed) waits no more
         waiting = {
-            i.id
+            i.id: i
             for tid, chan, value in self.checkpoint_pending_writes
             if chan == INTERRUPT and tid != NULL_TASK_ID and tid not in self._done_writes
             for i in value
@@ -131,21 +139,16 @@ class LoopInput(LoopEvents):
                 "a new run with an input, or invoke(None, config) to retry a failed run"
             )
         if isinstance(resume, dict) and resume and all(_is_interrupt_id(k) for k in resume):
-            unknown = sorted(set(resume) - waiting)
+            unknown = [k for k in resume if k not in waiting]
+            # a nested graph gets its parent's map, checked there
             if unknown and not self.is_nested:
-                raise ValueError(
-                    f"Command(resume=...) answers interrupts that are not pending: {unknown}; "
-                    f"pending interrupts: {sorted(waiting) or 'none'}"
-                )
+                raise InterruptNotPendingError(unknown, list(waiting.values()))
             self.run.resume_map = dict(resume)
             # saved like a single value, so the answers survive a crash before use
             self.put_writes(NULL_TASK_ID, [(RESUME, resume)])
             return
         if len(waiting) > 1:
-            raise ValueError(
-                f"{len(waiting)} interrupts are pending ({sorted(waiting)}); resume them with "
-                "Command(resume={interrupt_id: value, ...})"
-            )
+            raise AmbiguousResumeError(list(waiting.values()))
         self.run.resume_slot.value = resume
         self.put_writes(NULL_TASK_ID, [(RESUME, resume)])
 

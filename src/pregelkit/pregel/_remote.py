@@ -129,8 +129,12 @@ class _Body:
         )
         self.resume = list(scope.resume)
         mapped = run.resume_map
-        iid = interrupt_id(scope.ns)
-        self.mapped = (mapped[iid],) if mapped and iid in mapped else ()
+        self.mapped: tuple[str, Any] | tuple[()] = ()
+        if mapped:
+            # the body's first unanswered interrupt() is the only one a map can answer
+            iid = interrupt_id(scope.ns, len(self.resume))
+            if iid in mapped:
+                self.mapped = (iid, mapped[iid])
         self.slot = slot
         self.previous = run.previous
         self.store = run.store is not None
@@ -252,8 +256,8 @@ class BodyScope:
 
     def answer(self, iid: str) -> Any:
         """``TaskScope.answer``, from the values the driver shipped."""
-        if self.mapped:
-            (value,), self.mapped = self.mapped, ()
+        if self.mapped and self.mapped[0] == iid:
+            (_, value), self.mapped = self.mapped, ()
             self.used_map = True
             return value
         if self.slot:
@@ -394,12 +398,13 @@ def _land(task: PregelExecutableTask, outcome: Any, state: Any) -> Any:
     ok, value = outcome
     writes, chunks, resume, counter, used_map, _ = state
     scope = task.scope
+    if used_map and scope.run.resume_map is not None:
+        # the answer went to the first call the body had no saved answer for
+        scope.run.resume_map.pop(interrupt_id(scope.ns, len(scope.resume)), None)
     if resume is not None:
         scope.resume = resume
         scope.interrupt_counter = counter
     task.writes.extend(writes)
-    if used_map and scope.run.resume_map is not None:
-        scope.run.resume_map.pop(interrupt_id(scope.ns), None)
     for chunk in chunks:
         scope.stream_writer(chunk)
     if not ok:

@@ -183,7 +183,9 @@ class TaskScope:
         self.interrupt_counter = idx + 1
         if idx < len(self.resume):
             return self.resume[idx]
-        iid = Interrupt.from_ns(value, self.ns, response_schema=response_schema)
+        # the id is made only here, for a call not yet answered: a run that
+        # never interrupts, or replays its answers, never hashes one
+        iid = Interrupt.from_ns(value, self.ns, index=idx, response_schema=response_schema)
         answer = self.answer(iid.id)
         if answer is MISSING:
             raise GraphInterrupt((iid,))
