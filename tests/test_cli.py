@@ -75,6 +75,13 @@ def survey(questions):
 
 
 @entrypoint()
+def cleanup(_):
+    staging = interrupt("delete the staging data?")
+    production = interrupt("delete the PRODUCTION data?")
+    return [staging, production]
+
+
+@entrypoint()
 def chain(items):
     return [fragile(i).result() for i in items]
 
@@ -224,32 +231,81 @@ def test_json_output_of_run_and_resume(workdir: Path) -> None:
     }
 
 
-def test_several_interrupts_are_answered_by_id(workdir: Path) -> None:
-    res = cli(workdir, "run", "flows:survey", '["name?", "age?"]', "--thread", "s1")
-    assert res.code == 0, res.err
+def pending_ids(res: Result) -> dict[str, str]:
+    """Question to interrupt id, as ``run``/``resume`` list the pending interrupts."""
     ids = {}
     for line in res.lines:
         if line.startswith("  [") and "] " in line:
             interrupt_id, question = line.strip()[1:].split("] ")
             ids[question] = interrupt_id
+    return ids
+
+
+def test_several_interrupts_are_answered_one_at_a_time_with_to(workdir: Path) -> None:
+    res = cli(workdir, "run", "flows:survey", '["name?", "age?"]', "--thread", "s1")
+    assert res.code == 0, res.err
+    ids = pending_ids(res)
     assert set(ids) == {"name?", "age?"}
-    hint = resume_args(res.lines[-1])
-    assert hint[:2] == ["resume", "s1"] and set(json.loads(hint[2])) == set(ids.values())
+    # one command per interrupt, each naming it with --to
+    hints = [resume_args(line) for line in res.lines if line.startswith("  pregelkit ")]
+    assert sorted(h[-1] for h in hints) == sorted(ids.values())
+    assert all(h[:4] == ["resume", "s1", '"..."', "--to"] for h in hints)
 
     plain = cli(workdir, "resume", "s1", '"Ada"')
-    assert plain.code == 2
-    assert "waits at 2 interrupts: answer them by id" in plain.err
+    assert plain.code == 2 and len(plain.err.strip().splitlines()) == 1
+    assert "waits at 2 interrupts" in plain.err and "--to ID" in plain.err
+    for question, interrupt_id in ids.items():
+        assert f"{interrupt_id}: {question}" in plain.err
 
-    unknown = cli(workdir, "resume", "s1", json.dumps({"0" * 32: "x"}))
+    unknown = cli(workdir, "resume", "s1", '"x"', "--to", "0" * 32)
     assert unknown.code == 2
-    assert "has no pending interrupt" in unknown.err
+    assert f"has no pending interrupt '{'0' * 32}'" in unknown.err
+    assert ids["name?"] in unknown.err and ids["age?"] in unknown.err
 
-    partial = cli(workdir, "resume", "s1", json.dumps({ids["name?"]: "Ada"}))
+    no_value = cli(workdir, "resume", "s1", "--to", ids["age?"])
+    assert no_value.code == 2 and "give the answer as VALUE_JSON" in no_value.err
+
+    partial = cli(workdir, "resume", "s1", '"Ada"', "--to", ids["name?"])
     assert partial.code == 0, partial.err
-    assert [line for line in partial.lines if line.startswith("  [")] == [f"  [{ids['age?']}] age?"]
-    rest = cli(workdir, "resume", "s1", "36")
+    assert pending_ids(partial) == {"age?": ids["age?"]}
+    rest = cli(workdir, "resume", "s1", "36")  # the one left: no --to needed
     assert rest.code == 0, rest.err
     assert rest.lines[-1] == "result: ['Ada', 36]"
+
+
+def test_a_re_sent_answer_does_not_answer_the_next_question(workdir: Path) -> None:
+    res = cli(workdir, "run", "flows:cleanup", "1", "--thread", "d1")
+    (staging,) = pending_ids(res).values()
+    first = cli(workdir, "resume", "d1", '"yes"', "--to", staging)
+    assert first.code == 0, first.err
+    (production,) = pending_ids(first).values()
+    assert production != staging
+
+    again = cli(workdir, "resume", "d1", '"yes"', "--to", staging)  # a double click
+    assert again.code == 2
+    assert "answered already" in again.err
+    assert f"{production}: delete the PRODUCTION data?" in again.err
+    # the old form, an id map, is not taken for the answer either
+    old_form = cli(workdir, "resume", "d1", json.dumps({staging: "yes"}))
+    assert old_form.code == 2 and "looks like a map of interrupt ids" in old_form.err
+    shown = cli(workdir, "show", "d1")
+    assert f"[{production}] delete the PRODUCTION data?" in shown.out
+
+    done = cli(workdir, "resume", "d1", '"no"')
+    assert done.code == 0, done.err
+    assert done.lines[-1] == "result: ['yes', 'no']"
+
+
+def test_an_answer_shaped_like_an_id_map_is_sent_as_given_with_to(workdir: Path) -> None:
+    res = cli(workdir, "run", "flows:report", "[1]", "--thread", "m1")
+    (only,) = pending_ids(res).values()
+    answer = {"f" * 32: "yes"}
+    refused = cli(workdir, "--json", "resume", "m1", json.dumps(answer))
+    assert refused.code == 2
+    assert refused.events()[-1]["error"]["type"] == "usage"
+    sent = cli(workdir, "resume", "m1", json.dumps(answer), "--to", only)
+    assert sent.code == 0, sent.err
+    assert sent.lines[-1] == "result: {'total': 1, 'published': False}"
 
 
 def test_failure_exits_1_and_resume_retries_only_what_failed(workdir: Path) -> None:

@@ -7,6 +7,7 @@ a PostgreSQL database (``--db postgresql://...``)::
 
     pregelkit run examples/quickstart.py:report '[1, 2, 3]'
     pregelkit resume THREAD '"yes"'
+    pregelkit resume THREAD '"yes"' --to INTERRUPT_ID
     pregelkit threads
     pregelkit history THREAD
     pregelkit show THREAD [CHECKPOINT]
@@ -105,11 +106,18 @@ def _parser() -> argparse.ArgumentParser:
         "resume",
         parents=[common, run_opts],
         help="answer an interrupt, or continue a stopped run",
-        description="Resume THREAD: with VALUE_JSON as the answer to its interrupt (or a "
-        "JSON object of interrupt id to answer), or without it after a crash.",
+        description="Resume THREAD: with VALUE_JSON as the answer to its interrupt, or "
+        "without it after a crash. VALUE_JSON is always the answer itself; when several "
+        "interrupts wait, --to ID says which one it answers.",
     )
     p.add_argument("thread", metavar="THREAD")
     p.add_argument("value", nargs="?", metavar="VALUE_JSON", help="the answer, as JSON")
+    p.add_argument(
+        "--to",
+        metavar="ID",
+        help="the id of the interrupt VALUE_JSON answers (needed when several wait; "
+        "`pregelkit show THREAD` lists them)",
+    )
     p.add_argument(
         "--target",
         "--entrypoint",

@@ -213,7 +213,12 @@ def _report(
             out.write(f"interrupted: thread {thread_id} is waiting for an answer\n")
             for i in outcome.interrupts:
                 out.write(f"  [{i.id}] {_short(i.value, 200)}\n")
-            out.write(f"resume with (the answer is JSON):\n  {resume}\n")
+            if len(outcome.interrupts) == 1:
+                out.write(f"resume with (the answer is JSON):\n  {resume}\n")
+            else:
+                out.write("answer each with (the answer is JSON; --to says which it answers):\n")
+                for i in outcome.interrupts:
+                    out.write(f"  {_resume_command(args, thread_id, outcome.interrupts, i.id)}\n")
         return 0
     output = graph.get_state(config).values
     if args.json:
@@ -254,14 +259,20 @@ def _db_args(args: argparse.Namespace) -> list[str]:
 
 
 def _resume_command(
-    args: argparse.Namespace, thread_id: str, interrupts: Sequence[Interrupt] | None
+    args: argparse.Namespace,
+    thread_id: str,
+    interrupts: Sequence[Interrupt] | None,
+    to: str | None = None,
 ) -> str:
+    """The command that resumes ``thread_id``: with an answer to fill in when
+    ``interrupts`` wait, and ``--to`` naming one (``to``, else the first) when
+    several do."""
     words = ["pregelkit", *_db_args(args), "resume", thread_id]
     if interrupts:
         if len(interrupts) == 1:
             words.append('"yes"')
         else:
-            words.append(json.dumps({i.id: "..." for i in interrupts}))
+            words += ['"..."', "--to", to or interrupts[0].id]
     return shlex.join(words)
 
 

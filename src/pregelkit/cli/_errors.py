@@ -8,8 +8,10 @@ class CliError(Exception):
 
     ``kind`` is the stable ``error.type`` of ``--json`` output (``usage``,
     ``database``, ``unknown_thread``, ``target``, ``thread_busy``,
-    ``not_resumable``: an action that makes no sense in the thread's state), so a
-    script can branch on it without parsing prose."""
+    ``not_resumable``: an action that makes no sense in the thread's state;
+    ``not_pending``, ``ambiguous``: an answer for no pending interrupt, or for
+    one of several without ``--to``), so a script can branch on it without
+    parsing prose."""
 
     def __init__(self, message: str, *, kind: str = "usage", thread_id: str | None = None) -> None:
         super().__init__(message)

@@ -15,8 +15,9 @@ import sys
 import time
 from typing import Any, TextIO
 
-from pregelkit.cli._commands import _parse_json, _state
-from pregelkit.cli._db import open_database
+from pregelkit.cli._answer import pending_interrupts, resume_map
+from pregelkit.cli._commands import _cli, _parse_json, _state
+from pregelkit.cli._db import Database, open_database
 from pregelkit.cli._errors import CliError
 from pregelkit.cli._lifecycle import INTERRUPTED, QUEUED, RUNNING, ThreadState, refuse
 from pregelkit.cli._render import _print_json, _short, _table
@@ -63,6 +64,11 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         "Command(resume=...)",
     )
     p.add_argument("--thread", required=True, metavar="ID", help="the thread (the run's id)")
+    p.add_argument(
+        "--to",
+        metavar="ID",
+        help="with --resume: the id of the interrupt it answers (needed when several wait)",
+    )
     p.add_argument("--priority", type=int, default=0, help="higher is taken first (default 0)")
     p.set_defaults(func=cmd_submit)
 
@@ -117,10 +123,11 @@ def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
     from pregelkit.checkpoint.runs import submit_run
     from pregelkit.types import Command
 
-    if args.resume is not None:
-        value: Any = Command(resume=_parse_json(args.resume, "--resume"))
-    else:
-        value = _parse_json(args.input, "--input")
+    if args.to is not None and args.resume is None:
+        raise CliError("--to ID names the interrupt a --resume answer is for: give --resume JSON")
+    # parsed before anything is opened: a typo in the JSON is the first thing said
+    answer = _parse_json(args.resume, "--resume")
+    value: Any = _parse_json(args.input, "--input")
     target = load_target(args.entrypoint)
     graph = target.graph
     if not graph.name:
@@ -128,7 +135,7 @@ def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
     with open_database(args.db, create=True) as db:
         state = _state(db, args.thread)
         if args.resume is not None:
-            _check_answerable(args, state)
+            value = Command(resume=_answers(args, db, state, answer))
         # the workflow is recorded in the thread's checkpoints, as `run` does,
         # so `resume` finds it without --target
         config = {"configurable": {"thread_id": args.thread}, "metadata": recorded(target)}
@@ -143,6 +150,23 @@ def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(f"run {handle.run_id} of thread {handle.thread_id}: {status}\n")
     return 0
+
+
+def _answers(args: argparse.Namespace, db: Database, state: ThreadState | None, answer: Any) -> Any:
+    """What the queued ``Command(resume=...)`` carries: ``{id: answer}`` for
+    the interrupt ``--to`` names or the only one pending, never a guess
+    (``cli/_answer.py``)."""
+    _check_answerable(args, state)
+    assert state is not None
+    if state.saved != INTERRUPTED:
+        return answer  # a queued or running run: submit prints it, the answer is not used
+    pending = pending_interrupts(db, args.thread)
+
+    def hint(iid: str) -> str:
+        words = ["submit", args.entrypoint, "--resume", '"..."', "--thread", args.thread]
+        return _cli(args, *words, "--to", iid)
+
+    return resume_map(args.thread, answer, args.to, pending, hint)
 
 
 def _check_answerable(args: argparse.Namespace, state: ThreadState | None) -> None:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import argparse
 import shlex
 import uuid
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from pregelkit.cli._answer import pending_interrupts, resume_map
 from pregelkit.cli._commands import (
     _cli,
     _execute,
-    _load_tuples,
     _parse_json,
     _resume_command,
     _resume_target,
@@ -34,7 +33,6 @@ from pregelkit.cli._lifecycle import (
     refuse,
 )
 from pregelkit.cli._render import _print_json
-from pregelkit.cli._status import interrupts_of
 from pregelkit.cli._target import Target, load_target
 
 if TYPE_CHECKING:
@@ -111,13 +109,28 @@ def _continue(
     from pregelkit.types import Command
 
     thread_id = state.thread_id
+    to = getattr(args, "to", None)  # `run` without an input has no --to
+    if to is not None and value is None:
+        example = _cli(args, "resume", thread_id, '"yes"', "--to", to)
+        raise CliError(
+            f"--to {to} names the interrupt to answer: give the answer as VALUE_JSON too, "
+            f"e.g. {example}",
+            thread_id=thread_id,
+        )
     pending = _check_resumable(args, db, state, value)
+    run_input = None
     if value is not None:
-        _check_answer(args, thread_id, value, pending)
+        answers = resume_map(
+            thread_id,
+            value,
+            to,
+            pending,
+            lambda iid: _resume_command(args, thread_id, pending, iid),
+        )
+        run_input = Command(resume=answers)
     if state.status == CANCELLED:
         # resuming is the explicit ask a cancelled thread waits for
         db.saver.put_thread_control(thread_id, None)
-    run_input = Command(resume=value) if value is not None else None
     if state.queued_thread and target is None and not args.target:
         return _queue_resume(args, db, state, run_input, out)
     target = target or _resume_target(args, db, thread_id)
@@ -168,8 +181,7 @@ def _check_resumable(
                 + "` runs it again"
             )
         raise refuse(state, action, advice)
-    found = _load_tuples(db, thread_id, latest=True)
-    pending = [i for _, i in interrupts_of(found[0])] if found else []
+    pending = pending_interrupts(db, thread_id)
     if state.saved == INTERRUPTED and value is None:
         raise refuse(
             state,
@@ -218,29 +230,3 @@ def _queue_resume(
             f"serving {state.run.workflow!r} resumes it (`pregelkit runs` shows it)\n"
         )
     return 0
-
-
-def _check_answer(
-    args: argparse.Namespace, thread_id: str, value: Any, pending: Sequence[Interrupt]
-) -> None:
-    """Several pending interrupts are answered by id; say how before running."""
-    ids = {i.id for i in pending}
-    if isinstance(value, dict) and value and all(k in ids for k in value):
-        return
-    if isinstance(value, dict) and value and all(_looks_like_id(k) for k in value):
-        unknown = sorted(k for k in value if k not in ids)
-        raise CliError(
-            f"thread {thread_id!r} has no pending interrupt {unknown[0]!r}; pending: "
-            f"{', '.join(sorted(ids))}",
-            thread_id=thread_id,
-        )
-    if len(ids) > 1:
-        raise CliError(
-            f"thread {thread_id!r} waits at {len(ids)} interrupts: answer them by id, e.g. "
-            f"{_resume_command(args, thread_id, pending)}",
-            thread_id=thread_id,
-        )
-
-
-def _looks_like_id(key: str) -> bool:
-    return len(key) == 32 and all(c in "0123456789abcdef" for c in key)
