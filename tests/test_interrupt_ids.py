@@ -8,6 +8,7 @@ that is not pending is refused before anything is saved.
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
@@ -354,3 +355,35 @@ def test_any_subset_of_answers_goes_exactly_to_its_questions(
     expected = [[f"answer to t{i}q{k}" for k in range(c)] for i, c in enumerate(plan)]
     assert out == (expected, "answer to done?")
     assert len(ids) == sum(plan) + 1
+
+
+def test_a_thread_saved_when_a_tasks_calls_shared_an_id_is_answered_by_that_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before each call had its own id, a task's second question carried its
+    namespace's id, the first's; a thread saved then waits at it."""
+    import pregelkit.types as types
+
+    flow = cleanup_flow(InMemorySaver(), [])
+    with monkeypatch.context() as old_code:
+        old_code.setattr(
+            types, "interrupt_id", lambda ns, index=0: xxhash.xxh3_128_hexdigest(ns.encode())
+        )
+        (staging,) = flow.invoke(1, cfg())["__interrupt__"]
+        (production,) = flow.invoke(Command(resume="no"), cfg())["__interrupt__"]
+    assert production.id == staging.id  # as saved by the old code
+    assert flow.invoke(Command(resume={production.id: "yes"}), cfg()) == ["production"]
+
+
+def test_async_resume_refuses_an_id_that_is_not_pending() -> None:
+    flow = cleanup_flow(InMemorySaver(), [])
+
+    async def attempt() -> None:
+        (staging,) = (await flow.ainvoke(1, cfg()))["__interrupt__"]
+        answered = await flow.ainvoke(Command(resume={staging.id: "no"}), cfg())
+        (production,) = answered["__interrupt__"]
+        with pytest.raises(InterruptNotPendingError):
+            await flow.ainvoke(Command(resume={staging.id: "yes"}), cfg())
+        assert await flow.ainvoke(Command(resume={production.id: "no"}), cfg()) == []
+
+    asyncio.run(attempt())

@@ -254,7 +254,7 @@ class BodyScope:
         self.used_map = False
         self.used_slot = False
 
-    def answer(self, iid: str) -> Any:
+    def answer(self, iid: str, index: int = 0) -> Any:
         """``TaskScope.answer``, from the values the driver shipped."""
         if self.mapped and self.mapped[0] == iid:
             (_, value), self.mapped = self.mapped, ()

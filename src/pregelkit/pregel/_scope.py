@@ -19,6 +19,7 @@ from pregelkit._internal._constants import (
     CONFIG_KEY_THREAD_ID,
     RESUME,
 )
+from pregelkit._internal._ids import interrupt_id
 from pregelkit._internal._typing import MISSING
 from pregelkit.errors import GraphInterrupt
 from pregelkit.types import Interrupt
@@ -186,20 +187,26 @@ class TaskScope:
         # the id is made only here, for a call not yet answered: a run that
         # never interrupts, or replays its answers, never hashes one
         iid = Interrupt.from_ns(value, self.ns, index=idx, response_schema=response_schema)
-        answer = self.answer(iid.id)
+        answer = self.answer(iid.id, idx)
         if answer is MISSING:
             raise GraphInterrupt((iid,))
         self.resume.append(answer)
         self.task.writes.append((RESUME, list(self.resume)))
         return answer
 
-    def answer(self, iid: str) -> Any:
-        """The resume value given for interrupt ``iid`` (by id, else the run's one
-        value), taken so that no other interrupt gets it; MISSING if none."""
+    def answer(self, iid: str, index: int = 0) -> Any:
+        """The resume value given for interrupt ``iid``, the task's ``index``-th
+        (by id, else the run's one value), taken so that no other interrupt gets
+        it; MISSING if none."""
         run = self.run
         answer = MISSING
         if run.resume_map is not None:
             answer = run.resume_map.pop(iid, MISSING)
+            if answer is MISSING and index:
+                # a thread saved before each call had its own id waits at its
+                # namespace's id; the map was checked to name only pending ids,
+                # so that id is this call's (a re-sent answer never gets here)
+                answer = run.resume_map.pop(interrupt_id(self.ns), MISSING)
         if answer is MISSING:
             answer = run.resume_slot.take()
         return answer
