@@ -5,6 +5,8 @@ here; with several pending and no ``--to``, nothing is queued."""
 
 from __future__ import annotations
 
+import json
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,7 @@ def queue(
 ) -> Any:
     (tmp_path / "qflows.py").write_text(textwrap.dedent(FLOWS))
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "qflows", raising=False)  # each test its own file
     db = str(tmp_path / "queue.sqlite")
     graph = load_target("qflows.py:survey").graph
 
@@ -102,3 +105,12 @@ def test_a_queued_answer_says_which_interrupt_it_is_for(queue: Any) -> None:
     assert code == 0, err
     queue.work()
     assert queue.values() == ["Ada", 36]
+
+
+def test_the_refusal_shows_a_questions_control_characters_escaped(queue: Any) -> None:
+    questions = json.dumps(["evil\x1b[31mred\nline", "plain"])
+    assert queue.cli("submit", queue.entry, "--input", questions, "--thread", "q1")[0] == 0
+    queue.work()
+    code, _, err = queue.cli("resume", "q1", '"x"')
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "\x1b" not in err and "evil\\x1b[31mred line" in err

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pregelkit.cli._commands import _load_tuples
 from pregelkit.cli._errors import CliError
-from pregelkit.cli._render import _short
+from pregelkit.cli._render import _short, clean
 from pregelkit.cli._status import interrupts_of
 
 if TYPE_CHECKING:
@@ -81,4 +81,5 @@ def _listing(pending: Sequence[Interrupt]) -> str:
     """Each pending interrupt's id and the start of its question, on one line."""
     if not pending:
         return "none"
-    return "; ".join(f"{i.id}: {_short(i.value, 40)}" for i in pending)
+    # a question is the workflow's text: its control characters are shown escaped
+    return "; ".join(f"{clean(i.id)}: {clean(_short(i.value, 40))}" for i in pending)
