@@ -114,6 +114,11 @@ def test_sigterm_hands_runs_back(
     time.sleep(0.5)
     a.signal(signal.SIGTERM)
     assert a.proc.wait(timeout=20) == 0
+    # it says why it stops, and what it waits for
+    assert (
+        "INFO stopping (signal SIGTERM): claiming no more runs; waiting for 1 run to finish "
+        "its started tasks, then handing it back to the queue"
+    ) in a.stderr
     assert "handed back" in a.stderr
     record = handle.record()
     assert (record.status, record.worker) == ("queued", None)

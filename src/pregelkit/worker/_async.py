@@ -82,6 +82,7 @@ class AsyncWorker(WorkerFront):
                     break
                 if not claimed or plan is None:
                     await _wait(wake, core.pause(len(claimed), plan is not None))
+            core.log_stopping()
             if runs:  # stopping: they drain and are handed back
                 await asyncio.gather(*runs, return_exceptions=True)
         finally:

@@ -147,6 +147,7 @@ class WorkerCore:
         self.held: dict[str, Held] = {}
         self.control = RunControl()
         self.stopping = False
+        self.stop_reason: str | None = None
         self.finished = 0
 
     # the queue
@@ -300,7 +301,27 @@ class WorkerCore:
         """Stop claiming; the runs held drain (their started tasks finish and
         are saved) and are handed back to the queue."""
         self.stopping = True
+        if self.stop_reason is None:
+            self.stop_reason = reason
         self.control.request_drain(reason)
+
+    def log_stopping(self) -> None:
+        """Say why the worker stops and what it waits for: logged by the
+        serving loop once it sees the stop (a signal handler must not log:
+        it may interrupt a write to the same stream)."""
+        if self.stop_reason is None:
+            return
+        count = len(self.held)
+        if count == 0:
+            waits = "no run held"
+        elif count == 1:
+            waits = "waiting for 1 run to finish its started tasks, then handing it back"
+        else:
+            waits = f"waiting for {count} runs to finish their started tasks, then handing them"
+            waits += " back"
+        if count:
+            waits += " to the queue"
+        log.info("stopping (%s): claiming no more runs; %s", self.stop_reason, waits)
 
 
 class WorkerFront:

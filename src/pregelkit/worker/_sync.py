@@ -90,6 +90,8 @@ class Worker(WorkerFront):
                     if not claimed or plan is None:
                         self._event.wait(core.pause(len(claimed), plan is not None))
                         self._event.clear()
+                with self._lock:
+                    core.log_stopping()
         finally:
             beating.set()
         self._stopped()
