@@ -8,7 +8,7 @@ a PostgreSQL database (``--db postgresql://...``)::
     pregelkit run examples/quickstart.py:report '[1, 2, 3]'
     pregelkit resume THREAD '"yes"'
     pregelkit resume THREAD '"yes"' --to INTERRUPT_ID
-    pregelkit threads
+    pregelkit threads [--status S] [--limit N]
     pregelkit history THREAD
     pregelkit show THREAD [CHECKPOINT]
     pregelkit delete THREAD
@@ -20,8 +20,9 @@ a PostgreSQL database (``--db postgresql://...``)::
     pregelkit submit MODULE:NAME --resume JSON --thread ID
     pregelkit runs [--status S]
 
-Every command prints readable tables, or JSON with ``--json`` (then stdout
-holds JSON alone, errors included). Mistakes in the command line or the
+Every command prints readable tables (fitted to the terminal, escaped;
+``_table``), or JSON with ``--json`` (then stdout holds JSON alone, errors
+included). Mistakes in the command line or the
 environment (an unknown thread, an unreadable database, an entrypoint that
 cannot be found) exit with status 2 and a message saying what to do; a
 workflow that fails exits with status 1. Inspecting never imports workflow
@@ -41,6 +42,8 @@ from pregelkit.cli import _cancel, _fleet, _timeline
 from pregelkit.cli._commands import cmd_delete, cmd_history, cmd_show, cmd_threads
 from pregelkit.cli._db import DEFAULT_DB
 from pregelkit.cli._errors import CliError
+from pregelkit.cli._lifecycle import THREAD_STATUSES
+from pregelkit.cli._options import add_filters, table_options
 from pregelkit.cli._render import _fail_line, _print_error
 from pregelkit.cli._resume import cmd_resume, cmd_run
 from pregelkit.cli._secrets import Redactor
@@ -65,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
         help=f"SQLite file or postgresql:// URL (default: $PREGELKIT_DB or {DEFAULT_DB})",
     )
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    tables = table_options(_Parser(add_help=False))
     parser = _Parser(
         prog="pregelkit",
         description="Run, resume and inspect durable pregelkit workflows.",
@@ -72,8 +76,15 @@ def _parser() -> argparse.ArgumentParser:
         "was cancelled while it ran), 2 a usage or environment error, or an action that "
         "makes no sense in the thread's state.",
     )
-    parser.add_argument("--db", default=default_db, help=argparse.SUPPRESS)
-    parser.add_argument("--json", action="store_true", default=False, help=argparse.SUPPRESS)
+    # also taken after the command (`common`): listed here, where --help shows them
+    parser.add_argument(
+        "--db",
+        default=default_db,
+        help=f"SQLite file or postgresql:// URL (default: $PREGELKIT_DB or {DEFAULT_DB})",
+    )
+    parser.add_argument(
+        "--json", action="store_true", default=False, help="print JSON (errors included)"
+    )
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -128,15 +139,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_resume)
 
-    p = sub.add_parser("threads", parents=[common], help="list threads")
+    p = sub.add_parser("threads", parents=[common, tables], help="list threads")
+    add_filters(p, "threads", THREAD_STATUSES, None)
     p.set_defaults(func=cmd_threads)
 
-    p = sub.add_parser("history", parents=[common], help="a thread's checkpoints, oldest first")
+    p = sub.add_parser(
+        "history", parents=[common, tables], help="a thread's checkpoints, oldest first"
+    )
     p.add_argument("thread", metavar="THREAD")
     p.set_defaults(func=cmd_history)
 
     p = sub.add_parser(
-        "show", parents=[common], help="a checkpoint's channel values and pending writes"
+        "show", parents=[common, tables], help="a checkpoint's channel values and pending writes"
     )
     p.add_argument("thread", metavar="THREAD")
     p.add_argument(
@@ -149,8 +163,18 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_delete)
     _cancel.register(sub, common)
     _timeline.register(sub, common)
-    _fleet.register(sub, common)
+    _fleet.register(sub, common, tables)
+    _describe(sub)
     return parser
+
+
+def _describe(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """A command without a description of its own gets its one-line help,
+    so ``pregelkit COMMAND --help`` always says what the command does."""
+    for action in sub._choices_actions:
+        parser = sub.choices[action.dest]
+        if not parser.description and action.help:
+            parser.description = action.help[0].upper() + action.help[1:] + "."
 
 
 def _version() -> str:
@@ -182,9 +206,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return broken_pipe()
 
 
+def _require_rich() -> None:
+    """Tables are laid out by rich, the ``cli`` extra: without it, say how
+    to install it rather than fail halfway through a command."""
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        raise CliError(
+            "the pregelkit command needs rich, which is not installed: "
+            "pip install 'pregelkit[cli]'",
+            kind="install",
+        ) from None
+
+
+def _parse(words: list[str]) -> argparse.Namespace:
+    """The parsed command line. An unknown option is reported with the help
+    of the command it was given to (`pregelkit threads --help`)."""
+    args, unknown = _parser().parse_known_args(words)
+    if unknown:
+        raise CliError(
+            f"unrecognized arguments: {' '.join(unknown)} (see `pregelkit {args.command} --help`)"
+        )
+    return args
+
+
 def _command(words: list[str], as_json: bool, out: TextIO) -> int:
     try:
-        args = _parser().parse_args(words)
+        _require_rich()
+        args = _parse(words)
         status: int = args.func(args, out)
     except CliError as exc:
         _fail_line(f"error: {exc}")

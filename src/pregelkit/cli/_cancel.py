@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from pregelkit.cli._commands import _cli, _resume_command, _state, _unknown_thread
 from pregelkit.cli._db import Database, open_database
 from pregelkit.cli._lifecycle import CANCELLED, DONE, QUEUED, RUNNING, ThreadState, refuse
-from pregelkit.cli._render import _print_json
+from pregelkit.cli._render import _print_json, clean
 
 __all__ = ["cmd_cancel", "cmd_uncancel", "register"]
 
@@ -28,7 +28,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "cancel",
         parents=[common],
-        help="cancel a thread: its run stops, and it runs again only after `resume`",
+        help="cancel a thread's run; it runs again only after `resume`",
         description="Mark THREAD cancelled. Its run, in any process, starts no new task, "
         "saves what finished and stops; a queued run of it never starts; no run of THREAD "
         "starts until `pregelkit resume THREAD` (or `pregelkit uncancel THREAD`).",
@@ -59,7 +59,7 @@ def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
             out,
         )
     else:
-        out.write(message + (f"; continue it later with: {hint}" if hint else "") + "\n")
+        out.write(clean(message) + (f"; continue it later with: {hint}" if hint else "") + "\n")
     return 0
 
 
@@ -112,11 +112,11 @@ def cmd_uncancel(args: argparse.Namespace, out: TextIO) -> int:
         after = _state(db, args.thread)
     status = after.status if after is not None else state.status
     if marked:
-        message = f"uncancelled: thread {args.thread} is {status} now"
+        message = f"uncancelled: thread {clean(args.thread)} is {status} now"
         if after is not None and after.left_to_run:
             message += f"; continue it with: {_resume_command(args, args.thread, None)}"
     else:
-        message = f"thread {args.thread} is not cancelled ({status}): nothing to do"
+        message = f"thread {clean(args.thread)} is not cancelled ({status}): nothing to do"
     if args.json:
         _print_json(
             {"event": "uncancelled", "thread_id": args.thread, "was_cancelled": marked,

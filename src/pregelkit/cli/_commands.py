@@ -8,12 +8,10 @@ import asyncio
 import contextlib
 import json
 import os
-import shlex
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pregelkit.cli._db import DEFAULT_DB, ENTRYPOINT_KEY, TARGET_KEY, Database, open_database
@@ -21,6 +19,7 @@ from pregelkit.cli._errors import CliError
 from pregelkit.cli._lifecycle import (
     QUEUED,
     RUNNING,
+    UNREADABLE,
     ThreadState,
     queued_threads,
     refuse,
@@ -36,8 +35,10 @@ from pregelkit.cli._render import (
     _print_error,
     _print_json,
     _short,
-    _table,
     _when,
+    clean,
+    one_line,
+    shell_join,
 )
 from pregelkit.cli._replays import Replays
 from pregelkit.cli._secrets import Redactor
@@ -84,7 +85,7 @@ def _drive(
 ) -> None:
     # the debug stream (tasks started and finished, with their step) only
     # feeds the progress line: without one it is not asked for
-    modes: list[StreamMode] = ["updates", "debug"] if progress else ["updates"]
+    modes: list[StreamMode] = ["updates", "custom", "debug"] if progress else ["updates", "custom"]
     if _is_async(graph):
 
         async def consume() -> None:
@@ -117,6 +118,8 @@ def _execute(
     # a continued run first replays the results saved before it stopped:
     # they are shown as such, never as cache hits
     replays = Replays(db, thread_id) if not _is_fresh(input) else Replays.none()
+    # an @entrypoint's own update is its return value: `result:` prints it
+    returns = {name for name, node in graph.nodes.items() if getattr(node, "orchestrates", False)}
     with (
         Progress(out, sys.stderr, enabled=not as_json and sys.stderr.isatty()) as progress,
         # under --json the workflow's prints already go to stderr (_streams)
@@ -126,6 +129,9 @@ def _execute(
         def on_chunk(mode: str, chunk: Any) -> None:
             if mode == "debug":
                 progress.debug_event(chunk)
+                return
+            if mode == "custom":
+                _custom_lines(chunk, as_json, progress.line)
                 return
             if _INTERRUPT in chunk:
                 outcome.interrupts.extend(chunk[_INTERRUPT])
@@ -141,9 +147,9 @@ def _execute(
                     if replayed:
                         event["replayed"] = True
                     progress.line(json.dumps(_jsonable(event), ensure_ascii=False))
-                else:
+                elif name not in returns or replayed:
                     suffix = " (replayed)" if replayed else " (cached)" if hit else ""
-                    progress.line(f"{name}: {_short(value, 200)}{suffix}")
+                    progress.line(f"{clean(name)}: {_short(value, 200)}{suffix}")
 
         try:
             _drive(graph, input, config, args.durability, on_chunk, progress.enabled)
@@ -159,6 +165,18 @@ def _execute(
         except Exception as exc:
             outcome.error = exc
     return _report(args, db, graph, thread_id, config, outcome, out)
+
+
+def _custom_lines(chunk: Any, as_json: bool, line: Callable[[str], None]) -> None:
+    """What the workflow wrote with ``get_stream_writer()``: a string as its
+    lines, anything else on one line (``--json``: a ``custom`` event)."""
+    if as_json:
+        line(json.dumps(_jsonable({"event": "custom", "value": chunk}), ensure_ascii=False))
+    elif isinstance(chunk, str):
+        for text in chunk.splitlines() or [""]:
+            line(clean(text))
+    else:
+        line(_short(chunk, 500))
 
 
 def _report(
@@ -210,9 +228,9 @@ def _report(
                 out,
             )
         else:
-            out.write(f"interrupted: thread {thread_id} is waiting for an answer\n")
+            out.write(f"interrupted: thread {clean(thread_id)} is waiting for an answer\n")
             for i in outcome.interrupts:
-                out.write(f"  [{i.id}] {_short(i.value, 200)}\n")
+                out.write(f"  [{clean(i.id)}] {_short(i.value, 200)}\n")
             if len(outcome.interrupts) == 1:
                 out.write(f"resume with (the answer is JSON):\n  {resume}\n")
             else:
@@ -224,7 +242,7 @@ def _report(
     if args.json:
         _print_json({"event": "done", "thread_id": thread_id, "output": output}, out)
     else:
-        out.write(f"done: thread {thread_id}\nresult: {_short(output, 500)}\n")
+        out.write(f"done: thread {clean(thread_id)}\nresult: {_short(output, 500)}\n")
     return 0
 
 
@@ -273,7 +291,7 @@ def _resume_command(
             words.append('"yes"')
         else:
             words += ['"..."', "--to", to or interrupts[0].id]
-    return shlex.join(words)
+    return shell_join(words)
 
 
 def _parse_json(text: str | None, what: str) -> Any:
@@ -290,20 +308,29 @@ def _parse_json(text: str | None, what: str) -> Any:
 
 def _cli(args: argparse.Namespace, *words: str) -> str:
     """A ``pregelkit`` command line for the user to type, with this ``--db``."""
-    return shlex.join(["pregelkit", *_db_args(args), *words])
+    return shell_join(["pregelkit", *_db_args(args), *words])
 
 
 def _start_line(args: argparse.Namespace, db: Database, thread_id: str, out: TextIO) -> None:
     if args.json:
         _print_json({"event": "start", "thread_id": thread_id, "db": db.shown}, out)
     else:
-        out.write(f"thread: {thread_id}\n")
+        out.write(f"thread: {clean(thread_id)}\n")
         out.flush()
 
 
 def _state(db: Database, thread_id: str) -> ThreadState | None:
     found = _load_tuples(db, thread_id, latest=True)
     return state_of(db, thread_id, found[0] if found else None)
+
+
+def _run_example(args: argparse.Namespace, target: Target) -> str:
+    """``pregelkit run`` with an input of the type the workflow takes."""
+    from pregelkit.cli._example import example_input
+
+    example = example_input(target.graph)
+    words = ["pregelkit", *_db_args(args), "run", args.entrypoint]
+    return shell_join(words) + " " + (shell_join([example]) if example else "INPUT_JSON")
 
 
 def _resume_target(args: argparse.Namespace, db: Database, thread_id: str) -> Target:
@@ -358,17 +385,20 @@ def _load_tuples(
 
 
 def cmd_threads(args: argparse.Namespace, out: TextIO) -> int:
+    if args.limit is not None and args.limit < 1:
+        raise CliError(f"--limit must be at least 1, got {args.limit}")
     with open_database(args.db, create=False, inspect=True) as db:
-        known = sorted({*db.threads(), *queued_threads(db)})
-        rows = [row for row in map(partial(_thread_row, db), known) if row is not None]
-        rows.sort(key=lambda r: str(r.get("updated") or ""), reverse=True)
+        rows = _thread_rows(db, args.status, args.limit)
         if args.json:
             _print_json(rows, out)
             return 0
         if not rows:
-            out.write(f"no threads in {db.shown}\n")
+            which = f" with status {args.status}" if args.status else ""
+            out.write(f"no threads{which} in {db.shown}\n")
             return 0
-        _table(
+        from pregelkit.cli._table import print_table
+
+        print_table(
             ["THREAD", "STATUS", "STEP", "CHECKPOINTS", "UPDATED", "ENTRYPOINT"],
             [
                 [
@@ -382,8 +412,36 @@ def cmd_threads(args: argparse.Namespace, out: TextIO) -> int:
                 for r in rows
             ],
             out,
+            wide=args.wide,
+            cut=("THREAD", "ENTRYPOINT"),
         )
     return 0
+
+
+def _thread_rows(db: Database, status: str | None, limit: int | None) -> list[dict[str, Any]]:
+    """The rows of ``threads`` in ``status`` (any: ``None``), at most
+    ``limit``, the most recently updated first. Threads with checkpoints are
+    read newest first and only until ``limit`` of them match."""
+    rows: list[dict[str, Any]] = []
+
+    def add(thread_id: str) -> bool:
+        row = _thread_row(db, thread_id)
+        if row is None or (status is not None and row["status"] != status):
+            return False
+        rows.append(row)
+        return True
+
+    queued = set(queued_threads(db))  # may have no checkpoint yet: all read
+    for thread_id in queued:
+        add(thread_id)
+    found = 0
+    for thread_id in db.threads():
+        if limit is not None and found >= limit:
+            break
+        if thread_id not in queued and add(thread_id):
+            found += 1
+    rows.sort(key=lambda r: str(r.get("updated") or ""), reverse=True)
+    return rows[:limit] if limit is not None else rows
 
 
 def _thread_row(db: Database, thread_id: str) -> dict[str, Any] | None:
@@ -392,7 +450,7 @@ def _thread_row(db: Database, thread_id: str) -> dict[str, Any] | None:
     try:
         found = _load_tuples(db, thread_id, latest=True)
     except CliError:
-        return {"thread_id": thread_id, "status": "unreadable", "entrypoint": spec}
+        return {"thread_id": thread_id, "status": UNREADABLE, "entrypoint": spec}
     latest = found[0] if found else None
     state = state_of(db, thread_id, latest)
     if state is None:
@@ -450,29 +508,35 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
         if args.json:
             _print_json(rows, out)
             return 0
-        _table(
+        from pregelkit.cli._table import print_table
+
+        whole = None if args.wide else 30
+        print_table(
             ["CHECKPOINT", "STEP", "SOURCE", "TASKS", "WRITES", "INTERRUPTS", "TIME"],
             [
                 [
                     r["checkpoint_id"],
                     _cell(r["step"]),
                     _cell(r["source"]),
-                    _tasks_cell(r["tasks"]),
+                    _tasks_cell(r["tasks"], whole),
                     str(r["writes"]) + (" (error)" if r["errors"] else ""),
-                    _interrupt_cell([i["value"] for i in r["interrupts"]]),
+                    _interrupt_cell([i["value"] for i in r["interrupts"]], whole),
                     _when(r["time"]),
                 ]
                 for r in rows
             ],
             out,
+            wide=args.wide,
+            cut=("TASKS", "INTERRUPTS"),
         )
     return 0
 
 
-def _tasks_cell(labels: list[str]) -> str:
+def _tasks_cell(labels: list[str], width: int | None) -> str:
+    """How many tasks, and their names (cut to ``width`` characters)."""
     if not labels:
         return "-"
-    return f"{len(labels)}: {_short(', '.join(sorted(labels)), 30)}"
+    return f"{len(labels)}: {_short(', '.join(sorted(labels)), width)}"
 
 
 def _interrupt_data(interrupt: Any, task_id: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -516,37 +580,51 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
         if args.json:
             _print_json(data, out)
             return 0
-        _print_checkpoint(data, out)
+        _print_checkpoint(data, out, args.wide)
     return 0
 
 
-def _print_checkpoint(data: dict[str, Any], out: TextIO) -> None:
+def _print_checkpoint(data: dict[str, Any], out: TextIO, wide: bool) -> None:
+    from pregelkit.cli._table import print_table
+
     meta = {k: v for k, v in data["metadata"].items() if k not in ("parents", TARGET_KEY)}
-    out.write(f"thread:      {data['thread_id']}\n")
-    out.write(f"checkpoint:  {data['checkpoint_id']}\n")
-    out.write(f"parent:      {data['parent_checkpoint_id'] or '-'}\n")
+    whole = None if wide else 200
+    out.write(f"thread:      {clean(data['thread_id'])}\n")
+    out.write(f"checkpoint:  {clean(data['checkpoint_id'])}\n")
+    out.write(f"parent:      {clean(data['parent_checkpoint_id'] or '-')}\n")
     out.write(f"time:        {_when(data['time'])}\n")
-    out.write(f"metadata:    {_short(meta, 200)}\n")
+    out.write(f"metadata:    {_short(meta, whole)}\n")
     out.write("\nchannel values:\n")
     values = data["channel_values"]
     if values:
-        rows = [[k, _short(v, 80)] for k, v in values.items()]
-        _table(["CHANNEL", "VALUE"], rows, out, indent="  ")
+        rows = [[k, one_line(v)] for k, v in values.items()]
+        print_table(
+            ["CHANNEL", "VALUE"], rows, out, wide=wide, cut=("CHANNEL", "VALUE"), indent="  "
+        )
     else:
         out.write("  (none)\n")
     out.write("\npending writes:\n")
     if data["pending_writes"]:
         rows = [
-            [w["task"], w["task_id"][:8], w["channel"], _short(w["value"], 60)]
+            [w["task"], w["task_id"][:8], w["channel"], one_line(w["value"])]
             for w in data["pending_writes"]
         ]
-        _table(["TASK", "TASK ID", "CHANNEL", "VALUE"], rows, out, indent="  ")
+        print_table(
+            ["TASK", "TASK ID", "CHANNEL", "VALUE"],
+            rows,
+            out,
+            wide=wide,
+            cut=("TASK", "CHANNEL", "VALUE"),
+            indent="  ",
+        )
     else:
         out.write("  (none)\n")
     if data["interrupts"]:
         out.write("\ninterrupts:\n")
         for i in data["interrupts"]:
-            out.write(f"  [{i['id']}] {_short(i['value'], 200)} (task {i['task']})\n")
+            out.write(
+                f"  [{clean(str(i['id']))}] {_short(i['value'], whole)} (task {clean(i['task'])})\n"
+            )
 
 
 def _match_checkpoint(db: Database, thread_id: str, prefix: str) -> str:

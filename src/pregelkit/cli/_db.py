@@ -58,10 +58,14 @@ class Database:
         return rows
 
     def threads(self) -> list[str]:
+        """Every thread, the most recently saved first (checkpoint ids grow
+        with time), so ``threads --limit N`` reads only the rows it shows."""
         rows = self._rows(
-            "SELECT DISTINCT thread_id FROM pregelkit_checkpoints WHERE checkpoint_ns = ?", ("",)
+            "SELECT thread_id, MAX(checkpoint_id) AS latest FROM pregelkit_checkpoints "
+            "WHERE checkpoint_ns = ? GROUP BY thread_id ORDER BY latest DESC, thread_id",
+            ("",),
         )
-        return sorted(str(r[0]) for r in rows)
+        return [str(r[0]) for r in rows]
 
     def has_thread(self, thread_id: str) -> bool:
         rows = self._rows(
@@ -162,8 +166,8 @@ def open_database(
             "postgresql:// URL",
             kind="database",
         )
-    if location != ":memory:" and not create:
-        _check_sqlite_file(location)
+    if location != ":memory:":
+        _check_sqlite_file(location, create)
     from pregelkit.checkpoint.sqlite import SqliteSaver, connect
 
     try:
@@ -184,13 +188,25 @@ def open_database(
         saver.close()
 
 
-def _check_sqlite_file(path: str) -> None:
+def _check_sqlite_file(path: str, create: bool) -> None:
+    """``path`` is a SQLite file holding pregelkit checkpoints, or (with
+    ``create``) nothing yet or any SQLite file; else an error saying what it is."""
+    if os.path.isdir(path):
+        raise CliError(
+            f"--db {path!r} is a directory: name a SQLite file, e.g. "
+            f"{os.path.join(path, DEFAULT_DB)!r}",
+            kind="database",
+        )
     if not os.path.exists(path):
+        if create:
+            return
         raise CliError(
             f"no database at {path!r}: start a workflow there with `pregelkit run`, or point "
             "--db (or PREGELKIT_DB) at the database your workflows use",
             kind="database",
         )
+    if create and os.path.getsize(path) == 0:
+        return  # an empty file is an empty SQLite database
     uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
     try:
         conn = sqlite3.connect(uri, uri=True)
@@ -207,7 +223,7 @@ def _check_sqlite_file(path: str) -> None:
             "the file your workflows use",
             kind="database",
         ) from None
-    if found is None:
+    if found is None and not create:
         raise CliError(
             f"{path!r} is a SQLite database but holds no pregelkit checkpoints: point --db "
             "at the file your workflows use",

@@ -10,8 +10,8 @@ class CliError(Exception):
     ``database``, ``unknown_thread``, ``target``, ``thread_busy``,
     ``not_resumable``: an action that makes no sense in the thread's state;
     ``not_pending``, ``ambiguous``: an answer for no pending interrupt, or for
-    one of several without ``--to``), so a script can branch on it without
-    parsing prose."""
+    one of several without ``--to``; ``install``: the ``cli`` extra is
+    missing), so a script can branch on it without parsing prose."""
 
     def __init__(self, message: str, *, kind: str = "usage", thread_id: str | None = None) -> None:
         super().__init__(message)

@@ -16,11 +16,12 @@ import time
 from typing import Any, TextIO
 
 from pregelkit.cli._answer import pending_interrupts, resume_map
-from pregelkit.cli._commands import _cli, _parse_json, _state
+from pregelkit.cli._commands import _cli, _db_args, _parse_json, _state
 from pregelkit.cli._db import Database, open_database
 from pregelkit.cli._errors import CliError
 from pregelkit.cli._lifecycle import INTERRUPTED, QUEUED, RUNNING, ThreadState, refuse
-from pregelkit.cli._render import _print_json, _short, _table
+from pregelkit.cli._options import add_filters
+from pregelkit.cli._render import _print_json, clean, shell_join
 from pregelkit.cli._target import load_target, recorded
 
 __all__ = ["register"]
@@ -28,7 +29,7 @@ __all__ = ["register"]
 STATUSES = ("queued", "running", "interrupted", "done", "failed", "cancelled")
 
 
-def register(sub: Any, common: argparse.ArgumentParser) -> None:
+def register(sub: Any, common: argparse.ArgumentParser, tables: argparse.ArgumentParser) -> None:
     """Add ``worker``, ``submit`` and ``runs`` to the ``pregelkit`` subcommands."""
     p = sub.add_parser(
         "worker",
@@ -72,9 +73,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--priority", type=int, default=0, help="higher is taken first (default 0)")
     p.set_defaults(func=cmd_submit)
 
-    p = sub.add_parser("runs", parents=[common], help="list queued, running and ended runs")
-    p.add_argument("--status", choices=STATUSES, help="only runs in this status")
-    p.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    p = sub.add_parser("runs", parents=[common, tables], help="list queued, running and ended runs")
+    add_filters(p, "runs", STATUSES, 100)
     p.set_defaults(func=cmd_runs)
 
 
@@ -148,7 +148,7 @@ def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
             out,
         )  # fmt: skip
     else:
-        out.write(f"run {handle.run_id} of thread {handle.thread_id}: {status}\n")
+        out.write(f"run {handle.run_id} of thread {clean(handle.thread_id)}: {status}\n")
     return 0
 
 
@@ -191,6 +191,7 @@ def _check_answerable(args: argparse.Namespace, state: ThreadState | None) -> No
 
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
     from pregelkit.checkpoint.runs import list_runs
+    from pregelkit.cli._table import print_table
 
     if args.limit < 1:
         raise CliError(f"--limit must be at least 1, got {args.limit}")
@@ -205,14 +206,33 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     now = time.time()
     rows = []
+    hints: dict[str, str] = {}
     for r in records:
         if r.status == "running" and r.lease_left is not None:
             note = f"{r.worker} (lease {r.lease_left:.0f}s)"
+        elif r.waiting:
+            note, hint = _waiting_note(r.waiting, r.workflow, args)
+            hints.setdefault(r.workflow, hint)
         else:
-            note = r.waiting or r.error or ""
+            note = r.error or ""
         age = f"{now - r.created_at:.0f}s ago"
-        rows.append(
-            [r.thread_id, r.workflow, r.status, r.priority, r.attempts, age, _short(note, 90)]
-        )
-    _table(["THREAD", "WORKFLOW", "STATUS", "PRIORITY", "TRIES", "QUEUED", "NOTE"], rows, out)
+        rows.append([r.thread_id, r.workflow, r.status, r.priority, r.attempts, age, note])
+    print_table(
+        ["THREAD", "WORKFLOW", "STATUS", "PRIORITY", "TRIES", "QUEUED", "NOTE"],
+        rows,
+        out,
+        wide=args.wide,
+        cut=("THREAD", "WORKFLOW", "NOTE"),
+    )
+    for hint in hints.values():
+        out.write(clean(hint) + "\n")
     return 0
+
+
+def _waiting_note(waiting: str, workflow: str, args: argparse.Namespace) -> tuple[str, str]:
+    """Why a queued run waits, for its NOTE cell, and the command that
+    starts a worker for it, printed whole under the table (a cell may be cut
+    to fit the terminal, and a command cut in the middle is no use)."""
+    reason = waiting.partition(": start one with")[0]
+    command = shell_join(["pregelkit", "worker", f"MODULE:{workflow}", *_db_args(args)])
+    return reason, f"start a worker for {workflow!r}: {command}"

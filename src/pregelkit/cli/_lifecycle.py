@@ -9,12 +9,12 @@ and a refusal names the state and the command that does make sense.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pregelkit.cli._errors import CliError
 from pregelkit.cli._marks import marked_status
+from pregelkit.cli._render import shell_join
 from pregelkit.cli._status import saved_status
 
 if TYPE_CHECKING:
@@ -32,6 +32,20 @@ PENDING = "pending"
 CANCELLED = "cancelled"
 DRAINED = "drained"
 DONE = "done"
+UNREADABLE = "unreadable"
+THREAD_STATUSES = (
+    QUEUED,
+    RUNNING,
+    INTERRUPTED,
+    FAILED,
+    PENDING,
+    CANCELLED,
+    DRAINED,
+    DONE,
+    UNREADABLE,
+)
+"""Every status ``pregelkit threads`` shows (``unreadable``: its latest
+checkpoint cannot be loaded): the choices of ``threads --status``."""
 
 
 @dataclass(frozen=True)
@@ -146,4 +160,4 @@ def _described(state: ThreadState) -> str:
 
 def command(*words: str) -> str:
     """A command line to show, quoted for a shell."""
-    return shlex.join(words)
+    return shell_join(words)

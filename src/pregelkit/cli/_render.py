@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -37,11 +38,43 @@ def clean(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def _short(value: Any, width: int = _CELL_WIDTH) -> str:
-    """One line of at most ``width`` characters."""
+def shell_word(word: str) -> str:
+    """``word`` quoted for a POSIX shell, safe to print: a word with control
+    characters is written ``$'...'`` with them escaped (bash and zsh read
+    that back as the same word), never sent to the terminal as they are."""
+    if clean(word) == word:
+        return shlex.quote(word)
+    escaped = "".join(
+        c if c.isprintable() and c not in "\\'" else ("\\" + c if c in "\\'" else _escape(c))
+        for c in word
+    )
+    return f"$'{escaped}'"
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x80:  # bash reads a higher \\xHH as a byte, not as the character
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def shell_join(words: Sequence[str]) -> str:
+    """A printable command line of ``words`` (see ``shell_word``)."""
+    return " ".join(shell_word(w) for w in words)
+
+
+def one_line(value: Any) -> str:
+    """``value`` as one line to print: a string as it is, anything else by
+    ``repr``; runs of whitespace become one space, control characters are
+    escaped (``clean``)."""
     text = value if isinstance(value, str) else repr(value)
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return clean(" ".join(text.split()))
+
+
+def _short(value: Any, width: int | None = _CELL_WIDTH) -> str:
+    """``one_line(value)``, cut to at most ``width`` characters (``None``: whole)."""
+    text = one_line(value)
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
 def _when(ts: str | None) -> str:
@@ -51,22 +84,6 @@ def _when(ts: str | None) -> str:
         return datetime.fromisoformat(ts).astimezone().strftime("%Y-%m-%d %H:%M:%S")
     except ValueError:
         return ts
-
-
-def _table(
-    headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO, indent: str = ""
-) -> None:
-    cells = [[_short(c) for c in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in cells:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-    lines: list[Sequence[str]] = [headers, *cells]
-    for i, line in enumerate(lines):
-        text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(line)).rstrip()
-        out.write(indent + text + "\n")
-        if i == 0:
-            out.write(indent + "  ".join("-" * w for w in widths) + "\n")
 
 
 def _print_json(data: Any, out: TextIO) -> None:
@@ -83,11 +100,14 @@ def _print_error(out: TextIO, kind: str, message: str, thread_id: str | None, **
 
 
 def _fail_line(text: str) -> None:
-    sys.stderr.write(f"pregelkit: {text}\n")
+    """A message on stderr, its lines escaped (it may quote a thread id or an
+    exception's text)."""
+    lines = "\n".join(clean(line) for line in text.split("\n"))
+    sys.stderr.write(f"pregelkit: {lines}\n")
 
 
 def _cell(value: Any) -> str:
-    return "-" if value is None else str(value)
+    return "-" if value is None else clean(str(value))
 
 
 def _entry_cell(spec: str | None) -> str:
@@ -99,12 +119,12 @@ def _entry_cell(spec: str | None) -> str:
             relative = os.path.relpath(module)
             if not relative.startswith(".."):
                 module = relative
-    return f"{module}:{name}"
+    return clean(f"{module}:{name}")
 
 
-def _interrupt_cell(values: list[Any]) -> str:
-    """The interrupts' values: the first one, and how many more."""
+def _interrupt_cell(values: list[Any], width: int | None = 30) -> str:
+    """The interrupts' values: the first one (cut to ``width``), and how many more."""
     if not values:
         return "-"
-    first = _short(values[0], 30)
+    first = _short(values[0], width)
     return first if len(values) == 1 else f"{first} (+{len(values) - 1})"

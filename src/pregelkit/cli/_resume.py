@@ -6,7 +6,6 @@ makes no sense in it (docs/guides/lifecycle.md)."""
 from __future__ import annotations
 
 import argparse
-import shlex
 import uuid
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -17,6 +16,7 @@ from pregelkit.cli._commands import (
     _parse_json,
     _resume_command,
     _resume_target,
+    _run_example,
     _start_line,
     _state,
     _unknown_thread,
@@ -32,7 +32,7 @@ from pregelkit.cli._lifecycle import (
     ThreadState,
     refuse,
 )
-from pregelkit.cli._render import _print_json
+from pregelkit.cli._render import _print_json, clean
 from pregelkit.cli._target import Target, load_target
 
 if TYPE_CHECKING:
@@ -50,9 +50,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         if value is None:
             if state is None:
                 raise CliError(
-                    "give the workflow an input (INPUT_JSON), e.g. pregelkit run "
-                    f"{shlex.quote(args.entrypoint)} '[1, 2, 3]'; without one, run continues "
-                    "an existing thread (--thread ID)"
+                    f"give the workflow an input (INPUT_JSON), e.g. {_run_example(args, target)}; "
+                    "without one, run continues an existing thread (--thread ID)"
                 )
             # `run` without an input continues the thread: what `resume` does
             return _continue(args, db, state, None, target, out)
@@ -226,7 +225,7 @@ def _queue_resume(
         )
     else:
         out.write(
-            f"queued: run {handle.run_id} of thread {state.thread_id} ({status}); a worker "
+            f"queued: run {handle.run_id} of thread {clean(state.thread_id)} ({status}); a worker "
             f"serving {state.run.workflow!r} resumes it (`pregelkit runs` shows it)\n"
         )
     return 0

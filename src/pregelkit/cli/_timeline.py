@@ -30,7 +30,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "timeline",
         parents=[common],
-        help="a thread's task attempts over time (Gantt chart, JSON or an HTML page)",
+        help="a thread's task attempts over time (chart, JSON or HTML)",
         description="Show every attempt of every task THREAD ran, run by run: when it "
         "started, how long it took and how it ended (ok, error, interrupted, cached, "
         "replayed, timeout, cancelled, or unfinished when its process died).",
