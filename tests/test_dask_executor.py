@@ -36,7 +36,7 @@ from pregelkit.func import entrypoint, patched, task
 from pregelkit.pregel import NodeBuilder, Pregel
 from pregelkit.runtime import get_runtime
 from pregelkit.store.memory import InMemoryStore
-from pregelkit.types import CachePolicy, Command, RetryPolicy, Send, interrupt
+from pregelkit.types import CachePolicy, Command, Interrupt, RetryPolicy, Send, interrupt
 
 HERE = Path(__file__).parent
 
@@ -172,6 +172,36 @@ def test_interrupt_and_resume(executor: DaskExecutor, log: Path) -> None:
     # the body's second interrupt() takes the answer mapped to its own id
     assert flow.invoke(Command(resume={pending.id: "really"}), config) == ["a:yes:really"]
     assert lines(log) == ["approve a"] * 3
+
+
+def test_a_thread_saved_when_a_tasks_calls_shared_an_id_is_answered_remotely(
+    executor: DaskExecutor,
+) -> None:
+    """A thread saved before each interrupt() call had its own id waits at
+    its task's second question under the first's id; a remote body takes the
+    answer mapped to it, as a local one does."""
+
+    @task
+    def approve(item: str) -> str:
+        return f"{item}:{interrupt(f'approve {item}?')}:{interrupt('sure?')}"
+
+    saver = InMemorySaver()
+
+    @entrypoint(checkpointer=saver, executor=executor)
+    def flow(items: list[str]) -> list[str]:
+        return [f.result() for f in [approve(i) for i in items]]
+
+    config = cfg("legacy")
+    (first,) = flow.invoke(["a"], config)["__interrupt__"]
+    flow.invoke(Command(resume="yes"), config)
+    saved = saver.get_tuple(config)
+    assert saved is not None and saved.pending_writes is not None
+    waiting = [t for t, c, _ in saved.pending_writes if c == "__interrupt__"]
+    assert len(waiting) == 2  # the task, and the entrypoint waiting on its result
+    for tid in waiting:  # as the old code saved them: under the first question's id
+        saver.put_writes(saved.config, [("__interrupt__", [Interrupt("sure?", first.id)])], tid)
+    assert [i.id for i in flow.get_state(config).interrupts] == [first.id]
+    assert flow.invoke(Command(resume={first.id: "really"}), config) == ["a:yes:really"]
 
 
 def test_custom_stream_runtime_and_config(executor: DaskExecutor) -> None:

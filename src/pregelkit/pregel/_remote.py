@@ -30,7 +30,7 @@ from pregelkit.errors import GraphBubbleUp
 from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode, _SubgraphStep
 from pregelkit.pregel._run import _async_error, _inject, _node_writes
-from pregelkit.pregel._scope import TaskScope
+from pregelkit.pregel._scope import TaskScope, mapped_key
 from pregelkit.types import PregelExecutableTask
 
 if TYPE_CHECKING:
@@ -133,8 +133,9 @@ class _Body:
         if mapped:
             # the body's first unanswered interrupt() is the only one a map can answer
             iid = interrupt_id(scope.ns, len(self.resume))
-            if iid in mapped:
-                self.mapped = (iid, mapped[iid])
+            key = mapped_key(mapped, iid, scope.ns, len(self.resume))
+            if key is not None:
+                self.mapped = (iid, mapped[key])
         self.slot = slot
         self.previous = run.previous
         self.store = run.store is not None
@@ -398,9 +399,13 @@ def _land(task: PregelExecutableTask, outcome: Any, state: Any) -> Any:
     ok, value = outcome
     writes, chunks, resume, counter, used_map, _ = state
     scope = task.scope
-    if used_map and scope.run.resume_map is not None:
+    resume_map = scope.run.resume_map
+    if used_map and resume_map is not None:
         # the answer went to the first call the body had no saved answer for
-        scope.run.resume_map.pop(interrupt_id(scope.ns, len(scope.resume)), None)
+        index = len(scope.resume)
+        key = mapped_key(resume_map, interrupt_id(scope.ns, index), scope.ns, index)
+        if key is not None:
+            resume_map.pop(key, None)
     if resume is not None:
         scope.resume = resume
         scope.interrupt_counter = counter

@@ -28,6 +28,21 @@ if TYPE_CHECKING:
     from pregelkit.types import PregelExecutableTask
 
 
+def mapped_key(resume_map: dict[str, Any], iid: str, ns: str, index: int) -> str | None:
+    """The key of ``resume_map`` that answers call ``index`` (id ``iid``) of
+    the task at ``ns``, if any. A thread saved before each call had its own
+    id waits at a later call under its namespace's id, the first call's; the
+    map was checked to name only pending ids, so that id is this call's (an
+    answer re-sent for the first call never gets here)."""
+    if iid in resume_map:
+        return iid
+    if index:
+        legacy = interrupt_id(ns)
+        if legacy in resume_map:
+            return legacy
+    return None
+
+
 class ResumeSlot:
     """The run's one global resume value: consumed by the first interrupt that needs it.
 
@@ -201,12 +216,9 @@ class TaskScope:
         run = self.run
         answer = MISSING
         if run.resume_map is not None:
-            answer = run.resume_map.pop(iid, MISSING)
-            if answer is MISSING and index:
-                # a thread saved before each call had its own id waits at its
-                # namespace's id; the map was checked to name only pending ids,
-                # so that id is this call's (a re-sent answer never gets here)
-                answer = run.resume_map.pop(interrupt_id(self.ns), MISSING)
+            key = mapped_key(run.resume_map, iid, self.ns, index)
+            if key is not None:
+                answer = run.resume_map.pop(key, MISSING)
         if answer is MISSING:
             answer = run.resume_slot.take()
         return answer
