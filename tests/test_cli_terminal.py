@@ -11,19 +11,28 @@ in a subprocess, in a directory holding ``flows.py``); the others call
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
 import re
+import select
+import struct
 import subprocess
 import sys
+import termios
 import textwrap
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pregelkit.cli import main
+from pregelkit.cli._render import clean
+from pregelkit.cli._table import render_table
 from test_cli import Result
 
 FLOWS = """
@@ -219,6 +228,40 @@ def test_tables_fit_the_width_cutting_with_an_ellipsis_and_wide_shows_whole_valu
     assert {row["thread_id"] for row in json.loads(as_json.out)} == {long_id, "short"}
 
 
+def on_a_terminal(cwd: Path, columns: int, *args: str) -> str:
+    """What ``pregelkit ARGS`` shows on a terminal ``columns`` cells wide
+    (stdout and stderr on a pseudo-terminal, ``COLUMNS`` unset)."""
+    main_fd, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "PREGELKIT_DB")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pregelkit", *args], cwd=cwd, stdout=child, stderr=child, env=env
+    )
+    os.close(child)
+    shown = b""
+    while select.select([main_fd], [], [], 60)[0]:
+        try:
+            chunk = os.read(main_fd, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    assert proc.wait(timeout=60) == 0, shown
+    os.close(main_fd)
+    return shown.decode().replace("\r\n", "\n")
+
+
+def test_a_table_on_a_terminal_fits_its_width(workdir: Path) -> None:
+    long_id = "thread-" + "y" * 80
+    assert run_cli(workdir, "run", "flows:total", "[1]", "--thread", long_id).code == 0
+    shown = on_a_terminal(workdir, 90, "threads").splitlines()
+    assert max(cells(line) for line in shown) <= 90
+    assert re.match(r"^thread-y+… +done ", shown[2]), shown
+    wide = on_a_terminal(workdir, 90, "threads", "--wide")
+    assert long_id in wide
+
+
 def test_a_terminal_too_narrow_for_the_table_gets_every_column(workdir: Path) -> None:
     assert run_cli(workdir, "run", "flows:total", "[1]", "--thread", "t" * 30).code == 0
     narrow = run_cli(workdir, "threads", columns=20)
@@ -406,3 +449,48 @@ def test_without_rich_the_command_says_how_to_install_it(
     )
     as_json = inline("threads", "--json")
     assert json.loads(as_json.out)["error"]["type"] == "install"
+
+
+# any cells: escaped, aligned, cut only with an ellipsis
+
+_CHARS = st.sampled_from(
+    [*"ab x[/]\\'", "\x1b", "\x07", "\n", "\t", "\x85", "\u202e", "顧", "客", "…"]
+)
+
+
+def _by_cells(line: str, start: int, end: int | None) -> str:
+    """The characters of ``line`` between two terminal-cell offsets."""
+    out, at = [], 0
+    for c in line:
+        if at >= start and (end is None or at < end):
+            out.append(c)
+        at += cells(c)
+    return "".join(out)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.lists(st.lists(st.text(_CHARS, max_size=12), min_size=3, max_size=3), max_size=5),
+    width=st.one_of(st.none(), st.integers(20, 60)),
+)
+def test_any_cells_are_escaped_aligned_and_cut_only_with_an_ellipsis(
+    rows: list[list[str]], width: int | None
+) -> None:
+    headers = ["ID", "STATUS", "VALUE"]
+    text = render_table(headers, rows, width, cut=("ID", "VALUE"))
+    lines = text.splitlines()
+    assert all(c.isprintable() for line in lines for c in line)
+    header = lines[0]
+    starts = [column_of(header, h) for h in headers]
+    natural = [max([cells(h)] + [cells(clean(r[i])) for r in rows]) for i, h in enumerate(headers)]
+    least = [n if h == "STATUS" else min(n, max(cells(h), 4)) for h, n in zip(headers, natural)]
+    if width is not None and width >= sum(least) + 4:
+        assert all(cells(line) <= width for line in lines)  # never wider than asked
+    for row, line in zip(rows, lines[2:]):
+        for i, cell in enumerate(row):
+            shown = _by_cells(line, starts[i], starts[i + 1] if i + 1 < len(starts) else None)
+            shown = shown.rstrip(" ")
+            whole = clean(cell).rstrip(" ")
+            if shown != whole:
+                assert headers[i] in ("ID", "VALUE") and width is not None, (cell, shown)
+                assert shown.endswith("…") and whole.startswith(shown[:-1].rstrip(" "))

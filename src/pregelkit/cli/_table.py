@@ -64,25 +64,41 @@ def render_table(
         min(size, max(cell_len(h), 4)) if h in cut else size for h, size in zip(headers, natural)
     ]
     gaps = GAP * (len(headers) - 1)
+    smallest = sum(least) + gaps
     # narrower than the columns that are never cut (and a few cells of the
     # others): wider than the terminal, which wraps it, rather than a
     # column dropped
-    room = sum(natural) + gaps if width is None else max(width - len(indent), sum(least) + gaps)
+    room = sum(natural) + gaps if width is None else max(width - len(indent), smallest)
     table = Table(box=None, padding=(0, GAP, 0, 0), pad_edge=False, show_edge=False)
-    for header, size, smallest in zip(headers, natural, least):
+    for header, size, floor in zip(headers, natural, least):
         table.add_column(
             # the rule is part of the header, cropped with its column
             Text(f"{header}\n{'-' * size}", no_wrap=True, overflow="crop"),
             no_wrap=header not in cut,
-            min_width=smallest,
+            min_width=floor,
         )
     for row in cells:
         table.add_row(*(Text(c, no_wrap=True, overflow="ellipsis") for c in row))
+    # rich may cut a column below its minimum, then widen it back, a cell or
+    # two past the width: ask again for that much less (never so little that
+    # rich would have to cut a column that is not to be cut)
+    fixed = sum(size for h, size in zip(headers, natural) if h not in cut) + gaps
+    asked = room
+    for _ in range(4):
+        lines = _lines(table, asked)
+        over = max(map(cell_len, lines)) - room
+        if over <= 0 or asked - over < fixed + sum(h in cut for h in headers):
+            break
+        asked -= over
+    return "".join(indent + line + "\n" for line in lines)
+
+
+def _lines(table: Table, width: int) -> list[str]:
     buffer = io.StringIO()
     # plain text: no colour, no style, whatever the terminal or environment says
-    console = Console(file=buffer, width=room, color_system=None, force_terminal=False)
+    console = Console(file=buffer, width=width, color_system=None, force_terminal=False)
     console.print(table, crop=False)
-    return "".join(indent + line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
+    return [line.rstrip() for line in buffer.getvalue().splitlines()]
 
 
 def print_table(
