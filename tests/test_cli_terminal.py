@@ -157,6 +157,8 @@ def test_control_characters_and_markup_in_ids_and_values_print_as_text(workdir: 
     assert "evil\\x1b[31mred" in threads and MARKUP in threads  # markup stays literal
     assert "[BOLD]X[/]\\x1b[2J" in outputs["show"].out
     assert "ok?\\x07" in outputs["show interrupted"].out
+    deleted = run_cli(workdir, "delete", EVIL)
+    assert deleted.out == "deleted thread evil\\x1b[31mred\n"
 
 
 def test_a_printed_command_quotes_control_characters_so_a_shell_reads_them_back(

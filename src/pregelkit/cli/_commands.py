@@ -394,7 +394,7 @@ def cmd_threads(args: argparse.Namespace, out: TextIO) -> int:
             return 0
         if not rows:
             which = f" with status {args.status}" if args.status else ""
-            out.write(f"no threads{which} in {db.shown}\n")
+            out.write(f"no threads{which} in {clean(db.shown)}\n")
             return 0
         from pregelkit.cli._table import print_table
 
@@ -674,5 +674,5 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
         if args.json:
             _print_json({"deleted": args.thread}, out)
         else:
-            out.write(f"deleted thread {args.thread}\n")
+            out.write(f"deleted thread {clean(args.thread)}\n")
     return 0

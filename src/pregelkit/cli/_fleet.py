@@ -100,7 +100,8 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
         if args.json:
             _print_json({"event": "worker", "worker_id": worker.worker_id, "serves": names}, out)
         else:
-            out.write(f"worker {worker.worker_id} serving {', '.join(names)} on {db.shown}\n")
+            serving = f"worker {worker.worker_id} serving {', '.join(names)} on {db.shown}"
+            out.write(clean(serving) + "\n")
         out.flush()
         worker.run()
     if args.json:

@@ -82,8 +82,8 @@ def _when(ts: str | None) -> str:
         return "-"
     try:
         return datetime.fromisoformat(ts).astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    except ValueError:
-        return ts
+    except ValueError:  # not a time: shown as stored, escaped
+        return clean(ts)
 
 
 def _print_json(data: Any, out: TextIO) -> None:

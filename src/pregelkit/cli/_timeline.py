@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from pregelkit.cli._commands import _require_thread
 from pregelkit.cli._db import open_database
 from pregelkit.cli._errors import CliError
-from pregelkit.cli._render import _print_json
+from pregelkit.cli._render import _print_json, clean
 from pregelkit.cli._secrets import Redactor
 
 __all__ = ["cmd_timeline", "register"]
@@ -71,7 +71,7 @@ def cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
                 out,
             )
         else:
-            out.write(f"wrote {args.html}: {size(timeline)} (open it in a browser)\n")
+            out.write(f"wrote {clean(args.html)}: {size(timeline)} (open it in a browser)\n")
         return 0
     if args.json:
         from pregelkit.cli._timeline_data import timeline_data
