@@ -255,13 +255,11 @@ class Harness:
         thread: str,
         result: Result,
         run_before: str | None,
-        saved_only: bool = False,
     ) -> str | None:
-        """Why what happened is not ``outcome`` (None: it is). ``saved_only``:
-        judge by the checkpoints alone (the API's run of a queued thread)."""
+        """Why what happened is not ``outcome`` (None: it is)."""
         if result.code is not None and "Traceback" in result.err:
             return f"a traceback: {result.err}"
-        status = self.saved(thread) if saved_only else self.status(thread)
+        status = self.status(thread)
         ran = list(lifecycle_flows.RAN)
         if outcome == "refused":
             if result.ok:
@@ -282,8 +280,7 @@ class Harness:
         strict = self.strict
         ended = ("done",) if strict else TERMINAL
         checks: dict[str, Callable[[], bool]] = {
-            # a queued run stays queued when the API runs the thread here
-            "runs": lambda: "step" in ran and self.saved(thread) in ended,
+            "runs": lambda: "step" in ran and status in ended,
             # what finished before is not run again (step had, when pending)
             "continues": lambda: (
                 status in ended
@@ -295,7 +292,12 @@ class Harness:
             "cancels": lambda: (
                 self.mark(thread) == "cancelled" and status in ("cancelled", "running")
             ),
-            "clears": lambda: self.mark(thread) is None and status not in (None, "cancelled"),
+            # a thread cancelled before it ever ran is as if never submitted
+            "clears": lambda: (
+                self.mark(thread) is None
+                and status != "cancelled"
+                and (status is not None or self.saved(thread) is None)
+            ),
             "unchanged": lambda: status == state,
             "deletes": lambda: self.saver.get_tuple(self.cfg(thread)) is None,
             "queues": lambda: (

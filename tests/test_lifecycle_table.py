@@ -55,3 +55,30 @@ def test_every_cell_of_the_table(
     for thread, (state, status) in final.items():
         if state != "running":
             assert listed.get(thread) == status, (thread, listed.get(thread), status)
+
+
+def test_a_run_here_is_refused_while_a_worker_holds_or_waits_for_the_thread(
+    queue_db: tuple[str, Any], arun: Any
+) -> None:
+    """A worker's run holds no thread lock (its lease fences it): a run
+    started outside the queue meanwhile is refused, not run beside it."""
+    from pregelkit.checkpoint import _runqueue
+    from pregelkit.checkpoint.runs import RunHandle
+    from pregelkit.errors import ThreadBusyError, ThreadStateError
+
+    url, saver = queue_db
+    harness = Harness(url, saver, lambda: ("", ""))
+    cfg = harness.cfg("w")
+    harness.wf.submit(1, cfg)
+    with pytest.raises(ThreadStateError, match="it is queued"):
+        harness.wf.invoke(1, cfg)
+    with pytest.raises(ThreadStateError, match="it is queued"):
+        arun(harness.wf.ainvoke(None, cfg))
+    # a worker claims it: the run row is running while its lease holds it
+    claimed = saver.run_queue(lambda d: _runqueue.claim(d, "w-1", ["flow"], 1, 30.0), "claim")
+    assert [c.thread_id for c in claimed] == ["w"]
+    with pytest.raises(ThreadBusyError, match="A worker runs its queued run"):
+        harness.wf.invoke(None, cfg)
+    with pytest.raises(ThreadBusyError, match="A worker runs its queued run"):
+        arun(harness.wf.ainvoke(1, cfg))
+    RunHandle(saver, claimed[0].run_id, "w").cancel()

@@ -86,6 +86,15 @@ _UNSAVED = (QUEUED, RUNNING, CANCELLED)
 submitted, being started, or cancelled before it started."""
 
 
+def _known_unsaved(db: Database, run: RunRecord | None) -> bool:
+    """Whether a thread without checkpoints is still one: its queued run
+    waits or runs, or was cancelled before it started and the thread is
+    still marked (uncancelled or deleted, it is as if never submitted)."""
+    if run is None or run.status not in _UNSAVED:
+        return False
+    return run.status != CANCELLED or marked_status(db.saver, run.thread_id) == CANCELLED
+
+
 def queued_threads(db: Database) -> list[str]:
     """Threads the run queue knows that may have no checkpoint yet."""
     if not db.saver.has_run_queue:
@@ -111,7 +120,8 @@ def thread_status(db: Database, tup: CheckpointTuple | None, run: RunRecord | No
     if thread_id is not None and (mark := marked_status(db.saver, thread_id)) is not None:
         return mark
     if tup is None:
-        # a queued run that never saved a checkpoint: how it ended
+        # a queued run that has not saved a checkpoint (state_of: only a
+        # queued, running or cancelled one)
         return run.status if run is not None else DONE
     return saved_status(tup)
 
@@ -120,7 +130,7 @@ def state_of(db: Database, thread_id: str, tup: CheckpointTuple | None) -> Threa
     """The thread's state, given its latest root checkpoint; None when the
     database knows nothing of it (no checkpoint, no queued run)."""
     run = latest_run(db, thread_id)
-    if tup is None and (run is None or run.status not in _UNSAVED):
+    if tup is None and not _known_unsaved(db, run):
         return None  # never known, or deleted (the queue keeps its history)
     return ThreadState(
         thread_id,

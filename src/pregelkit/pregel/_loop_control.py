@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import CONF, CONFIG_KEY_LEASE, CONFIG_KEY_THREAD_ID
 from pregelkit.checkpoint.base import BaseCheckpointSaver
-from pregelkit.errors import RunCancelledError
+from pregelkit.errors import RunCancelledError, ThreadBusyError, ThreadStateError
 from pregelkit.pregel._control import (
     CANCELLED,
     DRAINED,
@@ -78,7 +78,12 @@ class LoopControl:
         self._was_drained = False
         if not self._controlled or saver is None:
             return
-        self._was_drained = self._marked(saver.get_thread_control(self._thread_id))
+        if self._leased:
+            mark = saver.get_thread_control(self._thread_id)
+        else:
+            mark, queued = saver.get_thread_gate(self._thread_id)
+            self._refuse_queued(mark, queued)
+        self._was_drained = self._marked(mark)
         self._unwatch = WATCHER.add(self._poll)
 
     async def _astart_control(self) -> None:
@@ -86,8 +91,36 @@ class LoopControl:
         self._was_drained = False
         if not self._controlled or saver is None:
             return
-        self._was_drained = self._marked(await saver.aget_thread_control(self._thread_id))
+        if self._leased:
+            mark = await saver.aget_thread_control(self._thread_id)
+        else:
+            mark, queued = await saver.aget_thread_gate(self._thread_id)
+            self._refuse_queued(mark, queued)
+        self._was_drained = self._marked(mark)
         self._aunwatch = awatch(self._aloop, self._apoll, self.run_stop)
+
+    @property
+    def _leased(self) -> bool:
+        """A worker runs this run of a queued run (it holds the lease)."""
+        return CONFIG_KEY_LEASE in self.config[CONF]
+
+    def _refuse_queued(self, mark: str | None, queued: str | None) -> None:
+        """A run started here while a queued run of the thread waits for or
+        has a worker would race it: refused (a cancelled thread says so)."""
+        if queued is None or mark == CANCELLED:
+            return
+        if queued == "running":
+            raise ThreadBusyError(
+                self._thread_id,
+                "(A worker runs its queued run: cancel(config) stops it.)",
+            )
+        raise ThreadStateError(
+            self._thread_id,
+            "queued",
+            "run",
+            "a worker runs its queued run; cancel(config) cancels it, or wait for "
+            "RunHandle.result()",
+        )
 
     def _accepted_control(self) -> None:
         """The run's input was accepted: a drained thread's mark goes. Not

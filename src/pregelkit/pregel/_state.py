@@ -461,6 +461,8 @@ class StateAPI:
         saver, thread_id = self._control_target(config, "cancel")
         from pregelkit.checkpoint.runs import cancel_thread_runs
 
+        if saver.get_thread_control(thread_id) == CANCELLED:
+            return  # cancelled already
         # a queued run of it never starts; a worker's run stops (the mark)
         if not cancel_thread_runs(saver, thread_id):
             _refuse_finished(thread_id, self.get_state(_root(thread_id)), "cancel")
@@ -470,6 +472,8 @@ class StateAPI:
         saver, thread_id = self._control_target(config, "acancel")
         from pregelkit.checkpoint.runs import acancel_thread_runs
 
+        if await saver.aget_thread_control(thread_id) == CANCELLED:
+            return  # cancelled already
         if not await acancel_thread_runs(saver, thread_id):
             _refuse_finished(thread_id, await self.aget_state(_root(thread_id)), "cancel")
         await saver.aput_thread_control(thread_id, CANCELLED)

@@ -390,6 +390,13 @@ class BaseCheckpointSaver(Generic[V]):
         return f"{current_v + 1:032}.{random.random():016}"  # type: ignore[return-value]
 
     # run control: one mark per thread, read by the run that owns the thread
+    def get_thread_gate(self, thread_id: str) -> tuple[str | None, str | None]:
+        """What a run started outside the queue reads as it starts, in one
+        read: the thread's mark, and ``"queued"`` or ``"running"`` while a
+        queued run of it (``submit``) waits for or has a worker (a run started
+        then would race it). This default keeps no queue."""
+        return self.get_thread_control(thread_id), None
+
     def get_thread_control(self, thread_id: str) -> str | None:
         """The thread's run-control mark: ``"cancelled"`` (``cancel()`` asked its
         run to stop; no run starts until ``uncancel()``), ``"drained"`` (its last
@@ -570,6 +577,11 @@ class BaseCheckpointSaver(Generic[V]):
 
     async def aget_thread_control(self, thread_id: str) -> str | None:
         return await self._in_thread(self.get_thread_control, thread_id)
+
+    async def aget_thread_gate(self, thread_id: str) -> tuple[str | None, str | None]:
+        if type(self).get_thread_gate is not BaseCheckpointSaver.get_thread_gate:
+            return await self._in_thread(self.get_thread_gate, thread_id)
+        return await self.aget_thread_control(thread_id), None
 
     async def aput_thread_control(self, thread_id: str, mark: str | None) -> None:
         await self._in_thread(self.put_thread_control, thread_id, mark)

@@ -344,6 +344,12 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             partial(_core.get_thread_control, str(thread_id)), "get_thread_control", str(thread_id)
         )
 
+    def get_thread_gate(self, thread_id: str) -> tuple[str | None, str | None]:
+        """The mark and an active queued run's status (see ``BaseCheckpointSaver``)."""
+        return self._run(
+            partial(_core.get_thread_gate, str(thread_id)), "get_thread_gate", str(thread_id)
+        )
+
     def put_thread_control(self, thread_id: str, mark: str | None) -> None:
         self._run(
             partial(_core.put_thread_control, str(thread_id), mark),

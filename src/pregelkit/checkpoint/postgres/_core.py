@@ -502,6 +502,12 @@ def get_thread_control(thread_id: str) -> Plan[str | None]:
     return None if row is None else str(row[0])
 
 
+def get_thread_gate(thread_id: str) -> Plan[tuple[str | None, str | None]]:
+    row = yield Statement(_sql.SELECT_THREAD_GATE, (thread_id, thread_id), fetch="one")
+    mark, run = row if row is not None else (None, None)
+    return (None if mark is None else str(mark)), (None if run is None else str(run))
+
+
 def put_thread_control(thread_id: str, mark: str | None) -> Plan[None]:
     if mark is None:
         yield Statement(_sql.DELETE_THREAD_CONTROL, (thread_id,))

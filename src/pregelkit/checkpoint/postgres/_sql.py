@@ -321,6 +321,11 @@ PRUNE_KEEP_LATEST = (
 
 
 SELECT_THREAD_CONTROL = "SELECT mark FROM pregelkit_thread_control WHERE thread_id = %s"
+# Parameters: thread id, thread id. The mark, and the status of an active queued run.
+SELECT_THREAD_GATE = (
+    "SELECT (SELECT mark FROM pregelkit_thread_control WHERE thread_id = %s), "
+    "(SELECT status FROM pregelkit_runs WHERE thread_id = %s AND status IN ('queued', 'running'))"
+)
 UPSERT_THREAD_CONTROL = """
 INSERT INTO pregelkit_thread_control (thread_id, mark) VALUES (%s, %s)
 ON CONFLICT (thread_id) DO UPDATE SET mark = excluded.mark, updated_at = now()

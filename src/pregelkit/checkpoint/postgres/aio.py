@@ -335,6 +335,12 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             partial(_core.get_thread_control, str(thread_id)), "get_thread_control", str(thread_id)
         )
 
+    async def aget_thread_gate(self, thread_id: str) -> tuple[str | None, str | None]:
+        """The mark and an active queued run's status (see ``BaseCheckpointSaver``)."""
+        return await self._run(
+            partial(_core.get_thread_gate, str(thread_id)), "get_thread_gate", str(thread_id)
+        )
+
     async def aput_thread_control(self, thread_id: str, mark: str | None) -> None:
         await self._run(
             partial(_core.put_thread_control, str(thread_id), mark),
@@ -460,6 +466,9 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
 
     def put_thread_control(self, thread_id: str, mark: str | None) -> None:
         self._sync(self.aput_thread_control(thread_id, mark), "put_thread_control")
+
+    def get_thread_gate(self, thread_id: str) -> tuple[str | None, str | None]:
+        return self._sync(self.aget_thread_gate(thread_id), "get_thread_gate")
 
     def prune(
         self,

@@ -606,6 +606,12 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
             row = conn.execute(_sql.SELECT_THREAD_CONTROL, (str(thread_id),)).fetchone()
         return None if row is None else str(row[0])
 
+    def get_thread_gate(self, thread_id: str) -> tuple[str | None, str | None]:
+        """The mark and an active queued run's status (see ``BaseCheckpointSaver``)."""
+        with self._connection() as conn:
+            mark, run = conn.execute(_sql.SELECT_THREAD_GATE, (str(thread_id),) * 2).fetchone()
+        return (None if mark is None else str(mark)), (None if run is None else str(run))
+
     def put_thread_control(self, thread_id: str, mark: str | None) -> None:
         with self._transaction(write=True) as conn:
             if mark is None:

@@ -380,6 +380,11 @@ def _metadata_test(value: Any) -> tuple[str, tuple[Any, ...]]:
 
 
 SELECT_THREAD_CONTROL = "SELECT mark FROM pregelkit_thread_control WHERE thread_id = ?"
+# Parameters: thread id, thread id. The mark, and the status of an active queued run.
+SELECT_THREAD_GATE = (
+    "SELECT (SELECT mark FROM pregelkit_thread_control WHERE thread_id = ?), "
+    "(SELECT status FROM pregelkit_runs WHERE thread_id = ? AND status IN ('queued', 'running'))"
+)
 UPSERT_THREAD_CONTROL = """
 INSERT INTO pregelkit_thread_control (thread_id, mark, updated_at)
 VALUES (?, ?, datetime('now'))

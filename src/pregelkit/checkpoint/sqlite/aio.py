@@ -48,7 +48,15 @@ T = TypeVar("T")
 
 
 _QUICK = frozenset(
-    {"get_tuple", "put", "put_writes", "put_attempts", "get_thread_control", "put_thread_control"}
+    {
+        "get_tuple",
+        "put",
+        "put_writes",
+        "put_attempts",
+        "get_thread_control",
+        "get_thread_gate",
+        "put_thread_control",
+    }
 )
 """The calls every run makes, made on the event loop when nothing can make them wait."""
 
