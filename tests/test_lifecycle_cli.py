@@ -23,6 +23,7 @@ import lifecycle_flows
 from pregelkit.checkpoint.sqlite import SqliteSaver
 from pregelkit.cli import main
 from pregelkit.cli._target import load_target, recorded
+from pregelkit.func import entrypoint, task
 from pregelkit.worker import Worker
 
 ENTRY = "lifecycle_flows:flow"
@@ -294,3 +295,33 @@ def test_pregelkit_worker_records_the_workflow_of_a_run_submitted_from_python(
     answered = cli("resume", "r-1", '"yes"')  # no --target
     assert answered.code == 0, answered.err
     assert statuses(cli)["r-1"]["status"] == "queued"
+
+
+def test_ctrl_c_in_invoke_leaves_the_thread_pending_and_invoke_none_continues(
+    db: str, cli: Cli
+) -> None:
+    """The table's Ctrl-C cell through the API: a KeyboardInterrupt (SIGINT)
+    while a task runs stops the run; what finished is saved."""
+    ran: list[int] = []
+
+    @task
+    def part(i: int) -> int:
+        ran.append(i)
+        if i == 1 and len(ran) == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, while this task runs
+            time.sleep(0.3)
+        return i
+
+    @entrypoint()
+    def three(n: int) -> int:
+        return sum(part(i).result() for i in range(n))
+
+    with SqliteSaver.from_conn_string(db) as saver:
+        wf = three.copy(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": "k"}}
+        with pytest.raises(KeyboardInterrupt):
+            wf.invoke(3, cfg)
+        assert statuses(cli)["k"]["status"] == "pending"
+        assert wf.invoke(None, cfg) == 3
+    assert ran[:2] == [0, 1] and 2 in ran and ran.count(0) == 1, ran
+    assert statuses(cli)["k"]["status"] == "done"
