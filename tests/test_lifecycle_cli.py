@@ -325,3 +325,20 @@ def test_ctrl_c_in_invoke_leaves_the_thread_pending_and_invoke_none_continues(
         assert wf.invoke(None, cfg) == 3
     assert ran[:2] == [0, 1] and 2 in ran and ran.count(0) == 1, ran
     assert statuses(cli)["k"]["status"] == "done"
+
+
+def test_a_run_queued_while_the_command_looked_is_refused_with_commands(
+    db: str, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine refuses a run of a thread whose run is queued; when that
+    run was queued after `pregelkit run` looked, the refusal still names
+    commands, not Python calls."""
+    import pregelkit.cli._resume as resume
+
+    assert cli("submit", ENTRY, "--input", "1", "--thread", "q").code == 0
+    monkeypatch.setattr(resume, "_state", lambda db, thread_id: None)  # it looked before
+    refused = cli("run", ENTRY, "1", "--thread", "q")
+    assert refused.code == 2
+    line = one_line(refused.err)
+    assert "cannot run thread 'q': it is queued" in line
+    assert f"pregelkit --db {db} cancel q" in line

@@ -188,11 +188,20 @@ def _report(
     outcome: RunOutcome,
     out: TextIO,
 ) -> int:
-    from pregelkit.errors import RunCancelledError, ThreadBusyError
+    from pregelkit.errors import RunCancelledError, ThreadBusyError, ThreadStateError
 
     exc = outcome.error
     if isinstance(exc, RunCancelledError):
         return _report_cancelled(args, thread_id, out)
+    if isinstance(exc, ThreadStateError):
+        # a run of it was queued since this command looked (the engine's
+        # refusal names Python calls; this one names commands)
+        raise CliError(
+            f"cannot {exc.action} thread {thread_id!r}: it is {exc.state}; a worker runs it: "
+            f"`{_cli(args, 'cancel', thread_id)}` cancels its queued run",
+            kind="not_resumable",
+            thread_id=thread_id,
+        )
     if exc is not None:
         if isinstance(exc, ThreadBusyError):
             raise CliError(
