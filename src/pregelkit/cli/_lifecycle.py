@@ -160,7 +160,8 @@ def _described(state: ThreadState) -> str:
     if status == CANCELLED and state.saved is None:
         return "cancelled before it ever ran"
     if status == CANCELLED:
-        return f"cancelled ({'nothing left to run' if not state.left_to_run else 'work left'})"
+        left = {INTERRUPTED: "waiting for an answer", DONE: "nothing left to run"}
+        return f"cancelled ({left.get(state.saved or DONE, 'work left')})"
     if status == PENDING:
         return "pending (its run stopped before its end)"
     if status == INTERRUPTED:
