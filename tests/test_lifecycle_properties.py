@@ -11,7 +11,6 @@ is saved, the thread is left pending)."""
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -159,11 +158,3 @@ def _stop_at(harness: Harness, thread: str, cut: int) -> None:
                 break
     except ValueError:
         pass  # the step that fails once failed: the thread is failed
-
-
-def test_a_sequence_reaches_every_state_of_the_table(tmp_path: Path) -> None:
-    """The random sequences above can reach each state but running (a run
-    holding the thread) and drained (a drain): those two have their cells
-    run by tests/test_lifecycle_table.py."""
-    reachable = {"queued", "interrupted", "failed", "pending", "cancelled", "done"}
-    assert reachable | {"running", "drained"} == set(TABLE)
