@@ -4,7 +4,6 @@ the parsed arguments and the output stream and returns the exit status."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -14,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
+from pregelkit.cli._ctrl_c import CtrlC, ctrl_c, leave_now, run_async
 from pregelkit.cli._db import DEFAULT_DB, ENTRYPOINT_KEY, TARGET_KEY, Database, open_database
 from pregelkit.cli._errors import CliError
 from pregelkit.cli._lifecycle import (
@@ -82,19 +82,24 @@ def _drive(
     durability: str | None,
     on_chunk: Callable[[str, Any], None],
     progress: bool,
+    stop: CtrlC,
 ) -> None:
-    # the debug stream (tasks started and finished, with their step) only
-    # feeds the progress line: without one it is not asked for
-    modes: list[StreamMode] = ["updates", "custom", "debug"] if progress else ["updates", "custom"]
+    # the debug stream (tasks started and finished, with their step) feeds the
+    # progress line; without one, the tasks stream still tells a Ctrl-C what
+    # is running
+    modes: list[StreamMode] = (
+        ["updates", "custom", "debug"] if progress else ["updates", "custom", "tasks"]
+    )
     if _is_async(graph):
 
         async def consume() -> None:
+            stop.attach()
             async for mode, chunk in graph.astream(
                 input, config, stream_mode=modes, durability=durability
             ):
                 on_chunk(mode, chunk)
 
-        asyncio.run(consume())
+        run_async(consume(), stop)
     else:
         for mode, chunk in graph.stream(input, config, stream_mode=modes, durability=durability):
             on_chunk(mode, chunk)
@@ -133,6 +138,9 @@ def _execute(
             if mode == "custom":
                 _custom_lines(chunk, as_json, progress.line)
                 return
+            if mode == "tasks":
+                progress.task_event(chunk)
+                return
             if _INTERRUPT in chunk:
                 outcome.interrupts.extend(chunk[_INTERRUPT])
                 return
@@ -151,14 +159,20 @@ def _execute(
                     suffix = " (replayed)" if replayed else " (cached)" if hit else ""
                     progress.line(f"{clean(name)}: {_short(value, 200)}{suffix}")
 
+        stop: CtrlC | None = None
         try:
-            _drive(graph, input, config, args.durability, on_chunk, progress.enabled)
+            with ctrl_c(progress, graph.nodes) as stop:
+                _drive(graph, input, config, args.durability, on_chunk, progress.enabled, stop)
         except KeyboardInterrupt:
-            progress.line("")
-            _fail_line(
-                f"stopped. Finished tasks are saved; continue with: "
-                f"{_resume_command(args, thread_id, None)}"
-            )
+            again = _resume_command(args, thread_id, None)
+            if as_json:
+                _print_error(out, "interrupted", "stopped by Ctrl-C", thread_id, resume=again)
+            else:
+                progress.line("")
+            _fail_line(f"stopped. Finished tasks are saved; continue with: {again}")
+            if stop is not None:
+                out.flush()
+                leave_now(stop, 130)
             return 130
         except BrokenPipeError:
             raise  # stdout's reader went away: exit quietly

@@ -47,7 +47,9 @@ class Progress:
         self.retries = 0
         self.step: int | None = None
         self.started = time.monotonic()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a Ctrl-C handler may print while it is held
+        self.waiting: list[str] | None = None
+        """Set by the first Ctrl-C: the running tasks the stop waits for."""
         self._stop = threading.Event()
         self._shown = False
         self._thread: threading.Thread | None = None
@@ -86,12 +88,19 @@ class Progress:
         with self._lock:
             if isinstance(event.get("step"), int):
                 self.step = event["step"]
-            if not isinstance(payload, dict):
-                return
-            if kind == "task":
-                self.running[payload["id"]] = payload["name"]
-            elif kind == "task_result" and self.running.pop(payload["id"], None) is not None:
-                self.finished += 1
+            if isinstance(payload, dict) and kind in ("task", "task_result"):
+                self._task(payload, started=kind == "task")
+
+    def task_event(self, payload: dict[str, Any]) -> None:
+        """Take in one event of the run's ``tasks`` stream (no progress line)."""
+        with self._lock:
+            self._task(payload, started="result" not in payload)
+
+    def _task(self, payload: dict[str, Any], *, started: bool) -> None:
+        if started:
+            self.running[payload["id"]] = payload["name"]
+        elif self.running.pop(payload["id"], None) is not None:
+            self.finished += 1
 
     def retried(self) -> None:
         with self._lock:
@@ -111,8 +120,20 @@ class Progress:
             stream.write(text + "\n")
             stream.flush()
 
+    def stopping(self, waiting: list[str]) -> None:
+        """Ctrl-C: from now on the status says the run is stopping."""
+        with self._lock:
+            self.waiting = list(waiting)
+
     def text(self) -> str:
         """The status as shown now."""
+        if self.waiting is not None:
+            waited = ", ".join(sorted({clean(name) for name in self.waiting}))
+            what = f"waiting for {waited}" if waited else "saving what finished"
+            return (
+                f"… stopping · {what} · Ctrl-C again to stop now · "
+                f"{time.monotonic() - self.started:.1f}s"
+            )
         names = Counter(clean(name) for name in self.running.values())
         running = ", ".join(name if n == 1 else f"{name} x{n}" for name, n in sorted(names.items()))
         parts = [] if self.step is None else [f"step {self.step}"]

@@ -67,7 +67,16 @@ class StopRequested(GraphBubbleUp):
 class RunStop:
     """Whether, and why, one run (with its nested runs) is stopping."""
 
-    __slots__ = ("control", "detail", "owner", "reason", "refused", "runners")
+    __slots__ = (
+        "abandoned",
+        "control",
+        "ctrl_c",
+        "detail",
+        "owner",
+        "reason",
+        "refused",
+        "runners",
+    )
 
     def __init__(self) -> None:
         self.control: Any = None
@@ -80,6 +89,11 @@ class RunStop:
         self.owner: Any = None
         """The asyncio task driving the run (async runs), to tell its own
         cancellation from that of one of its tasks."""
+        self.ctrl_c: BaseException | None = None
+        """The first ``KeyboardInterrupt`` that reached the run."""
+        self.abandoned = False
+        """A second Ctrl-C: the run walks away from the tasks still running,
+        and nothing they finish afterwards is saved."""
 
     def request(self, reason: str, detail: str | None = None) -> None:
         """Stop the run; the first reason given is the one it stops for."""
@@ -118,13 +132,30 @@ class RunStop:
 
     def aborted(self, exc: BaseException) -> None:
         """What an exception reaching the run means for it: Ctrl-C, leaving
-        the stream, or the cancellation of the run's own asyncio task stop it."""
+        the stream, or the cancellation of the run's own asyncio task stop it; a second Ctrl-C
+        walks away from the tasks still running."""
         if isinstance(exc, Exception):
             return
         if isinstance(exc, GeneratorExit):
             self.request(LEFT)
-        elif isinstance(exc, (KeyboardInterrupt, SystemExit)) or self._owner_cancelled():
+        elif isinstance(exc, KeyboardInterrupt):
+            if self.ctrl_c is None:
+                self.ctrl_c = exc
+            elif exc is not self.ctrl_c:
+                self.walk_away()
             self.request(INTERRUPTED)
+        elif isinstance(exc, SystemExit) or self._owner_cancelled():
+            self.request(INTERRUPTED)
+
+    def walk_away(self) -> None:
+        """Ctrl-C again: stop waiting for the tasks still running (a sync
+        task cannot be stopped); what they finish later is never saved."""
+        self.abandoned = True
+        for runner in list(self.runners):
+            futures = runner.futures
+            if futures is not None:
+                for fut in list(futures):
+                    futures.drop(fut)
 
     def _owner_cancelled(self) -> bool:
         if self.owner is None:

@@ -26,7 +26,7 @@ from concurrent.futures._base import (
     PENDING,
     RUNNING,
 )
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, suppress
 from contextvars import Context, copy_context
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -638,10 +638,12 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
         tasks = {t: f for t, f in tasks.items() if t not in ABANDONED}
         pending = [t for t in tasks if not t.done()]
         for job in pending:
-            try:
-                job.result()
-            except BaseException:
-                pass
+            if job in ABANDONED:  # a second Ctrl-C meanwhile walked away from it
+                continue
+            # waits (or runs it, not started) without raising its own exception:
+            # a KeyboardInterrupt from here is a Ctrl-C, the caller's to handle
+            with suppress(concurrent.futures.CancelledError):
+                job.exception()
         if exc_type is None:
             for job, (_, reraise) in tasks.items():
                 exc = None if job.cancelled() else job.exception()

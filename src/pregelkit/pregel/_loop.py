@@ -483,7 +483,9 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
             return None
         stop = self.run_stop
         if stop.reason is not None and (
-            task_id in stop.refused or (writes[0][0] == ERROR and stop.reason != DRAINED)
+            task_id in stop.refused
+            or (writes[0][0] == ERROR and stop.reason != DRAINED)
+            or stop.abandoned
         ):
             return None  # a task cut short by the stop (or by what stopping did to it)
         log = self.attempt_log
@@ -641,14 +643,35 @@ class SyncPregelLoop(PregelLoop):
             # tasks still running (a run stopped or failed midway) finish first,
             # so that exiting saves their writes too
             try:
-                self._executor.__exit__(exc_type, exc_value, traceback)
+                ctrl_c = self._wait_for_tasks(exc_type, exc_value, traceback)
             finally:
                 suppress = self._finish(exc_value)
             self._lane.wait()
             self.faults.raise_if_failed(self.step)
         finally:
             self._release()
+        if ctrl_c is not None and not isinstance(exc_value, KeyboardInterrupt):
+            raise ctrl_c
         return suppress
+
+    def _wait_for_tasks(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> KeyboardInterrupt | None:
+        """Let the executor settle; a Ctrl-C meanwhile goes to the run's stop
+        (a second one walks away from the tasks still running). Returns it."""
+        ctrl_c = None
+        while True:
+            try:
+                self._executor.__exit__(exc_type, exc_value, traceback)
+                return ctrl_c
+            except KeyboardInterrupt as exc:
+                if exc is ctrl_c or exc is exc_value:
+                    raise  # a task's own, raised again: not a new Ctrl-C
+                ctrl_c = exc
+                self.run_stop.aborted(exc)
 
     def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
         if self.durability == "sync":
@@ -732,9 +755,16 @@ class AsyncPregelLoop(PregelLoop):
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> bool:
+        import asyncio
+
         try:
             try:
                 await self._executor.__aexit__(exc_type, exc_value, traceback)
+            except asyncio.CancelledError:
+                # cancelled (again) while waiting for tasks still running:
+                # walk away from them, as a second Ctrl-C does
+                self.run_stop.walk_away()
+                raise
             finally:
                 suppress = self._finish(exc_value)
             try:
