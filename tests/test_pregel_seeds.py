@@ -211,16 +211,19 @@ assert result == {"output": ["1st resume", "2nd resume", "3rd resume"]}
 print(f"\\nAfter resume 3:\\n{pending_writes}")
 """
 
-# The seed printed interrupts before LangGraph 1.2 added response_schema to their repr.
+# The seed printed interrupts before LangGraph 1.2 added response_schema to their repr,
+# and when every interrupt() call of a task shared the task's id. LangGraph 1.2.22 gives
+# each call its own (issue 25: an answer re-sent to the first question must not answer
+# the second), so the 2nd and 3rd interrupts here carry their own ids.
 SEED_002_INTERRUPT_OUTPUT = """\
 After invoke:
 [('8d407c25-02f6-9101-d1b8-5a99c247edde', '__interrupt__', [Interrupt(value='1st interrupt', id='5603cdf275d8b8ba0633d272fa176fd3', response_schema=None)]), ('22507855-e257-1b5b-eb1a-3c3fb0a071e9', '__no_writes__', None)]
 
 After resume 1:
-[('8d407c25-02f6-9101-d1b8-5a99c247edde', '__interrupt__', [Interrupt(value='2nd interrupt', id='5603cdf275d8b8ba0633d272fa176fd3', response_schema=None)]), ('22507855-e257-1b5b-eb1a-3c3fb0a071e9', '__no_writes__', None), ('00000000-0000-0000-0000-000000000000', '__resume__', '1st resume'), ('8d407c25-02f6-9101-d1b8-5a99c247edde', '__resume__', ['1st resume'])]
+[('8d407c25-02f6-9101-d1b8-5a99c247edde', '__interrupt__', [Interrupt(value='2nd interrupt', id='fc2d7e1d7264963d5b37637fd0ee9fa4', response_schema=None)]), ('22507855-e257-1b5b-eb1a-3c3fb0a071e9', '__no_writes__', None), ('00000000-0000-0000-0000-000000000000', '__resume__', '1st resume'), ('8d407c25-02f6-9101-d1b8-5a99c247edde', '__resume__', ['1st resume'])]
 
 After resume 2:
-[('8d407c25-02f6-9101-d1b8-5a99c247edde', '__interrupt__', [Interrupt(value='3rd interrupt', id='5603cdf275d8b8ba0633d272fa176fd3', response_schema=None)]), ('22507855-e257-1b5b-eb1a-3c3fb0a071e9', '__no_writes__', None), ('00000000-0000-0000-0000-000000000000', '__resume__', '2nd resume'), ('8d407c25-02f6-9101-d1b8-5a99c247edde', '__resume__', ['1st resume', '2nd resume'])]
+[('8d407c25-02f6-9101-d1b8-5a99c247edde', '__interrupt__', [Interrupt(value='3rd interrupt', id='bfffc45530b90048a50748f5745d2d3c', response_schema=None)]), ('22507855-e257-1b5b-eb1a-3c3fb0a071e9', '__no_writes__', None), ('00000000-0000-0000-0000-000000000000', '__resume__', '2nd resume'), ('8d407c25-02f6-9101-d1b8-5a99c247edde', '__resume__', ['1st resume', '2nd resume'])]
 
 After resume 3:
 []
@@ -234,7 +237,8 @@ def test_seed_002_interrupts_and_resumes_as_pending_writes(tmp_path: Path) -> No
     assert got == want
     # the global resume value keeps the NULL task id, literally
     assert sum(NULL_TASK_ID in line for line in got) == 2
-    # one task id for foo (interrupt + resume writes), another for bar, the same
-    # interrupt id throughout: the interrupt is the same call site, re-raised
+    # one task id for foo (interrupt + resume writes), another for bar; each of
+    # foo's three interrupt() calls has its own interrupt id
     assert "<task-1>" in got[1] and "<task-2>" in got[1] and "<interrupt-1>" in got[1]
-    assert "<task-3>" not in "\n".join(got) and "<interrupt-2>" not in "\n".join(got)
+    assert "<interrupt-2>" in got[4] and "<interrupt-3>" in got[7]
+    assert "<task-3>" not in "\n".join(got) and "<interrupt-4>" not in "\n".join(got)
