@@ -360,6 +360,8 @@ def prepare_push_call(
         cache_salt=call.cache_salt,
     )
     task.path_str = f"~{PUSH}, {parent_path_str}, {idx:010d}, {parent.id}"
+    if task.scope is not None:
+        task.scope.caller = parent.scope
     return task
 
 

@@ -197,6 +197,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
             cache=cache,
         )
         self.run.emit_raw = self._forward
+        self.run.emit_at = self._emit_at if stream is not None else None
         self.run.stream_subgraphs = stream_subgraphs
         self.run.executor = getattr(graph, "executor", None) or (parent and parent.run.executor)
         if parent is not None:

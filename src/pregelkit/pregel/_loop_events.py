@@ -85,6 +85,10 @@ class LoopEvents:
         if mode in self.stream_modes and self.stream is not None:
             self.stream(self.ns_tuple, mode, payload)
 
+    def _emit_at(self, below: tuple[str, ...], mode: str, payload: Any) -> None:
+        if mode in self.stream_modes and self.stream is not None:
+            self.stream(self.ns_tuple + below, mode, payload)
+
     def _forward(self, ns: tuple[str, ...], mode: str, payload: Any) -> None:
         if self._relay is not None:  # a nested run's events go up, not to its caller
             relay, modes = self._relay
@@ -217,7 +221,7 @@ class LoopEvents:
             listed.append(entry)
         return {
             "config": self._config_for(self.checkpoint["id"]),
-            "parent_config": self.prev_checkpoint_config,
+            "parent_config": self._parent_config(),
             "values": read_channels(self.channels, self.stream_keys),
             "metadata": dict(self.checkpoint_metadata),
             "next": [t["name"] for t in listed],
@@ -225,13 +229,22 @@ class LoopEvents:
         }
 
     def _config_for(self, checkpoint_id: str) -> dict[str, Any]:
+        """A checkpoint's config as LangGraph streams it: its keys in
+        LangGraph's order, so that a program printing it prints the same."""
         conf = self.checkpoint_config[CONF]
         thread_id = conf.get(CONFIG_KEY_THREAD_ID)
         return {
             CONF: {
+                CONFIG_KEY_CHECKPOINT_NS: self.ns,
                 # a string, as the saver stores it (a UUID thread id included)
                 CONFIG_KEY_THREAD_ID: None if thread_id is None else str(thread_id),
-                CONFIG_KEY_CHECKPOINT_NS: self.ns,
                 CONFIG_KEY_CHECKPOINT_ID: checkpoint_id,
             }
         }
+
+    def _parent_config(self) -> dict[str, Any] | None:
+        parent = self.prev_checkpoint_config
+        if parent is None:
+            return None
+        parent_id = parent.get(CONF, {}).get(CONFIG_KEY_CHECKPOINT_ID)
+        return None if parent_id is None else self._config_for(parent_id)

@@ -73,6 +73,7 @@ class RunContext:
         "checkpoint_id",
         "checkpointer",
         "emit",
+        "emit_at",
         "emit_raw",
         "executor",
         "is_async",
@@ -119,6 +120,8 @@ class RunContext:
         self.resuming = False
         self.checkpoint_id: str | None = None
         self.emit_raw: Callable[[tuple[str, ...], str, Any], None] | None = None
+        self.emit_at: Callable[[tuple[str, ...], str, Any], None] | None = None
+        """Emits in a namespace below the run's (set with ``emit``)."""
         self.stream_subgraphs = False
         self.executor: Any = None
         """Where task bodies run (``pregel._remote``); None: here, on the pool."""
@@ -134,6 +137,7 @@ class TaskScope:
         "attempt",
         "attempt_number",
         "call_counter",
+        "caller",
         "first_attempt_time",
         "interrupt_counter",
         "ns",
@@ -159,6 +163,8 @@ class TaskScope:
         self.first_attempt_time: float | None = None
         self.attempt: Any = None
         """The bounded attempt this task runs under (``pregel._timeout.Attempt``), if any."""
+        self.caller: TaskScope | None = None
+        """The scope of the task that called this one (a functional-API call)."""
 
     @property
     def config(self) -> dict[str, Any]:
@@ -264,6 +270,20 @@ class TaskScope:
             if attempt.is_dead():
                 return  # the attempt timed out: its body may run on, but writes nothing
             attempt.progress()
-        emit = self.run.emit
-        if emit is not None and "custom" in self.run.stream_modes:
-            emit("custom", chunk)
+        run = self.run
+        emit = run.emit
+        if emit is not None and "custom" in run.stream_modes:
+            if self.caller is None:
+                emit("custom", chunk)
+            elif run.emit_at is not None:
+                run.emit_at(self.callers(), "custom", chunk)
+
+    def callers(self) -> tuple[str, ...]:
+        """The namespace a call's custom chunks carry, as in LangGraph: its
+        callers, outermost first, each ``name:task id``."""
+        names = []
+        scope = self.caller
+        while scope is not None:
+            names.append(f"{scope.task.name}:{scope.task.id}")
+            scope = scope.caller
+        return tuple(reversed(names))

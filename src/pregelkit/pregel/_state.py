@@ -15,6 +15,7 @@ from pregelkit._internal._constants import (
     CONFIG_KEY_CHECKPOINT_ID,
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_THREAD_ID,
+    END,
     ERROR,
     INPUT,
     INTERRUPT,
@@ -132,7 +133,7 @@ class StateAPI:
             err = next((v for c, v in writes if c == ERROR), None)
             ints = tuple(i for c, v in writes if c == INTERRUPT for i in v)
             all_interrupts.extend(ints)
-            result = {c: v for c, v in writes if c not in RESERVED} or None
+            result = _task_result(writes)
             tasks.append(
                 PregelTask(
                     tid,
@@ -564,3 +565,14 @@ def _thread_of(config: Mapping[str, Any]) -> str:
             "get_timeline() needs the thread: pass config={'configurable': {'thread_id': '...'}}"
         )
     return str(thread_id)
+
+
+def _task_result(writes: list[tuple[str, Any]]) -> Any:
+    """A snapshot task's ``result``, shaped as LangGraph shapes it: an
+    ``@entrypoint``'s is the value it returned (``entrypoint.final``'s
+    ``value``; what it saves for ``previous`` is not its result); another
+    task's is the channels it wrote, by name."""
+    for chan, value in writes:
+        if chan == END:
+            return value
+    return {c: v for c, v in writes if c not in RESERVED} or None
