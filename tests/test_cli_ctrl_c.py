@@ -19,8 +19,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 GUARD = 60.0
 EXE = str(Path(sys.executable).parent / "pregelkit")
 
@@ -132,21 +130,14 @@ def _resume(tmp_path: Path, hint: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _hint(err: str) -> str:
-    return err.split("continue with: ", 1)[1].splitlines()[0].strip()
+def _ctrl_c_once(run: Run, log: Path) -> tuple[int, str, str]:
+    _started(run, log)
+    run.proc.send_signal(signal.SIGINT)
+    return run.finish()
 
 
-@pytest.mark.parametrize("workflow", ["flow", "aflow"])
-def test_second_ctrl_c_stops_without_waiting_and_resume_runs_the_task_again(
-    tmp_path: Path, workflow: str
-) -> None:
-    log = _setup(tmp_path, first=600)  # without the second Ctrl-C: a 10-minute wait
-    db = str(tmp_path / "state.db")
-    run = Run(tmp_path, "run", f"wf.py:{workflow}", "5", "--thread", "S3", "--db", db)
-    code, out, err = _ctrl_c_twice(run, log)
-    assert code == 130, (out, err)
-    assert "stopping: waiting for 1 running task (fetch) to finish; Ctrl-C again to stop now" in err
-    assert "stopping now, without waiting for fetch: its result is not saved" in err
+def _resume_runs_fetch_again(tmp_path: Path, log: Path, err: str) -> None:
+    """fetch was stopped before its end: the printed resume runs it again."""
     assert "end fetch" not in _log(log)
     (tmp_path / "log.again").write_text("")
     resumed = _resume(tmp_path, _hint(err))
@@ -155,13 +146,46 @@ def test_second_ctrl_c_stops_without_waiting_and_resume_runs_the_task_again(
     assert _log(log) == ["start fetch", "start fetch", "end fetch"]
 
 
+def _hint(err: str) -> str:
+    return err.split("continue with: ", 1)[1].splitlines()[0].strip()
+
+
+def test_second_ctrl_c_stops_without_waiting_and_resume_runs_the_task_again(
+    tmp_path: Path,
+) -> None:
+    log = _setup(tmp_path, first=600)  # without the second Ctrl-C: a 10-minute wait
+    db = str(tmp_path / "state.db")
+    run = Run(tmp_path, "run", "wf.py:flow", "5", "--thread", "S3", "--db", db)
+    code, out, err = _ctrl_c_twice(run, log)
+    assert code == 130, (out, err)
+    assert "stopping: waiting for 1 running task (fetch) to finish; Ctrl-C again to stop now" in err
+    assert "stopping now, without waiting for fetch: its result is not saved" in err
+    _resume_runs_fetch_again(tmp_path, log, err)
+
+
+def test_ctrl_c_in_an_async_run_cancels_at_once_and_says_the_result_is_lost(
+    tmp_path: Path,
+) -> None:
+    """An async run's tasks are cancelled (as in LangGraph): a sync task's
+    thread cannot be, so its result is dropped, and the command says so
+    instead of waiting for it."""
+    log = _setup(tmp_path, first=600)
+    db = str(tmp_path / "state.db")
+    run = Run(tmp_path, "run", "wf.py:aflow", "5", "--thread", "S6", "--db", db)
+    code, out, err = _ctrl_c_once(run, log)
+    assert code == 130, (out, err)
+    assert (
+        "stopping: cancelling 1 running task (fetch): its result is not saved "
+        "(resume runs it again)" in err
+    )
+    _resume_runs_fetch_again(tmp_path, log, err)
+
+
 def test_first_ctrl_c_waits_for_the_running_task_and_saves_it(tmp_path: Path) -> None:
     log = _setup(tmp_path, first=2)
     db = str(tmp_path / "state.db")
     run = Run(tmp_path, "run", "wf.py:flow", "5", "--thread", "S4", "--db", db)
-    _started(run, log)
-    run.proc.send_signal(signal.SIGINT)
-    code, out, err = run.finish()
+    code, out, err = _ctrl_c_once(run, log)
     assert code == 130, (out, err)
     assert "stopping: waiting for 1 running task (fetch) to finish" in err
     assert "stopping now" not in err

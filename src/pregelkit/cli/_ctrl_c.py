@@ -11,6 +11,9 @@ resume runs them again. Both are said on stderr, above the status line.
 A sync run gets the ``KeyboardInterrupt`` Python would raise; an async run's
 task is cancelled instead, as ``asyncio.run`` does on Ctrl-C, and the
 command sees that cancellation as the ``KeyboardInterrupt`` it stands for.
+An async run's running tasks are cancelled at once (as in LangGraph), a sync
+one's result discarded while its thread runs on: the first Ctrl-C says so,
+and the command does not wait for such a thread.
 """
 
 from __future__ import annotations
@@ -55,10 +58,20 @@ class CtrlC:
         calls = [name for name in running if name not in self.callers]
         return calls if calls else running
 
+    @property
+    def walked_away(self) -> bool:
+        """Whether running tasks were left to themselves: after a second
+        Ctrl-C, or any in an async run (its tasks are cancelled, and a sync
+        one's thread, which cannot be, finishes for nothing)."""
+        return self.presses >= 2 or (self.presses >= 1 and self.task is not None)
+
     def handle(self, signum: int, frame: FrameType | None) -> None:
         self.presses += 1
         names = self.waited_for()
-        if self.presses == 1:
+        if self.presses == 1 and self.task is not None:
+            self.progress.stopping([])
+            self.progress.error_line(cancel_message(names))
+        elif self.presses == 1:
             self.progress.stopping(names)
             self.progress.error_line(first_message(names))
         else:
@@ -81,6 +94,19 @@ def first_message(names: list[str]) -> str:
         return "stopping: saving what finished; Ctrl-C again to stop now"
     tasks = "1 running task" if n == 1 else f"{n} running tasks"
     return f"stopping: waiting for {tasks} ({listed}) to finish; Ctrl-C again to stop now"
+
+
+def cancel_message(names: list[str]) -> str:
+    """An async run's Ctrl-C: its running tasks are cancelled at once."""
+    n, listed = _tasks(names)
+    if not n:
+        return "stopping: saving what finished"
+    tasks = "1 running task" if n == 1 else f"{n} running tasks"
+    if n == 1:
+        saved = "its result is not saved (resume runs it again)"
+    else:
+        saved = "their results are not saved (resume runs them again)"
+    return f"stopping: cancelling {tasks} ({listed}): {saved}"
 
 
 def second_message(names: list[str]) -> str:
@@ -117,25 +143,25 @@ def ctrl_c(progress: Progress, callers: Collection[str]) -> Iterator[CtrlC]:
 
 def run_async(main: Coroutine[Any, Any, None], state: CtrlC) -> None:
     """``asyncio.run`` without its own Ctrl-C handling (``state`` has it), and
-    without waiting on exit for the loop's default executor once a second
-    Ctrl-C walked away from the sync task still running there."""
+    without waiting on exit for the loop's default executor once Ctrl-C
+    walked away from a sync task still running there."""
     loop = asyncio.new_event_loop()
     try:
         loop.run_until_complete(main)
     finally:
         try:
             loop.run_until_complete(loop.shutdown_asyncgens())
-            if state.presses < 2:
+            if not state.walked_away:
                 loop.run_until_complete(loop.shutdown_default_executor())
         finally:
             loop.close()
 
 
 def leave_now(state: CtrlC, status: int) -> None:
-    """After a second Ctrl-C, end the process even though a thread is still
-    busy with a task it walked away from (Python would wait for it on exit).
+    """After Ctrl-C walked away from running tasks, end the process even
+    though a thread is still busy with one (Python would wait for it on exit).
     Everything the run saves is saved by then; output is flushed first."""
-    if state.presses < 2:
+    if not state.walked_away:
         return
     main = threading.main_thread()
     if any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
