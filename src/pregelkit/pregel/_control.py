@@ -147,6 +147,24 @@ class RunStop:
         elif isinstance(exc, SystemExit) or self._owner_cancelled():
             self.request(INTERRUPTED)
 
+    def settle(
+        self, wait: Callable[[], object], exc_value: BaseException | None
+    ) -> KeyboardInterrupt | None:
+        """Run ``wait`` (the executor's exit, which lets tasks still running
+        finish); a Ctrl-C meanwhile stops the run (a second one walks away
+        from those tasks) and the wait goes on. Returns that Ctrl-C, for the
+        loop to raise once it has saved what it could."""
+        ctrl_c = None
+        while True:
+            try:
+                wait()
+                return ctrl_c
+            except KeyboardInterrupt as exc:
+                if exc is ctrl_c or exc is exc_value:
+                    raise  # a task's own, raised again: not a new Ctrl-C
+                ctrl_c = exc
+                self.aborted(exc)
+
     def walk_away(self) -> None:
         """Ctrl-C again: stop waiting for the tasks still running (a sync
         task cannot be stopped); what they finish later is never saved."""

@@ -644,7 +644,9 @@ class SyncPregelLoop(PregelLoop):
             # tasks still running (a run stopped or failed midway) finish first,
             # so that exiting saves their writes too
             try:
-                ctrl_c = self._wait_for_tasks(exc_type, exc_value, traceback)
+                ctrl_c = self.run_stop.settle(
+                    partial(self._executor.__exit__, exc_type, exc_value, traceback), exc_value
+                )
             finally:
                 suppress = self._finish(exc_value)
             self._lane.wait()
@@ -654,25 +656,6 @@ class SyncPregelLoop(PregelLoop):
         if ctrl_c is not None and not isinstance(exc_value, KeyboardInterrupt):
             raise ctrl_c
         return suppress
-
-    def _wait_for_tasks(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> KeyboardInterrupt | None:
-        """Let the executor settle; a Ctrl-C meanwhile goes to the run's stop
-        (a second one walks away from the tasks still running). Returns it."""
-        ctrl_c = None
-        while True:
-            try:
-                self._executor.__exit__(exc_type, exc_value, traceback)
-                return ctrl_c
-            except KeyboardInterrupt as exc:
-                if exc is ctrl_c or exc is exc_value:
-                    raise  # a task's own, raised again: not a new Ctrl-C
-                ctrl_c = exc
-                self.run_stop.aborted(exc)
 
     def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
         if self.durability == "sync":
