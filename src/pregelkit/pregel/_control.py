@@ -30,6 +30,7 @@ from pregelkit.errors import GraphBubbleUp, GraphDrained, RunCancelledError
 if TYPE_CHECKING:
     import asyncio
 
+    from pregelkit.pregel._runner import PregelRunner
     from pregelkit.types import PregelExecutableTask
 
 __all__ = [
@@ -85,7 +86,7 @@ class RunStop:
         self.reason: str | None = None
         self.detail: str | None = None
         self.refused: set[str] = set()
-        self.runners: list[Any] = []
+        self.runners: list[PregelRunner] = []
         self.owner: Any = None
         """The asyncio task driving the run (async runs), to tell its own
         cancellation from that of one of its tasks."""
@@ -110,7 +111,7 @@ class RunStop:
                         # a thread already running a task: finishes and is saved
                         fut.cancel()
 
-    def forget(self, runner: Any) -> None:
+    def forget(self, runner: PregelRunner | None) -> None:
         """A (nested) run is over: its runner has nothing left to cancel."""
         if runner in self.runners:
             self.runners.remove(runner)

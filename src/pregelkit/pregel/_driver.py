@@ -246,25 +246,12 @@ def _nothing() -> None:
 
 
 def _runner(loop: SyncPregelLoop | AsyncPregelLoop, *, is_async: bool) -> PregelRunner:
-    """The runner of ``loop``'s run, wired to its saves, replay records and stop."""
+    """The runner of ``loop``'s run, built on the loop it saves, replays and stops through."""
     from pregelkit.pregel._runner import PregelRunner
 
-    stop = loop.run_stop
-    runner = PregelRunner(
-        submit=loop.submit,
-        put_writes=loop.put_writes,
-        is_async=is_async,
-        check_saved=loop.check_saved,
-    )
-    runner.remember = loop.remember_call
-    runner.records = loop.checkpointer is not None
-    runner.recorded_call = loop.recorded_call
-    runner.aborted = stop.aborted
-    if is_async and loop.cache is not None:
-        runner.alookup = loop.alookup_call
-    runner.attempts = loop.attempt_events()
+    runner = PregelRunner(loop, is_async=is_async)
     loop.run.runner = runner
-    stop.runners.append(runner)
+    loop.run_stop.runners.append(runner)
     return runner
 
 

@@ -199,7 +199,9 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
         self.run.emit_raw = self._forward
         self.run.emit_at = self._emit_at if stream is not None else None
         self.run.stream_subgraphs = stream_subgraphs
-        self.run.executor = getattr(graph, "executor", None) or (parent and parent.run.executor)
+        self.run.executor = getattr(graph, "executor", None) or (
+            parent.run.executor if parent else None
+        )
         if parent is not None:
             self.run.resume_slot = parent.run.resume_slot
             self.run.resume_map = parent.run.resume_map

@@ -46,7 +46,8 @@ class LoopControl:
 
     def _init_control(self, parent: TaskScope | None) -> None:
         # a nested run stops with the run it is part of
-        self.run_stop: RunStop = parent.run.stop if parent is not None else RunStop()
+        stop = parent.run.stop if parent is not None else None
+        self.run_stop: RunStop = RunStop() if stop is None else stop
         self.run.stop = self.run_stop
         saver = self.checkpointer
         self._controlled = saver is not None and parent is None and saver.has_thread_control

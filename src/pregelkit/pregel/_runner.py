@@ -36,6 +36,8 @@ from pregelkit.types import Interrupt, PregelExecutableTask, RetryPolicy
 if TYPE_CHECKING:
     import asyncio
 
+    from pregelkit.pregel._loop_port import LoopPort
+
 __all__ = ["SKIP_RERAISE_SET", "FuturesDict", "PregelRunner"]
 
 AnyFuture = Union["concurrent.futures.Future[Any]", "asyncio.Future[Any]"]
@@ -208,31 +210,36 @@ def panic_or_proceed(
 class PregelRunner:
     """Runs the tasks of a step (``tick`` or ``atick``) and the task calls they make."""
 
-    def __init__(
-        self,
-        *,
-        submit: Callable[..., AnyFuture],
-        put_writes: Callable[[str, Sequence[tuple[str, Any]]], Awaitable[None] | None],
-        is_async: bool = False,
-        node_finished: Callable[[str], None] | None = None,
-        check_saved: Callable[[], None] | None = None,
-    ) -> None:
-        self.submit = submit
-        self.put_writes = put_writes
-        self.check_saved = check_saved
+    def __init__(self, port: LoopPort, *, is_async: bool = False) -> None:
+        # taken from the port once, here: a task's commit reaches each with one
+        # attribute lookup, and nothing rewires them later
+        self.submit = port.submit
+        self.put_writes = port.put_writes
+        self.check_saved = port.check_saved
+        """Asked before every task body starts: none starts once a save of the run failed."""
+        self.remember = port.remember_call
+        """Keeps a finished call's writes for a later attempt of its caller
+        (an entrypoint-level retry replays them)."""
+        self.recorded_call = port.recorded_call
+        """The id of a call position and the identity recorded there."""
+        self.aborted = port.run_stop.aborted
+        """Told of a task ended by Ctrl-C or cancellation (``RunStop.aborted``)."""
+        self.attempts: AttemptEvents | None = port.attempt_events()
+        """Told of each attempt when attempts are recorded or traced."""
+        self.records = port.checkpointer is not None
+        """Whether calls are recorded (the run has a checkpointer). Without one
+        nothing is replayed from storage, so arguments are not digested: a
+        call's identity is its task name."""
+        self.alookup: Callable[[PregelExecutableTask], Awaitable[bool]] | None = (
+            port.alookup_call if is_async and port.cache is not None else None
+        )
+        """An async run with a cache reads it for a call ``schedule_task``
+        left unread, off the event loop (``LoopCalls.alookup_call``)."""
         self.is_async = is_async
-        self.node_finished = node_finished
         self.retry_policy: Sequence[RetryPolicy] | None = None
         self.schedule_task: ScheduleTask | None = None
         self.futures: FuturesDict | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.remember: Callable[[str, list[tuple[str, Any]]], None] | None = None
-        """Set by the loop: keeps a finished call's writes for a later attempt
-        of its caller (an entrypoint-level retry replays them)."""
-        self.records = True
-        """Whether calls are recorded (the run has a checkpointer). Without one
-        nothing is replayed from storage, so arguments are not digested: a
-        call's identity is its task name."""
         self.poisoned: NondeterminismError | None = None
         """The replay mismatch of this run, if any: from then on nothing is
         saved, and the step raises it whatever the code did with it."""
@@ -241,19 +248,8 @@ class PregelRunner:
         self._kept_for_retry: set[str] = set()
         """Calls whose caller may run again (it has a retry policy): their
         results are kept for its next attempt."""
-        self.recorded_call: Callable[[PregelExecutableTask, int], tuple[str, str | None]] | None = (
-            None
-        )
-        """Set by the loop: the id of a call position and the identity recorded there."""
         self.running = RunningCalls()
-        self.attempts: AttemptEvents | None = None
-        """Set by the loop when attempts are recorded or traced."""
         self.timeouts = False  # set when an attempt timed out: the tick drops what hung from it
-        self.aborted: Callable[[BaseException], None] | None = None
-        """Told of a task ended by Ctrl-C or cancellation (``RunStop.aborted``)."""
-        self.alookup: Callable[[PregelExecutableTask], Awaitable[bool]] | None = None
-        """Set by an async loop with a cache: reads the cache for a call
-        ``schedule_task`` left unread (``LoopCalls.alookup_call``)."""
 
     def timed_out(self) -> None:
         """An attempt timed out (called from the thread that waited for it)."""
@@ -269,21 +265,17 @@ class PregelRunner:
         call = task.proc if type(task.proc) is Call else None
         pending = self._settle_failed_calls(task, exception) if self._failed_calls else None
         if exception is None:
-            if self.node_finished is not None:
-                self.node_finished(task.name)
             if call is not None:
                 task.writes.append((CALL, call.call_id))
                 if self._kept_for_retry and task.id in self._kept_for_retry:
                     self._kept_for_retry.discard(task.id)
-                    if self.remember is not None:
-                        self.remember(task.id, list(task.writes))
+                    self.remember(task.id, list(task.writes))
             elif not task.writes:
                 task.writes.append((NO_WRITES, None))
             return _chain(pending, self.put_writes(task.id, task.writes))
         if not isinstance(exception, Exception):
             # Ctrl-C or a cancelled asyncio task: no result to record, and the run may stop
-            if self.aborted is not None:
-                self.aborted(exception)
+            self.aborted(exception)
             return pending
         if isinstance(exception, GraphInterrupt):
             writes: list[tuple[str, Any]] = [(INTERRUPT, list(exception.interrupts))]
@@ -320,15 +312,13 @@ class PregelRunner:
             if id(child_exc) in ended_with:
                 continue
             record = encode_failure(identity, child_exc, handled=True)
-            if self.remember is not None:  # a later attempt of the caller replays it
-                self.remember(child_id, [(CALL, record)])
+            self.remember(child_id, [(CALL, record)])  # a later attempt of the caller replays it
             pending = _chain(pending, self.put_writes(child_id, [(CALL, record)]))
         return pending
 
     # running one task
     def _run_and_commit(self, task: PregelExecutableTask) -> Any:
-        if self.check_saved is not None:
-            self.check_saved()  # no body starts once a save of the run has failed
+        self.check_saved()
         fence: Attempt | None = task.scope.attempt
         if fence is not None and fence.is_dead():
             raise fence.refusal()  # scheduled by a body that has since timed out
@@ -348,8 +338,7 @@ class PregelRunner:
         return value
 
     async def _arun_and_commit(self, task: PregelExecutableTask) -> Any:
-        if self.check_saved is not None:
-            self.check_saved()
+        self.check_saved()
         fence: Attempt | None = task.scope.attempt
         if fence is not None and fence.is_dead():
             raise fence.refusal()
@@ -435,7 +424,6 @@ class PregelRunner:
         run was recorded before the patch; nothing recorded, the run gets
         there first under the new code and records the marker.
         """
-        assert self.recorded_call is not None
         scope = parent.scope
         idx = scope.call_counter
         task_id, recorded = self.recorded_call(parent, idx)

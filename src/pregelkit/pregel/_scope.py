@@ -25,6 +25,9 @@ from pregelkit.errors import GraphInterrupt
 from pregelkit.types import Interrupt
 
 if TYPE_CHECKING:
+    from pregelkit.pregel._control import RunStop
+    from pregelkit.pregel._remote import RemoteExecutor
+    from pregelkit.pregel._runner import PregelRunner
     from pregelkit.types import PregelExecutableTask
 
 
@@ -114,8 +117,9 @@ class RunContext:
         self.resume_map: dict[str, Any] | None = None
         self.resume_slot = ResumeSlot()
         self.resume_writes: dict[str, list[Any]] = {}
-        self.runner: Any = None
-        self.stop: Any = None
+        self.runner: PregelRunner | None = None
+        """The runner of the run's steps: task calls are scheduled through it."""
+        self.stop: RunStop | None = None
         """The run's ``pregel._control.RunStop``, shared with its nested runs."""
         self.resuming = False
         self.checkpoint_id: str | None = None
@@ -123,7 +127,7 @@ class RunContext:
         self.emit_at: Callable[[tuple[str, ...], str, Any], None] | None = None
         """Emits in a namespace below the run's (set with ``emit``)."""
         self.stream_subgraphs = False
-        self.executor: Any = None
+        self.executor: RemoteExecutor | None = None
         """Where task bodies run (``pregel._remote``); None: here, on the pool."""
         self.run_id: str | None = None
         """Set when the run records or traces attempts; nested runs share it."""
