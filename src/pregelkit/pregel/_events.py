@@ -32,6 +32,7 @@ from pregelkit._internal._constants import CONF, EVENTS, NS_END, NS_SEP, PUSH, R
 from pregelkit.pregel._call import Call
 from pregelkit.pregel._output import DONE, SKIP
 from pregelkit.pregel._read import PregelNode, _SubgraphStep
+from pregelkit.pregel._run_args import RunArgs
 
 if TYPE_CHECKING:
     from pregelkit.pregel._driver import RunDriver
@@ -87,26 +88,10 @@ async def stream_events(
         raise NotImplementedError(
             f"astream_events supports only version='v2', got version={version!r}"
         )
-    args: dict[str, Any] = {
-        "input": input,
-        "config": config,
-        "stream_mode": None,
-        "output_keys": None,
-        "interrupt_before": None,
-        "interrupt_after": None,
-        "durability": None,
-        "subgraphs": False,
-        "debug": None,
-        "context": None,
-        "control": None,
-        "print_mode": (),
-        "version": "v1",  # the shape of the stream chunks the graph's own events carry
-    }
-    for key in _RUN_KEYWORDS:
-        if key in kwargs:
-            args[key] = kwargs.pop(key)
-    args["kwargs"] = kwargs
-    driver, shape = graph._start("astream", args, frozenset((EVENTS,)))
+    run_keywords = {key: kwargs.pop(key) for key in _RUN_KEYWORDS if key in kwargs}
+    # version="v1": the shape of the stream chunks the graph's own events carry
+    args = RunArgs("astream", input, config, kwargs, version="v1", **run_keywords)
+    driver, shape = graph._start(args, frozenset((EVENTS,)))
     events = EventBuilder(graph, graph._config(config), input)
     keep = EventFilter(include, exclude)
     first: str | None = None  # the run id of the first event yielded

@@ -18,6 +18,7 @@ from pregelkit.pregel._driver import RunDriver, merge_config, run_config
 from pregelkit.pregel._output import SKIP, InvokeResult, StreamShape
 from pregelkit.pregel._protocol import PregelProtocol
 from pregelkit.pregel._read import NodeBuilder, PregelNode
+from pregelkit.pregel._run_args import RunArgs
 from pregelkit.pregel._state import StateAPI
 from pregelkit.pregel._submit import SubmitAPI
 from pregelkit.pregel._surface import RunnableSurface
@@ -266,42 +267,43 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         return self.copy(output_channels=output_keys)
 
     def _start(
-        self, where: str, args: dict[str, Any], extra_modes: frozenset[str] = frozenset()
+        self, args: RunArgs, extra_modes: frozenset[str] = frozenset()
     ) -> tuple[RunDriver, StreamShape]:
         """The shared start of every run, whichever driver waits on it.
 
-        The four drivers pass their arguments as ``locals()``: each keeps its
-        full signature for type checkers and readers, and the checks and the
+        Each driver keeps its full signature for type checkers and readers
+        and hands its arguments over as one ``RunArgs``; the checks and the
         defaults live here once (``stream`` streams the graph's stream
         channels, ``invoke`` returns its output channels). ``extra_modes``
         are internal modes the run emits besides the caller's (``astream_events``
         listens to the engine's ``EVENTS``)."""
+        where = args.where
         live = where in ("stream", "astream")
-        kwargs = args["kwargs"]
+        kwargs = args.kwargs
         if kwargs:
             if live:
                 check_keywords(where, kwargs, STREAM_KEYWORDS)
             else:
                 check_keywords(where, kwargs, INVOKE_KEYWORDS, extra=("debug",))
-        debug = args["debug"] if live else kwargs.get("debug")
-        shape = self._shape(args["stream_mode"], debug, args["print_mode"], args["version"])
-        shape.subgraphs = args.get("subgraphs", False)
-        output_keys = args["output_keys"]
+        debug = args.debug if live else kwargs.get("debug")
+        shape = self._shape(args.stream_mode, debug, args.print_mode, args.version)
+        shape.subgraphs = args.subgraphs
+        output_keys = args.output_keys
         if live and output_keys is None:
             output_keys = self.stream_channels_asis
-        durability = args["durability"]
+        durability = args.durability
         check_durability(durability)
         driver = RunDriver(
             self._outputs(output_keys),
-            args["input"],
-            run_config(getattr(self, "_default_config", None), args["config"], args["context"]),
+            args.input,
+            run_config(getattr(self, "_default_config", None), args.config, args.context),
             shape.modes | extra_modes,
             live=live,
             durability=durability,
-            interrupt_before=args["interrupt_before"],
-            interrupt_after=args["interrupt_after"],
+            interrupt_before=args.interrupt_before,
+            interrupt_after=args.interrupt_after,
             subgraphs=shape.subgraphs,
-            control=args["control"],
+            control=args.control,
         )
         return driver, shape
 
@@ -343,7 +345,24 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
 
         The ``values`` mode streams the graph's stream channels (``invoke``
         returns its output channels), unless ``output_keys`` says otherwise."""
-        driver, shape = self._start("stream", locals())
+        args = RunArgs(
+            "stream",
+            input,
+            config,
+            kwargs,
+            stream_mode=stream_mode,
+            output_keys=output_keys,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            durability=durability,
+            subgraphs=subgraphs,
+            debug=debug,
+            context=context,
+            control=control,
+            print_mode=print_mode,
+            version=version,
+        )
+        driver, shape = self._start(args)
         events = driver.events()
         try:
             yield from shape.chunks(events)
@@ -369,7 +388,24 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         **kwargs: Any,
     ) -> AsyncIterator[Any]:
         """The async twin of ``stream``."""
-        driver, shape = self._start("astream", locals())
+        args = RunArgs(
+            "astream",
+            input,
+            config,
+            kwargs,
+            stream_mode=stream_mode,
+            output_keys=output_keys,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            durability=durability,
+            subgraphs=subgraphs,
+            debug=debug,
+            context=context,
+            control=control,
+            print_mode=print_mode,
+            version=version,
+        )
+        driver, shape = self._start(args)
         events = driver.aevents()
         try:
             async for ns, mode, payload in events:
@@ -433,7 +469,22 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         With ``stream_mode="values"`` the result is the final output; if the
         run stopped at interrupts, a dict with them under ``"__interrupt__"``.
         """
-        driver, shape = self._start("invoke", locals())
+        args = RunArgs(
+            "invoke",
+            input,
+            config,
+            kwargs,
+            stream_mode=stream_mode,
+            output_keys=output_keys,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            durability=durability,
+            context=context,
+            control=control,
+            print_mode=print_mode,
+            version=version,
+        )
+        driver, shape = self._start(args)
         result = InvokeResult(stream_mode, shape)
         events = driver.events()
         try:
@@ -460,7 +511,22 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         **kwargs: Any,
     ) -> Any:
         """The async twin of ``invoke``."""
-        driver, shape = self._start("ainvoke", locals())
+        args = RunArgs(
+            "ainvoke",
+            input,
+            config,
+            kwargs,
+            stream_mode=stream_mode,
+            output_keys=output_keys,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+            durability=durability,
+            context=context,
+            control=control,
+            print_mode=print_mode,
+            version=version,
+        )
+        driver, shape = self._start(args)
         result = InvokeResult(stream_mode, shape)
         events = driver.aevents()
         try:
