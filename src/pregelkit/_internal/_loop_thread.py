@@ -11,17 +11,9 @@ from __future__ import annotations
 
 import asyncio
 
-__all__ = ["SyncCallOnLoopError", "running_loop"]
+__all__ = ["SyncCallOnLoopError"]
 
 
 class SyncCallOnLoopError(RuntimeError, asyncio.InvalidStateError):
     """A blocking call was made on the thread that runs the event loop it
     would block: await the ``a``-prefixed method, or call from another thread."""
-
-
-def running_loop() -> asyncio.AbstractEventLoop | None:
-    """The event loop running on this thread, if any."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None

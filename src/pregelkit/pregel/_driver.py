@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mappi
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pregelkit._internal._constants import CONF, EVENTS
+from pregelkit._internal._threads import on_loop
 from pregelkit.errors import GraphRecursionError
 from pregelkit.pregel._control import StopRequested
 from pregelkit.pregel._output import DONE, Raw
@@ -21,8 +22,6 @@ from pregelkit.pregel._validate import check_config
 from pregelkit.runtime import RunControl
 
 if TYPE_CHECKING:
-    import asyncio
-
     from pregelkit.pregel._loop import AsyncPregelLoop, PregelLoop, SyncPregelLoop
     from pregelkit.pregel._runner import PregelRunner
     from pregelkit.pregel.main import Pregel
@@ -159,7 +158,7 @@ class RunDriver:
         def emit(ns: tuple[str, ...], mode: str, payload: Any) -> None:
             queue.append((ns, mode, payload))
             if wake is not None:
-                if _on_loop(aloop):
+                if on_loop(aloop):
                     wake.set()
                 else:
                     aloop.call_soon_threadsafe(wake.set)
@@ -275,15 +274,6 @@ def _ended(loop: PregelLoop) -> Raw:
             "graph is meant to run that long."
         )
     return ((), DONE, loop.interrupts)
-
-
-def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
-    import asyncio
-
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
 
 
 def run_config(

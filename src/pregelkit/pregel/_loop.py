@@ -32,6 +32,7 @@ from pregelkit._internal._constants import (
 )
 from pregelkit._internal._ids import utc_now_iso, uuid6
 from pregelkit._internal._scope import CURRENT
+from pregelkit._internal._threads import on_loop
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
 from pregelkit.checkpoint.base import (
@@ -70,7 +71,6 @@ from pregelkit.pregel._persist import (
     Awaited,
     SerialLane,
     aput_writes,
-    on_loop,
     put_writes,
     writer_name,
 )

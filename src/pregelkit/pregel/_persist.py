@@ -32,7 +32,6 @@ __all__ = [
     "Awaited",
     "SerialLane",
     "aput_writes",
-    "on_loop",
     "put_writes",
     "writer_name",
 ]
@@ -280,13 +279,3 @@ class Awaited:
             return None
         self.done = True
         return (yield from self.coro.__await__())
-
-
-def on_loop(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether the caller runs on ``loop``'s thread, inside it."""
-    import asyncio
-
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False

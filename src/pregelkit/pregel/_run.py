@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from contextvars import copy_context
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import EVENTS, RESERVED, RETURN
 from pregelkit._internal._scope import CURRENT
+from pregelkit._internal._threads import to_thread
 from pregelkit.errors import InvalidUpdateError
 from pregelkit.pregel._call import Call, FnSpec
 from pregelkit.pregel._read import PregelNode, _SubgraphStep
@@ -121,17 +121,12 @@ def run_task(task: PregelExecutableTask) -> Any:
 
 async def _in_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a sync function off the event loop, keeping the task's context."""
-    import asyncio
-
     scope = CURRENT.get()
     if scope is not None and scope.attempt is not None:
         from pregelkit.pregel._timeout import in_thread
 
         return await in_thread(functools.partial(fn, *args, **kwargs))
-    ctx = copy_context()
-    return await asyncio.get_running_loop().run_in_executor(
-        None, functools.partial(ctx.run, fn, *args, **kwargs)
-    )
+    return await to_thread(fn, *args, **kwargs)
 
 
 async def arun_task(task: PregelExecutableTask) -> Any:

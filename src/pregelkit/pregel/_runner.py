@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from pregelkit._internal._constants import CALL, ERROR, INTERRUPT, NO_WRITES, RESUME, RETURN
 from pregelkit._internal._scope import CURRENT
+from pregelkit._internal._threads import on_loop
 from pregelkit.errors import GraphBubbleUp, GraphInterrupt, NodeTimeoutError, NondeterminismError
 from pregelkit.pregel._attempts import AttemptEvents
 from pregelkit.pregel._call import Call
@@ -495,7 +496,7 @@ class PregelRunner:
 
     def _finished(self, task: PregelExecutableTask) -> AnyFuture:
         value, failure = _outcome(task)
-        if self.is_async and self.loop is not None and _on_loop(self.loop):
+        if self.is_async and self.loop is not None and on_loop(self.loop):
             fut = self.loop.create_future()
             if failure is not None:
                 fut.set_exception(failure)
@@ -596,7 +597,7 @@ class PregelRunner:
         event = wake or asyncio.Event()
 
         def wake_up() -> None:
-            if _on_loop(loop):
+            if on_loop(loop):
                 event.set()
             else:
                 loop.call_soon_threadsafe(event.set)
@@ -758,12 +759,3 @@ def _settle(
 
 def _step_timeout(exc: BaseException | None) -> bool:
     return isinstance(exc, NodeTimeoutError) and exc.kind == "step"
-
-
-def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
-    import asyncio
-
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False

@@ -36,6 +36,7 @@ from pregelkit._internal._constants import (
     CONFIG_KEY_THREAD_ID,
 )
 from pregelkit._internal._ids import utc_now_iso, uuid6
+from pregelkit._internal._threads import to_thread
 from pregelkit._internal._typing import MISSING
 from pregelkit.checkpoint.base import _delta
 from pregelkit.checkpoint.base._delta import DeltaChannelHistory, writes_sort_key
@@ -502,9 +503,7 @@ class BaseCheckpointSaver(Generic[V]):
     async def _in_thread(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Run a sync method off the event loop: the async twins below all go
         through here, so a saver changes where they run in one place."""
-        import asyncio
-
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        return await to_thread(fn, *args, **kwargs)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await self._in_thread(self.get_tuple, config)

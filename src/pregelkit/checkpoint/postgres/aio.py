@@ -28,7 +28,8 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from pregelkit._internal._loop_thread import SyncCallOnLoopError, running_loop
+from pregelkit._internal._loop_thread import SyncCallOnLoopError
+from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.attempts import AttemptList, AttemptRow

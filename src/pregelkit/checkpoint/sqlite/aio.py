@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Any, ParamSpec, TypeVar
 
+from pregelkit._internal._threads import on_executor
 from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.checkpoint.sqlite import (
@@ -120,12 +121,9 @@ class AsyncSqliteSaver(SqliteSaverCore):
         return await self._on_worker_thread(fn, *args, **kwargs)
 
     async def _on_worker_thread(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
         self._on_worker += 1
         try:
-            return await loop.run_in_executor(
-                self._executor, functools.partial(fn, *args, **kwargs)
-            )
+            return await on_executor(self._executor, fn, *args, **kwargs)
         finally:
             self._on_worker -= 1
 

@@ -15,6 +15,8 @@ import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, cast
 
+from pregelkit._internal._threads import to_thread
+
 __all__ = [
     "EmbeddingsFunc",
     "AEmbeddingsFunc",
@@ -38,14 +40,6 @@ class Embeddings(Protocol):
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]: ...
 
     async def aembed_query(self, text: str) -> list[float]: ...
-
-
-async def _to_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """A sync embedder called from async code runs on a worker thread, so
-    the event loop is not blocked by a model call."""
-    import asyncio  # only async callers get here, and they have asyncio loaded
-
-    return await asyncio.to_thread(fn, *args)
 
 
 class _FunctionEmbeddings:
@@ -73,7 +67,7 @@ class _FunctionEmbeddings:
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         if self.is_async:
             return cast("list[list[float]]", await self.func(texts))
-        return cast("list[list[float]]", await _to_thread(self.func, texts))
+        return cast("list[list[float]]", await to_thread(self.func, texts))
 
     async def aembed_query(self, text: str) -> list[float]:
         return (await self.aembed_documents([text]))[0]
@@ -95,12 +89,12 @@ class _ObjectEmbeddings:
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         if hasattr(self.obj, "aembed_documents"):
             return cast("list[list[float]]", await self.obj.aembed_documents(texts))
-        return cast("list[list[float]]", await _to_thread(self.obj.embed_documents, texts))
+        return cast("list[list[float]]", await to_thread(self.obj.embed_documents, texts))
 
     async def aembed_query(self, text: str) -> list[float]:
         if hasattr(self.obj, "aembed_query"):
             return cast("list[float]", await self.obj.aembed_query(text))
-        return cast("list[float]", await _to_thread(self.obj.embed_query, text))
+        return cast("list[float]", await to_thread(self.obj.embed_query, text))
 
 
 def ensure_embeddings(embed: object) -> Embeddings:

@@ -19,7 +19,8 @@ import psycopg
 from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from pregelkit._internal._loop_thread import SyncCallOnLoopError, running_loop
+from pregelkit._internal._loop_thread import SyncCallOnLoopError
+from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint._faults import Attempts, StorageRetry
 from pregelkit.checkpoint.postgres._faults import pause_or_raise
 from pregelkit.store import _index, _sqlcore

@@ -11,14 +11,14 @@ thread running an event loop, which they would block.
 from __future__ import annotations
 
 import asyncio
-import functools
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from pregelkit._internal._loop_thread import SyncCallOnLoopError, running_loop
+from pregelkit._internal._loop_thread import SyncCallOnLoopError
+from pregelkit._internal._threads import on_executor, running_loop
 from pregelkit.store import _index
 from pregelkit.store._sweeper import TaskSweeper, interval_minutes
 from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig
@@ -71,8 +71,7 @@ class AsyncSqliteStore(SqliteStoreCore):
             store._executor.shutdown(wait=False)
 
     async def _in_thread(self, fn: Callable[..., T], /, *args: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+        return await on_executor(self._executor, fn, *args)
 
     async def setup(self) -> None:
         """Create or migrate the tables (idempotent; also done on first use)."""
