@@ -11,6 +11,7 @@ the only clock is a generous guard against hanging.
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -51,6 +52,13 @@ def flow(x: int) -> int:
 @entrypoint()
 async def aflow(x: int) -> int:
     return await fetch(x) + 1
+
+@entrypoint()
+def ask(x: int) -> int:
+    from pregelkit.types import interrupt
+
+    more = interrupt("how much more?")
+    return fetch(x).result() + more
 """
 
 
@@ -209,3 +217,28 @@ def test_under_json_stdout_stays_json_and_ends_with_the_interrupted_error(tmp_pa
     assert error["type"] == "interrupted" and error["thread_id"] == "S5", events
     assert error["resume"].startswith("pregelkit ") and "resume S5" in error["resume"]
     assert "stopping now" in err
+
+
+def test_ctrl_c_twice_while_an_answer_runs_hints_the_answer_again(tmp_path: Path) -> None:
+    """``pregelkit resume T VALUE`` stopped before the answered task saved
+    anything: the thread still waits for the answer, so the printed command
+    gives it again (a bare ``pregelkit resume T`` is refused there)."""
+    log = _setup(tmp_path, first=600)
+    db = str(tmp_path / "state.db")
+    asked = subprocess.run(
+        [EXE, "run", "wf.py:ask", "5", "--thread", "S7", "--db", db],
+        cwd=tmp_path, capture_output=True, text=True, timeout=GUARD,
+    )  # fmt: skip
+    assert "waiting for an answer" in asked.stdout, (asked.stdout, asked.stderr)
+    run = Run(tmp_path, "resume", "S7", "1", "--db", db)
+    code, out, err = _ctrl_c_twice(run, log)
+    assert code == 130, (out, err)
+    hint = _hint(err)
+    assert "resume S7 1" in hint, hint
+    (tmp_path / "log.again").write_text("")
+    resumed = subprocess.run(
+        [EXE, *shlex.split(hint)[1:]], cwd=tmp_path, capture_output=True, text=True,
+        timeout=GUARD,
+    )  # fmt: skip
+    assert resumed.returncode == 0, (resumed.stdout, resumed.stderr)
+    assert "result: 11" in resumed.stdout, resumed.stdout

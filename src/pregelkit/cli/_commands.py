@@ -164,7 +164,7 @@ def _execute(
             with ctrl_c(progress, graph.nodes) as stop:
                 _drive(graph, input, config, args.durability, on_chunk, progress.enabled, stop)
         except KeyboardInterrupt:
-            again = _resume_command(args, thread_id, None)
+            again = _stopped_hint(args, db, thread_id, input)
             if as_json:
                 _print_error(out, "interrupted", "stopped by Ctrl-C", thread_id, resume=again)
             else:
@@ -315,6 +315,21 @@ def _resume_command(
         else:
             words += ['"..."', "--to", to or interrupts[0].id]
     return shell_join(words)
+
+
+def _stopped_hint(args: argparse.Namespace, db: Database, thread_id: str, input: Any) -> str:
+    """The command that continues a run Ctrl-C stopped. An answer the run
+    stopped before taking (the answered task saved nothing) is asked for
+    again: a bare ``pregelkit resume`` is refused while the thread waits."""
+    from pregelkit.types import Command
+
+    if isinstance(input, Command) and isinstance(input.resume, dict):
+        found = _load_tuples(db, thread_id, latest=True)
+        waiting = {i.id for _, i in interrupts_of(found[0])} if found else set()
+        if waiting & set(input.resume):
+            to = ["--to", args.to] if getattr(args, "to", None) else []
+            return _cli(args, "resume", thread_id, args.value, *to)
+    return _resume_command(args, thread_id, None)
 
 
 def _parse_json(text: str | None, what: str) -> Any:
