@@ -453,6 +453,19 @@ def test_without_rich_the_command_says_how_to_install_it(
     assert json.loads(as_json.out)["error"]["type"] == "install"
 
 
+def test_without_rich_help_still_shows(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The help that says what the command is reads without the extra (it
+    is where a new user looks first), as does --version."""
+    monkeypatch.setitem(sys.modules, "rich", None)
+    for args in (["--help"], ["run", "--help"], ["--version"]):
+        with pytest.raises(SystemExit) as exited:
+            main(args)
+        assert exited.value.code == 0, args
+        assert "pregelkit" in capfd.readouterr().out, args
+
+
 # any cells: escaped, aligned, cut only with an ellipsis
 
 _CHARS = st.sampled_from(

@@ -232,8 +232,8 @@ def _parse(words: list[str]) -> argparse.Namespace:
 
 def _command(words: list[str], as_json: bool, out: TextIO) -> int:
     try:
+        args = _parse(words)  # --help and --version read without rich
         _require_rich()
-        args = _parse(words)
         status: int = args.func(args, out)
     except CliError as exc:
         _fail_line(f"error: {exc}")
