@@ -232,6 +232,18 @@ def test_json_output_of_run_and_resume(workdir: Path) -> None:
     }
 
 
+def test_null_is_an_answer(workdir: Path) -> None:
+    """VALUE_JSON null answers (the interrupt returns None), as a queued
+    ``submit --resume null`` does; it was read as no answer and refused."""
+    res = cli(workdir, "run", "flows:survey", '["name?", "age?"]', "--thread", "n1")
+    ids = pending_ids(res)
+    first = cli(workdir, "resume", "n1", "null", "--to", ids["name?"])
+    assert first.code == 0, first.err
+    last = cli(workdir, "resume", "n1", "null")
+    assert last.code == 0, last.err
+    assert last.lines[-1] == "result: [None, None]"
+
+
 def pending_ids(res: Result) -> dict[str, str]:
     """Question to interrupt id, as ``run``/``resume`` list the pending interrupts."""
     ids = {}

@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 
 __all__ = ["cmd_resume", "cmd_run"]
 
+NO_ANSWER: Any = object()
+"""What ``resume`` gets without VALUE_JSON (``null`` is an answer: the
+interrupt returns None, as a queued ``submit --resume null`` does)."""
+
 
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     value = _parse_json(args.input, "INPUT_JSON")
@@ -54,7 +58,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
                     "without one, run continues an existing thread (--thread ID)"
                 )
             # `run` without an input continues the thread: what `resume` does
-            return _continue(args, db, state, None, target, out)
+            return _continue(args, db, state, NO_ANSWER, target, out)
         if state is not None:
             _check_fresh_run(args, state)
         _start_line(args, db, thread_id, out)
@@ -92,7 +96,8 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
         state = _state(db, thread_id)
         if state is None:
             raise _unknown_thread(db, thread_id)
-        return _continue(args, db, state, value, None, out)
+        answer = NO_ANSWER if args.value is None else value  # JSON null is an answer too
+        return _continue(args, db, state, answer, None, out)
 
 
 def _continue(
@@ -109,7 +114,7 @@ def _continue(
 
     thread_id = state.thread_id
     to = getattr(args, "to", None)  # `run` without an input has no --to
-    if to is not None and value is None:
+    if to is not None and value is NO_ANSWER:
         example = _cli(args, "resume", thread_id, '"yes"', "--to", to)
         raise CliError(
             f"--to {to} names the interrupt to answer: give the answer as VALUE_JSON too, "
@@ -118,7 +123,7 @@ def _continue(
         )
     pending = _check_resumable(args, db, state, value)
     run_input = None
-    if value is not None:
+    if value is not NO_ANSWER:
         answers = resume_map(
             thread_id,
             value,
@@ -166,7 +171,7 @@ def _check_resumable(
             + "`",
         )
     if state.saved == DONE:
-        if value is not None:
+        if value is not NO_ANSWER:
             action, advice = "answer", "it is not waiting for an answer; "
         else:
             action, advice = "resume", ""
@@ -181,14 +186,14 @@ def _check_resumable(
             )
         raise refuse(state, action, advice)
     pending = pending_interrupts(db, thread_id)
-    if state.saved == INTERRUPTED and value is None:
+    if state.saved == INTERRUPTED and value is NO_ANSWER:
         raise refuse(
             state,
             "resume",
             "give the answer as VALUE_JSON, e.g. "
             + _resume_command(args, thread_id, pending or None),
         )
-    if state.saved != INTERRUPTED and value is not None:
+    if state.saved != INTERRUPTED and value is not NO_ANSWER:
         raise refuse(
             state,
             "answer",
