@@ -244,6 +244,20 @@ def test_null_is_an_answer(workdir: Path) -> None:
     assert last.lines[-1] == "result: [None, None]"
 
 
+def test_a_thread_id_starting_with_a_dash_gets_a_hint_that_works(workdir: Path) -> None:
+    """The printed resume command puts such an id after "--": argparse read
+    ``pregelkit resume -t1 ...`` as an unknown option."""
+    res = cli(workdir, "run", "flows:survey", '["name?", "age?"]', "--thread=-t1")
+    hints = [resume_args(line) for line in res.lines if line.startswith("  pregelkit ")]
+    assert len(hints) == 2, res.out
+    first = cli(workdir, *[w if w != '"..."' else '"Ada"' for w in hints[0]])
+    assert first.code == 0, first.err
+    (hint,) = [resume_args(line) for line in first.lines if line.startswith("  pregelkit ")]
+    last = cli(workdir, *hint)
+    assert last.code == 0, last.err
+    assert last.lines[-1].startswith("result: ["), last.out
+
+
 def pending_ids(res: Result) -> dict[str, str]:
     """Question to interrupt id, as ``run``/``resume`` list the pending interrupts."""
     ids = {}

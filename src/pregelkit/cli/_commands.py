@@ -308,13 +308,16 @@ def _resume_command(
     """The command that resumes ``thread_id``: with an answer to fill in when
     ``interrupts`` wait, and ``--to`` naming one (``to``, else the first) when
     several do."""
-    words = ["pregelkit", *_db_args(args), "resume", thread_id]
+    words = ["pregelkit", *_db_args(args), "resume"]
+    answer, options = [], []
     if interrupts:
         if len(interrupts) == 1:
-            words.append('"yes"')
+            answer = ['"yes"']
         else:
-            words += ['"..."', "--to", to or interrupts[0].id]
-    return shell_join(words)
+            answer, options = ['"..."'], ["--to", to or interrupts[0].id]
+    if thread_id.startswith("-"):  # an option to argparse, unless after "--"
+        return shell_join([*words, *options, "--", thread_id, *answer])
+    return shell_join([*words, thread_id, *answer, *options])
 
 
 def _stopped_hint(args: argparse.Namespace, db: Database, thread_id: str, input: Any) -> str:
