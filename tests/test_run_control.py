@@ -786,3 +786,32 @@ def test_ctrl_c_in_pregelkit_run_then_resume(tmp_path: Path) -> None:
     assert resumed.returncode == 0, resumed.stderr
     assert "[0, 10, 20, 30, 40, 50, 60, 70]" in resumed.stdout
     assert sorted(i for k, i in _log(log) if k == "end") == list(range(8)), _log(log)
+
+
+def test_a_cancel_during_the_last_task_of_a_run_that_ends_done_leaves_no_mark(
+    saver: BaseCheckpointSaver[Any],
+) -> None:
+    """The run finishes its last task and ends done: the thread is done, not
+    cancelled (a cancelled finished thread refused every later run)."""
+    started = threading.Event()
+
+    @task
+    def slow(x: int) -> int:
+        started.set()
+        time.sleep(0.5)
+        return x + 1
+
+    @entrypoint(checkpointer=saver)
+    def flow(x: int) -> int:
+        return slow(x).result()
+
+    canceller = threading.Thread(
+        target=lambda: started.wait(10) and flow.cancel(cfg("last")) is None
+    )
+    canceller.start()
+    assert flow.invoke(1, cfg("last")) == 2
+    canceller.join()
+    state = flow.get_state(cfg("last"))
+    assert state.metadata is not None and "stopped" not in state.metadata
+    assert state.next == ()
+    assert flow.invoke(5, cfg("last")) == 6  # not refused as cancelled

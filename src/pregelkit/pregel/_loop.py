@@ -551,6 +551,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
         if isinstance(exc, NondeterminismError):
             return False  # nothing this resume did is saved: the old code can still resume
         self._mark_drained(exc)
+        self._drop_moot_cancel(exc)
         if self.checkpointer is not None and self.durability == "exit":
             if self.checkpoint_id_saved != self.checkpoint["id"] or self._unsaved:
                 self._save_checkpoint()

@@ -39,6 +39,7 @@ class LoopControl:
     checkpointer: BaseCheckpointSaver[Any] | None
     run: RunContext
     is_nested: bool
+    status: str
     _aloop: asyncio.AbstractEventLoop
 
     def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
@@ -165,4 +166,21 @@ class LoopControl:
         if self.run_stop.reason == DRAINED:
             self._persist(
                 saver.put_thread_control, saver.aput_thread_control, self._thread_id, DRAINED
+            )
+
+    def _drop_moot_cancel(self, exc: BaseException | None) -> None:
+        """A cancel that came while the run's last task ran is moot once the
+        run ends done: a finished thread cannot be cancelled, so its mark
+        goes (left, it would refuse every later run of a finished thread).
+        A mark that lands after the run's last poll is not seen here."""
+        saver = self.checkpointer
+        if (
+            exc is None
+            and self._controlled
+            and saver is not None
+            and self.status == "done"
+            and self.run_stop.reason == CANCELLED
+        ):
+            self._persist(
+                saver.put_thread_control, saver.aput_thread_control, self._thread_id, None
             )
