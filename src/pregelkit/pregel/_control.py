@@ -154,7 +154,11 @@ class RunStop:
         """Run ``wait`` (the executor's exit, which lets tasks still running
         finish); a Ctrl-C meanwhile stops the run (a second one walks away
         from those tasks) and the wait goes on. Returns that Ctrl-C, for the
-        loop to raise once it has saved what it could."""
+        loop to raise once it has saved what it could. The exception the run
+        exits with is told to the stop first: a Ctrl-C that escaped the tick
+        before the runner saw it would otherwise let every task run on."""
+        if exc_value is not None:
+            self.aborted(exc_value)
         ctrl_c = None
         while True:
             try:

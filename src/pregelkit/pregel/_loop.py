@@ -745,6 +745,8 @@ class AsyncPregelLoop(PregelLoop):
         import asyncio
 
         try:
+            if exc_value is not None:
+                self.run_stop.aborted(exc_value)  # as RunStop.settle does for sync runs
             try:
                 await self._executor.__aexit__(exc_type, exc_value, traceback)
             except asyncio.CancelledError:
