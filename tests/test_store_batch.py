@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import StoreUnderTest
+from pregelkit._internal import _plan
 from pregelkit.store import _sqlcore
 from pregelkit.store.base import (
     GetOp,
@@ -171,14 +172,14 @@ def test_a_pattern_given_as_one_string_is_one_label(make_store: Any) -> None:
 # what the SQL stores send
 
 
-def _statements(dialect: _sqlcore.Dialect, ops: list[Op]) -> list[_sqlcore.Statement]:
-    sent: list[_sqlcore.Statement] = []
+def _statements(dialect: _sqlcore.Dialect, ops: list[Op]) -> list[_plan.Statement]:
+    sent: list[_plan.Statement] = []
 
-    def execute(statement: _sqlcore.Statement) -> Any:
+    def execute(statement: _plan.Statement) -> Any:
         sent.append(statement)
         return []
 
-    results = _sqlcore.drive(_sqlcore.run_batch(dialect, ops, None, json.loads), execute)
+    results = _plan.drive(_sqlcore.run_batch(dialect, ops, None, json.loads), execute)
     assert len(results) == len(ops)
     return sent
 

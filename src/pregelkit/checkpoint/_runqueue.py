@@ -2,8 +2,8 @@
 
 A run request (``wf.submit``) is a row of ``pregelkit_runs``; workers claim
 rows, hold each with a lease they renew, and record how the run ended. Every
-operation is a *plan*: a generator yielding :class:`Query` objects and sent
-back their rows, driven by the saver in one transaction of its own (SQLite:
+operation is a plan (``pregelkit._internal._plan``) yielding statements and
+sent back their rows, driven by the saver in one transaction of its own (SQLite:
 ``BEGIN IMMEDIATE``, so claims are serialized; PostgreSQL: ``SELECT ... FOR
 UPDATE SKIP LOCKED``, so workers claim different rows without waiting for
 each other). Only the SQL spelling differs, in :class:`Dialect`.
@@ -15,12 +15,14 @@ once another worker has claimed the run, the old one can write nothing.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, TypeVar
 
+from pregelkit._internal import _plan
 from pregelkit._internal._constants import CONF, CONFIG_KEY_LEASE
 from pregelkit._internal._ids import uuid6
+from pregelkit._internal._plan import Plan, Statement
 from pregelkit.errors import LeaseLostError
 
 __all__ = [
@@ -37,7 +39,6 @@ __all__ = [
     "STATUSES",
     "Claimed",
     "Dialect",
-    "Query",
     "RunPlan",
     "lease_of",
 ]
@@ -55,17 +56,7 @@ ACTIVE = (QUEUED, RUNNING)
 FINISHED = (INTERRUPTED, DONE, FAILED, CANCELLED)
 
 
-@dataclass(frozen=True, slots=True)
-class Query:
-    """One statement: ``fetch`` ``"one"`` sends back the first row (or
-    ``None``), ``"all"`` every row, ``None`` nothing."""
-
-    sql: str
-    params: Sequence[Any] = ()
-    fetch: Literal["one", "all"] | None = None
-
-
-RunPlan: TypeAlias = Generator[Query, Any, T]
+RunPlan: TypeAlias = Plan[T]
 
 
 # one primary-key lookup: the run's row, if this lease is still its current one
@@ -73,7 +64,7 @@ FENCE = "SELECT 1 FROM pregelkit_runs WHERE run_id = ? AND fence = ? AND status 
 
 
 @dataclass(frozen=True, slots=True)
-class Dialect:
+class Dialect(_plan.Dialect):
     """How one database spells what the queue needs. SQL is written with
     ``?`` placeholders and ``{now}`` (the database's clock, in seconds since
     the epoch: leases are judged by one clock, not by each worker's)."""
@@ -82,8 +73,8 @@ class Dialect:
     now: str
     skip_locked: str
     share_lock: str
-    placeholder: str
     mark_cancelled: str
+    placeholder: str = "?"
     fence: str = field(init=False)
     """The fence check's SQL, spelled once: it runs in every write
     transaction of a leased run, so no per-call rewriting."""
@@ -93,12 +84,10 @@ class Dialect:
 
     def q(
         self, sql: str, params: Sequence[Any] = (), fetch: Literal["one", "all"] | None = None
-    ) -> Query:
+    ) -> Statement:
         sql = sql.replace("{now}", self.now).replace("{skip_locked}", self.skip_locked)
         sql = sql.replace("{share_lock}", self.share_lock)
-        if self.placeholder != "?":
-            sql = sql.replace("?", self.placeholder)
-        return Query(sql, tuple(params), fetch)
+        return self.statement(sql, tuple(params), fetch)
 
 
 SQLITE = Dialect(
@@ -139,7 +128,7 @@ def lease_of(config: Any) -> tuple[str, int] | None:
 def check_fence(d: Dialect, lease: tuple[str, int], operation: str) -> RunPlan[None]:
     """Part of a write transaction of a leased run: refuse it (rolled back
     whole) unless the lease is still the run's current one."""
-    row = yield Query(d.fence, lease, "one")
+    row = yield Statement(d.fence, lease, "one")
     if row is None:
         raise LeaseLostError(lease[0], lease[1], operation)
 
@@ -410,21 +399,3 @@ def hand_back(d: Dialect, lease: tuple[str, int]) -> RunPlan[bool]:
 
 def worker_stopped(d: Dialect, worker_id: str) -> RunPlan[None]:
     yield d.q("UPDATE pregelkit_workers SET stopped = 1 WHERE worker_id = ?", (worker_id,))
-
-
-def drive_sqlite(conn: Any, plan: RunPlan[T]) -> T:
-    """Run ``plan`` on a sqlite3 connection, inside the caller's transaction."""
-    value: Any = None
-    while True:
-        try:
-            query = plan.send(value)
-        except StopIteration as done:
-            result: T = done.value
-            return result
-        cur = conn.execute(query.sql, query.params)
-        if query.fetch == "one":
-            value = cur.fetchone()
-        elif query.fetch == "all":
-            value = cur.fetchall()
-        else:
-            value = None

@@ -1,7 +1,7 @@
 """What SqliteStore and PostgresStore (sync and async) do, written once.
 
-A batch is a *plan*: a generator that yields the :class:`Statement` s to run
-and is sent back their rows. The stores only run those statements over
+A batch is a plan (``pregelkit._internal._plan``): it yields the statements
+to run and is sent back their rows. The stores only run those statements over
 their own connections (one transaction per batch); which statements run,
 with which parameters, in which order, and how rows become items is decided
 here, over a :class:`Dialect` that knows each database's SQL.
@@ -16,11 +16,12 @@ from __future__ import annotations
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeAlias, cast
 
+from pregelkit._internal import _plan
+from pregelkit._internal._plan import Statement
 from pregelkit.store import _namespaces
 from pregelkit.store._filter import Condition, for_sql, has_nul, parse_filter
 from pregelkit.store._index import Embedded
@@ -35,26 +36,12 @@ from pregelkit.store.base import (
     SearchOp,
 )
 
-__all__ = ["Dialect", "Plan", "Statement", "adrive", "drive", "run_batch", "sweep"]
+__all__ = ["Dialect", "Plan", "run_batch", "sweep"]
 
 Deserializer = Callable[[Any], dict[str, Any]]
 
 
-@dataclass(frozen=True, slots=True)
-class Statement:
-    """``fetch``: ``"one"`` sends back the first row (or ``None``), ``"all"``
-    every row, ``"many"`` runs the statement once per parameter row,
-    ``"count"`` sends back the number of rows changed. ``later``: a write
-    a read-only batch makes (restarting TTLs), which a store may run in a
-    transaction of its own after the batch's."""
-
-    sql: str
-    params: Any = ()
-    fetch: Literal["one", "all", "many", "count"] | None = None
-    later: bool = False
-
-
-Plan: TypeAlias = Generator[Statement, Any, Any]
+Plan: TypeAlias = _plan.Plan[Any]
 
 # Columns every item query selects, in this order.
 ITEM_COLUMNS = "prefix, key, value, created_at, updated_at, ttl_minutes"
@@ -73,7 +60,7 @@ UPSERT = """
 expired one is replaced as a new item, a live one keeps its ``created_at``."""
 
 
-class Dialect(ABC):
+class Dialect(_plan.Dialect, ABC):
     """One database's SQL for the plans. The statements of a batch's writes
     default to one per row (``executemany``), which costs nothing extra in an
     embedded database; a server's dialect sends each kind as one statement."""
@@ -418,23 +405,3 @@ def encode_json(value: dict[str, Any]) -> str:
             "keep or compare; remove it or encode the string (e.g. base64)"
         )
     return text
-
-
-def drive(plan: Plan, execute: Callable[[Statement], Any]) -> Any:
-    """Run ``plan``, performing each statement with ``execute``."""
-    try:
-        statement = next(plan)
-        while True:
-            statement = plan.send(execute(statement))
-    except StopIteration as done:
-        return done.value
-
-
-async def adrive(plan: Plan, execute: Callable[[Statement], Awaitable[Any]]) -> Any:
-    """:func:`drive` with an async ``execute``."""
-    try:
-        statement = next(plan)
-        while True:
-            statement = plan.send(await execute(statement))
-    except StopIteration as done:
-        return done.value

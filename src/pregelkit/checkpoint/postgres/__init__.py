@@ -38,6 +38,7 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
+from pregelkit._internal._plan import Plan, Run, Statement, drive, execute
 from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
@@ -126,7 +127,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
 
     def _run(
         self,
-        make: Callable[[], _core.Plan[T]],
+        make: Callable[[], Plan[T]],
         operation: str,
         thread_id: str | None = None,
         *,
@@ -139,7 +140,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         untried again: a failure fails the whole block."""
         conn = _core.group_connection(self, self._locks, operation, thread_id, writes)
         if conn is not None:
-            return _core.drive(_core.Run(make()), partial(_execute_alone, conn))
+            return drive(make(), partial(_execute_alone, conn))
         return self._drive(
             _core.transaction(
                 make,
@@ -155,22 +156,22 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         if not self._ready:
             self._ready = True
             try:
-                self._transaction(_core.Run(_core.setup()))
+                self._transaction(Run(_core.setup()))
             except BaseException:
                 self._ready = False
                 raise
 
-    def _transaction(self, run: _core.Run[T]) -> T:
+    def _transaction(self, run: Run[T]) -> T:
         self._ensure_ready()
         with self._connection() as conn, conn.transaction():
             if self.pipe is None:
                 # tuple rows whatever row factory the caller's connection has
                 with conn.cursor(row_factory=tuple_row) as cur:
-                    return _core.drive(run, partial(_execute, cur))
+                    return drive(run, partial(execute, cur))
             # In pipeline mode a cursor hands back its statements' results in
             # order, fetched or not: one cursor per statement keeps each
             # fetch on its own statement.
-            result = _core.drive(run, partial(_execute_alone, conn))
+            result = drive(run, partial(_execute_alone, conn))
         self.pipe.sync()
         return result
 
@@ -208,8 +209,8 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         ):
             yield
 
-    def _drive(self, plan: _core.Plan[T]) -> T:
-        return _core.drive(_core.Run(plan), self._perform)
+    def _drive(self, plan: Plan[T]) -> T:
+        return drive(plan, self._perform)
 
     def _perform(self, effect: Any) -> Any:
         match effect:
@@ -232,7 +233,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
                     conn.transaction(),
                     conn.cursor(row_factory=tuple_row) as cur,
                 ):
-                    return _execute(cur, statement)
+                    return execute(cur, statement)
             case _core.Transaction(run):
                 return self._transaction(run)
             case _core.Reconnect():
@@ -275,7 +276,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         return self._iter_list(plan, _core.thread_of(config))
 
     def _iter_list(
-        self, plan: Callable[[], _core.Plan[_core.Rows]], thread_id: str | None
+        self, plan: Callable[[], Plan[_core.Rows]], thread_id: str | None
     ) -> Iterator[CheckpointTuple]:
         yield from _core.load_all(self.serde, self._run(plan, "list", thread_id))
 
@@ -373,7 +374,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
     def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
         """Run a queue plan in one transaction; claims use ``FOR UPDATE SKIP
         LOCKED``, so workers take different runs without waiting for each other."""
-        return self._run(lambda: _core.queue_plan(make(_runqueue.POSTGRES)), op)
+        return self._run(lambda: make(_runqueue.POSTGRES), op)
 
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:
         """Hold ``thread_id`` for one run, against other threads and processes:
@@ -402,19 +403,9 @@ class _Held(AbstractContextManager[None]):
         self.saver._drive(_core.release(self.saver._locks, self.thread_id, self.local))
 
 
-def _execute_alone(conn: psycopg.Connection[Any], statement: _core.Statement) -> Any:
+def _execute_alone(conn: psycopg.Connection[Any], statement: Statement) -> Any:
     with conn.cursor(row_factory=tuple_row) as cur:
-        return _execute(cur, statement)
-
-
-def _execute(cur: psycopg.Cursor[Any], statement: _core.Statement) -> Any:
-    if statement.fetch == "many":
-        cur.executemany(statement.sql, statement.params)
-        return None
-    cur.execute(statement.sql, statement.params)
-    if statement.fetch == "one":
-        return cur.fetchone()
-    return cur.fetchall() if statement.fetch == "all" else None
+        return execute(cur, statement)
 
 
 def __getattr__(name: str) -> Any:

@@ -1,14 +1,14 @@
 """What PostgresSaver and AsyncPostgresSaver do, written once for both.
 
-Every operation is a *plan*: a generator that yields the effects it needs
-(a :class:`Statement` to run, a lock connection to borrow, a pause, ...) and
-is sent back what came of each, or has the error thrown into it. The savers
-only perform the effects over their own connection types, with
-:func:`drive` (sync) or :func:`adrive` (async). So which statements run, with
+Every operation is a plan (the vocabulary of ``pregelkit._internal._plan``):
+it yields the effects it needs (a ``Statement`` to run, or one of this
+module's: a lock connection to borrow, a pause, ...) and is sent back what
+came of each. The savers only perform the effects over their own connection
+types, with ``drive`` (sync) or ``adrive`` (async). So which statements run, with
 which parameters and in which order, how rows become checkpoints and errors,
 and how the advisory locks are taken and given back are decided here alone.
 
-A plan's code up to its first effect runs when :class:`Run` starts it, before
+A plan's code up to its first effect runs when ``Run`` starts it, before
 any connection is taken: encoding, argument checks, and plans with nothing to
 do (``put_writes`` without writes) never touch the database.
 """
@@ -16,16 +16,16 @@ do (``put_writes`` without writes) never touch the database.
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
-from types import TracebackType
-from typing import Any, Generic, Literal, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import psycopg
 
+from pregelkit._internal._plan import Plan, Run, Statement
 from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._rows import (
@@ -55,25 +55,11 @@ from pregelkit.errors import StorageError, ThreadBusyError
 
 T = TypeVar("T")
 
-Plan: TypeAlias = Generator[Any, Any, T]
-"""Yields effects, is sent their results, returns the operation's result."""
-
 Row: TypeAlias = Sequence[Any]
 Rows: TypeAlias = list[Row]
 
 
-# effects
-
-
-@dataclass(frozen=True, slots=True)
-class Statement:
-    """Run ``sql`` on the plan's cursor. ``fetch``: ``"one"`` sends back the
-    first row (or ``None``), ``"all"`` every row, ``"many"`` runs the
-    statement once per parameter row (``executemany``); otherwise ``None``."""
-
-    sql: str
-    params: Any = None
-    fetch: Literal["one", "all", "many"] | None = None
+# effects besides statements
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,60 +119,6 @@ class Transaction:
 class Reconnect:
     """A call failed on a connection that may be broken: replace the saver's
     single connection if it is, or have the pool check its idle ones."""
-
-
-# running a plan
-
-
-class Run(Generic[T]):
-    """A plan under way. ``effect`` is what it waits for, ``None`` once it
-    has returned ``result``. Perform the effect inside ``with run:`` and set
-    ``run.value``: leaving the block sends the plan that value, or throws the
-    error raised in the block into it."""
-
-    def __init__(self, plan: Plan[T]) -> None:
-        self.plan = plan
-        self.effect: Any = None
-        self.value: Any = None
-        self.result: T
-        self._resume(plan.send, None)
-
-    def _resume(self, step: Callable[[Any], Any], arg: Any) -> None:
-        try:
-            self.effect = step(arg)
-        except StopIteration as done:
-            self.effect = None
-            self.result = done.value
-
-    def __enter__(self) -> Run[T]:
-        self.value = None
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        if exc is None:
-            self._resume(self.plan.send, self.value)
-        else:
-            self._resume(self.plan.throw, exc)
-        return True
-
-
-def drive(run: Run[T], perform: Callable[[Any], Any]) -> T:
-    while run.effect is not None:
-        with run:
-            run.value = perform(run.effect)
-    return run.result
-
-
-async def adrive(run: Run[T], perform: Callable[[Any], Awaitable[Any]]) -> T:
-    while run.effect is not None:
-        with run:
-            run.value = await perform(run.effect)
-    return run.result
 
 
 # faults
@@ -442,7 +374,7 @@ def put(
     row, blobs = encode_checkpoint(serde, config, checkpoint, metadata, new_versions)
     lease = _runqueue.lease_of(config)
     if lease is not None:
-        yield from queue_plan(_runqueue.check_fence(_runqueue.POSTGRES, lease, "put"))
+        yield from _runqueue.check_fence(_runqueue.POSTGRES, lease, "put")
     if blobs:
         yield Statement(_sql.INSERT_BLOB, blobs, fetch="many")
     yield Statement(_sql.UPSERT_CHECKPOINT, row)
@@ -460,7 +392,7 @@ def put_writes(
     rows = encode_writes(serde, config, writes, task_id, task_path)
     lease = _runqueue.lease_of(config)
     if lease is not None and (rows or attempts):
-        yield from queue_plan(_runqueue.check_fence(_runqueue.POSTGRES, lease, "put_writes"))
+        yield from _runqueue.check_fence(_runqueue.POSTGRES, lease, "put_writes")
     if rows:
         yield Statement(_sql.UPSERT_WRITE, rows, fetch="many")
     if attempts:
@@ -474,22 +406,6 @@ def put_attempts(records: Sequence[AttemptRow]) -> Plan[None]:
 def list_attempts(thread_id: str) -> Plan[list[AttemptRecord]]:
     rows = yield Statement(_sql.SELECT_ATTEMPTS, (thread_id,), fetch="all")
     return [attempt_from_row(tuple(row)) for row in rows]
-
-
-def queue_plan(plan: _runqueue.RunPlan[T]) -> Plan[T]:
-    """A run-queue plan (checkpoint/_runqueue.py) as a plan of this module."""
-    value: Any = None
-    while True:
-        try:
-            query = plan.send(value)
-        except StopIteration as done:
-            result: T = done.value
-            return result
-        try:
-            value = yield Statement(query.sql, query.params, query.fetch)
-        except BaseException:
-            plan.close()
-            raise
 
 
 def delete_thread(thread_id: str) -> Plan[None]:
@@ -524,11 +440,11 @@ def copy_thread(
     if reseal is not None:  # values sealed to their thread: seal the copies again
         rows = []
         for sql in RESEAL_SELECTS:
-            rows.append((yield Statement(sql.replace("?", "%s"), (source_thread_id,), "all")))
+            rows.append((yield _runqueue.POSTGRES.statement(sql, (source_thread_id,), "all")))
         params = reseal_params(reseal, source_thread_id, target_thread_id, rows)
         for sql, batch in zip(RESEAL_UPDATES, params):
             if batch:
-                yield Statement(sql.replace("?", "%s"), batch, "many")
+                yield _runqueue.POSTGRES.statement(sql, batch, "many")
 
 
 def prune(thread_ids: Sequence[str], strategy: str) -> Plan[None]:

@@ -29,6 +29,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from pregelkit._internal._loop_thread import SyncCallOnLoopError
+from pregelkit._internal._plan import Plan, Run, Statement, adrive, aexecute
 from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
@@ -125,7 +126,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
 
     async def _run(
         self,
-        make: Callable[[], _core.Plan[T]],
+        make: Callable[[], Plan[T]],
         operation: str,
         thread_id: str | None = None,
         *,
@@ -133,7 +134,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     ) -> T:
         conn = _core.group_connection(self, self._locks, operation, thread_id, writes)
         if conn is not None:
-            return await _core.adrive(_core.Run(make()), partial(_execute_alone, conn))
+            return await adrive(make(), partial(_execute_alone, conn))
         return await self._drive(
             _core.transaction(
                 make,
@@ -149,22 +150,22 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         if not self._ready:
             self._ready = True
             try:
-                await self._transaction(_core.Run(_core.setup()))
+                await self._transaction(Run(_core.setup()))
             except BaseException:
                 self._ready = False
                 raise
 
-    async def _transaction(self, run: _core.Run[T]) -> T:
+    async def _transaction(self, run: Run[T]) -> T:
         await self._ensure_ready()
         async with self._connection() as conn, conn.transaction():
             if self.pipe is None:
                 # tuple rows whatever row factory the caller's connection has
                 async with conn.cursor(row_factory=tuple_row) as cur:
-                    return await _core.adrive(run, partial(_execute, cur))
+                    return await adrive(run, partial(aexecute, cur))
             # In pipeline mode a cursor hands back its statements' results in
             # order, fetched or not: one cursor per statement keeps each
             # fetch on its own statement.
-            result = await _core.adrive(run, partial(_execute_alone, conn))
+            result = await adrive(run, partial(_execute_alone, conn))
         await self.pipe.sync()
         return result
 
@@ -196,8 +197,8 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             with _core.in_group(self, conn):
                 yield
 
-    async def _drive(self, plan: _core.Plan[T]) -> T:
-        return await _core.adrive(_core.Run(plan), self._perform)
+    async def _drive(self, plan: Plan[T]) -> T:
+        return await adrive(plan, self._perform)
 
     async def _perform(self, effect: Any) -> Any:
         if isinstance(effect, _core.Guarded):
@@ -218,7 +219,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
                 conn.transaction(),
                 conn.cursor(row_factory=tuple_row) as cur,
             ):
-                return await _execute(cur, effect.statement)
+                return await aexecute(cur, effect.statement)
         elif isinstance(effect, _core.Transaction):
             return await self._transaction(effect.run)
         elif isinstance(effect, _core.Reconnect):
@@ -362,7 +363,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str
     ) -> T:
         """Run a queue plan in one transaction (see ``PostgresSaver.run_queue``)."""
-        return await self._run(lambda: _core.queue_plan(make(_runqueue.POSTGRES)), op)
+        return await self._run(lambda: make(_runqueue.POSTGRES), op)
 
     def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
         return self._sync(self.arun_queue(make, op), "run_queue")
@@ -493,19 +494,9 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             self._sync(self._drive(_core.release(self._locks, thread_id, local)), "lock_thread")
 
 
-async def _execute_alone(conn: psycopg.AsyncConnection[Any], statement: _core.Statement) -> Any:
+async def _execute_alone(conn: psycopg.AsyncConnection[Any], statement: Statement) -> Any:
     async with conn.cursor(row_factory=tuple_row) as cur:
-        return await _execute(cur, statement)
-
-
-async def _execute(cur: psycopg.AsyncCursor[Any], statement: _core.Statement) -> Any:
-    if statement.fetch == "many":
-        await cur.executemany(statement.sql, statement.params)
-        return None
-    await cur.execute(statement.sql, statement.params)
-    if statement.fetch == "one":
-        return await cur.fetchone()
-    return await cur.fetchall() if statement.fetch == "all" else None
+        return await aexecute(cur, statement)
 
 
 class AsyncShallowPostgresSaver(AsyncPostgresSaver):

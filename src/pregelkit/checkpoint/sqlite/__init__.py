@@ -30,10 +30,12 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
+from functools import partial
 from typing import Any, ClassVar, Literal, TypeVar
 
 import xxhash
 
+from pregelkit._internal._plan import drive, execute
 from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._rows import (
@@ -477,7 +479,7 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
 
         def put(conn: sqlite3.Connection) -> None:
             if lease is not None:
-                _runqueue.drive_sqlite(conn, _runqueue.check_fence(_SQL, lease, "put"))
+                drive(_runqueue.check_fence(_SQL, lease, "put"), partial(execute, conn))
             conn.executemany(_sql.INSERT_BLOB, blobs)
             conn.execute(_sql.UPSERT_CHECKPOINT, row)
 
@@ -509,7 +511,7 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
             def put(conn: sqlite3.Connection) -> None:
                 if lease is not None:
                     # a leased run's write checks its fence in the same transaction
-                    _runqueue.drive_sqlite(conn, _runqueue.check_fence(_SQL, lease, "put_writes"))
+                    drive(_runqueue.check_fence(_SQL, lease, "put_writes"), partial(execute, conn))
                 conn.executemany(_sql.UPSERT_WRITE, rows)
                 conn.executemany(_sql.UPSERT_ATTEMPT, attempts)
 
@@ -624,7 +626,7 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
     def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
         """Run a queue plan in one ``BEGIN IMMEDIATE`` transaction: claims by
         several worker processes are serialized by SQLite's write lock."""
-        return self._attempt(lambda conn: _runqueue.drive_sqlite(conn, make(_SQL)), op, write=True)
+        return self._attempt(lambda conn: drive(make(_SQL), partial(execute, conn)), op, write=True)
 
     # one run per thread
 

@@ -32,6 +32,7 @@ import psycopg
 from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import ConnectionPool
 
+from pregelkit._internal._plan import Statement, drive, execute
 from pregelkit.checkpoint._faults import Attempts, StorageRetry
 from pregelkit.checkpoint.postgres._faults import pause_or_raise, reopen_args
 from pregelkit.store import _index, _sqlcore
@@ -52,9 +53,9 @@ class PoolConfig(TypedDict, total=False):
 
 def setup_plan() -> _sqlcore.Plan:
     """Create or migrate the tables, one process at a time."""
-    yield _sqlcore.Statement(_sql.LOCK_MIGRATIONS, (_sql.MIGRATION_LOCK_KEY,))
-    yield _sqlcore.Statement(_sql.CREATE_MIGRATIONS_TABLE)
-    (current,) = yield _sqlcore.Statement(_sql.SELECT_SCHEMA_VERSION, (), "one")
+    yield Statement(_sql.LOCK_MIGRATIONS, (_sql.MIGRATION_LOCK_KEY,))
+    yield Statement(_sql.CREATE_MIGRATIONS_TABLE)
+    (current,) = yield Statement(_sql.SELECT_SCHEMA_VERSION, (), "one")
     if current > len(_sql.MIGRATIONS):
         raise RuntimeError(
             f"the store tables are at schema version {current}, newer than this pregelkit "
@@ -62,8 +63,8 @@ def setup_plan() -> _sqlcore.Plan:
         )
     for version in range(current + 1, len(_sql.MIGRATIONS) + 1):
         for statement in _sql.MIGRATIONS[version - 1]:
-            yield _sqlcore.Statement(statement)
-        yield _sqlcore.Statement(_sql.RECORD_MIGRATION, (version,))
+            yield Statement(statement)
+        yield Statement(_sql.RECORD_MIGRATION, (version,))
 
 
 class PostgresStoreCore(BaseStore):
@@ -188,9 +189,9 @@ class PostgresStore(PostgresStoreCore):
         with self._connection() as conn:
             if single and conn.autocommit:
                 with conn.cursor(row_factory=tuple_row) as cur:
-                    return _sqlcore.drive(plan, partial(_execute, cur))
+                    return drive(plan, partial(execute, cur))
             with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
-                return _sqlcore.drive(plan, partial(_execute, cur))
+                return drive(plan, partial(execute, cur))
 
     def setup(self) -> None:
         """Create or migrate the tables (idempotent; also done on first use);
@@ -249,18 +250,6 @@ class PostgresStore(PostgresStoreCore):
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper; ``False`` if it did not stop within ``timeout``."""
         return self._sweeper.stop(timeout)
-
-
-def _execute(cur: psycopg.Cursor[Any], statement: _sqlcore.Statement) -> Any:
-    if statement.fetch == "many":
-        cur.executemany(statement.sql, statement.params)
-        return None
-    cur.execute(statement.sql, statement.params)
-    if statement.fetch == "one":
-        return cur.fetchone()
-    if statement.fetch == "all":
-        return cur.fetchall()
-    return cur.rowcount if statement.fetch == "count" else None
 
 
 def __getattr__(name: str) -> Any:

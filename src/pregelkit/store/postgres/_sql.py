@@ -13,9 +13,10 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from pregelkit._internal._plan import Statement
 from pregelkit.store import _namespaces
 from pregelkit.store._filter import ORDERING, Condition
-from pregelkit.store._sqlcore import UPSERT, Dialect, Statement, encode_json
+from pregelkit.store._sqlcore import UPSERT, Dialect, encode_json
 from pregelkit.store.base import SearchOp
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -114,6 +115,7 @@ _LIVE = "(s.expires_at IS NULL OR s.expires_at > %s)"
 
 
 class PostgresDialect(Dialect):
+    placeholder = "%s"
     select_namespaces = f"SELECT DISTINCT s.prefix FROM store s WHERE {_LIVE}"
     select_namespaces_under = (
         f"{select_namespaces} AND (s.prefix = %s OR (s.prefix >= %s AND s.prefix < %s))"

@@ -20,6 +20,7 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from pregelkit._internal._loop_thread import SyncCallOnLoopError
+from pregelkit._internal._plan import adrive, aexecute
 from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint._faults import Attempts, StorageRetry
 from pregelkit.checkpoint.postgres._faults import pause_or_raise
@@ -127,9 +128,9 @@ class AsyncPostgresStore(AsyncBatchedBaseStore, PostgresStoreCore):
         async with self._connection() as conn:
             if single and conn.autocommit:
                 async with conn.cursor(row_factory=tuple_row) as cur:
-                    return await _sqlcore.adrive(plan, partial(_execute, cur))
+                    return await adrive(plan, partial(aexecute, cur))
             async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
-                return await _sqlcore.adrive(plan, partial(_execute, cur))
+                return await adrive(plan, partial(aexecute, cur))
 
     async def setup(self) -> None:
         """Create or migrate the tables (idempotent; also done on first use)."""
@@ -208,15 +209,3 @@ class AsyncPostgresStore(AsyncBatchedBaseStore, PostgresStoreCore):
             f"AsyncPostgresStore.{method}() needs the event loop its connection belongs to "
             f"running: await a{method}() from async code, or use PostgresStore in sync code"
         )
-
-
-async def _execute(cur: psycopg.AsyncCursor[Any], statement: _sqlcore.Statement) -> Any:
-    if statement.fetch == "many":
-        await cur.executemany(statement.sql, statement.params)
-        return None
-    await cur.execute(statement.sql, statement.params)
-    if statement.fetch == "one":
-        return await cur.fetchone()
-    if statement.fetch == "all":
-        return await cur.fetchall()
-    return cur.rowcount if statement.fetch == "count" else None

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, ClassVar, cast
 
+from pregelkit._internal._plan import Statement, drive, execute
 from pregelkit.store import _index, _sqlcore
 from pregelkit.store._sweeper import ThreadSweeper, interval_minutes
 from pregelkit.store.base import (
@@ -129,13 +130,13 @@ class SqliteStoreCore(BaseStore):
         omit = _sqlcore.omits_expired(self.ttl_config)
         plan = _sqlcore.run_batch(self._dialect, ops, embedded, self._deserialize, omit)
         writes = any(isinstance(op, PutOp) for op in ops)
-        later: list[_sqlcore.Statement] = []
+        later: list[Statement] = []
         with self._lock:
             self._setup_locked()
             if not writes and _sqlcore.one_statement(ops, self._index is not None):
                 # one SELECT is a read transaction of its own: no BEGIN, no COMMIT
                 conn = self.conn
-                results = _sqlcore.drive(plan, lambda stmt: _execute(conn, stmt, later))
+                results = drive(plan, lambda stmt: _execute(conn, stmt, later))
             else:
                 results = self._transaction(plan, writes, later)
             if later:
@@ -155,13 +156,11 @@ class SqliteStoreCore(BaseStore):
             return cast("Item | None", self._run([op], None)[0])
         return item
 
-    def _transaction(
-        self, plan: _sqlcore.Plan, write: bool, later: list[_sqlcore.Statement]
-    ) -> Any:
+    def _transaction(self, plan: _sqlcore.Plan, write: bool, later: list[Statement]) -> Any:
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
-            result = _sqlcore.drive(plan, lambda statement: _execute(conn, statement, later))
+            result = drive(plan, lambda statement: _execute(conn, statement, later))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -179,26 +178,16 @@ class SqliteStoreCore(BaseStore):
         return self._run(checked, _index.embed(self._index, checked))
 
 
-def _replay(statements: list[_sqlcore.Statement]) -> _sqlcore.Plan:
+def _replay(statements: list[Statement]) -> _sqlcore.Plan:
     for statement in statements:
-        yield _sqlcore.Statement(statement.sql, statement.params, statement.fetch)
+        yield Statement(statement.sql, statement.params, statement.fetch)
 
 
-def _execute(
-    conn: sqlite3.Connection, statement: _sqlcore.Statement, later: list[_sqlcore.Statement]
-) -> Any:
+def _execute(conn: sqlite3.Connection, statement: Statement, later: list[Statement]) -> Any:
     if statement.later:
         later.append(statement)
         return None
-    if statement.fetch == "many":
-        conn.executemany(statement.sql, statement.params)
-        return None
-    cursor = conn.execute(statement.sql, statement.params)
-    if statement.fetch == "one":
-        return cursor.fetchone()
-    if statement.fetch == "all":
-        return cursor.fetchall()
-    return cursor.rowcount if statement.fetch == "count" else None
+    return execute(conn, statement)
 
 
 class SqliteStore(SqliteStoreCore):

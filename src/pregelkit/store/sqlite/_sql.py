@@ -15,9 +15,10 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pregelkit._internal._plan import Statement
 from pregelkit.store import _index, _namespaces
 from pregelkit.store._filter import ORDERING, Condition, canonical_json
-from pregelkit.store._sqlcore import ITEM_COLUMNS, UPSERT, Dialect, Statement, encode_json
+from pregelkit.store._sqlcore import ITEM_COLUMNS, UPSERT, Dialect, encode_json
 from pregelkit.store.base import SearchOp
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (

@@ -1,0 +1,173 @@
+"""The storage plan vocabulary: what the savers, the stores and the run queue
+do, written once for sync and async code and for SQLite and PostgreSQL.
+
+An operation is a *plan*: a generator that yields the effects it needs (most
+often a :class:`Statement`) and is sent back what came of each, or has the
+error thrown into it; it returns the operation's result. Which statements
+run, with which parameters, in which order, and how rows become results are
+decided in plans alone. A driver performs the effects over its own
+connections, with :func:`drive` (sync) or :func:`adrive` (async): the
+statements with :func:`execute` or :func:`aexecute`, and whatever other
+effects its plans yield (a pause, a lock, a transaction of its own).
+SQLite's async drivers are the sync ones on a worker thread.
+
+Plans compose (:func:`sequence`): a step's saves are one plan, which a
+driver runs as one transaction (SQLite) or one pipeline (PostgreSQL).
+
+This module knows no database driver: a cursor is anything with DB-API's
+``execute``, ``executemany``, ``fetchone``, ``fetchall`` and ``rowcount``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
+
+__all__ = [
+    "Dialect",
+    "Fetch",
+    "Plan",
+    "Run",
+    "Statement",
+    "adrive",
+    "aexecute",
+    "drive",
+    "execute",
+    "sequence",
+]
+
+T = TypeVar("T")
+
+Plan: TypeAlias = Generator[Any, Any, T]
+"""Yields effects, is sent their results, returns the operation's result."""
+
+Fetch: TypeAlias = Literal["one", "all", "many", "count"] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """Run ``sql`` with ``params``. ``fetch``: ``"one"`` sends back the first
+    row (or ``None``), ``"all"`` every row, ``"many"`` runs the statement once
+    per parameter row (``executemany``), ``"count"`` sends back how many rows
+    it changed; otherwise ``None``. ``later``: a write a read-only plan makes
+    (restarting TTLs), which a driver may run in a transaction of its own
+    after the plan's."""
+
+    sql: str
+    params: Any = ()
+    fetch: Fetch = None
+    later: bool = False
+
+
+class Dialect:
+    """How one database spells SQL written once for all: placeholders are
+    written ``?`` and become the database's own. Subclasses add the
+    statements that differ by more than that."""
+
+    placeholder: str = "?"
+
+    def sql(self, text: str) -> str:
+        return text if self.placeholder == "?" else text.replace("?", self.placeholder)
+
+    def statement(self, sql: str, params: Any = (), fetch: Fetch = None) -> Statement:
+        return Statement(self.sql(sql), params, fetch)
+
+
+class Run(Generic[T]):
+    """A plan started: its code up to the first effect has run (argument
+    checks, encoding), so a driver can see that a plan has nothing to do
+    before it takes a connection. ``effect`` is what it waits for, ``None``
+    once it has returned ``result``."""
+
+    __slots__ = ("effect", "plan", "result")
+
+    def __init__(self, plan: Plan[T]) -> None:
+        self.plan = plan
+        self.effect: Any = None
+        self.result: T
+        try:
+            self.effect = plan.send(None)
+        except StopIteration as done:
+            self.result = done.value
+
+
+def drive(plan: Plan[T] | Run[T], perform: Callable[[Any], Any]) -> T:
+    """Run ``plan`` to its end, performing each effect with ``perform``; an
+    error ``perform`` raises is thrown into the plan."""
+    run = plan if isinstance(plan, Run) else Run(plan)
+    effect = run.effect
+    if effect is None:
+        return run.result
+    gen = run.plan
+    try:
+        while True:
+            try:
+                value = perform(effect)
+            except BaseException as exc:
+                effect = gen.throw(exc)
+                continue
+            effect = gen.send(value)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
+async def adrive(plan: Plan[T] | Run[T], perform: Callable[[Any], Awaitable[Any]]) -> T:
+    """:func:`drive` with an async ``perform``."""
+    run = plan if isinstance(plan, Run) else Run(plan)
+    effect = run.effect
+    if effect is None:
+        return run.result
+    gen = run.plan
+    try:
+        while True:
+            try:
+                value = await perform(effect)
+            except BaseException as exc:
+                effect = gen.throw(exc)
+                continue
+            effect = gen.send(value)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
+def sequence(*plans: Plan[Any]) -> Plan[list[Any]]:
+    """One plan doing ``plans`` one after another; returns their results."""
+    results = []
+    for plan in plans:
+        results.append((yield from plan))
+    return results
+
+
+def execute(cursor: Any, statement: Statement) -> Any:
+    """Perform ``statement`` on a DB-API cursor (or a ``sqlite3`` connection)."""
+    if statement.fetch == "many":
+        cursor.executemany(statement.sql, statement.params)
+        return None
+    cur = cursor.execute(statement.sql, statement.params)
+    fetch = statement.fetch
+    if fetch is None:
+        return None
+    if fetch == "one":
+        return cur.fetchone()
+    if fetch == "all":
+        return cur.fetchall()
+    return cur.rowcount
+
+
+async def aexecute(cursor: Any, statement: Statement) -> Any:
+    """:func:`execute` on an async cursor (psycopg's)."""
+    if statement.fetch == "many":
+        await cursor.executemany(statement.sql, statement.params)
+        return None
+    await cursor.execute(statement.sql, statement.params)
+    fetch = statement.fetch
+    if fetch is None:
+        return None
+    if fetch == "one":
+        return await cursor.fetchone()
+    if fetch == "all":
+        return await cursor.fetchall()
+    return cursor.rowcount
