@@ -5,16 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Generic, Self, TypeVar
 
-from pregelkit._internal._typing import MISSING
-from pregelkit.channels.base import BaseChannel
-from pregelkit.errors import EmptyChannelError
+from pregelkit.channels.base import _ValueChannel
 
 Value = TypeVar("Value")
 
 __all__ = ["AnyValue"]
 
 
-class AnyValue(Generic[Value], BaseChannel[Value, Value, Value]):
+class AnyValue(Generic[Value], _ValueChannel[Value, Value]):
     """Keeps the last of a step's writes and forgets it at the next step.
 
     Meant for values every writer computes identically (so order does not
@@ -22,13 +20,12 @@ class AnyValue(Generic[Value], BaseChannel[Value, Value, Value]):
     and unlike ``EphemeralValue(guard=False)`` nothing is checked at all.
     """
 
-    __slots__ = ("value",)
+    __slots__ = ()
 
     clears_on_step = True
 
     def __init__(self, typ: Any, *, key: str = "") -> None:
         super().__init__(typ, key)
-        self.value: Any = MISSING
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, AnyValue)
@@ -36,36 +33,11 @@ class AnyValue(Generic[Value], BaseChannel[Value, Value, Value]):
     def __hash__(self) -> int:
         return hash(AnyValue)
 
-    @property
-    def ValueType(self) -> Any:
-        return self.typ
-
-    @property
-    def UpdateType(self) -> Any:
-        return self.typ
-
-    def checkpoint(self) -> Any:
-        return self.value
-
-    def from_checkpoint(self, checkpoint: Any) -> Self:
-        new = type(self)(self.typ, key=self.key)
-        new.value = checkpoint
-        return new
+    def _fresh(self) -> Self:
+        return type(self)(self.typ, key=self.key)
 
     def update(self, values: Sequence[Value]) -> bool:
         if not values:
-            if self.value is MISSING:
-                return False
-            self.value = MISSING
-            return True
+            return self._clear()
         self.value = values[-1]
         return True
-
-    def get(self) -> Value:
-        if self.value is MISSING:
-            raise EmptyChannelError()
-        value: Value = self.value
-        return value
-
-    def is_available(self) -> bool:
-        return self.value is not MISSING

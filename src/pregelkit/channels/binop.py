@@ -18,8 +18,8 @@ from typing import (
 )
 
 from pregelkit._internal._typing import MISSING
-from pregelkit.channels.base import BaseChannel
-from pregelkit.errors import EmptyChannelError, InvalidUpdateError
+from pregelkit.channels.base import _ValueChannel
+from pregelkit.errors import InvalidUpdateError
 from pregelkit.types import Overwrite
 
 Value = TypeVar("Value")
@@ -72,7 +72,7 @@ def _initial_value(typ: Any) -> Any:
         return MISSING
 
 
-class BinaryOperatorAggregate(Generic[Value], BaseChannel[Value, Value, Value]):
+class BinaryOperatorAggregate(Generic[Value], _ValueChannel[Value, Value]):
     """Combines the step's writes with ``operator(current, write)``, in task order.
 
     This is the channel behind ``Annotated[list, operator.add]``: several
@@ -82,7 +82,7 @@ class BinaryOperatorAggregate(Generic[Value], BaseChannel[Value, Value, Value]):
     per step is allowed.
     """
 
-    __slots__ = ("operator", "value")
+    __slots__ = ("operator",)
 
     clears_on_step = False
 
@@ -91,7 +91,7 @@ class BinaryOperatorAggregate(Generic[Value], BaseChannel[Value, Value, Value]):
     ) -> None:
         super().__init__(typ, key)
         self.operator = operator
-        self.value: Any = _initial_value(typ)
+        self.value = _initial_value(typ)
 
     def __eq__(self, other: object) -> bool:
         # Two schemas that declare the same key with their own ``lambda`` get
@@ -105,22 +105,8 @@ class BinaryOperatorAggregate(Generic[Value], BaseChannel[Value, Value, Value]):
     def __hash__(self) -> int:
         return hash(BinaryOperatorAggregate)
 
-    @property
-    def ValueType(self) -> Any:
-        return self.typ
-
-    @property
-    def UpdateType(self) -> Any:
-        return self.typ
-
-    def checkpoint(self) -> Any:
-        return self.value
-
-    def from_checkpoint(self, checkpoint: Any) -> Self:
-        new = type(self)(self.typ, self.operator, key=self.key)
-        if checkpoint is not MISSING:
-            new.value = checkpoint
-        return new
+    def _fresh(self) -> Self:
+        return type(self)(self.typ, self.operator, key=self.key)
 
     def update(self, values: Sequence[Value]) -> bool:
         if not values:
@@ -147,15 +133,6 @@ class BinaryOperatorAggregate(Generic[Value], BaseChannel[Value, Value, Value]):
             value = replacement
         self.value = value
         return True
-
-    def get(self) -> Value:
-        if self.value is MISSING:
-            raise EmptyChannelError()
-        value: Value = self.value
-        return value
-
-    def is_available(self) -> bool:
-        return self.value is not MISSING
 
 
 def _is_lambda(fn: object) -> bool:

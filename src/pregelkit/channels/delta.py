@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Self
 
 from pregelkit._internal._typing import MISSING
-from pregelkit.channels.base import BaseChannel
+from pregelkit.channels.base import _ValueChannel
 from pregelkit.channels.binop import _CONCRETE, _WRAPPERS
-from pregelkit.errors import EmptyChannelError, InvalidUpdateError
+from pregelkit.errors import InvalidUpdateError
 from pregelkit.types import Overwrite
 
 __all__ = ["DeltaChannel"]
@@ -33,7 +33,7 @@ def _concrete(typ: Any) -> Any:
     return _CONCRETE.get(get_origin(typ) or typ, get_origin(typ) or typ)
 
 
-class DeltaChannel(BaseChannel[Any, Any, Any]):
+class DeltaChannel(_ValueChannel[Any, Any]):
     """Folds each step's writes into the value with one call,
     ``reducer(value, [write, ...])``, starting from ``typ()``.
 
@@ -49,7 +49,7 @@ class DeltaChannel(BaseChannel[Any, Any, Any]):
     are the same; storage grows with the value rather than with the writes.
     """
 
-    __slots__ = ("reducer", "snapshot_frequency", "value")
+    __slots__ = ("reducer", "snapshot_frequency")
 
     clears_on_step = False
 
@@ -66,7 +66,6 @@ class DeltaChannel(BaseChannel[Any, Any, Any]):
         super().__init__(typ)
         self.reducer = reducer
         self.snapshot_frequency = snapshot_frequency
-        self.value: Any = MISSING
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, DeltaChannel):
@@ -82,29 +81,21 @@ class DeltaChannel(BaseChannel[Any, Any, Any]):
     def __hash__(self) -> int:
         return hash(DeltaChannel)
 
-    @property
-    def ValueType(self) -> Any:
-        return self.typ
-
-    @property
-    def UpdateType(self) -> Any:
-        return self.typ
-
     def _empty(self) -> Any:
         return self.typ()
 
-    def copy(self) -> Self:
+    def _fresh(self) -> Self:
         new = type(self)(self.reducer, self.typ, snapshot_frequency=self.snapshot_frequency)
         new.key = self.key
+        return new
+
+    def copy(self) -> Self:
+        new = self._fresh()
         new.value = self.value if self.value is MISSING else copy.copy(self.value)
         return new
 
-    def checkpoint(self) -> Any:
-        return self.value
-
     def from_checkpoint(self, checkpoint: Any) -> Self:
-        new = type(self)(self.reducer, self.typ, snapshot_frequency=self.snapshot_frequency)
-        new.key = self.key
+        new = self._fresh()
         new.value = self._empty() if checkpoint is MISSING else checkpoint
         return new
 
@@ -140,11 +131,3 @@ class DeltaChannel(BaseChannel[Any, Any, Any]):
         base = self._empty() if self.value is MISSING else self.value
         self.value = self.reducer(base, list(values))
         return True
-
-    def get(self) -> Any:
-        if self.value is MISSING:
-            raise EmptyChannelError()
-        return self.value
-
-    def is_available(self) -> bool:
-        return self.value is not MISSING

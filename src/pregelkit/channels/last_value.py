@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any, Generic, Self, TypeVar
 
 from pregelkit._internal._typing import MISSING
-from pregelkit.channels.base import BaseChannel
+from pregelkit.channels.base import _ValueChannel
 from pregelkit.errors import EmptyChannelError, InvalidUpdateError
 
 Value = TypeVar("Value")
@@ -14,20 +14,16 @@ Value = TypeVar("Value")
 __all__ = ["LastValue", "LastValueAfterFinish"]
 
 
-class LastValue(Generic[Value], BaseChannel[Value, Value, Value]):
+class LastValue(Generic[Value], _ValueChannel[Value, Value]):
     """Keeps the single value written in a step, until another step writes one.
 
     Two writes in one step are rejected rather than silently ordered: tasks of
     a step run in parallel, so "the last one" would depend on scheduling.
     """
 
-    __slots__ = ("value",)
+    __slots__ = ()
 
     clears_on_step = False
-
-    def __init__(self, typ: Any, key: str = "") -> None:
-        super().__init__(typ, key)
-        self.value: Any = MISSING
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LastValue)
@@ -35,21 +31,8 @@ class LastValue(Generic[Value], BaseChannel[Value, Value, Value]):
     def __hash__(self) -> int:
         return hash(LastValue)
 
-    @property
-    def ValueType(self) -> Any:
-        return self.typ
-
-    @property
-    def UpdateType(self) -> Any:
-        return self.typ
-
-    def checkpoint(self) -> Any:
-        return self.value
-
-    def from_checkpoint(self, checkpoint: Any) -> Self:
-        new = type(self)(self.typ, self.key)
-        new.value = checkpoint
-        return new
+    def _fresh(self) -> Self:
+        return type(self)(self.typ, self.key)
 
     def update(self, values: Sequence[Value]) -> bool:
         # Every task's write lands here, so the common case (one value) costs
@@ -64,17 +47,8 @@ class LastValue(Generic[Value], BaseChannel[Value, Value, Value]):
         self.value = values[0]
         return True
 
-    def get(self) -> Value:
-        if self.value is MISSING:
-            raise EmptyChannelError()
-        value: Value = self.value
-        return value
 
-    def is_available(self) -> bool:
-        return self.value is not MISSING
-
-
-class LastValueAfterFinish(Generic[Value], BaseChannel[Value, Value, tuple[Value, bool]]):
+class LastValueAfterFinish(Generic[Value], _ValueChannel[Value, tuple[Value, bool]]):
     """Holds back the last value written until the run has nothing else to do.
 
     Used for deferred nodes: they must see the value only once every other
@@ -82,13 +56,12 @@ class LastValueAfterFinish(Generic[Value], BaseChannel[Value, Value, tuple[Value
     empties the channel.
     """
 
-    __slots__ = ("finished", "value")
+    __slots__ = ("finished",)
 
     clears_on_step = False
 
     def __init__(self, typ: Any, key: str = "") -> None:
         super().__init__(typ, key)
-        self.value: Any = MISSING
         self.finished = False
 
     def __eq__(self, other: object) -> bool:
@@ -97,13 +70,8 @@ class LastValueAfterFinish(Generic[Value], BaseChannel[Value, Value, tuple[Value
     def __hash__(self) -> int:
         return hash(LastValueAfterFinish)
 
-    @property
-    def ValueType(self) -> Any:
-        return self.typ
-
-    @property
-    def UpdateType(self) -> Any:
-        return self.typ
+    def _fresh(self) -> Self:
+        return type(self)(self.typ, self.key)
 
     def checkpoint(self) -> Any:
         if self.value is MISSING:
@@ -111,7 +79,7 @@ class LastValueAfterFinish(Generic[Value], BaseChannel[Value, Value, tuple[Value
         return (self.value, self.finished)
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
-        new = type(self)(self.typ, self.key)
+        new = self._fresh()
         if checkpoint is not MISSING:
             new.value, new.finished = checkpoint
         return new

@@ -10,17 +10,13 @@ from pregelkit.channels.base import BaseChannel
 from pregelkit.errors import EmptyChannelError, InvalidUpdateError
 
 Value = TypeVar("Value")
+C = TypeVar("C")
 
 __all__ = ["NamedBarrierValue", "NamedBarrierValueAfterFinish"]
 
 
-class NamedBarrierValue(Generic[Value], BaseChannel[Value, Value, "set[Value]"]):
-    """A join: available only once every name in ``names`` has been written.
-
-    A node with several incoming edges (``add_edge(["a", "b"], "c")``) waits on
-    one of these; each upstream node writes its own name, possibly in
-    different steps. Reading it (consume) re-arms the barrier for the next round.
-    """
+class _Barrier(BaseChannel[Value, Value, C]):
+    """What both barriers share: the names they wait for and the ones written so far."""
 
     __slots__ = ("names", "seen")
 
@@ -31,12 +27,6 @@ class NamedBarrierValue(Generic[Value], BaseChannel[Value, Value, "set[Value]"])
         self.names = names
         self.seen: set[Value] = set()
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, NamedBarrierValue) and other.names == self.names
-
-    def __hash__(self) -> int:
-        return hash((NamedBarrierValue, frozenset(self.names)))
-
     @property
     def ValueType(self) -> Any:
         return self.typ
@@ -45,19 +35,52 @@ class NamedBarrierValue(Generic[Value], BaseChannel[Value, Value, "set[Value]"])
     def UpdateType(self) -> Any:
         return self.typ
 
+    def _fresh(self) -> Self:
+        return type(self)(self.typ, self.names, key=self.key)
+
+    def update(self, values: Sequence[Value]) -> bool:
+        # A name outside ``names`` is a wiring bug, not data. Every name is
+        # checked before any is added, so a rejected step leaves the barrier
+        # as it was.
+        for name in values:
+            if name not in self.names:
+                expected = ", ".join(sorted(map(repr, self.names)))
+                raise InvalidUpdateError(
+                    f"At key {self.key!r}: {name!r} is not one of the names this barrier waits "
+                    f"for ({expected}). Write only those names, or create the barrier with this "
+                    "one too."
+                )
+        before = len(self.seen)
+        self.seen.update(values)
+        return len(self.seen) != before
+
+
+class NamedBarrierValue(Generic[Value], _Barrier[Value, "set[Value]"]):
+    """A join: available only once every name in ``names`` has been written.
+
+    A node with several incoming edges (``add_edge(["a", "b"], "c")``) waits on
+    one of these; each upstream node writes its own name, possibly in
+    different steps. Reading it (consume) re-arms the barrier for the next round.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NamedBarrierValue) and other.names == self.names
+
+    def __hash__(self) -> int:
+        return hash((NamedBarrierValue, frozenset(self.names)))
+
     def checkpoint(self) -> Any:
         # A copy: ``seen`` grows in place, which must not reach a checkpoint
         # that is still waiting to be written.
         return set(self.seen) if self.seen else MISSING
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
-        new = type(self)(self.typ, self.names, key=self.key)
+        new = self._fresh()
         if checkpoint is not MISSING:
             new.seen = set(checkpoint)
         return new
-
-    def update(self, values: Sequence[Value]) -> bool:
-        return _mark_seen(self.key, self.names, self.seen, values)
 
     def get(self) -> Value:
         if self.seen != self.names:
@@ -74,7 +97,7 @@ class NamedBarrierValue(Generic[Value], BaseChannel[Value, Value, "set[Value]"])
         return False
 
 
-class NamedBarrierValueAfterFinish(Generic[Value], BaseChannel[Value, Value, Any]):
+class NamedBarrierValueAfterFinish(Generic[Value], _Barrier[Value, Any]):
     """A join that also waits for the run to have nothing else to do.
 
     Used for deferred nodes with several incoming edges: once every name has
@@ -82,14 +105,10 @@ class NamedBarrierValueAfterFinish(Generic[Value], BaseChannel[Value, Value, Any
     branches have run out of work.
     """
 
-    __slots__ = ("finished", "names", "seen")
-
-    clears_on_step = False
+    __slots__ = ("finished",)
 
     def __init__(self, typ: Any, names: set[Value], *, key: str = "") -> None:
-        super().__init__(typ, key)
-        self.names = names
-        self.seen: set[Value] = set()
+        super().__init__(typ, names, key=key)
         self.finished = False
 
     def __eq__(self, other: object) -> bool:
@@ -98,28 +117,17 @@ class NamedBarrierValueAfterFinish(Generic[Value], BaseChannel[Value, Value, Any
     def __hash__(self) -> int:
         return hash((NamedBarrierValueAfterFinish, frozenset(self.names)))
 
-    @property
-    def ValueType(self) -> Any:
-        return self.typ
-
-    @property
-    def UpdateType(self) -> Any:
-        return self.typ
-
     def checkpoint(self) -> Any:
         if not self.seen and not self.finished:
             return MISSING
         return (set(self.seen), self.finished)
 
     def from_checkpoint(self, checkpoint: Any) -> Self:
-        new = type(self)(self.typ, self.names, key=self.key)
+        new = self._fresh()
         if checkpoint is not MISSING:
             seen, new.finished = checkpoint
             new.seen = set(seen)
         return new
-
-    def update(self, values: Sequence[Value]) -> bool:
-        return _mark_seen(self.key, self.names, self.seen, values)
 
     def finish(self) -> bool:
         if not self.finished and self.seen == self.names:
@@ -141,21 +149,3 @@ class NamedBarrierValueAfterFinish(Generic[Value], BaseChannel[Value, Value, Any
 
     def is_available(self) -> bool:
         return self.finished and self.seen == self.names
-
-
-def _mark_seen(key: str, names: set[Value], seen: set[Value], values: Sequence[Value]) -> bool:
-    """Add ``values`` to ``seen``; a name outside ``names`` is a wiring bug, not data.
-
-    Every name is checked before any is added, so a rejected step leaves the
-    barrier as it was.
-    """
-    for name in values:
-        if name not in names:
-            expected = ", ".join(sorted(map(repr, names)))
-            raise InvalidUpdateError(
-                f"At key {key!r}: {name!r} is not one of the names this barrier waits for "
-                f"({expected}). Write only those names, or create the barrier with this one too."
-            )
-    before = len(seen)
-    seen.update(values)
-    return len(seen) != before
