@@ -43,7 +43,7 @@ from pregelkit.cli._commands import cmd_delete, cmd_history, cmd_show, cmd_threa
 from pregelkit.cli._db import DEFAULT_DB
 from pregelkit.cli._errors import CliError
 from pregelkit.cli._lifecycle import THREAD_STATUSES
-from pregelkit.cli._options import add_filters, table_options
+from pregelkit.cli._options import add_command, add_filters, table_options
 from pregelkit.cli._render import _fail_line, _print_error
 from pregelkit.cli._resume import cmd_resume, cmd_run
 from pregelkit.cli._secrets import Redactor
@@ -100,9 +100,11 @@ def _parser() -> argparse.ArgumentParser:
         "--traceback", action="store_true", help="print the traceback if the workflow fails"
     )
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "run",
-        parents=[common, run_opts],
+        cmd_run,
+        [common, run_opts],
         help="start a workflow (or continue a thread)",
         description="Run MODULE:NAME on INPUT_JSON, printing each task's result as it "
         "finishes. Without INPUT_JSON, continue the thread given by --thread (e.g. after "
@@ -111,17 +113,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("entrypoint", metavar="MODULE:NAME", help="e.g. myapp.flows:report")
     p.add_argument("input", nargs="?", metavar="INPUT_JSON", help="the input, as JSON")
     p.add_argument("--thread", help="thread id (default: a new random one, printed)")
-    p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "resume",
-        parents=[common, run_opts],
+        cmd_resume,
+        [common, run_opts],
         help="answer an interrupt, or continue a stopped run",
         description="Resume THREAD: with VALUE_JSON as the answer to its interrupt, or "
         "without it after a crash. VALUE_JSON is always the answer itself; when several "
         "interrupts wait, --to ID says which one it answers.",
+        thread=True,
     )
-    p.add_argument("thread", metavar="THREAD")
     p.add_argument("value", nargs="?", metavar="VALUE_JSON", help="the answer, as JSON")
     p.add_argument(
         "--to",
@@ -137,30 +140,31 @@ def _parser() -> argparse.ArgumentParser:
         help="the workflow, if it moved since `pregelkit run` recorded it (default: the "
         "recorded one, imported from where it was found then)",
     )
-    p.set_defaults(func=cmd_resume)
 
-    p = sub.add_parser("threads", parents=[common, tables], help="list threads")
+    p = add_command(sub, "threads", cmd_threads, [common, tables], help="list threads")
     add_filters(p, "threads", THREAD_STATUSES, None)
-    p.set_defaults(func=cmd_threads)
-
-    p = sub.add_parser(
-        "history", parents=[common, tables], help="a thread's checkpoints, oldest first"
+    add_command(
+        sub,
+        "history",
+        cmd_history,
+        [common, tables],
+        help="a thread's checkpoints, oldest first",
+        thread=True,
     )
-    p.add_argument("thread", metavar="THREAD")
-    p.set_defaults(func=cmd_history)
-
-    p = sub.add_parser(
-        "show", parents=[common, tables], help="a checkpoint's channel values and pending writes"
+    p = add_command(
+        sub,
+        "show",
+        cmd_show,
+        [common, tables],
+        help="a checkpoint's channel values and pending writes",
+        thread=True,
     )
-    p.add_argument("thread", metavar="THREAD")
     p.add_argument(
         "checkpoint", nargs="?", metavar="CHECKPOINT", help="id or prefix (default: latest)"
     )
-    p.set_defaults(func=cmd_show)
-
-    p = sub.add_parser("delete", parents=[common], help="delete a thread's checkpoints")
-    p.add_argument("thread", metavar="THREAD")
-    p.set_defaults(func=cmd_delete)
+    add_command(
+        sub, "delete", cmd_delete, [common], help="delete a thread's checkpoints", thread=True
+    )
     _cancel.register(sub, common)
     _timeline.register(sub, common)
     _fleet.register(sub, common, tables)

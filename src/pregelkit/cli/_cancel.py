@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from pregelkit.cli._commands import _cli, _resume_command, _state, _unknown_thread
 from pregelkit.cli._db import Database, open_database
 from pregelkit.cli._lifecycle import CANCELLED, DONE, QUEUED, RUNNING, ThreadState, refuse
+from pregelkit.cli._options import add_command
 from pregelkit.cli._render import _print_json, clean
 
 __all__ = ["cmd_cancel", "cmd_uncancel", "register"]
@@ -25,25 +26,27 @@ __all__ = ["cmd_cancel", "cmd_uncancel", "register"]
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add ``cancel`` and ``uncancel`` to the ``pregelkit`` subcommands."""
-    p = sub.add_parser(
+    add_command(
+        sub,
         "cancel",
-        parents=[common],
+        cmd_cancel,
+        [common],
         help="cancel a thread's run; it runs again only after `resume`",
         description="Mark THREAD cancelled. Its run, in any process, starts no new task, "
         "saves what finished and stops; a queued run of it never starts; no run of THREAD "
         "starts until `pregelkit resume THREAD` (or `pregelkit uncancel THREAD`).",
+        thread=True,
     )
-    p.add_argument("thread", metavar="THREAD")
-    p.set_defaults(func=cmd_cancel)
-    p = sub.add_parser(
+    add_command(
+        sub,
         "uncancel",
-        parents=[common],
+        cmd_uncancel,
+        [common],
         help="clear a thread's cancel mark without running it",
         description="Clear THREAD's cancel mark, so that it may run again (`pregelkit "
         "resume THREAD` clears it too, and continues the thread at once).",
+        thread=True,
     )
-    p.add_argument("thread", metavar="THREAD")
-    p.set_defaults(func=cmd_uncancel)
 
 
 def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:

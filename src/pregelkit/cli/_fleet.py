@@ -20,7 +20,7 @@ from pregelkit.cli._commands import _cli, _db_args, _parse_json, _state
 from pregelkit.cli._db import Database, open_database
 from pregelkit.cli._errors import CliError
 from pregelkit.cli._lifecycle import INTERRUPTED, QUEUED, RUNNING, ThreadState, refuse
-from pregelkit.cli._options import add_filters
+from pregelkit.cli._options import add_command, add_filters
 from pregelkit.cli._render import _print_json, clean, shell_join
 from pregelkit.cli._target import load_target, recorded
 
@@ -31,9 +31,11 @@ STATUSES = ("queued", "running", "interrupted", "done", "failed", "cancelled")
 
 def register(sub: Any, common: argparse.ArgumentParser, tables: argparse.ArgumentParser) -> None:
     """Add ``worker``, ``submit`` and ``runs`` to the ``pregelkit`` subcommands."""
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "worker",
-        parents=[common],
+        cmd_worker,
+        [common],
         help="serve queued runs of workflows until SIGTERM or Ctrl-C",
         description="Claim and run the queued runs (`pregelkit submit`, wf.submit) of the "
         "workflows MODULE:NAME, up to --concurrency at a time. On SIGTERM or Ctrl-C it "
@@ -45,11 +47,12 @@ def register(sub: Any, common: argparse.ArgumentParser, tables: argparse.Argumen
         "--lease", type=float, default=30.0, help="lease seconds (default 30): how long "
         "a dead worker's runs wait before another worker takes them",
     )  # fmt: skip
-    p.set_defaults(func=cmd_worker)
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "submit",
-        parents=[common],
+        cmd_submit,
+        [common],
         help="queue a run of a workflow for a worker",
         description="Queue a run of MODULE:NAME on --input (or a resume of an interrupted "
         "thread with --resume) for `pregelkit worker` to run, and print its run id. "
@@ -71,11 +74,11 @@ def register(sub: Any, common: argparse.ArgumentParser, tables: argparse.Argumen
         help="with --resume: the id of the interrupt it answers (needed when several wait)",
     )
     p.add_argument("--priority", type=int, default=0, help="higher is taken first (default 0)")
-    p.set_defaults(func=cmd_submit)
 
-    p = sub.add_parser("runs", parents=[common, tables], help="list queued, running and ended runs")
+    p = add_command(
+        sub, "runs", cmd_runs, [common, tables], help="list queued, running and ended runs"
+    )
     add_filters(p, "runs", STATUSES, 100)
-    p.set_defaults(func=cmd_runs)
 
 
 def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:

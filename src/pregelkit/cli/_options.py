@@ -1,13 +1,36 @@
-"""Options the listing commands (``threads``, ``history``, ``show``,
-``runs``) share, so they read and behave the same everywhere."""
+"""How a subcommand is declared, and the options the listing commands
+(``threads``, ``history``, ``show``, ``runs``) share, so they read and behave
+the same everywhere."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO, TypeVar
 
 P = TypeVar("P", bound=argparse.ArgumentParser)
+
+
+def add_command(
+    sub: Any,
+    name: str,
+    run: Callable[[argparse.Namespace, TextIO], int],
+    parents: list[argparse.ArgumentParser],
+    help: str,
+    description: str | None = None,
+    *,
+    thread: bool = False,
+) -> argparse.ArgumentParser:
+    """Add the subcommand ``name`` to ``sub`` (the ``pregelkit`` subparsers),
+    run by ``run``; ``thread``: it acts on one thread, whose id is its first
+    argument (``THREAD``)."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, parents=parents, help=help, description=description
+    )
+    if thread:
+        parser.add_argument("thread", metavar="THREAD")
+    parser.set_defaults(func=run)
+    return parser
 
 
 def table_options(tables: P) -> P:

@@ -16,7 +16,6 @@ itself changes for it.
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import os
 import sys
@@ -27,6 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from pregelkit.cli._render import _short, clean
+from pregelkit.cli._streams import StandIn
 
 RETRY_LOGGER = "pregelkit.pregel._retry"
 
@@ -171,26 +171,16 @@ class _RetryCounter(logging.Handler):
         self._progress.retried()
 
 
-class _Lines(io.TextIOBase):
+class _Lines(StandIn):
     """Stands in for ``sys.stdout`` while a workflow runs: what the workflow
     prints reaches the terminal a whole line at a time, through ``line``, so it
     never splits one of the CLI's own lines (tasks print from many threads)."""
 
     def __init__(self, line: Callable[[str], None], real: TextIO) -> None:
+        super().__init__(real)
         self._line = line
-        self._real = real
         self._partial: dict[int, str] = {}
         self._guard = threading.Lock()
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self._real, "encoding", None) or "utf-8"
-
-    def writable(self) -> bool:
-        return True
-
-    def isatty(self) -> bool:
-        return self._real.isatty()
 
     def write(self, text: str) -> int:
         ident = threading.get_ident()

@@ -19,12 +19,13 @@ BROKEN_PIPE_STATUS = 141
 (``yes | head -1``), so ``set -o pipefail`` scripts see the usual status."""
 
 
-class Masked(io.TextIOBase):
-    """A text stream that masks passwords in everything written through it."""
+class StandIn(io.TextIOBase):
+    """A text stream put in the place of another (``sys.stdout``, say): it
+    answers for that one's encoding and terminal, so what writes to it
+    behaves as it would there, and changes only what ``write`` does."""
 
-    def __init__(self, inner: TextIO, redactor: Redactor) -> None:
+    def __init__(self, inner: TextIO) -> None:
         self._inner = inner
-        self._redactor = redactor
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
@@ -35,6 +36,14 @@ class Masked(io.TextIOBase):
 
     def isatty(self) -> bool:
         return self._inner.isatty()
+
+
+class Masked(StandIn):
+    """A text stream that masks passwords in everything written through it."""
+
+    def __init__(self, inner: TextIO, redactor: Redactor) -> None:
+        super().__init__(inner)
+        self._redactor = redactor
 
     def fileno(self) -> int:
         return self._inner.fileno()

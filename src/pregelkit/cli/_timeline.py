@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from pregelkit.cli._commands import _require_thread
 from pregelkit.cli._db import open_database
 from pregelkit.cli._errors import CliError
+from pregelkit.cli._options import add_command
 from pregelkit.cli._render import _print_json, clean
 from pregelkit.cli._secrets import Redactor
 
@@ -27,21 +28,22 @@ __all__ = ["cmd_timeline", "register"]
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add ``timeline`` to the ``pregelkit`` subcommands."""
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "timeline",
-        parents=[common],
+        cmd_timeline,
+        [common],
         help="a thread's task attempts over time (chart, JSON or HTML)",
         description="Show every attempt of every task THREAD ran, run by run: when it "
         "started, how long it took and how it ended (ok, error, interrupted, cached, "
         "replayed, timeout, cancelled, or unfinished when its process died).",
+        thread=True,
     )
-    p.add_argument("thread", metavar="THREAD")
     p.add_argument(
         "--html",
         metavar="FILE",
         help="write a self-contained HTML page (zoom, pan, hover for details) to FILE",
     )
-    p.set_defaults(func=cmd_timeline)
 
 
 def cmd_timeline(args: argparse.Namespace, out: TextIO) -> int:
