@@ -4,12 +4,18 @@ A package ``__init__`` that imports every submodule makes each user pay for
 all of them; with ``lazy_attributes`` the names stay importable from the
 package (``from pregelkit.channels import Topic``) while only the
 submodules actually used are loaded.
+
+It imports nothing at run time, not even ``typing``, so that ``import
+pregelkit`` (whose ``Worker`` it loads on demand) stays free.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+# mypy and import-linter read this name as typing.TYPE_CHECKING
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["lazy_attributes"]
 
