@@ -39,7 +39,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from pregelkit._internal._plan import Plan, Run, Statement, drive, execute
-from pregelkit.checkpoint import _runqueue
+from pregelkit.checkpoint import _plans, _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import (
@@ -256,7 +256,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         namespace; ``None`` if there is none."""
         return _core.load(
             self.serde,
-            self._run(partial(_core.get_tuple, config), "get_tuple", _core.thread_of(config)),
+            self._run(partial(_core.get_tuple, config), "get_tuple", _plans.thread_of(config)),
         )
 
     def list(
@@ -273,7 +273,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         The rows are fetched in one query when iteration starts (no connection
         is held while the caller iterates) and loaded one by one."""
         plan = _core.list_checkpoints(config, filter=filter, before=before, limit=limit)
-        return self._iter_list(plan, _core.thread_of(config))
+        return self._iter_list(plan, _plans.thread_of(config))
 
     def _iter_list(
         self, plan: Callable[[], Plan[_core.Rows]], thread_id: str | None
@@ -292,9 +292,9 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
         with blobs for the channels in ``new_versions`` only."""
         return self._run(
-            partial(_core.put, self.serde, config, checkpoint, metadata, new_versions),
+            partial(_plans.put, _sql.SQL, self.serde, config, checkpoint, metadata, new_versions),
             "put",
-            _core.thread_of(config),
+            _plans.thread_of(config),
             writes=True,
         )
 
@@ -311,30 +311,44 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         special write replaces the task's earlier one in place, a regular write
         already stored is kept. ``attempts`` go in the same transaction."""
         self._run(
-            partial(_core.put_writes, self.serde, config, writes, task_id, task_path, attempts),
+            partial(
+                _plans.put_writes,
+                _sql.SQL,
+                self.serde,
+                config,
+                writes,
+                task_id,
+                task_path,
+                attempts,
+            ),
             "put_writes",
-            _core.thread_of(config),
+            _plans.thread_of(config),
             writes=True,
         )
 
     def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
-        self._run(partial(_core.put_attempts, records), "put_attempts", str(thread_id), writes=True)
+        self._run(
+            partial(_plans.put_attempts, _sql.SQL, records),
+            "put_attempts",
+            str(thread_id),
+            writes=True,
+        )
 
     def list_attempts(self, thread_id: str) -> AttemptList:
         return self._run(
-            partial(_core.list_attempts, str(thread_id)), "list_attempts", str(thread_id)
+            partial(_plans.list_attempts, _sql.SQL, str(thread_id)), "list_attempts", str(thread_id)
         )
 
     def delete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, write and blob of ``thread_id``."""
-        self._run(partial(_core.delete_thread, thread_id), "delete_thread", thread_id)
+        self._run(partial(_plans.delete_thread, _sql.SQL, thread_id), "delete_thread", thread_id)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of one thread to another; rows
         the target already has under the same ids are replaced, the rest of the
         target is left alone."""
         self._run(
-            partial(_core.copy_thread, self.serde, source_thread_id, target_thread_id),
+            partial(_plans.copy_thread, _sql.SQL, self.serde, source_thread_id, target_thread_id),
             "copy_thread",
             target_thread_id,
         )
@@ -342,18 +356,22 @@ class PostgresSaver(BaseCheckpointSaver[str]):
     def get_thread_control(self, thread_id: str) -> str | None:
         """The thread's run-control mark (see ``BaseCheckpointSaver``)."""
         return self._run(
-            partial(_core.get_thread_control, str(thread_id)), "get_thread_control", str(thread_id)
+            partial(_plans.get_thread_control, _sql.SQL, str(thread_id)),
+            "get_thread_control",
+            str(thread_id),
         )
 
     def get_thread_gate(self, thread_id: str) -> tuple[str | None, str | None]:
         """The mark and an active queued run's status (see ``BaseCheckpointSaver``)."""
         return self._run(
-            partial(_core.get_thread_gate, str(thread_id)), "get_thread_gate", str(thread_id)
+            partial(_plans.get_thread_gate, _sql.SQL, str(thread_id)),
+            "get_thread_gate",
+            str(thread_id),
         )
 
     def put_thread_control(self, thread_id: str, mark: str | None) -> None:
         self._run(
-            partial(_core.put_thread_control, str(thread_id), mark),
+            partial(_plans.put_thread_control, _sql.SQL, str(thread_id), mark),
             "put_thread_control",
             str(thread_id),
         )
@@ -367,7 +385,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         """Drop the history of threads: ``delete`` forgets them entirely;
         ``keep_latest`` keeps each namespace's latest checkpoint with its pending
         writes and the blobs it references. One transaction for all threads."""
-        self._run(partial(_core.prune, thread_ids, strategy), "prune")
+        self._run(partial(_plans.prune, _sql.SQL, thread_ids, strategy), "prune")
 
     # one run per thread
 

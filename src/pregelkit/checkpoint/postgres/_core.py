@@ -26,24 +26,14 @@ from typing import Any, TypeAlias, TypeVar
 import psycopg
 
 from pregelkit._internal._plan import Plan, Run, Statement
-from pregelkit.checkpoint import _runqueue
+from pregelkit.checkpoint import _plans
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._rows import (
-    RESEAL_SELECTS,
-    RESEAL_UPDATES,
     check_filter,
-    checkpoint_config,
     decode_checkpoint,
-    encode_checkpoint,
-    encode_writes,
     list_scope,
-    reseal_params,
 )
-from pregelkit.checkpoint.attempts import AttemptRecord, AttemptRow, attempt_from_row
 from pregelkit.checkpoint.base import (
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
     CheckpointTuple,
     RunnableConfig,
     thread_coordinates,
@@ -266,12 +256,6 @@ def group_connection(
     return group.conn
 
 
-def thread_of(config: RunnableConfig | None) -> str | None:
-    """The thread a call is about, for its error message."""
-    thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
-    return None if thread_id is None else str(thread_id)
-
-
 def refuse_if_lost(locks: LockState, thread_id: str, operation: str) -> None:
     if _sql.thread_lock_key(thread_id) in locks.lost:
         raise StorageError(
@@ -343,12 +327,7 @@ def list_checkpoints(
     them with :func:`load_all`). The arguments are checked now, not when the
     plan runs."""
     sql, params = _sql.list_query(list_scope(config, before), check_filter(filter), limit)
-    return partial(_fetch_all, sql, params)
-
-
-def _fetch_all(sql: str, params: Sequence[Any]) -> Plan[Rows]:
-    rows: Rows = yield Statement(sql, params, fetch="all")
-    return rows
+    return partial(_plans.fetch_all, sql, params)
 
 
 def load(serde: SerializerProtocol, row: Row | None) -> CheckpointTuple | None:
@@ -359,99 +338,6 @@ def load_all(serde: SerializerProtocol, rows: Rows) -> Iterator[CheckpointTuple]
     """The checkpoints of ``rows``, each loaded when it is reached."""
     for row in rows:
         yield decode_checkpoint(serde, _sql.stored_checkpoint(row))
-
-
-# writing
-
-
-def put(
-    serde: SerializerProtocol,
-    config: RunnableConfig,
-    checkpoint: Checkpoint,
-    metadata: CheckpointMetadata,
-    new_versions: ChannelVersions,
-) -> Plan[RunnableConfig]:
-    row, blobs = encode_checkpoint(serde, config, checkpoint, metadata, new_versions)
-    lease = _runqueue.lease_of(config)
-    if lease is not None:
-        yield from _runqueue.check_fence(_runqueue.POSTGRES, lease, "put")
-    if blobs:
-        yield Statement(_sql.INSERT_BLOB, blobs, fetch="many")
-    yield Statement(_sql.UPSERT_CHECKPOINT, row)
-    return checkpoint_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
-
-
-def put_writes(
-    serde: SerializerProtocol,
-    config: RunnableConfig,
-    writes: Sequence[tuple[str, Any]],
-    task_id: str,
-    task_path: str,
-    attempts: Sequence[AttemptRow] = (),
-) -> Plan[None]:
-    rows = encode_writes(serde, config, writes, task_id, task_path)
-    lease = _runqueue.lease_of(config)
-    if lease is not None and (rows or attempts):
-        yield from _runqueue.check_fence(_runqueue.POSTGRES, lease, "put_writes")
-    if rows:
-        yield Statement(_sql.UPSERT_WRITE, rows, fetch="many")
-    if attempts:
-        yield from put_attempts(attempts)
-
-
-def put_attempts(records: Sequence[AttemptRow]) -> Plan[None]:
-    yield Statement(_sql.UPSERT_ATTEMPT, list(records), fetch="many")
-
-
-def list_attempts(thread_id: str) -> Plan[list[AttemptRecord]]:
-    rows = yield Statement(_sql.SELECT_ATTEMPTS, (thread_id,), fetch="all")
-    return [attempt_from_row(tuple(row)) for row in rows]
-
-
-def delete_thread(thread_id: str) -> Plan[None]:
-    for statement in _sql.DELETE_THREAD:
-        yield Statement(statement, (thread_id,))
-
-
-def get_thread_control(thread_id: str) -> Plan[str | None]:
-    row = yield Statement(_sql.SELECT_THREAD_CONTROL, (thread_id,), fetch="one")
-    return None if row is None else str(row[0])
-
-
-def get_thread_gate(thread_id: str) -> Plan[tuple[str | None, str | None]]:
-    row = yield Statement(_sql.SELECT_THREAD_GATE, (thread_id, thread_id), fetch="one")
-    mark, run = row if row is not None else (None, None)
-    return (None if mark is None else str(mark)), (None if run is None else str(run))
-
-
-def put_thread_control(thread_id: str, mark: str | None) -> Plan[None]:
-    if mark is None:
-        yield Statement(_sql.DELETE_THREAD_CONTROL, (thread_id,))
-    else:
-        yield Statement(_sql.UPSERT_THREAD_CONTROL, (thread_id, mark))
-
-
-def copy_thread(
-    serde: SerializerProtocol, source_thread_id: str, target_thread_id: str
-) -> Plan[None]:
-    for statement in _sql.COPY_THREAD:
-        yield Statement(statement, (target_thread_id, source_thread_id))
-    reseal = getattr(serde, "reseal", None)
-    if reseal is not None:  # values sealed to their thread: seal the copies again
-        rows = []
-        for sql in RESEAL_SELECTS:
-            rows.append((yield _runqueue.POSTGRES.statement(sql, (source_thread_id,), "all")))
-        params = reseal_params(reseal, source_thread_id, target_thread_id, rows)
-        for sql, batch in zip(RESEAL_UPDATES, params):
-            if batch:
-                yield _runqueue.POSTGRES.statement(sql, batch, "many")
-
-
-def prune(thread_ids: Sequence[str], strategy: str) -> Plan[None]:
-    statements = _sql.prune_statements(strategy)
-    for thread_id in thread_ids:
-        for statement in statements:
-            yield Statement(statement, (thread_id,))
 
 
 # one run per thread
@@ -467,19 +353,6 @@ class LockState:
         self.lost: set[int] = set()
         self.lost_because: BaseException | None = None
         """The driver error that took the lost locks' connection."""
-
-
-def put_latest(
-    serde: SerializerProtocol,
-    config: RunnableConfig,
-    checkpoint: Checkpoint,
-    metadata: CheckpointMetadata,
-    new_versions: ChannelVersions,
-) -> Plan[RunnableConfig]:
-    """``put``, then the thread's history before it dropped (the shallow savers)."""
-    saved = yield from put(serde, config, checkpoint, metadata, new_versions)
-    yield from prune([saved["configurable"]["thread_id"]], "keep_latest")
-    return saved
 
 
 def hold(

@@ -14,7 +14,9 @@ from typing import Any
 
 import xxhash
 
+from pregelkit.checkpoint._plans import SaverSQL
 from pregelkit.checkpoint._rows import ListScope, StoredCheckpoint, filter_json
+from pregelkit.checkpoint._runqueue import POSTGRES
 from pregelkit.checkpoint.attempts import attempt_sql
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -404,9 +406,22 @@ def schema_version(row: Any) -> int:
     return current
 
 
-def prune_statements(strategy: str) -> tuple[str, ...]:
-    if strategy == "keep_latest":
-        return PRUNE_KEEP_LATEST
-    if strategy == "delete":
-        return DELETE_THREAD
-    raise ValueError(f"prune() strategy must be 'keep_latest' or 'delete', got {strategy!r}")
+class _PostgresSQL(SaverSQL):
+    placeholder = "%s"
+    queue = POSTGRES
+    upsert_checkpoint = UPSERT_CHECKPOINT
+    insert_blob = INSERT_BLOB
+    upsert_write = UPSERT_WRITE
+    upsert_attempt = UPSERT_ATTEMPT
+    select_attempts = SELECT_ATTEMPTS
+    select_thread_control = SELECT_THREAD_CONTROL
+    select_thread_gate = SELECT_THREAD_GATE
+    upsert_thread_control = UPSERT_THREAD_CONTROL
+    delete_thread_control = DELETE_THREAD_CONTROL
+    delete_thread = DELETE_THREAD
+    copy_thread = COPY_THREAD
+    prune_keep_latest = PRUNE_KEEP_LATEST
+
+
+SQL = _PostgresSQL()
+"""The statements of the plans the savers share (``checkpoint._plans``)."""

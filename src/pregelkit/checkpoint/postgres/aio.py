@@ -31,7 +31,7 @@ from psycopg_pool import AsyncConnectionPool
 from pregelkit._internal._loop_thread import SyncCallOnLoopError
 from pregelkit._internal._plan import Plan, Run, Statement, adrive, aexecute
 from pregelkit._internal._threads import running_loop
-from pregelkit.checkpoint import _runqueue
+from pregelkit.checkpoint import _plans, _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import (
@@ -253,7 +253,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         """The checkpoint ``config`` names, or the latest of its thread and
         namespace; ``None`` if there is none."""
         row = await self._run(
-            partial(_core.get_tuple, config), "get_tuple", _core.thread_of(config)
+            partial(_core.get_tuple, config), "get_tuple", _plans.thread_of(config)
         )
         return _core.load(self.serde, row)
 
@@ -269,7 +269,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         fetched in one query, and no connection is held while the caller
         iterates."""
         plan = _core.list_checkpoints(config, filter=filter, before=before, limit=limit)
-        rows = await self._run(plan, "list", _core.thread_of(config))
+        rows = await self._run(plan, "list", _plans.thread_of(config))
         for item in _core.load_all(self.serde, rows):
             yield item
 
@@ -283,9 +283,9 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
         with blobs for the channels in ``new_versions`` only."""
         return await self._run(
-            partial(_core.put, self.serde, config, checkpoint, metadata, new_versions),
+            partial(_plans.put, _sql.SQL, self.serde, config, checkpoint, metadata, new_versions),
             "put",
-            _core.thread_of(config),
+            _plans.thread_of(config),
             writes=True,
         )
 
@@ -302,31 +302,45 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         special write replaces the task's earlier one in place, a regular write
         already stored is kept. ``attempts`` go in the same transaction."""
         await self._run(
-            partial(_core.put_writes, self.serde, config, writes, task_id, task_path, attempts),
+            partial(
+                _plans.put_writes,
+                _sql.SQL,
+                self.serde,
+                config,
+                writes,
+                task_id,
+                task_path,
+                attempts,
+            ),
             "put_writes",
-            _core.thread_of(config),
+            _plans.thread_of(config),
             writes=True,
         )
 
     async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         await self._run(
-            partial(_core.put_attempts, records), "put_attempts", str(thread_id), writes=True
+            partial(_plans.put_attempts, _sql.SQL, records),
+            "put_attempts",
+            str(thread_id),
+            writes=True,
         )
 
     async def alist_attempts(self, thread_id: str) -> AttemptList:
         return await self._run(
-            partial(_core.list_attempts, str(thread_id)), "list_attempts", str(thread_id)
+            partial(_plans.list_attempts, _sql.SQL, str(thread_id)), "list_attempts", str(thread_id)
         )
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, write and blob of ``thread_id``."""
-        await self._run(partial(_core.delete_thread, thread_id), "delete_thread", thread_id)
+        await self._run(
+            partial(_plans.delete_thread, _sql.SQL, thread_id), "delete_thread", thread_id
+        )
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of one thread to another; rows
         the target already has under the same ids are replaced."""
         await self._run(
-            partial(_core.copy_thread, self.serde, source_thread_id, target_thread_id),
+            partial(_plans.copy_thread, _sql.SQL, self.serde, source_thread_id, target_thread_id),
             "copy_thread",
             target_thread_id,
         )
@@ -334,18 +348,22 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     async def aget_thread_control(self, thread_id: str) -> str | None:
         """The thread's run-control mark (see ``BaseCheckpointSaver``)."""
         return await self._run(
-            partial(_core.get_thread_control, str(thread_id)), "get_thread_control", str(thread_id)
+            partial(_plans.get_thread_control, _sql.SQL, str(thread_id)),
+            "get_thread_control",
+            str(thread_id),
         )
 
     async def aget_thread_gate(self, thread_id: str) -> tuple[str | None, str | None]:
         """The mark and an active queued run's status (see ``BaseCheckpointSaver``)."""
         return await self._run(
-            partial(_core.get_thread_gate, str(thread_id)), "get_thread_gate", str(thread_id)
+            partial(_plans.get_thread_gate, _sql.SQL, str(thread_id)),
+            "get_thread_gate",
+            str(thread_id),
         )
 
     async def aput_thread_control(self, thread_id: str, mark: str | None) -> None:
         await self._run(
-            partial(_core.put_thread_control, str(thread_id), mark),
+            partial(_plans.put_thread_control, _sql.SQL, str(thread_id), mark),
             "put_thread_control",
             str(thread_id),
         )
@@ -357,7 +375,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         strategy: Literal["keep_latest", "delete"] = "keep_latest",
     ) -> None:
         """Drop the history of threads (see ``PostgresSaver.prune``)."""
-        await self._run(partial(_core.prune, thread_ids, strategy), "prune")
+        await self._run(partial(_plans.prune, _sql.SQL, thread_ids, strategy), "prune")
 
     async def arun_queue(
         self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str
@@ -514,8 +532,10 @@ class AsyncShallowPostgresSaver(AsyncPostgresSaver):
         """Store ``checkpoint`` and drop the thread's earlier checkpoints, in
         one transaction."""
         return await self._run(
-            partial(_core.put_latest, self.serde, config, checkpoint, metadata, new_versions),
+            partial(
+                _plans.put_latest, _sql.SQL, self.serde, config, checkpoint, metadata, new_versions
+            ),
             "put",
-            _core.thread_of(config),
+            _plans.thread_of(config),
             writes=True,
         )

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from functools import partial
 
+from pregelkit.checkpoint import _plans
 from pregelkit.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
     RunnableConfig,
 )
-from pregelkit.checkpoint.postgres import PostgresSaver, _core
+from pregelkit.checkpoint.postgres import PostgresSaver, _sql
 from pregelkit.checkpoint.postgres.aio import AsyncShallowPostgresSaver
 
 __all__ = ["AsyncShallowPostgresSaver", "ShallowPostgresSaver"]
@@ -43,8 +44,10 @@ class ShallowPostgresSaver(PostgresSaver):
         """Store ``checkpoint`` and drop the thread's earlier checkpoints, in
         one transaction."""
         return self._run(
-            partial(_core.put_latest, self.serde, config, checkpoint, metadata, new_versions),
+            partial(
+                _plans.put_latest, _sql.SQL, self.serde, config, checkpoint, metadata, new_versions
+            ),
             "put",
-            _core.thread_of(config),
+            _plans.thread_of(config),
             writes=True,
         )

@@ -20,7 +20,6 @@ the OS releases when the process dies however it dies.
 
 from __future__ import annotations
 
-import itertools
 import os
 import sqlite3
 import sys
@@ -35,22 +34,11 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 import xxhash
 
-from pregelkit._internal._plan import drive, execute
-from pregelkit.checkpoint import _runqueue
+from pregelkit._internal._plan import Plan, Run, drive, execute
+from pregelkit.checkpoint import _plans, _runqueue
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
-from pregelkit.checkpoint._rows import (
-    RESEAL_SELECTS,
-    RESEAL_UPDATES,
-    StoredCheckpoint,
-    check_filter,
-    checkpoint_config,
-    decode_checkpoint,
-    encode_checkpoint,
-    encode_writes,
-    list_scope,
-    reseal_params,
-)
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRow, attempt_from_row
+from pregelkit.checkpoint._rows import check_filter, decode_checkpoint, list_scope
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -70,7 +58,7 @@ from pregelkit.checkpoint.sqlite._filelock import (
     is_held,
     range_is_held,
 )
-from pregelkit.checkpoint.sqlite._group import GroupedSaves, in_group
+from pregelkit.checkpoint.sqlite._group import GroupedSaves, open_group
 from pregelkit.checkpoint.sqlite._walcheckpoint import BACKSTOP_PAGES, WalCheckpointer
 from pregelkit.errors import StorageError
 
@@ -86,10 +74,6 @@ _BUSY = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED: another connection hold
 _FILE_FAULTS = frozenset(
     {3, 8, 10, 11, 13, 14, 26}
 )  # PERM READONLY IOERR CORRUPT FULL CANTOPEN NOTADB
-
-_SQL = _runqueue.SQLITE
-
-_CheckpointRow = tuple[str, str, str, "str | None", str, bytes, str, bytes, str]
 
 NO_WAIT: ContextVar[bool] = ContextVar("pregelkit_sqlite_no_wait", default=False)
 """Set by the async saver around a call it makes on the event loop: SQLite
@@ -147,16 +131,6 @@ def _require_shared(conn: Any) -> None:
             "sqlite3.connect(path, check_same_thread=False), or use "
             "`with SqliteSaver.from_conn_string(path) as saver:`"
         ) from refused[0]
-
-
-# Positions for new pending writes, increasing: nanoseconds since the epoch at
-# import, then counting up. One run per thread means a resuming process starts
-# after the one it replaces, so its writes also sort after that one's.
-_seqs = itertools.count(time.time_ns())
-
-
-def _next_seqs(n: int) -> list[int]:
-    return [next(_seqs) for _ in range(n)]
 
 
 class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
@@ -373,28 +347,56 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
         where = f"SQLite database {self._path() or '(in memory)'}"
         return storage_error(where, operation, thread_id, exc, tries=tries)
 
-    def _attempt(
+    def _run(
         self,
-        fn: Callable[[sqlite3.Connection], T],
+        make: Callable[[], Plan[T]],
         operation: str,
         thread_id: str | None = None,
         *,
         write: bool,
+        single: bool = False,
     ) -> T:
-        """``fn`` in one transaction, tried again while the database is busy
-        and the retry budget lasts; a fault of the file is a ``StorageError``.
-        Inside this context's group, ``fn`` runs in the group's transaction,
-        once: a fault loses the whole group's transaction."""
-        group = self._join()
+        """The plan ``make()`` builds, in one transaction, built and run again
+        while the database is busy and the retry budget lasts; a fault of the
+        file is a ``StorageError``. A plan with nothing to do takes no
+        connection. ``single``: the plan runs one statement, which is its own
+        transaction (no BEGIN/COMMIT round), unless that fails.
+
+        Inside this context's group, the plan runs in the group's
+        transaction, once: a fault loses the whole group's transaction."""
+        run = Run(make())
+        if run.effect is None:
+            return run.result
+        group = open_group(self)
         if group is not None:
-            with self._in_group(group), self._faults_in_group(operation, thread_id):
-                return fn(self.conn)
+            if group.failed is not None:
+                raise self._group_lost(group) from group.failed
+            try:
+                return self._drive_in_group(group, run)
+            except BaseException as exc:  # _in_group and _faults_in_group, inline: hot
+                group.failed = exc
+                if isinstance(exc, sqlite3.DatabaseError):
+                    code = _result_code(exc)
+                    if code in _BUSY or code in _FILE_FAULTS:
+                        failed = self._storage_error(operation, thread_id, exc, 1)
+                        group.failed = failed
+                        raise failed from exc
+                raise
+        if single:
+            try:
+                with self._connection() as conn:
+                    result = drive(run, partial(execute, conn))
+                if write:
+                    self._committed()
+                return result
+            except sqlite3.DatabaseError:
+                run = Run(make())  # let the retrying path below decide what this was
         attempts = Attempts(self.retry)
         while True:
             attempts.tries += 1
             try:
                 with self._transaction(write=write) as conn:
-                    return fn(conn)
+                    return drive(run, partial(execute, conn))
             except sqlite3.DatabaseError as exc:
                 code = _result_code(exc)
                 if code not in _BUSY and code not in _FILE_FAULTS:
@@ -403,6 +405,12 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
                 if delay is None:
                     raise self._storage_error(operation, thread_id, exc, attempts.tries) from exc
                 time.sleep(delay)
+                run = Run(make())
+
+    def _bare(self, plan: Plan[T]) -> T:
+        """``plan`` outside any transaction: a read by key, cheap enough to poll."""
+        with self._connection() as conn:
+            return drive(plan, partial(execute, conn))
 
     # reading
 
@@ -410,25 +418,13 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
         """The checkpoint ``config`` names, or the latest of its thread and
         namespace; ``None`` if there is none."""
         thread_id, checkpoint_ns, checkpoint_id = thread_coordinates(config)
-        stored = self._attempt(
-            lambda conn: self._read_one(conn, thread_id, checkpoint_ns, checkpoint_id),
+        stored = self._run(
+            partial(_sql.read_checkpoint, thread_id, checkpoint_ns, checkpoint_id),
             "get_tuple",
             thread_id,
             write=False,
         )
         return None if stored is None else decode_checkpoint(self.serde, stored)
-
-    @staticmethod
-    def _read_one(
-        conn: sqlite3.Connection, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None
-    ) -> StoredCheckpoint | None:
-        if checkpoint_id:
-            row = conn.execute(
-                _sql.SELECT_CHECKPOINT, (thread_id, checkpoint_ns, checkpoint_id)
-            ).fetchone()
-        else:
-            row = conn.execute(_sql.SELECT_LATEST_CHECKPOINT, (thread_id, checkpoint_ns)).fetchone()
-        return None if row is None else _stored(conn, row)
 
     def list(
         self,
@@ -447,18 +443,10 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
         return self._iter_list(query)
 
     def _iter_list(self, query: tuple[str, Sequence[Any]]) -> Iterator[CheckpointTuple]:
-        for row in self._list_rows(query):
-            yield self._load_row(row)
-
-    def _list_rows(self, query: tuple[str, Sequence[Any]]) -> Sequence[_CheckpointRow]:
-        rows: Sequence[_CheckpointRow] = self._attempt(
-            lambda conn: conn.execute(*query).fetchall(), "list", write=False
-        )
-        return rows
-
-    def _load_row(self, row: _CheckpointRow) -> CheckpointTuple:
-        stored = self._attempt(lambda conn: _stored(conn, row), "list", row[0], write=False)
-        return decode_checkpoint(self.serde, stored)
+        rows = self._run(partial(_plans.fetch_all, *query), "list", write=False)
+        for row in rows:
+            stored = self._run(partial(_sql.stored, row), "list", row[0], write=False)
+            yield decode_checkpoint(self.serde, stored)
 
     # writing
 
@@ -471,20 +459,12 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
         with blobs for the channels in ``new_versions`` only."""
-        row, blobs = encode_checkpoint(self.serde, config, checkpoint, metadata, new_versions)
-        lease = _runqueue.lease_of(config)
-        if lease is None and self._hold(_sql.INSERT_BLOB, blobs):
-            self._hold(_sql.UPSERT_CHECKPOINT, (row,))
-            return checkpoint_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
-
-        def put(conn: sqlite3.Connection) -> None:
-            if lease is not None:
-                drive(_runqueue.check_fence(_SQL, lease, "put"), partial(execute, conn))
-            conn.executemany(_sql.INSERT_BLOB, blobs)
-            conn.execute(_sql.UPSERT_CHECKPOINT, row)
-
-        self._attempt(put, "put", row.thread_id, write=True)
-        return checkpoint_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
+        return self._run(
+            partial(_plans.put, _sql.SQL, self.serde, config, checkpoint, metadata, new_versions),
+            "put",
+            _plans.thread_of(config),
+            write=True,
+        )
 
     def put_writes(
         self,
@@ -498,80 +478,60 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
         already stored is kept. ``attempts`` go in the same transaction."""
-        encoded = encode_writes(self.serde, config, writes, task_id, task_path)
-        if not encoded and not attempts:
-            return
-        rows = [(*row, seq) for row, seq in zip(encoded, _next_seqs(len(encoded)))]
-        lease = _runqueue.lease_of(config)
-        if lease is None and self._hold(_sql.UPSERT_WRITE, rows):
-            self._hold(_sql.UPSERT_ATTEMPT, attempts)
-            return
-        if attempts or lease is not None:
-
-            def put(conn: sqlite3.Connection) -> None:
-                if lease is not None:
-                    # a leased run's write checks its fence in the same transaction
-                    drive(_runqueue.check_fence(_SQL, lease, "put_writes"), partial(execute, conn))
-                conn.executemany(_sql.UPSERT_WRITE, rows)
-                conn.executemany(_sql.UPSERT_ATTEMPT, attempts)
-
-            self._attempt(put, "put_writes", thread_coordinates(config)[0], write=True)
-            return
-        self._put_rows(_sql.UPSERT_WRITE, rows, "put_writes", encoded[0][0])
+        self._run(
+            partial(
+                _plans.put_writes,
+                _sql.SQL,
+                self.serde,
+                config,
+                writes,
+                task_id,
+                task_path,
+                attempts,
+            ),
+            "put_writes",
+            _plans.thread_of(config),
+            write=True,
+            # the common case, a task that made one write: one statement
+            single=len(writes) == 1 and not attempts and _runqueue.lease_of(config) is None,
+        )
 
     def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
-        self._put_rows(_sql.UPSERT_ATTEMPT, records, "put_attempts", str(thread_id))
-
-    def _put_rows(self, sql: str, rows: Sequence[Any], operation: str, thread_id: str) -> None:
-        if self._hold(sql, rows):
-            return
-        if len(rows) == 1:
-            # one statement is its own transaction: no BEGIN/COMMIT round trips
-            # for the common case of a task that made one write
-            try:
-                with self._connection() as conn:
-                    conn.execute(sql, rows[0])
-                    if not in_group(self):
-                        self._committed()
-                return
-            except sqlite3.DatabaseError:
-                pass  # let the retrying path below decide what this was
-        self._attempt(lambda conn: conn.executemany(sql, rows), operation, thread_id, write=True)
+        self._run(
+            partial(_plans.put_attempts, _sql.SQL, records),
+            "put_attempts",
+            str(thread_id),
+            write=True,
+            single=len(records) == 1,
+        )
 
     def list_attempts(self, thread_id: str) -> AttemptList:
-        rows = self._attempt(
-            lambda conn: conn.execute(_sql.SELECT_ATTEMPTS, (str(thread_id),)).fetchall(),
+        return self._run(
+            partial(_plans.list_attempts, _sql.SQL, str(thread_id)),
             "list_attempts",
             str(thread_id),
             write=False,
         )
-        return [attempt_from_row(row) for row in rows]
 
     def delete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, write and blob of ``thread_id``."""
-
-        def delete(conn: sqlite3.Connection) -> None:
-            for statement in _sql.DELETE_THREAD:
-                conn.execute(statement, (thread_id,))
-
-        self._attempt(delete, "delete_thread", thread_id, write=True)
+        self._run(
+            partial(_plans.delete_thread, _sql.SQL, thread_id),
+            "delete_thread",
+            thread_id,
+            write=True,
+        )
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of one thread to another; rows
         the target already has under the same ids are replaced, the rest of the
         target is left alone."""
-
-        def copy(conn: sqlite3.Connection) -> None:
-            for statement in _sql.COPY_THREAD:
-                conn.execute(statement, (target_thread_id, source_thread_id))
-            reseal = getattr(self.serde, "reseal", None)
-            if reseal is not None:  # values sealed to their thread: seal the copies again
-                rows = [conn.execute(sql, (source_thread_id,)).fetchall() for sql in RESEAL_SELECTS]
-                params = reseal_params(reseal, source_thread_id, target_thread_id, rows)
-                for sql, batch in zip(RESEAL_UPDATES, params):
-                    conn.executemany(sql, batch)
-
-        self._attempt(copy, "copy_thread", target_thread_id, write=True)
+        self._run(
+            partial(_plans.copy_thread, _sql.SQL, self.serde, source_thread_id, target_thread_id),
+            "copy_thread",
+            target_thread_id,
+            write=True,
+        )
 
     def prune(
         self,
@@ -582,51 +542,29 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
         """Drop the history of threads: ``delete`` forgets them entirely;
         ``keep_latest`` keeps each namespace's latest checkpoint with its pending
         writes and the blobs it references. One transaction for all threads."""
-        statements: tuple[str, ...]
-        if strategy == "keep_latest":
-            statements = _sql.PRUNE_KEEP_LATEST
-        elif strategy == "delete":
-            statements = _sql.DELETE_THREAD
-        else:
-            raise ValueError(
-                f"prune() strategy must be 'keep_latest' or 'delete', got {strategy!r}"
-            )
-        params = [(thread_id,) for thread_id in thread_ids]
-
-        def prune(conn: sqlite3.Connection) -> None:
-            for statement in statements:
-                conn.executemany(statement, params)
-
-        self._attempt(prune, "prune", write=True)
+        self._run(partial(_plans.prune, _sql.SQL, thread_ids, strategy), "prune", write=True)
 
     # run control
 
     def get_thread_control(self, thread_id: str) -> str | None:
         """The thread's run-control mark (see ``BaseCheckpointSaver``); a read
         by key outside any transaction, cheap enough to poll."""
-        with self._connection() as conn:
-            row = conn.execute(_sql.SELECT_THREAD_CONTROL, (str(thread_id),)).fetchone()
-        return None if row is None else str(row[0])
+        return self._bare(_plans.get_thread_control(_sql.SQL, str(thread_id)))
 
     def get_thread_gate(self, thread_id: str) -> tuple[str | None, str | None]:
         """The mark and an active queued run's status (see ``BaseCheckpointSaver``)."""
-        with self._connection() as conn:
-            mark, run = conn.execute(_sql.SELECT_THREAD_GATE, (str(thread_id),) * 2).fetchone()
-        return (None if mark is None else str(mark)), (None if run is None else str(run))
+        return self._bare(_plans.get_thread_gate(_sql.SQL, str(thread_id)))
 
     def put_thread_control(self, thread_id: str, mark: str | None) -> None:
         with self._transaction(write=True) as conn:
-            if mark is None:
-                conn.execute(_sql.DELETE_THREAD_CONTROL, (str(thread_id),))
-            else:
-                conn.execute(_sql.UPSERT_THREAD_CONTROL, (str(thread_id), mark))
+            drive(_plans.put_thread_control(_sql.SQL, str(thread_id), mark), partial(execute, conn))
 
     # the run queue (checkpoint/_runqueue.py)
 
     def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
         """Run a queue plan in one ``BEGIN IMMEDIATE`` transaction: claims by
         several worker processes are serialized by SQLite's write lock."""
-        return self._attempt(lambda conn: drive(make(_SQL), partial(execute, conn)), op, write=True)
+        return self._run(partial(make, _runqueue.SQLITE), op, write=True)
 
     # one run per thread
 
@@ -701,14 +639,3 @@ def _result_code(exc: sqlite3.DatabaseError) -> int:
     """SQLite's primary result code of ``exc`` (-1 if it has none)."""
     code = getattr(exc, "sqlite_errorcode", None)
     return -1 if code is None else code & 0xFF
-
-
-def _stored(conn: sqlite3.Connection, row: _CheckpointRow) -> StoredCheckpoint:
-    """A checkpoint row with its blobs and its writes, read in the caller's
-    transaction."""
-    thread_id, checkpoint_ns, checkpoint_id, parent_id, type_, data, mtype, mdata, versions = row
-    blobs = conn.execute(_sql.SELECT_BLOBS, (versions, thread_id, checkpoint_ns)).fetchall()
-    writes = conn.execute(_sql.SELECT_WRITES, (thread_id, checkpoint_ns, checkpoint_id)).fetchall()
-    return StoredCheckpoint(
-        thread_id, checkpoint_ns, checkpoint_id, parent_id, type_, data, mtype, mdata, blobs, writes
-    )

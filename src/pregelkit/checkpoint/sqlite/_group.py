@@ -14,11 +14,14 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
+from pregelkit._internal._plan import Run, execute
 from pregelkit.errors import StorageError
 
-__all__ = ["GroupedSaves", "in_group"]
+__all__ = ["GroupedSaves", "in_group", "open_group"]
+
+T = TypeVar("T")
 
 
 class Group:
@@ -166,14 +169,22 @@ class GroupedSaves:
             group.failed = exc  # its rows are gone, whatever SQLite kept
             raise
 
-    def _hold(self, sql: str, rows: Sequence[Sequence[Any]]) -> bool:
-        """Keep ``rows`` for ``sql`` in this context's open group, to write
-        with the group's other rows of that statement; False outside one."""
-        group = open_group(self)
-        if group is None:
-            return False
-        if group.failed is not None:
-            raise self._group_lost(group) from group.failed
-        if rows:
-            group.rows.setdefault(sql, []).extend(rows)
-        return True
+    def _drive_in_group(self, group: Group, run: Run[T]) -> T:
+        """Drive a plan in ``group``: the rows of a per-row write (``"many"``)
+        are held, to run with the group's other rows of that statement; any
+        other statement runs after the held rows are written, so it sees them
+        and follows them. (``drive`` with this performer, written out: every
+        save of a grouped run comes here.)"""
+        plan, statement = run.plan, run.effect
+        try:
+            while True:
+                if statement.fetch == "many":
+                    group.rows.setdefault(statement.sql, []).extend(statement.params)
+                    statement = plan.send(None)
+                else:
+                    if group.rows:
+                        self._flush(group)
+                    statement = plan.send(execute(self.conn, statement))
+        except StopIteration as done:
+            result: T = done.value
+            return result

@@ -1,4 +1,5 @@
-"""SQL of the SQLite savers, shared by SqliteSaver and AsyncSqliteSaver.
+"""SQL of the SQLite savers, shared by SqliteSaver and AsyncSqliteSaver, and
+the plans that read a checkpoint (three statements here, one on PostgreSQL).
 
 Tables are prefixed ``pregelkit_`` so a database that also holds another
 library's ``checkpoints`` table is never misread. The checkpoint row keeps a
@@ -8,10 +9,16 @@ lookups and pruning are joins instead of a load of every checkpoint.
 
 from __future__ import annotations
 
+import itertools
 import re
+import time
+from collections.abc import Sequence
 from typing import Any
 
-from pregelkit.checkpoint._rows import ListScope, filter_json
+from pregelkit._internal._plan import Plan, Statement
+from pregelkit.checkpoint._plans import SaverSQL
+from pregelkit.checkpoint._rows import ListScope, StoredCheckpoint, filter_json
+from pregelkit.checkpoint._runqueue import SQLITE
 from pregelkit.checkpoint.attempts import attempt_sql
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -391,3 +398,59 @@ VALUES (?, ?, datetime('now'))
 ON CONFLICT (thread_id) DO UPDATE SET mark = excluded.mark, updated_at = excluded.updated_at
 """
 DELETE_THREAD_CONTROL = "DELETE FROM pregelkit_thread_control WHERE thread_id = ?"
+
+
+def read_checkpoint(
+    thread_id: str, checkpoint_ns: str, checkpoint_id: str | None
+) -> Plan[StoredCheckpoint | None]:
+    """The checkpoint ``checkpoint_id`` names, or the latest of its thread and
+    namespace, with its blobs and writes."""
+    if checkpoint_id:
+        row = yield Statement(SELECT_CHECKPOINT, (thread_id, checkpoint_ns, checkpoint_id), "one")
+    else:
+        row = yield Statement(SELECT_LATEST_CHECKPOINT, (thread_id, checkpoint_ns), "one")
+    return None if row is None else (yield from stored(row))
+
+
+def stored(row: Sequence[Any]) -> Plan[StoredCheckpoint]:
+    """A checkpoint row with its blobs and its writes."""
+    thread_id, checkpoint_ns, checkpoint_id, parent_id, type_, data, mtype, mdata, versions = row
+    blobs = yield Statement(SELECT_BLOBS, (versions, thread_id, checkpoint_ns), "all")
+    writes = yield Statement(SELECT_WRITES, (thread_id, checkpoint_ns, checkpoint_id), "all")
+    return StoredCheckpoint(
+        thread_id, checkpoint_ns, checkpoint_id, parent_id, type_, data, mtype, mdata, blobs, writes
+    )
+
+
+# Positions for new pending writes, increasing: nanoseconds since the epoch at
+# import, then counting up. One run per thread means a resuming process starts
+# after the one it replaces, so its writes also sort after that one's.
+_seqs = itertools.count(time.time_ns())
+
+
+class _SqliteSQL(SaverSQL):
+    queue = SQLITE
+    upsert_checkpoint = UPSERT_CHECKPOINT
+    insert_blob = INSERT_BLOB
+    upsert_write = UPSERT_WRITE
+    upsert_attempt = UPSERT_ATTEMPT
+    select_attempts = SELECT_ATTEMPTS
+    select_thread_control = SELECT_THREAD_CONTROL
+    select_thread_gate = SELECT_THREAD_GATE
+    upsert_thread_control = UPSERT_THREAD_CONTROL
+    delete_thread_control = DELETE_THREAD_CONTROL
+    delete_thread = DELETE_THREAD
+    copy_thread = COPY_THREAD
+    prune_keep_latest = PRUNE_KEEP_LATEST
+
+    def one_row(self, sql: str, row: Sequence[Any]) -> Statement:
+        """A batch of one: inside a grouped block, the saver sends it with
+        the block's other rows of that statement."""
+        return Statement(sql, [row], "many")
+
+    def write_rows(self, rows: list[Any]) -> list[Any]:
+        return [(*row, next(_seqs)) for row in rows]
+
+
+SQL = _SqliteSQL()
+"""The statements of the plans the savers share (``checkpoint._plans``)."""

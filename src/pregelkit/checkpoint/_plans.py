@@ -1,0 +1,195 @@
+"""What the SQL savers do, written once for SQLite and PostgreSQL.
+
+Each saver operation that is the same on both databases is a plan here (the
+vocabulary of ``pregelkit._internal._plan``) over a :class:`SaverSQL`, which
+holds one database's statements. The savers run these plans in their own
+transactions; a step's saves composed into one plan (``_plan.sequence``)
+are one transaction on SQLite and one pipeline on PostgreSQL.
+
+What differs is not here: reading a checkpoint (one query with arrays on
+PostgreSQL, three on SQLite), creating the tables, locks and faults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pregelkit._internal._plan import Dialect, Plan, Statement
+from pregelkit.checkpoint import _runqueue
+from pregelkit.checkpoint._rows import (
+    RESEAL_SELECTS,
+    RESEAL_UPDATES,
+    checkpoint_config,
+    encode_checkpoint,
+    encode_writes,
+    reseal_params,
+)
+from pregelkit.checkpoint.attempts import AttemptRecord, AttemptRow, attempt_from_row
+from pregelkit.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    RunnableConfig,
+)
+from pregelkit.checkpoint.serde.base import SerializerProtocol
+
+__all__ = ["SaverSQL"]
+
+
+class SaverSQL(Dialect):
+    """One database's statements for the plans of this module."""
+
+    queue: _runqueue.Dialect
+    upsert_checkpoint: str
+    insert_blob: str
+    upsert_write: str
+    upsert_attempt: str
+    select_attempts: str
+    select_thread_control: str
+    select_thread_gate: str
+    """Params: thread id, thread id."""
+    upsert_thread_control: str
+    delete_thread_control: str
+    delete_thread: tuple[str, ...]
+    copy_thread: tuple[str, ...]
+    """Params of each: target thread id, source thread id."""
+    prune_keep_latest: tuple[str, ...]
+
+    def one_row(self, sql: str, row: Sequence[Any]) -> Statement:
+        """The write of one row: a plain statement by default."""
+        return Statement(sql, row)
+
+    def write_rows(self, rows: list[Any]) -> list[Any]:
+        """The pending-write rows as ``upsert_write`` takes them."""
+        return rows
+
+
+def thread_of(config: RunnableConfig | None) -> str | None:
+    """The thread a call is about, for its error message."""
+    thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
+    return None if thread_id is None else str(thread_id)
+
+
+def put(
+    sql: SaverSQL,
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> Plan[RunnableConfig]:
+    row, blobs = encode_checkpoint(serde, config, checkpoint, metadata, new_versions)
+    lease = _runqueue.lease_of(config)
+    if lease is not None:
+        yield from _runqueue.check_fence(sql.queue, lease, "put")
+    if blobs:
+        yield Statement(sql.insert_blob, blobs, "many")
+    yield sql.one_row(sql.upsert_checkpoint, row)
+    return checkpoint_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
+
+
+def put_latest(
+    sql: SaverSQL,
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> Plan[RunnableConfig]:
+    """``put``, then the thread's history before it dropped (the shallow savers)."""
+    saved = yield from put(sql, serde, config, checkpoint, metadata, new_versions)
+    yield from prune(sql, [saved["configurable"]["thread_id"]], "keep_latest")
+    return saved
+
+
+def put_writes(
+    sql: SaverSQL,
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+    attempts: Sequence[AttemptRow] = (),
+) -> Plan[None]:
+    """A task's writes and attempt rows; a leased run's checks its fence
+    first, in the same transaction. Nothing to save runs no statement."""
+    rows = encode_writes(serde, config, writes, task_id, task_path)
+    lease = _runqueue.lease_of(config)
+    if lease is not None and (rows or attempts):
+        yield from _runqueue.check_fence(sql.queue, lease, "put_writes")
+    if rows:
+        yield Statement(sql.upsert_write, sql.write_rows(rows), "many")
+    if attempts:
+        yield Statement(sql.upsert_attempt, list(attempts), "many")
+
+
+def put_attempts(sql: SaverSQL, records: Sequence[AttemptRow]) -> Plan[None]:
+    if records:
+        yield Statement(sql.upsert_attempt, list(records), "many")
+
+
+def list_attempts(sql: SaverSQL, thread_id: str) -> Plan[list[AttemptRecord]]:
+    rows = yield Statement(sql.select_attempts, (thread_id,), "all")
+    return [attempt_from_row(tuple(row)) for row in rows]
+
+
+def fetch_all(sql: str, params: Sequence[Any]) -> Plan[list[Any]]:
+    rows: list[Any] = yield Statement(sql, params, "all")
+    return rows
+
+
+def delete_thread(sql: SaverSQL, thread_id: str) -> Plan[None]:
+    for statement in sql.delete_thread:
+        yield Statement(statement, (thread_id,))
+
+
+def copy_thread(
+    sql: SaverSQL, serde: SerializerProtocol, source_thread_id: str, target_thread_id: str
+) -> Plan[None]:
+    for statement in sql.copy_thread:
+        yield Statement(statement, (target_thread_id, source_thread_id))
+    reseal = getattr(serde, "reseal", None)
+    if reseal is not None:  # values sealed to their thread: seal the copies again
+        rows = []
+        for select in RESEAL_SELECTS:
+            rows.append((yield sql.statement(select, (source_thread_id,), "all")))
+        params = reseal_params(reseal, source_thread_id, target_thread_id, rows)
+        for update, batch in zip(RESEAL_UPDATES, params):
+            if batch:
+                yield sql.statement(update, batch, "many")
+
+
+def prune_statements(sql: SaverSQL, strategy: str) -> tuple[str, ...]:
+    """The statements of a ``prune`` (each takes a thread id); checked when
+    the plan is built, not when it runs."""
+    if strategy == "keep_latest":
+        return sql.prune_keep_latest
+    if strategy == "delete":
+        return sql.delete_thread
+    raise ValueError(f"prune() strategy must be 'keep_latest' or 'delete', got {strategy!r}")
+
+
+def prune(sql: SaverSQL, thread_ids: Sequence[str], strategy: str) -> Plan[None]:
+    statements = prune_statements(sql, strategy)
+    for thread_id in thread_ids:
+        for statement in statements:
+            yield Statement(statement, (thread_id,))
+
+
+def get_thread_control(sql: SaverSQL, thread_id: str) -> Plan[str | None]:
+    row = yield Statement(sql.select_thread_control, (thread_id,), "one")
+    return None if row is None else str(row[0])
+
+
+def get_thread_gate(sql: SaverSQL, thread_id: str) -> Plan[tuple[str | None, str | None]]:
+    row = yield Statement(sql.select_thread_gate, (thread_id, thread_id), "one")
+    mark, run = row if row is not None else (None, None)
+    return (None if mark is None else str(mark)), (None if run is None else str(run))
+
+
+def put_thread_control(sql: SaverSQL, thread_id: str, mark: str | None) -> Plan[None]:
+    if mark is None:
+        yield Statement(sql.delete_thread_control, (thread_id,))
+    else:
+        yield Statement(sql.upsert_thread_control, (thread_id, mark))
