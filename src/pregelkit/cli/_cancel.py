@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
-from pregelkit.cli._commands import _cli, _resume_command, _state, _unknown_thread
+from pregelkit.cli._commands import _cli, _known_state, _resume_command, _state
 from pregelkit.cli._db import Database, open_database
 from pregelkit.cli._lifecycle import CANCELLED, DONE, QUEUED, RUNNING, ThreadState, refuse
 from pregelkit.cli._options import add_command
@@ -51,9 +51,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
     with open_database(args.db, create=False) as db:
-        state = _state(db, args.thread)
-        if state is None:
-            raise _unknown_thread(db, args.thread)
+        state = _known_state(db, args.thread)
         message = _cancel(args, db, state)
     hint = _resume_command(args, args.thread, None) if _resumable(state) else None
     if args.json:
@@ -106,9 +104,7 @@ def _cancel(args: argparse.Namespace, db: Database, state: ThreadState) -> str:
 
 def cmd_uncancel(args: argparse.Namespace, out: TextIO) -> int:
     with open_database(args.db, create=False) as db:
-        state = _state(db, args.thread)
-        if state is None:
-            raise _unknown_thread(db, args.thread)
+        state = _known_state(db, args.thread)
         marked = db.saver.get_thread_control(args.thread) == CANCELLED
         if marked:
             db.saver.put_thread_control(args.thread, None)

@@ -365,6 +365,15 @@ def _state(db: Database, thread_id: str) -> ThreadState | None:
     return state_of(db, thread_id, found[0] if found else None)
 
 
+def _known_state(db: Database, thread_id: str) -> ThreadState:
+    """The state of a thread the user named: one the database does not know
+    is their mistake."""
+    state = _state(db, thread_id)
+    if state is None:
+        raise _unknown_thread(db, thread_id)
+    return state
+
+
 def _run_example(args: argparse.Namespace, target: Target) -> str:
     """``pregelkit run`` with an input of the type the workflow takes."""
     from pregelkit.cli._example import example_input
@@ -693,9 +702,7 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
     from pregelkit.errors import ThreadBusyError
 
     with open_database(args.db, create=False, inspect=True) as db:
-        state = _state(db, args.thread)
-        if state is None:
-            raise _unknown_thread(db, args.thread)
+        state = _known_state(db, args.thread)
         if state.run is not None and state.run.status in (QUEUED, RUNNING):
             raise refuse(
                 state,

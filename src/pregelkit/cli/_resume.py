@@ -13,13 +13,13 @@ from pregelkit.cli._answer import pending_interrupts, resume_map
 from pregelkit.cli._commands import (
     _cli,
     _execute,
+    _known_state,
     _parse_json,
     _resume_command,
     _resume_target,
     _run_example,
     _start_line,
     _state,
-    _unknown_thread,
 )
 from pregelkit.cli._db import ENTRYPOINT_KEY, TARGET_KEY, Database, open_database
 from pregelkit.cli._errors import CliError
@@ -92,10 +92,7 @@ def _check_fresh_run(args: argparse.Namespace, state: ThreadState) -> None:
 def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
     value = _parse_json(args.value, "VALUE_JSON")
     with open_database(args.db, create=False) as db:
-        thread_id = args.thread
-        state = _state(db, thread_id)
-        if state is None:
-            raise _unknown_thread(db, thread_id)
+        state = _known_state(db, args.thread)
         answer = NO_ANSWER if args.value is None else value  # JSON null is an answer too
         return _continue(args, db, state, answer, None, out)
 
