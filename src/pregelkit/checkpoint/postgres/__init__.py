@@ -35,6 +35,7 @@ from functools import partial
 from typing import Any, ClassVar, Literal, TypeVar
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
@@ -132,6 +133,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         thread_id: str | None = None,
         *,
         writes: bool = False,
+        pipelined: bool = False,
     ) -> T:
         """Runs the plan ``make()`` builds in a transaction of its own,
         creating the tables first if need be (not at all if it has nothing
@@ -149,6 +151,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
                 operation=operation,
                 thread_id=thread_id,
                 writes=writes,
+                pipelined=pipelined,
             )
         )
 
@@ -161,8 +164,14 @@ class PostgresSaver(BaseCheckpointSaver[str]):
                 self._ready = False
                 raise
 
-    def _transaction(self, run: Run[T]) -> T:
+    def _transaction(self, run: Run[T], pipelined: bool = False) -> T:
         self._ensure_ready()
+        if self.pipe is None and pipelined:
+            with self._connection() as conn:
+                if conn.autocommit:
+                    return self._pipelined(conn, run)
+                with conn.pipeline(), conn.transaction():
+                    return drive(run, partial(_execute_alone, conn))
         with self._connection() as conn, conn.transaction():
             if self.pipe is None:
                 # tuple rows whatever row factory the caller's connection has
@@ -174,6 +183,21 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             result = drive(run, partial(_execute_alone, conn))
         self.pipe.sync()
         return result
+
+    def _pipelined(self, conn: psycopg.Connection[Any], run: Run[T]) -> T:
+        """``run`` in one pipeline, its own BEGIN and COMMIT included: one
+        round trip, plus one per row fetched. (``conn.transaction()`` would
+        wait for the server after BEGIN and after COMMIT.)"""
+        try:
+            with conn.pipeline():
+                _execute_alone(conn, _core.BEGIN)
+                result = drive(run, partial(_execute_alone, conn))
+                _execute_alone(conn, _core.COMMIT)
+            return result
+        except BaseException:
+            if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
+                conn.execute("ROLLBACK")
+            raise
 
     @contextmanager
     def _connection(
@@ -234,8 +258,8 @@ class PostgresSaver(BaseCheckpointSaver[str]):
                     conn.cursor(row_factory=tuple_row) as cur,
                 ):
                     return execute(cur, statement)
-            case _core.Transaction(run):
-                return self._transaction(run)
+            case _core.Transaction(run, pipelined):
+                return self._transaction(run, pipelined)
             case _core.Reconnect():
                 self._reconnect()
         return None

@@ -45,6 +45,9 @@ from pregelkit.errors import StorageError, ThreadBusyError
 
 T = TypeVar("T")
 
+BEGIN = Statement("BEGIN")
+COMMIT = Statement("COMMIT")
+
 Row: TypeAlias = Sequence[Any]
 Rows: TypeAlias = list[Row]
 
@@ -100,9 +103,12 @@ class OnConnection:
 class Transaction:
     """Drive ``run`` to its end in one transaction on a connection of the
     saver (creating the tables first if the saver has not yet); sends back
-    its result."""
+    its result. ``pipelined``: its statements go out as one pipeline, with
+    no wait for each result (a round trip per row fetched, one in all for
+    a plan of saves)."""
 
     run: Run[Any]
+    pipelined: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +128,7 @@ def transaction(
     operation: str,
     thread_id: str | None = None,
     writes: bool = False,
+    pipelined: bool = False,
 ) -> Plan[T]:
     """Run the plan ``make()`` builds in a transaction, building and running
     it again after a transient failure, within ``retry``'s budget.
@@ -137,7 +144,7 @@ def transaction(
             return run.result
         if writes and thread_id is not None and locks.lost:
             refuse_if_lost(locks, thread_id, operation)
-        result: T = yield Transaction(run)
+        result: T = yield Transaction(run, pipelined)
         return result
 
     def after_failure() -> Plan[None]:

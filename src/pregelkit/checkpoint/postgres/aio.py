@@ -25,6 +25,7 @@ from functools import partial
 from typing import Any, ClassVar, Literal, TypeVar
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -131,6 +132,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         thread_id: str | None = None,
         *,
         writes: bool = False,
+        pipelined: bool = False,
     ) -> T:
         conn = _core.group_connection(self, self._locks, operation, thread_id, writes)
         if conn is not None:
@@ -143,6 +145,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
                 operation=operation,
                 thread_id=thread_id,
                 writes=writes,
+                pipelined=pipelined,
             )
         )
 
@@ -155,8 +158,14 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
                 self._ready = False
                 raise
 
-    async def _transaction(self, run: Run[T]) -> T:
+    async def _transaction(self, run: Run[T], pipelined: bool = False) -> T:
         await self._ensure_ready()
+        if self.pipe is None and pipelined:
+            async with self._connection() as conn:
+                if conn.autocommit:
+                    return await self._pipelined(conn, run)
+                async with conn.pipeline(), conn.transaction():
+                    return await adrive(run, partial(_execute_alone, conn))
         async with self._connection() as conn, conn.transaction():
             if self.pipe is None:
                 # tuple rows whatever row factory the caller's connection has
@@ -168,6 +177,19 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             result = await adrive(run, partial(_execute_alone, conn))
         await self.pipe.sync()
         return result
+
+    async def _pipelined(self, conn: psycopg.AsyncConnection[Any], run: Run[T]) -> T:
+        """As ``PostgresSaver._pipelined``."""
+        try:
+            async with conn.pipeline():
+                await _execute_alone(conn, _core.BEGIN)
+                result = await adrive(run, partial(_execute_alone, conn))
+                await _execute_alone(conn, _core.COMMIT)
+            return result
+        except BaseException:
+            if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
+                await conn.execute("ROLLBACK")
+            raise
 
     @asynccontextmanager
     async def _connection(
@@ -221,7 +243,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
             ):
                 return await aexecute(cur, effect.statement)
         elif isinstance(effect, _core.Transaction):
-            return await self._transaction(effect.run)
+            return await self._transaction(effect.run, effect.pipelined)
         elif isinstance(effect, _core.Reconnect):
             await self._reconnect()
         return None
