@@ -12,8 +12,9 @@ PostgreSQL, three on SQLite), creating the tables, locks and faults.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pregelkit._internal._plan import Dialect, Plan, Statement
 from pregelkit.checkpoint import _runqueue
@@ -25,8 +26,9 @@ from pregelkit.checkpoint._rows import (
     encode_writes,
     reseal_params,
 )
-from pregelkit.checkpoint.attempts import AttemptRecord, AttemptRow, attempt_from_row
+from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord, AttemptRow, attempt_from_row
 from pregelkit.checkpoint.base import (
+    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -34,7 +36,9 @@ from pregelkit.checkpoint.base import (
 )
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 
-__all__ = ["SaverSQL"]
+__all__ = ["SaverSQL", "SqlSaver"]
+
+T = TypeVar("T")
 
 
 class SaverSQL(Dialect):
@@ -193,3 +197,130 @@ def put_thread_control(sql: SaverSQL, thread_id: str, mark: str | None) -> Plan[
         yield Statement(sql.delete_thread_control, (thread_id,))
     else:
         yield Statement(sql.upsert_thread_control, (thread_id, mark))
+
+
+class SqlSaver(BaseCheckpointSaver[str]):
+    """The methods of the SQL savers that are one shared plan each: a saver
+    runs the plan with its ``_run`` (in one transaction, retried as its
+    database needs) and only says how it reads (``get_tuple``, ``list``),
+    locks and polls."""
+
+    _statements: ClassVar[SaverSQL]
+    _put: ClassVar[Callable[..., Plan[RunnableConfig]]] = staticmethod(put)
+    """The plan of ``put``: ``put_latest`` for the shallow savers."""
+
+    def _run(
+        self,
+        make: Callable[[], Plan[T]],
+        operation: str,
+        thread_id: str | None = None,
+        *,
+        writes: bool = False,
+        single: bool = False,
+    ) -> T:
+        """Run the plan ``make()`` builds, in one transaction of its own (or
+        in this context's ``grouped`` block). ``writes``: it writes;
+        ``single``: it runs one statement, which may be its own transaction."""
+        raise NotImplementedError
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
+        with blobs for the channels in ``new_versions`` only."""
+        return self._run(
+            partial(
+                self._put, self._statements, self.serde, config, checkpoint, metadata, new_versions
+            ),
+            "put",
+            thread_of(config),
+            writes=True,
+        )
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+        *,
+        attempts: Sequence[AttemptRow] = (),
+    ) -> None:
+        """Record a task's writes against the checkpoint ``config`` names: a
+        special write replaces the task's earlier one in place, a regular write
+        already stored is kept. ``attempts`` go in the same transaction."""
+        self._run(
+            partial(
+                put_writes,
+                self._statements,
+                self.serde,
+                config,
+                writes,
+                task_id,
+                task_path,
+                attempts,
+            ),
+            "put_writes",
+            thread_of(config),
+            writes=True,
+            # the common case, a task that made one write: one statement
+            single=len(writes) == 1 and not attempts and _runqueue.lease_of(config) is None,
+        )
+
+    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
+        self._run(
+            partial(put_attempts, self._statements, records),
+            "put_attempts",
+            str(thread_id),
+            writes=True,
+            single=len(records) == 1,
+        )
+
+    def list_attempts(self, thread_id: str) -> AttemptList:
+        return self._run(
+            partial(list_attempts, self._statements, str(thread_id)),
+            "list_attempts",
+            str(thread_id),
+        )
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Forget every checkpoint, write and blob of ``thread_id``."""
+        self._run(
+            partial(delete_thread, self._statements, thread_id),
+            "delete_thread",
+            thread_id,
+            writes=True,
+        )
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, write and blob of one thread to another; rows
+        the target already has under the same ids are replaced, the rest of the
+        target is left alone."""
+        self._run(
+            partial(copy_thread, self._statements, self.serde, source_thread_id, target_thread_id),
+            "copy_thread",
+            target_thread_id,
+            writes=True,
+        )
+
+    def prune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: Literal["keep_latest", "delete"] = "keep_latest",
+    ) -> None:
+        """Drop the history of threads: ``delete`` forgets them entirely;
+        ``keep_latest`` keeps each namespace's latest checkpoint with its pending
+        writes and the blobs it references. One transaction for all threads."""
+        self._run(partial(prune, self._statements, thread_ids, strategy), "prune", writes=True)
+
+    def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
+        """Run a queue plan in one transaction: on SQLite ``BEGIN IMMEDIATE``,
+        so claims by several worker processes are serialized by its write
+        lock; on PostgreSQL claims use ``FOR UPDATE SKIP LOCKED``, so workers
+        take different runs without waiting for each other."""
+        return self._run(partial(make, self._statements.queue), op, writes=True)

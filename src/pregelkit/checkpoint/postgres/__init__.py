@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -40,14 +40,10 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from pregelkit._internal._plan import Plan, Run, Statement, drive, execute
-from pregelkit.checkpoint import _plans, _runqueue
+from pregelkit.checkpoint import _plans
 from pregelkit.checkpoint._faults import StorageRetry
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
     CheckpointTuple,
     RunnableConfig,
 )
@@ -60,7 +56,7 @@ __all__ = ["PostgresSaver", "ShallowPostgresSaver"]
 T = TypeVar("T")
 
 
-class PostgresSaver(BaseCheckpointSaver[str]):
+class PostgresSaver(_plans.SqlSaver):
     """Stores checkpoints in PostgreSQL.
 
     ``PostgresSaver.from_conn_string(dsn)`` opens (and later closes) one
@@ -68,6 +64,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
     """
 
     conn: psycopg.Connection[Any] | ConnectionPool[Any]
+    _statements = _sql.SQL
 
     MIGRATIONS: ClassVar[tuple[str, ...]] = tuple(
         statement for version in _sql.MIGRATIONS for statement in version
@@ -133,14 +130,17 @@ class PostgresSaver(BaseCheckpointSaver[str]):
         thread_id: str | None = None,
         *,
         writes: bool = False,
+        single: bool = False,
         pipelined: bool = False,
     ) -> T:
         """Runs the plan ``make()`` builds in a transaction of its own,
         creating the tables first if need be (not at all if it has nothing
-        to execute), retrying transient failures. Inside this context's
+        to execute), retrying transient failures; ``pipelined``, its
+        statements go out as one pipeline. Inside this context's
         ``grouped`` block, the plan runs in the block's transaction instead,
         untried again: a failure fails the whole block."""
-        conn = _core.group_connection(self, self._locks, operation, thread_id, writes)
+        run_writes = _core.of_the_run(operation, writes)
+        conn = _core.group_connection(self, self._locks, operation, thread_id, run_writes)
         if conn is not None:
             return drive(make(), partial(_execute_alone, conn))
         return self._drive(
@@ -150,7 +150,7 @@ class PostgresSaver(BaseCheckpointSaver[str]):
                 locks=self._locks,
                 operation=operation,
                 thread_id=thread_id,
-                writes=writes,
+                writes=run_writes,
                 pipelined=pipelined,
             )
         )
@@ -304,79 +304,6 @@ class PostgresSaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         yield from _core.load_all(self.serde, self._run(plan, "list", thread_id))
 
-    # writing
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
-        with blobs for the channels in ``new_versions`` only."""
-        return self._run(
-            partial(_plans.put, _sql.SQL, self.serde, config, checkpoint, metadata, new_versions),
-            "put",
-            _plans.thread_of(config),
-            writes=True,
-        )
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-        *,
-        attempts: Sequence[AttemptRow] = (),
-    ) -> None:
-        """Record a task's writes against the checkpoint ``config`` names: a
-        special write replaces the task's earlier one in place, a regular write
-        already stored is kept. ``attempts`` go in the same transaction."""
-        self._run(
-            partial(
-                _plans.put_writes,
-                _sql.SQL,
-                self.serde,
-                config,
-                writes,
-                task_id,
-                task_path,
-                attempts,
-            ),
-            "put_writes",
-            _plans.thread_of(config),
-            writes=True,
-        )
-
-    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
-        self._run(
-            partial(_plans.put_attempts, _sql.SQL, records),
-            "put_attempts",
-            str(thread_id),
-            writes=True,
-        )
-
-    def list_attempts(self, thread_id: str) -> AttemptList:
-        return self._run(
-            partial(_plans.list_attempts, _sql.SQL, str(thread_id)), "list_attempts", str(thread_id)
-        )
-
-    def delete_thread(self, thread_id: str) -> None:
-        """Forget every checkpoint, write and blob of ``thread_id``."""
-        self._run(partial(_plans.delete_thread, _sql.SQL, thread_id), "delete_thread", thread_id)
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint, write and blob of one thread to another; rows
-        the target already has under the same ids are replaced, the rest of the
-        target is left alone."""
-        self._run(
-            partial(_plans.copy_thread, _sql.SQL, self.serde, source_thread_id, target_thread_id),
-            "copy_thread",
-            target_thread_id,
-        )
-
     def get_thread_control(self, thread_id: str) -> str | None:
         """The thread's run-control mark (see ``BaseCheckpointSaver``)."""
         return self._run(
@@ -399,24 +326,6 @@ class PostgresSaver(BaseCheckpointSaver[str]):
             "put_thread_control",
             str(thread_id),
         )
-
-    def prune(
-        self,
-        thread_ids: Sequence[str],
-        *,
-        strategy: Literal["keep_latest", "delete"] = "keep_latest",
-    ) -> None:
-        """Drop the history of threads: ``delete`` forgets them entirely;
-        ``keep_latest`` keeps each namespace's latest checkpoint with its pending
-        writes and the blobs it references. One transaction for all threads."""
-        self._run(partial(_plans.prune, _sql.SQL, thread_ids, strategy), "prune")
-
-    # one run per thread
-
-    def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
-        """Run a queue plan in one transaction; claims use ``FOR UPDATE SKIP
-        LOCKED``, so workers take different runs without waiting for each other."""
-        return self._run(lambda: make(_runqueue.POSTGRES), op)
 
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:
         """Hold ``thread_id`` for one run, against other threads and processes:

@@ -120,6 +120,16 @@ class Reconnect:
 # faults
 
 
+NOT_OF_THE_RUN = frozenset({"delete_thread", "copy_thread", "put_thread_control"})
+"""Writes for a thread that do not come from its run: not refused after the
+run's lock was lost (see ``transaction``)."""
+
+
+def of_the_run(operation: str, writes: bool) -> bool:
+    """Whether a call writes for a thread's run (see ``transaction``)."""
+    return writes and operation not in NOT_OF_THE_RUN
+
+
 def transaction(
     make: Callable[[], Plan[T]],
     *,

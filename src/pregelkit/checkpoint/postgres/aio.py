@@ -53,7 +53,7 @@ __all__ = ["AsyncPostgresSaver", "AsyncShallowPostgresSaver"]
 T = TypeVar("T")
 
 
-class AsyncPostgresSaver(BaseCheckpointSaver[str]):
+class AsyncPostgresSaver(_plans.SqlSaver):
     """Stores checkpoints in PostgreSQL from asyncio code.
 
     Takes a ``psycopg.AsyncConnection`` (one call at a time, under an
@@ -62,6 +62,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     """
 
     conn: psycopg.AsyncConnection[Any] | AsyncConnectionPool[Any]
+    _statements = _sql.SQL
 
     MIGRATIONS: ClassVar[tuple[str, ...]] = tuple(
         statement for version in _sql.MIGRATIONS for statement in version
@@ -118,23 +119,26 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         (an advisory transaction lock)."""
         self._ready = True  # the transaction below is the setup
         try:
-            await self._run(_core.setup, "setup")
+            await self._arun(_core.setup, "setup")
         except BaseException:
             self._ready = False
             raise
 
     # running plans (see PostgresSaver)
 
-    async def _run(
+    async def _arun(
         self,
         make: Callable[[], Plan[T]],
         operation: str,
         thread_id: str | None = None,
         *,
         writes: bool = False,
+        single: bool = False,
         pipelined: bool = False,
     ) -> T:
-        conn = _core.group_connection(self, self._locks, operation, thread_id, writes)
+        """As ``PostgresSaver._run``."""
+        run_writes = _core.of_the_run(operation, writes)
+        conn = _core.group_connection(self, self._locks, operation, thread_id, run_writes)
         if conn is not None:
             return await adrive(make(), partial(_execute_alone, conn))
         return await self._drive(
@@ -144,10 +148,22 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
                 locks=self._locks,
                 operation=operation,
                 thread_id=thread_id,
-                writes=writes,
+                writes=run_writes,
                 pipelined=pipelined,
             )
         )
+
+    def _run(
+        self,
+        make: Callable[[], Plan[T]],
+        operation: str,
+        thread_id: str | None = None,
+        *,
+        writes: bool = False,
+        single: bool = False,
+    ) -> T:
+        """``_arun`` on the saver's loop, for the sync methods."""
+        return self._sync(self._arun(make, operation, thread_id, writes=writes), operation)
 
     async def _ensure_ready(self) -> None:
         if not self._ready:
@@ -274,7 +290,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the latest of its thread and
         namespace; ``None`` if there is none."""
-        row = await self._run(
+        row = await self._arun(
             partial(_core.get_tuple, config), "get_tuple", _plans.thread_of(config)
         )
         return _core.load(self.serde, row)
@@ -291,7 +307,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         fetched in one query, and no connection is held while the caller
         iterates."""
         plan = _core.list_checkpoints(config, filter=filter, before=before, limit=limit)
-        rows = await self._run(plan, "list", _plans.thread_of(config))
+        rows = await self._arun(plan, "list", _plans.thread_of(config))
         for item in _core.load_all(self.serde, rows):
             yield item
 
@@ -304,8 +320,10 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
         with blobs for the channels in ``new_versions`` only."""
-        return await self._run(
-            partial(_plans.put, _sql.SQL, self.serde, config, checkpoint, metadata, new_versions),
+        return await self._arun(
+            partial(
+                self._put, self._statements, self.serde, config, checkpoint, metadata, new_versions
+            ),
             "put",
             _plans.thread_of(config),
             writes=True,
@@ -323,7 +341,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         """Record a task's writes against the checkpoint ``config`` names: a
         special write replaces the task's earlier one in place, a regular write
         already stored is kept. ``attempts`` go in the same transaction."""
-        await self._run(
+        await self._arun(
             partial(
                 _plans.put_writes,
                 _sql.SQL,
@@ -340,7 +358,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         )
 
     async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
-        await self._run(
+        await self._arun(
             partial(_plans.put_attempts, _sql.SQL, records),
             "put_attempts",
             str(thread_id),
@@ -348,20 +366,20 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         )
 
     async def alist_attempts(self, thread_id: str) -> AttemptList:
-        return await self._run(
+        return await self._arun(
             partial(_plans.list_attempts, _sql.SQL, str(thread_id)), "list_attempts", str(thread_id)
         )
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, write and blob of ``thread_id``."""
-        await self._run(
+        await self._arun(
             partial(_plans.delete_thread, _sql.SQL, thread_id), "delete_thread", thread_id
         )
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of one thread to another; rows
         the target already has under the same ids are replaced."""
-        await self._run(
+        await self._arun(
             partial(_plans.copy_thread, _sql.SQL, self.serde, source_thread_id, target_thread_id),
             "copy_thread",
             target_thread_id,
@@ -369,7 +387,7 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
 
     async def aget_thread_control(self, thread_id: str) -> str | None:
         """The thread's run-control mark (see ``BaseCheckpointSaver``)."""
-        return await self._run(
+        return await self._arun(
             partial(_plans.get_thread_control, _sql.SQL, str(thread_id)),
             "get_thread_control",
             str(thread_id),
@@ -377,14 +395,14 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
 
     async def aget_thread_gate(self, thread_id: str) -> tuple[str | None, str | None]:
         """The mark and an active queued run's status (see ``BaseCheckpointSaver``)."""
-        return await self._run(
+        return await self._arun(
             partial(_plans.get_thread_gate, _sql.SQL, str(thread_id)),
             "get_thread_gate",
             str(thread_id),
         )
 
     async def aput_thread_control(self, thread_id: str, mark: str | None) -> None:
-        await self._run(
+        await self._arun(
             partial(_plans.put_thread_control, _sql.SQL, str(thread_id), mark),
             "put_thread_control",
             str(thread_id),
@@ -397,16 +415,13 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
         strategy: Literal["keep_latest", "delete"] = "keep_latest",
     ) -> None:
         """Drop the history of threads (see ``PostgresSaver.prune``)."""
-        await self._run(partial(_plans.prune, _sql.SQL, thread_ids, strategy), "prune")
+        await self._arun(partial(_plans.prune, _sql.SQL, thread_ids, strategy), "prune")
 
     async def arun_queue(
         self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str
     ) -> T:
         """Run a queue plan in one transaction (see ``PostgresSaver.run_queue``)."""
-        return await self._run(lambda: make(_runqueue.POSTGRES), op)
-
-    def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
-        return self._sync(self.arun_queue(make, op), "run_queue")
+        return await self._arun(lambda: make(_runqueue.POSTGRES), op)
 
     def alock_thread(
         self, thread_id: str, *, wait: bool = False
@@ -469,40 +484,6 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
 
         return iter(self._sync(collect(), "list"))
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return self._sync(self.aput(config, checkpoint, metadata, new_versions), "put")
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-        *,
-        attempts: Sequence[AttemptRow] = (),
-    ) -> None:
-        self._sync(
-            self.aput_writes(config, writes, task_id, task_path, attempts=attempts), "put_writes"
-        )
-
-    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
-        self._sync(self.aput_attempts(thread_id, records), "put_attempts")
-
-    def list_attempts(self, thread_id: str) -> AttemptList:
-        return self._sync(self.alist_attempts(thread_id), "list_attempts")
-
-    def delete_thread(self, thread_id: str) -> None:
-        self._sync(self.adelete_thread(thread_id), "delete_thread")
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._sync(self.acopy_thread(source_thread_id, target_thread_id), "copy_thread")
-
     def get_thread_control(self, thread_id: str) -> str | None:
         return self._sync(self.aget_thread_control(thread_id), "get_thread_control")
 
@@ -511,14 +492,6 @@ class AsyncPostgresSaver(BaseCheckpointSaver[str]):
 
     def get_thread_gate(self, thread_id: str) -> tuple[str | None, str | None]:
         return self._sync(self.aget_thread_gate(thread_id), "get_thread_gate")
-
-    def prune(
-        self,
-        thread_ids: Sequence[str],
-        *,
-        strategy: Literal["keep_latest", "delete"] = "keep_latest",
-    ) -> None:
-        self._sync(self.aprune(thread_ids, strategy=strategy), "prune")
 
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:
         return self._sync_held(thread_id, wait)
@@ -544,20 +517,5 @@ class AsyncShallowPostgresSaver(AsyncPostgresSaver):
     for asyncio code: keeps only the latest checkpoint of each thread and
     namespace (see that module for why and what it costs)."""
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Store ``checkpoint`` and drop the thread's earlier checkpoints, in
-        one transaction."""
-        return await self._run(
-            partial(
-                _plans.put_latest, _sql.SQL, self.serde, config, checkpoint, metadata, new_versions
-            ),
-            "put",
-            _plans.thread_of(config),
-            writes=True,
-        )
+    _put = staticmethod(_plans.put_latest)
+    """Each ``put`` also drops the thread's earlier checkpoints, in its transaction."""

@@ -15,16 +15,8 @@ only (found through the primary keys).
 
 from __future__ import annotations
 
-from functools import partial
-
 from pregelkit.checkpoint import _plans
-from pregelkit.checkpoint.base import (
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    RunnableConfig,
-)
-from pregelkit.checkpoint.postgres import PostgresSaver, _sql
+from pregelkit.checkpoint.postgres import PostgresSaver
 from pregelkit.checkpoint.postgres.aio import AsyncShallowPostgresSaver
 
 __all__ = ["AsyncShallowPostgresSaver", "ShallowPostgresSaver"]
@@ -34,20 +26,5 @@ class ShallowPostgresSaver(PostgresSaver):
     """A :class:`~pregelkit.checkpoint.postgres.PostgresSaver` that keeps only
     the latest checkpoint of each thread and namespace."""
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Store ``checkpoint`` and drop the thread's earlier checkpoints, in
-        one transaction."""
-        return self._run(
-            partial(
-                _plans.put_latest, _sql.SQL, self.serde, config, checkpoint, metadata, new_versions
-            ),
-            "put",
-            _plans.thread_of(config),
-            writes=True,
-        )
+    _put = staticmethod(_plans.put_latest)
+    """Each ``put`` also drops the thread's earlier checkpoints, in its transaction."""

@@ -30,20 +30,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from functools import partial
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import xxhash
 
 from pregelkit._internal._plan import Plan, Run, drive, execute
-from pregelkit.checkpoint import _plans, _runqueue
+from pregelkit.checkpoint import _plans
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._rows import check_filter, decode_checkpoint, list_scope
-from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import (
-    BaseCheckpointSaver,
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
     CheckpointTuple,
     RunnableConfig,
     thread_coordinates,
@@ -133,7 +128,7 @@ def _require_shared(conn: Any) -> None:
         ) from refused[0]
 
 
-class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
+class SqliteSaverCore(GroupedSaves, _plans.SqlSaver):
     """Everything the sync and async SQLite savers share: the async saver only
     moves these calls onto its worker thread."""
 
@@ -145,6 +140,7 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
     keeps its own copy and records how far a database got."""
 
     conn: sqlite3.Connection
+    _statements = _sql.SQL
 
     def __init__(
         self,
@@ -353,7 +349,7 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
         operation: str,
         thread_id: str | None = None,
         *,
-        write: bool,
+        writes: bool = False,
         single: bool = False,
     ) -> T:
         """The plan ``make()`` builds, in one transaction, built and run again
@@ -386,7 +382,7 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
             try:
                 with self._connection() as conn:
                     result = drive(run, partial(execute, conn))
-                if write:
+                if writes:
                     self._committed()
                 return result
             except sqlite3.DatabaseError:
@@ -395,7 +391,7 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
         while True:
             attempts.tries += 1
             try:
-                with self._transaction(write=write) as conn:
+                with self._transaction(write=writes) as conn:
                     return drive(run, partial(execute, conn))
             except sqlite3.DatabaseError as exc:
                 code = _result_code(exc)
@@ -422,7 +418,6 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
             partial(_sql.read_checkpoint, thread_id, checkpoint_ns, checkpoint_id),
             "get_tuple",
             thread_id,
-            write=False,
         )
         return None if stored is None else decode_checkpoint(self.serde, stored)
 
@@ -443,106 +438,10 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
         return self._iter_list(query)
 
     def _iter_list(self, query: tuple[str, Sequence[Any]]) -> Iterator[CheckpointTuple]:
-        rows = self._run(partial(_plans.fetch_all, *query), "list", write=False)
+        rows = self._run(partial(_plans.fetch_all, *query), "list")
         for row in rows:
-            stored = self._run(partial(_sql.stored, row), "list", row[0], write=False)
+            stored = self._run(partial(_sql.stored, row), "list", row[0])
             yield decode_checkpoint(self.serde, stored)
-
-    # writing
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
-        with blobs for the channels in ``new_versions`` only."""
-        return self._run(
-            partial(_plans.put, _sql.SQL, self.serde, config, checkpoint, metadata, new_versions),
-            "put",
-            _plans.thread_of(config),
-            write=True,
-        )
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-        *,
-        attempts: Sequence[AttemptRow] = (),
-    ) -> None:
-        """Record a task's writes against the checkpoint ``config`` names: a
-        special write replaces the task's earlier one in place, a regular write
-        already stored is kept. ``attempts`` go in the same transaction."""
-        self._run(
-            partial(
-                _plans.put_writes,
-                _sql.SQL,
-                self.serde,
-                config,
-                writes,
-                task_id,
-                task_path,
-                attempts,
-            ),
-            "put_writes",
-            _plans.thread_of(config),
-            write=True,
-            # the common case, a task that made one write: one statement
-            single=len(writes) == 1 and not attempts and _runqueue.lease_of(config) is None,
-        )
-
-    def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
-        self._run(
-            partial(_plans.put_attempts, _sql.SQL, records),
-            "put_attempts",
-            str(thread_id),
-            write=True,
-            single=len(records) == 1,
-        )
-
-    def list_attempts(self, thread_id: str) -> AttemptList:
-        return self._run(
-            partial(_plans.list_attempts, _sql.SQL, str(thread_id)),
-            "list_attempts",
-            str(thread_id),
-            write=False,
-        )
-
-    def delete_thread(self, thread_id: str) -> None:
-        """Forget every checkpoint, write and blob of ``thread_id``."""
-        self._run(
-            partial(_plans.delete_thread, _sql.SQL, thread_id),
-            "delete_thread",
-            thread_id,
-            write=True,
-        )
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint, write and blob of one thread to another; rows
-        the target already has under the same ids are replaced, the rest of the
-        target is left alone."""
-        self._run(
-            partial(_plans.copy_thread, _sql.SQL, self.serde, source_thread_id, target_thread_id),
-            "copy_thread",
-            target_thread_id,
-            write=True,
-        )
-
-    def prune(
-        self,
-        thread_ids: Sequence[str],
-        *,
-        strategy: Literal["keep_latest", "delete"] = "keep_latest",
-    ) -> None:
-        """Drop the history of threads: ``delete`` forgets them entirely;
-        ``keep_latest`` keeps each namespace's latest checkpoint with its pending
-        writes and the blobs it references. One transaction for all threads."""
-        self._run(partial(_plans.prune, _sql.SQL, thread_ids, strategy), "prune", write=True)
 
     # run control
 
@@ -558,13 +457,6 @@ class SqliteSaverCore(GroupedSaves, BaseCheckpointSaver[str]):
     def put_thread_control(self, thread_id: str, mark: str | None) -> None:
         with self._transaction(write=True) as conn:
             drive(_plans.put_thread_control(_sql.SQL, str(thread_id), mark), partial(execute, conn))
-
-    # the run queue (checkpoint/_runqueue.py)
-
-    def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
-        """Run a queue plan in one ``BEGIN IMMEDIATE`` transaction: claims by
-        several worker processes are serialized by SQLite's write lock."""
-        return self._run(partial(make, _runqueue.SQLITE), op, write=True)
 
     # one run per thread
 
