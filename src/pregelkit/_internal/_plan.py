@@ -31,6 +31,7 @@ __all__ = [
     "Statement",
     "adrive",
     "aexecute",
+    "done",
     "drive",
     "execute",
     "sequence",
@@ -132,6 +133,12 @@ async def adrive(plan: Plan[T] | Run[T], perform: Callable[[Any], Awaitable[Any]
     except StopIteration as done:
         result: T = done.value
         return result
+
+
+def done(result: T) -> Plan[T]:
+    """A plan that runs no statement and returns ``result``."""
+    yield from ()
+    return result
 
 
 def sequence(*plans: Plan[Any]) -> Plan[list[Any]]:

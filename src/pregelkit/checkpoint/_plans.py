@@ -12,7 +12,7 @@ PostgreSQL, three on SQLite), creating the tables, locks and faults.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -21,9 +21,14 @@ from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._rows import (
     RESEAL_SELECTS,
     RESEAL_UPDATES,
+    ListScope,
+    StoredCheckpoint,
+    check_filter,
     checkpoint_config,
+    decode_checkpoint,
     encode_checkpoint,
     encode_writes,
+    list_scope,
     reseal_params,
 )
 from pregelkit.checkpoint.attempts import AttemptList, AttemptRecord, AttemptRow, attempt_from_row
@@ -32,7 +37,9 @@ from pregelkit.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
+    CheckpointTuple,
     RunnableConfig,
+    thread_coordinates,
 )
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 
@@ -59,6 +66,21 @@ class SaverSQL(Dialect):
     copy_thread: tuple[str, ...]
     """Params of each: target thread id, source thread id."""
     prune_keep_latest: tuple[str, ...]
+    select_checkpoint: str
+    """Params: thread id, namespace, checkpoint id."""
+    select_latest_checkpoint: str
+    """Params: thread id, namespace."""
+
+    def list_query(
+        self, scope: ListScope, filter: dict[str, Any], limit: int | None
+    ) -> tuple[str, list[Any]]:
+        """The SELECT of the checkpoint rows ``list`` yields, newest first."""
+        raise NotImplementedError
+
+    def stored(self, row: Sequence[Any]) -> Plan[StoredCheckpoint]:
+        """The checkpoint of a row ``select_checkpoint`` returns, with its
+        blobs and writes."""
+        raise NotImplementedError
 
     def one_row(self, sql: str, row: Sequence[Any]) -> Statement:
         """The write of one row: a plain statement by default."""
@@ -73,6 +95,17 @@ def thread_of(config: RunnableConfig | None) -> str | None:
     """The thread a call is about, for its error message."""
     thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
     return None if thread_id is None else str(thread_id)
+
+
+def read_checkpoint(sql: SaverSQL, config: RunnableConfig) -> Plan[StoredCheckpoint | None]:
+    """The checkpoint ``config`` names, or the latest of its thread and namespace."""
+    thread_id, checkpoint_ns, checkpoint_id = thread_coordinates(config)
+    if checkpoint_id:
+        params: tuple[str, ...] = (thread_id, checkpoint_ns, checkpoint_id)
+        row = yield Statement(sql.select_checkpoint, params, "one")
+    else:
+        row = yield Statement(sql.select_latest_checkpoint, (thread_id, checkpoint_ns), "one")
+    return None if row is None else (yield from sql.stored(row))
 
 
 def put(
@@ -222,6 +255,38 @@ class SqlSaver(BaseCheckpointSaver[str]):
         in this context's ``grouped`` block). ``writes``: it writes;
         ``single``: it runs one statement, which may be its own transaction."""
         raise NotImplementedError
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names, or the latest of its thread and
+        namespace; ``None`` if there is none."""
+        stored = self._run(
+            partial(read_checkpoint, self._statements, config), "get_tuple", thread_of(config)
+        )
+        return None if stored is None else decode_checkpoint(self.serde, stored)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first: of every thread (``config=None``), of one
+        thread, or of one namespace when ``config`` names it; ``filter`` keeps
+        those whose metadata equals it on each of its keys (JSON values only).
+        The arguments are checked now; the rows are read in one query when
+        iteration starts, and each checkpoint is loaded as it is reached, so
+        no connection is held while the caller iterates."""
+        query = self._statements.list_query(list_scope(config, before), check_filter(filter), limit)
+        return self._iter_list(query, thread_of(config))
+
+    def _iter_list(
+        self, query: tuple[str, Sequence[Any]], thread_id: str | None
+    ) -> Iterator[CheckpointTuple]:
+        for row in self._run(partial(fetch_all, *query), "list", thread_id):
+            stored = self._run(partial(self._statements.stored, row), "list", str(row[0]))
+            yield decode_checkpoint(self.serde, stored)
 
     def put(
         self,

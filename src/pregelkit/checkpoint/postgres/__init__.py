@@ -42,11 +42,7 @@ from psycopg_pool import ConnectionPool
 from pregelkit._internal._plan import Plan, Run, Statement, drive, execute
 from pregelkit.checkpoint import _plans
 from pregelkit.checkpoint._faults import StorageRetry
-from pregelkit.checkpoint.base import (
-    BaseCheckpointSaver,
-    CheckpointTuple,
-    RunnableConfig,
-)
+from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.postgres import _core, _sql
 from pregelkit.checkpoint.postgres._faults import reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
@@ -274,35 +270,6 @@ class PostgresSaver(_plans.SqlSaver):
                 self.conn = psycopg.Connection.connect(**self._reopen)
 
     # reading
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint ``config`` names, or the latest of its thread and
-        namespace; ``None`` if there is none."""
-        return _core.load(
-            self.serde,
-            self._run(partial(_core.get_tuple, config), "get_tuple", _plans.thread_of(config)),
-        )
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        """Checkpoints newest first: of every thread (``config=None``), of one
-        thread, or of one namespace when ``config`` names it; ``filter`` keeps
-        those whose metadata equals it on each of its keys (JSON values only).
-        The rows are fetched in one query when iteration starts (no connection
-        is held while the caller iterates) and loaded one by one."""
-        plan = _core.list_checkpoints(config, filter=filter, before=before, limit=limit)
-        return self._iter_list(plan, _plans.thread_of(config))
-
-    def _iter_list(
-        self, plan: Callable[[], Plan[_core.Rows]], thread_id: str | None
-    ) -> Iterator[CheckpointTuple]:
-        yield from _core.load_all(self.serde, self._run(plan, "list", thread_id))
 
     def get_thread_control(self, thread_id: str) -> str | None:
         """The thread's run-control mark (see ``BaseCheckpointSaver``)."""

@@ -20,27 +20,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, TypeAlias, TypeVar
 
 import psycopg
 
 from pregelkit._internal._plan import Plan, Run, Statement
-from pregelkit.checkpoint import _plans
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
-from pregelkit.checkpoint._rows import (
-    check_filter,
-    decode_checkpoint,
-    list_scope,
-)
-from pregelkit.checkpoint.base import (
-    CheckpointTuple,
-    RunnableConfig,
-    thread_coordinates,
-)
 from pregelkit.checkpoint.postgres import _sql
 from pregelkit.checkpoint.postgres._faults import is_storage_fault, is_transient
-from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import StorageError, ThreadBusyError
 
 T = TypeVar("T")
@@ -313,48 +300,6 @@ def setup() -> Plan[None]:
         for statement in _sql.MIGRATIONS[version - 1]:
             yield Statement(statement)
         yield Statement(_sql.RECORD_MIGRATION, (version,))
-
-
-# reading
-
-
-def get_tuple(config: RunnableConfig) -> Plan[Row | None]:
-    """The row of the checkpoint ``config`` names, or of the latest of its
-    thread and namespace (load it with :func:`load`)."""
-    thread_id, checkpoint_ns, checkpoint_id = thread_coordinates(config)
-    row: Row | None
-    if checkpoint_id:
-        params: tuple[str, ...] = (thread_id, checkpoint_ns, checkpoint_id)
-        row = yield Statement(_sql.SELECT_CHECKPOINT, params, fetch="one")
-    else:
-        row = yield Statement(
-            _sql.SELECT_LATEST_CHECKPOINT, (thread_id, checkpoint_ns), fetch="one"
-        )
-    return row
-
-
-def list_checkpoints(
-    config: RunnableConfig | None,
-    *,
-    filter: dict[str, Any] | None,
-    before: RunnableConfig | None,
-    limit: int | None,
-) -> Callable[[], Plan[Rows]]:
-    """What makes the plan of the rows ``list`` yields, in one query (load
-    them with :func:`load_all`). The arguments are checked now, not when the
-    plan runs."""
-    sql, params = _sql.list_query(list_scope(config, before), check_filter(filter), limit)
-    return partial(_plans.fetch_all, sql, params)
-
-
-def load(serde: SerializerProtocol, row: Row | None) -> CheckpointTuple | None:
-    return None if row is None else decode_checkpoint(serde, _sql.stored_checkpoint(row))
-
-
-def load_all(serde: SerializerProtocol, rows: Rows) -> Iterator[CheckpointTuple]:
-    """The checkpoints of ``rows``, each loaded when it is reached."""
-    for row in rows:
-        yield decode_checkpoint(serde, _sql.stored_checkpoint(row))
 
 
 # one run per thread

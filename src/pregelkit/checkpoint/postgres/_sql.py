@@ -14,6 +14,7 @@ from typing import Any
 
 import xxhash
 
+from pregelkit._internal._plan import Plan, done
 from pregelkit.checkpoint._plans import SaverSQL
 from pregelkit.checkpoint._rows import ListScope, StoredCheckpoint, filter_json
 from pregelkit.checkpoint._runqueue import POSTGRES
@@ -421,6 +422,17 @@ class _PostgresSQL(SaverSQL):
     delete_thread = DELETE_THREAD
     copy_thread = COPY_THREAD
     prune_keep_latest = PRUNE_KEEP_LATEST
+    select_checkpoint = SELECT_CHECKPOINT
+    select_latest_checkpoint = SELECT_LATEST_CHECKPOINT
+
+    def list_query(
+        self, scope: ListScope, filter: dict[str, Any], limit: int | None
+    ) -> tuple[str, list[Any]]:
+        return list_query(scope, filter, limit)
+
+    def stored(self, row: Sequence[Any]) -> Plan[StoredCheckpoint]:
+        """No more queries: the row holds the blobs and the writes."""
+        return done(stored_checkpoint(row))
 
 
 SQL = _PostgresSQL()

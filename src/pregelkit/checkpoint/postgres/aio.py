@@ -34,6 +34,7 @@ from pregelkit._internal._plan import Plan, Run, Statement, adrive, aexecute
 from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint import _plans, _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
+from pregelkit.checkpoint._rows import check_filter, decode_checkpoint, list_scope
 from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import (
     BaseCheckpointSaver,
@@ -290,10 +291,12 @@ class AsyncPostgresSaver(_plans.SqlSaver):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the latest of its thread and
         namespace; ``None`` if there is none."""
-        row = await self._arun(
-            partial(_core.get_tuple, config), "get_tuple", _plans.thread_of(config)
+        stored = await self._arun(
+            partial(_plans.read_checkpoint, self._statements, config),
+            "get_tuple",
+            _plans.thread_of(config),
         )
-        return _core.load(self.serde, row)
+        return None if stored is None else decode_checkpoint(self.serde, stored)
 
     async def alist(
         self,
@@ -306,10 +309,11 @@ class AsyncPostgresSaver(_plans.SqlSaver):
         """Checkpoints newest first, as ``PostgresSaver.list``: the rows are
         fetched in one query, and no connection is held while the caller
         iterates."""
-        plan = _core.list_checkpoints(config, filter=filter, before=before, limit=limit)
-        rows = await self._arun(plan, "list", _plans.thread_of(config))
-        for item in _core.load_all(self.serde, rows):
-            yield item
+        query = _sql.list_query(list_scope(config, before), check_filter(filter), limit)
+        for row in await self._arun(
+            partial(_plans.fetch_all, *query), "list", _plans.thread_of(config)
+        ):
+            yield decode_checkpoint(self.serde, _sql.stored_checkpoint(row))
 
     async def aput(
         self,
@@ -465,24 +469,6 @@ class AsyncPostgresSaver(_plans.SqlSaver):
             f"AsyncPostgresSaver.{method}() was called inside another event loop while the "
             f"saver's own loop is not running: await a{method}() on the saver's loop instead"
         )
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._sync(self.aget_tuple(config), "get_tuple")
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        async def collect() -> list[CheckpointTuple]:
-            return [
-                item async for item in self.alist(config, filter=filter, before=before, limit=limit)
-            ]
-
-        return iter(self._sync(collect(), "list"))
 
     def get_thread_control(self, thread_id: str) -> str | None:
         return self._sync(self.aget_thread_control(thread_id), "get_thread_control")

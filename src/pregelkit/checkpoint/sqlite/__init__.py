@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from functools import partial
@@ -37,12 +37,6 @@ import xxhash
 from pregelkit._internal._plan import Plan, Run, drive, execute
 from pregelkit.checkpoint import _plans
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
-from pregelkit.checkpoint._rows import check_filter, decode_checkpoint, list_scope
-from pregelkit.checkpoint.base import (
-    CheckpointTuple,
-    RunnableConfig,
-    thread_coordinates,
-)
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.checkpoint.sqlite import _sql
 from pregelkit.checkpoint.sqlite._filelock import (
@@ -407,41 +401,6 @@ class SqliteSaverCore(GroupedSaves, _plans.SqlSaver):
         """``plan`` outside any transaction: a read by key, cheap enough to poll."""
         with self._connection() as conn:
             return drive(plan, partial(execute, conn))
-
-    # reading
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint ``config`` names, or the latest of its thread and
-        namespace; ``None`` if there is none."""
-        thread_id, checkpoint_ns, checkpoint_id = thread_coordinates(config)
-        stored = self._run(
-            partial(_sql.read_checkpoint, thread_id, checkpoint_ns, checkpoint_id),
-            "get_tuple",
-            thread_id,
-        )
-        return None if stored is None else decode_checkpoint(self.serde, stored)
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        """Checkpoints newest first: of every thread (``config=None``), of one
-        thread, or of one namespace when ``config`` names it; ``filter`` keeps
-        those whose metadata equals it on each of its keys (JSON values only).
-        Rows are read when iteration starts; each checkpoint's values are read
-        as it is reached, so the lock is never held between items."""
-        query = _sql.list_query(list_scope(config, before), check_filter(filter), limit)
-        return self._iter_list(query)
-
-    def _iter_list(self, query: tuple[str, Sequence[Any]]) -> Iterator[CheckpointTuple]:
-        rows = self._run(partial(_plans.fetch_all, *query), "list")
-        for row in rows:
-            stored = self._run(partial(_sql.stored, row), "list", row[0])
-            yield decode_checkpoint(self.serde, stored)
 
     # run control
 

@@ -1,5 +1,4 @@
-"""SQL of the SQLite savers, shared by SqliteSaver and AsyncSqliteSaver, and
-the plans that read a checkpoint (three statements here, one on PostgreSQL).
+"""SQL of the SQLite savers, shared by SqliteSaver and AsyncSqliteSaver.
 
 Tables are prefixed ``pregelkit_`` so a database that also holds another
 library's ``checkpoints`` table is never misread. The checkpoint row keeps a
@@ -400,28 +399,6 @@ ON CONFLICT (thread_id) DO UPDATE SET mark = excluded.mark, updated_at = exclude
 DELETE_THREAD_CONTROL = "DELETE FROM pregelkit_thread_control WHERE thread_id = ?"
 
 
-def read_checkpoint(
-    thread_id: str, checkpoint_ns: str, checkpoint_id: str | None
-) -> Plan[StoredCheckpoint | None]:
-    """The checkpoint ``checkpoint_id`` names, or the latest of its thread and
-    namespace, with its blobs and writes."""
-    if checkpoint_id:
-        row = yield Statement(SELECT_CHECKPOINT, (thread_id, checkpoint_ns, checkpoint_id), "one")
-    else:
-        row = yield Statement(SELECT_LATEST_CHECKPOINT, (thread_id, checkpoint_ns), "one")
-    return None if row is None else (yield from stored(row))
-
-
-def stored(row: Sequence[Any]) -> Plan[StoredCheckpoint]:
-    """A checkpoint row with its blobs and its writes."""
-    thread_id, checkpoint_ns, checkpoint_id, parent_id, type_, data, mtype, mdata, versions = row
-    blobs = yield Statement(SELECT_BLOBS, (versions, thread_id, checkpoint_ns), "all")
-    writes = yield Statement(SELECT_WRITES, (thread_id, checkpoint_ns, checkpoint_id), "all")
-    return StoredCheckpoint(
-        thread_id, checkpoint_ns, checkpoint_id, parent_id, type_, data, mtype, mdata, blobs, writes
-    )
-
-
 # Positions for new pending writes, increasing: nanoseconds since the epoch at
 # import, then counting up. One run per thread means a resuming process starts
 # after the one it replaces, so its writes also sort after that one's.
@@ -442,6 +419,33 @@ class _SqliteSQL(SaverSQL):
     delete_thread = DELETE_THREAD
     copy_thread = COPY_THREAD
     prune_keep_latest = PRUNE_KEEP_LATEST
+    select_checkpoint = SELECT_CHECKPOINT
+    select_latest_checkpoint = SELECT_LATEST_CHECKPOINT
+
+    def list_query(
+        self, scope: ListScope, filter: dict[str, Any], limit: int | None
+    ) -> tuple[str, list[Any]]:
+        return list_query(scope, filter, limit)
+
+    def stored(self, row: Sequence[Any]) -> Plan[StoredCheckpoint]:
+        """Two more queries: the blobs and the writes."""
+        thread_id, checkpoint_ns, checkpoint_id, parent_id, type_, data, mtype, mdata, versions = (
+            row
+        )
+        blobs = yield Statement(SELECT_BLOBS, (versions, thread_id, checkpoint_ns), "all")
+        writes = yield Statement(SELECT_WRITES, (thread_id, checkpoint_ns, checkpoint_id), "all")
+        return StoredCheckpoint(
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            parent_id,
+            type_,
+            data,
+            mtype,
+            mdata,
+            blobs,
+            writes,
+        )
 
     def one_row(self, sql: str, row: Sequence[Any]) -> Statement:
         """A batch of one: inside a grouped block, the saver sends it with
