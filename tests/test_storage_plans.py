@@ -13,6 +13,7 @@ from psycopg.pq import TransactionStatus
 
 from pregelkit._internal._plan import Plan, Statement, drive, sequence
 from pregelkit.checkpoint import _plans
+from pregelkit.checkpoint._plans import Call
 from pregelkit.checkpoint.base import RunnableConfig, empty_checkpoint
 from pregelkit.checkpoint.postgres import PostgresSaver
 from pregelkit.checkpoint.postgres import _sql as pg_sql
@@ -73,7 +74,9 @@ def sqlite_saver(tmp_path: Path) -> Iterator[SqliteSaver]:
 def test_a_composed_plan_is_one_sqlite_transaction(sqlite_saver: SqliteSaver) -> None:
     seen: list[str] = []
     sqlite_saver.conn.set_trace_callback(lambda sql: seen.append(" ".join(sql.split())))
-    sqlite_saver._run(lambda: _step(sqlite_sql.SQL, sqlite_saver, "t"), "save", "t", writes=True)
+    sqlite_saver._run(
+        Call(lambda: _step(sqlite_sql.SQL, sqlite_saver, "t"), "save", "t", writes=True)
+    )
     sqlite_saver.conn.set_trace_callback(None)
     control = [s for s in seen if s.split()[0] in ("BEGIN", "COMMIT", "ROLLBACK")]
     assert control == ["BEGIN IMMEDIATE", "COMMIT"]
@@ -88,7 +91,12 @@ def test_a_composed_plan_is_one_sqlite_transaction(sqlite_saver: SqliteSaver) ->
 def test_a_composed_plan_that_fails_saves_nothing_on_sqlite(sqlite_saver: SqliteSaver) -> None:
     with pytest.raises(RuntimeError, match="refused"):
         sqlite_saver._run(
-            lambda: _step(sqlite_sql.SQL, sqlite_saver, "t", fail=True), "save", "t", writes=True
+            Call(
+                lambda: _step(sqlite_sql.SQL, sqlite_saver, "t", fail=True),
+                "save",
+                "t",
+                writes=True,
+            )
         )
     assert sqlite_saver.get_tuple({"configurable": {"thread_id": "t"}}) is None
 
@@ -119,7 +127,7 @@ def _pg_step(saver: Any, fail: bool = False) -> Any:
     """The step on a PostgreSQL saver (awaitable for the async one)."""
     run = saver._arun if isinstance(saver, AsyncPostgresSaver) else saver._run
     return run(
-        lambda: _step(pg_sql.SQL, saver, "t", fail), "save", "t", writes=True, pipelined=True
+        Call(lambda: _step(pg_sql.SQL, saver, "t", fail), "save", "t", writes=True, pipelined=True)
     )
 
 

@@ -21,6 +21,7 @@ This module knows no database driver: a cursor is anything with DB-API's
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
+from types import TracebackType
 from typing import Any, Generic, Literal, NamedTuple, TypeAlias, TypeVar
 
 __all__ = [
@@ -80,59 +81,60 @@ class Run(Generic[T]):
     """A plan started: its code up to the first effect has run (argument
     checks, encoding), so a driver can see that a plan has nothing to do
     before it takes a connection. ``effect`` is what it waits for, ``None``
-    once it has returned ``result``."""
+    once it has returned ``result``. Perform the effect inside ``with run:``
+    and set ``run.value``: leaving the block sends the plan that value, or
+    throws the error raised in the block into it."""
 
-    __slots__ = ("effect", "plan", "result")
+    __slots__ = ("effect", "plan", "result", "value")
 
     def __init__(self, plan: Plan[T]) -> None:
         self.plan = plan
-        self.effect: Any = None
+        self.value: Any = None
         self.result: T
         try:
-            self.effect = plan.send(None)
+            self.effect: Any = plan.send(None)
         except StopIteration as done:
+            self.effect = None
             self.result = done.value
+
+    def __enter__(self) -> Run[T]:
+        self.value = None
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        try:
+            if exc is None:
+                self.effect = self.plan.send(self.value)
+            else:
+                self.effect = self.plan.throw(exc)
+        except StopIteration as done:
+            self.effect = None
+            self.result = done.value
+        return True
 
 
 def drive(plan: Plan[T] | Run[T], perform: Callable[[Any], Any]) -> T:
     """Run ``plan`` to its end, performing each effect with ``perform``; an
     error ``perform`` raises is thrown into the plan."""
     run = plan if isinstance(plan, Run) else Run(plan)
-    effect = run.effect
-    if effect is None:
-        return run.result
-    gen = run.plan
-    try:
-        while True:
-            try:
-                value = perform(effect)
-            except BaseException as exc:
-                effect = gen.throw(exc)
-                continue
-            effect = gen.send(value)
-    except StopIteration as done:
-        result: T = done.value
-        return result
+    while run.effect is not None:
+        with run:
+            run.value = perform(run.effect)
+    return run.result
 
 
 async def adrive(plan: Plan[T] | Run[T], perform: Callable[[Any], Awaitable[Any]]) -> T:
     """:func:`drive` with an async ``perform``."""
     run = plan if isinstance(plan, Run) else Run(plan)
-    effect = run.effect
-    if effect is None:
-        return run.result
-    gen = run.plan
-    try:
-        while True:
-            try:
-                value = await perform(effect)
-            except BaseException as exc:
-                effect = gen.throw(exc)
-                continue
-            effect = gen.send(value)
-    except StopIteration as done:
-        result: T = done.value
-        return result
+    while run.effect is not None:
+        with run:
+            run.value = await perform(run.effect)
+    return run.result
 
 
 def done(result: T) -> Plan[T]:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
-from typing import Any, ClassVar, Literal, TypeVar
+from types import ModuleType
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
 
 from pregelkit._internal._plan import Dialect, Plan, Statement
 from pregelkit.checkpoint import _runqueue
@@ -43,39 +44,39 @@ from pregelkit.checkpoint.base import (
 )
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 
-__all__ = ["SaverSQL", "SqlSaver"]
+__all__ = ["Call", "SaverSQL", "SqlSaver"]
 
 T = TypeVar("T")
 
 
 class SaverSQL(Dialect):
-    """One database's statements for the plans of this module."""
+    """One database's statements for the plans of this module, taken from
+    the module that spells them (its upper-case names, and ``list_query``)."""
 
-    queue: _runqueue.Dialect
-    upsert_checkpoint: str
-    insert_blob: str
-    upsert_write: str
-    upsert_attempt: str
-    select_attempts: str
-    select_thread_control: str
-    select_thread_gate: str
-    """Params: thread id, thread id."""
-    upsert_thread_control: str
-    delete_thread_control: str
-    delete_thread: tuple[str, ...]
-    copy_thread: tuple[str, ...]
-    """Params of each: target thread id, source thread id."""
-    prune_keep_latest: tuple[str, ...]
-    select_checkpoint: str
-    """Params: thread id, namespace, checkpoint id."""
-    select_latest_checkpoint: str
-    """Params: thread id, namespace."""
-
-    def list_query(
-        self, scope: ListScope, filter: dict[str, Any], limit: int | None
-    ) -> tuple[str, list[Any]]:
+    def __init__(self, sql: ModuleType, queue: _runqueue.Dialect) -> None:
+        self.queue = queue
+        self.placeholder = queue.placeholder
+        self.upsert_checkpoint: str = sql.UPSERT_CHECKPOINT
+        self.insert_blob: str = sql.INSERT_BLOB
+        self.upsert_write: str = sql.UPSERT_WRITE
+        self.upsert_attempt: str = sql.UPSERT_ATTEMPT
+        self.select_attempts: str = sql.SELECT_ATTEMPTS
+        self.select_thread_control: str = sql.SELECT_THREAD_CONTROL
+        self.select_thread_gate: str = sql.SELECT_THREAD_GATE
+        """Params: thread id, thread id."""
+        self.upsert_thread_control: str = sql.UPSERT_THREAD_CONTROL
+        self.delete_thread_control: str = sql.DELETE_THREAD_CONTROL
+        self.delete_thread: tuple[str, ...] = sql.DELETE_THREAD
+        self.copy_thread: tuple[str, ...] = sql.COPY_THREAD
+        """Params of each: target thread id, source thread id."""
+        self.prune_keep_latest: tuple[str, ...] = sql.PRUNE_KEEP_LATEST
+        self.select_checkpoint: str = sql.SELECT_CHECKPOINT
+        """Params: thread id, namespace, checkpoint id."""
+        self.select_latest_checkpoint: str = sql.SELECT_LATEST_CHECKPOINT
+        """Params: thread id, namespace."""
+        self.list_query: Callable[[ListScope, dict[str, Any], int | None], tuple[str, list[Any]]]
+        self.list_query = sql.list_query
         """The SELECT of the checkpoint rows ``list`` yields, newest first."""
-        raise NotImplementedError
 
     def stored(self, row: Sequence[Any]) -> Plan[StoredCheckpoint]:
         """The checkpoint of a row ``select_checkpoint`` returns, with its
@@ -115,7 +116,10 @@ def put(
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
     new_versions: ChannelVersions,
+    keep_latest: bool = False,
 ) -> Plan[RunnableConfig]:
+    """The checkpoint row and the blobs of its new versions; ``keep_latest``
+    (the shallow savers): then the thread's history before it goes."""
     row, blobs = encode_checkpoint(serde, config, checkpoint, metadata, new_versions)
     lease = _runqueue.lease_of(config)
     if lease is not None:
@@ -123,21 +127,9 @@ def put(
     if blobs:
         yield Statement(sql.insert_blob, blobs, "many")
     yield sql.one_row(sql.upsert_checkpoint, row)
+    if keep_latest:
+        yield from prune(sql, [row.thread_id], "keep_latest")
     return checkpoint_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
-
-
-def put_latest(
-    sql: SaverSQL,
-    serde: SerializerProtocol,
-    config: RunnableConfig,
-    checkpoint: Checkpoint,
-    metadata: CheckpointMetadata,
-    new_versions: ChannelVersions,
-) -> Plan[RunnableConfig]:
-    """``put``, then the thread's history before it dropped (the shallow savers)."""
-    saved = yield from put(sql, serde, config, checkpoint, metadata, new_versions)
-    yield from prune(sql, [saved["configurable"]["thread_id"]], "keep_latest")
-    return saved
 
 
 def put_writes(
@@ -232,6 +224,21 @@ def put_thread_control(sql: SaverSQL, thread_id: str, mark: str | None) -> Plan[
         yield Statement(sql.upsert_thread_control, (thread_id, mark))
 
 
+class Call(NamedTuple, Generic[T]):
+    """A saver call: the plan ``make()`` builds, and how to run it.
+    ``writes``: the plan writes; ``single``: it runs one statement, which
+    needs no transaction of its own (SQLite takes the shortcut);
+    ``pipelined``: its statements may go out as one pipeline (PostgreSQL).
+    ``thread_id`` names the thread in errors."""
+
+    make: Callable[[], Plan[T]]
+    operation: str
+    thread_id: str | None = None
+    writes: bool = False
+    single: bool = False
+    pipelined: bool = False
+
+
 class SqlSaver(BaseCheckpointSaver[str]):
     """The methods of the SQL savers that are one shared plan each: a saver
     runs the plan with its ``_run`` (in one transaction, retried as its
@@ -239,28 +246,19 @@ class SqlSaver(BaseCheckpointSaver[str]):
     locks and polls."""
 
     _statements: ClassVar[SaverSQL]
-    _put: ClassVar[Callable[..., Plan[RunnableConfig]]] = staticmethod(put)
-    """The plan of ``put``: ``put_latest`` for the shallow savers."""
+    _keep_latest: ClassVar[bool] = False
+    """Each ``put`` drops the thread's earlier checkpoints (the shallow savers)."""
 
-    def _run(
-        self,
-        make: Callable[[], Plan[T]],
-        operation: str,
-        thread_id: str | None = None,
-        *,
-        writes: bool = False,
-        single: bool = False,
-    ) -> T:
-        """Run the plan ``make()`` builds, in one transaction of its own (or
-        in this context's ``grouped`` block). ``writes``: it writes;
-        ``single``: it runs one statement, which may be its own transaction."""
+    def _run(self, call: Call[T]) -> T:
+        """Run ``call``'s plan, in one transaction of its own (or in this
+        context's ``grouped`` block), tried again as the database needs."""
         raise NotImplementedError
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the latest of its thread and
         namespace; ``None`` if there is none."""
         stored = self._run(
-            partial(read_checkpoint, self._statements, config), "get_tuple", thread_of(config)
+            Call(partial(read_checkpoint, self._statements, config), "get_tuple", thread_of(config))
         )
         return None if stored is None else decode_checkpoint(self.serde, stored)
 
@@ -284,8 +282,8 @@ class SqlSaver(BaseCheckpointSaver[str]):
     def _iter_list(
         self, query: tuple[str, Sequence[Any]], thread_id: str | None
     ) -> Iterator[CheckpointTuple]:
-        for row in self._run(partial(fetch_all, *query), "list", thread_id):
-            stored = self._run(partial(self._statements.stored, row), "list", str(row[0]))
+        for row in self._run(Call(partial(fetch_all, *query), "list", thread_id)):
+            stored = self._run(Call(partial(self._statements.stored, row), "list", str(row[0])))
             yield decode_checkpoint(self.serde, stored)
 
     def put(
@@ -298,12 +296,21 @@ class SqlSaver(BaseCheckpointSaver[str]):
         """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
         with blobs for the channels in ``new_versions`` only."""
         return self._run(
-            partial(
-                self._put, self._statements, self.serde, config, checkpoint, metadata, new_versions
-            ),
-            "put",
-            thread_of(config),
-            writes=True,
+            Call(
+                partial(
+                    put,
+                    self._statements,
+                    self.serde,
+                    config,
+                    checkpoint,
+                    metadata,
+                    new_versions,
+                    self._keep_latest,
+                ),
+                "put",
+                thread_of(config),
+                writes=True,
+            )
         )
 
     def put_writes(
@@ -319,46 +326,54 @@ class SqlSaver(BaseCheckpointSaver[str]):
         special write replaces the task's earlier one in place, a regular write
         already stored is kept. ``attempts`` go in the same transaction."""
         self._run(
-            partial(
-                put_writes,
-                self._statements,
-                self.serde,
-                config,
-                writes,
-                task_id,
-                task_path,
-                attempts,
-            ),
-            "put_writes",
-            thread_of(config),
-            writes=True,
-            # the common case, a task that made one write: one statement
-            single=len(writes) == 1 and not attempts and _runqueue.lease_of(config) is None,
+            Call(
+                partial(
+                    put_writes,
+                    self._statements,
+                    self.serde,
+                    config,
+                    writes,
+                    task_id,
+                    task_path,
+                    attempts,
+                ),
+                "put_writes",
+                thread_of(config),
+                writes=True,
+                # the common case, a task that made one write: one statement
+                single=len(writes) == 1 and not attempts and _runqueue.lease_of(config) is None,
+            )
         )
 
     def put_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         self._run(
-            partial(put_attempts, self._statements, records),
-            "put_attempts",
-            str(thread_id),
-            writes=True,
-            single=len(records) == 1,
+            Call(
+                partial(put_attempts, self._statements, records),
+                "put_attempts",
+                str(thread_id),
+                writes=True,
+                single=len(records) == 1,
+            )
         )
 
     def list_attempts(self, thread_id: str) -> AttemptList:
         return self._run(
-            partial(list_attempts, self._statements, str(thread_id)),
-            "list_attempts",
-            str(thread_id),
+            Call(
+                partial(list_attempts, self._statements, str(thread_id)),
+                "list_attempts",
+                str(thread_id),
+            )
         )
 
     def delete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, write and blob of ``thread_id``."""
         self._run(
-            partial(delete_thread, self._statements, thread_id),
-            "delete_thread",
-            thread_id,
-            writes=True,
+            Call(
+                partial(delete_thread, self._statements, thread_id),
+                "delete_thread",
+                thread_id,
+                writes=True,
+            )
         )
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -366,10 +381,14 @@ class SqlSaver(BaseCheckpointSaver[str]):
         the target already has under the same ids are replaced, the rest of the
         target is left alone."""
         self._run(
-            partial(copy_thread, self._statements, self.serde, source_thread_id, target_thread_id),
-            "copy_thread",
-            target_thread_id,
-            writes=True,
+            Call(
+                partial(
+                    copy_thread, self._statements, self.serde, source_thread_id, target_thread_id
+                ),
+                "copy_thread",
+                target_thread_id,
+                writes=True,
+            )
         )
 
     def prune(
@@ -381,11 +400,13 @@ class SqlSaver(BaseCheckpointSaver[str]):
         """Drop the history of threads: ``delete`` forgets them entirely;
         ``keep_latest`` keeps each namespace's latest checkpoint with its pending
         writes and the blobs it references. One transaction for all threads."""
-        self._run(partial(prune, self._statements, thread_ids, strategy), "prune", writes=True)
+        self._run(
+            Call(partial(prune, self._statements, thread_ids, strategy), "prune", writes=True)
+        )
 
     def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
         """Run a queue plan in one transaction: on SQLite ``BEGIN IMMEDIATE``,
         so claims by several worker processes are serialized by its write
         lock; on PostgreSQL claims use ``FOR UPDATE SKIP LOCKED``, so workers
         take different runs without waiting for each other."""
-        return self._run(partial(make, self._statements.queue), op, writes=True)
+        return self._run(Call(partial(make, self._statements.queue), op, writes=True))

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import Any, ClassVar, TypeVar
@@ -42,6 +42,7 @@ from psycopg_pool import ConnectionPool
 from pregelkit._internal._plan import Plan, Run, Statement, drive, execute
 from pregelkit.checkpoint import _plans
 from pregelkit.checkpoint._faults import StorageRetry
+from pregelkit.checkpoint._plans import Call
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.postgres import _core, _sql
 from pregelkit.checkpoint.postgres._faults import reopen_args
@@ -112,44 +113,24 @@ class PostgresSaver(_plans.SqlSaver):
         (an advisory transaction lock)."""
         self._ready = True  # the transaction below is the setup
         try:
-            self._run(_core.setup, "setup")
+            self._run(Call(_core.setup, "setup"))
         except BaseException:
             self._ready = False
             raise
 
     # running plans
 
-    def _run(
-        self,
-        make: Callable[[], Plan[T]],
-        operation: str,
-        thread_id: str | None = None,
-        *,
-        writes: bool = False,
-        single: bool = False,
-        pipelined: bool = False,
-    ) -> T:
-        """Runs the plan ``make()`` builds in a transaction of its own,
-        creating the tables first if need be (not at all if it has nothing
-        to execute), retrying transient failures; ``pipelined``, its
-        statements go out as one pipeline. Inside this context's
-        ``grouped`` block, the plan runs in the block's transaction instead,
-        untried again: a failure fails the whole block."""
-        run_writes = _core.of_the_run(operation, writes)
-        conn = _core.group_connection(self, self._locks, operation, thread_id, run_writes)
+    def _run(self, call: Call[T]) -> T:
+        """Runs ``call``'s plan in a transaction of its own, creating the
+        tables first if need be (not at all if it has nothing to execute),
+        retrying transient failures; ``pipelined``, its statements go out as
+        one pipeline. Inside this context's ``grouped`` block, the plan runs
+        in the block's transaction instead, untried again: a failure fails
+        the whole block."""
+        conn = _core.group_connection(self, self._locks, call)
         if conn is not None:
-            return drive(make(), partial(_execute_alone, conn))
-        return self._drive(
-            _core.transaction(
-                make,
-                retry=self.retry,
-                locks=self._locks,
-                operation=operation,
-                thread_id=thread_id,
-                writes=run_writes,
-                pipelined=pipelined,
-            )
-        )
+            return drive(call.make(), partial(_execute_alone, conn))
+        return self._drive(_core.transaction(call, retry=self.retry, locks=self._locks))
 
     def _ensure_ready(self) -> None:
         if not self._ready:
@@ -274,24 +255,30 @@ class PostgresSaver(_plans.SqlSaver):
     def get_thread_control(self, thread_id: str) -> str | None:
         """The thread's run-control mark (see ``BaseCheckpointSaver``)."""
         return self._run(
-            partial(_plans.get_thread_control, _sql.SQL, str(thread_id)),
-            "get_thread_control",
-            str(thread_id),
+            Call(
+                partial(_plans.get_thread_control, _sql.SQL, str(thread_id)),
+                "get_thread_control",
+                str(thread_id),
+            )
         )
 
     def get_thread_gate(self, thread_id: str) -> tuple[str | None, str | None]:
         """The mark and an active queued run's status (see ``BaseCheckpointSaver``)."""
         return self._run(
-            partial(_plans.get_thread_gate, _sql.SQL, str(thread_id)),
-            "get_thread_gate",
-            str(thread_id),
+            Call(
+                partial(_plans.get_thread_gate, _sql.SQL, str(thread_id)),
+                "get_thread_gate",
+                str(thread_id),
+            )
         )
 
     def put_thread_control(self, thread_id: str, mark: str | None) -> None:
         self._run(
-            partial(_plans.put_thread_control, _sql.SQL, str(thread_id), mark),
-            "put_thread_control",
-            str(thread_id),
+            Call(
+                partial(_plans.put_thread_control, _sql.SQL, str(thread_id), mark),
+                "put_thread_control",
+                str(thread_id),
+            )
         )
 
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:

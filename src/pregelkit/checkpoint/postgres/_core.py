@@ -26,6 +26,7 @@ import psycopg
 
 from pregelkit._internal._plan import Plan, Run, Statement
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
+from pregelkit.checkpoint._plans import Call
 from pregelkit.checkpoint.postgres import _sql
 from pregelkit.checkpoint.postgres._faults import is_storage_fault, is_transient
 from pregelkit.errors import StorageError, ThreadBusyError
@@ -112,23 +113,20 @@ NOT_OF_THE_RUN = frozenset({"delete_thread", "copy_thread", "put_thread_control"
 run's lock was lost (see ``transaction``)."""
 
 
-def of_the_run(operation: str, writes: bool) -> bool:
-    """Whether a call writes for a thread's run (see ``transaction``)."""
-    return writes and operation not in NOT_OF_THE_RUN
+def _refuse_if_lost(locks: LockState, call: Call[Any]) -> None:
+    """Refuse a write of a thread's run whose lock was lost (see ``transaction``)."""
+    if (
+        locks.lost
+        and call.writes
+        and call.thread_id is not None
+        and call.operation not in NOT_OF_THE_RUN
+    ):
+        refuse_if_lost(locks, call.thread_id, call.operation)
 
 
-def transaction(
-    make: Callable[[], Plan[T]],
-    *,
-    retry: StorageRetry,
-    locks: LockState,
-    operation: str,
-    thread_id: str | None = None,
-    writes: bool = False,
-    pipelined: bool = False,
-) -> Plan[T]:
-    """Run the plan ``make()`` builds in a transaction, building and running
-    it again after a transient failure, within ``retry``'s budget.
+def transaction(call: Call[T], *, retry: StorageRetry, locks: LockState) -> Plan[T]:
+    """Run ``call``'s plan in a transaction, building and running it again
+    after a transient failure, within ``retry``'s budget.
 
     A dropped connection also drops the advisory locks it held: the threads
     whose lock was lost may already be run by another process, so writing
@@ -136,25 +134,23 @@ def transaction(
     than retried."""
 
     def attempt() -> Plan[T]:
-        run = Run(make())
+        run = Run(call.make())
         if run.effect is None:
             return run.result
-        if writes and thread_id is not None and locks.lost:
-            refuse_if_lost(locks, thread_id, operation)
-        result: T = yield Transaction(run, pipelined)
+        _refuse_if_lost(locks, call)
+        result: T = yield Transaction(run, call.pipelined)
         return result
 
     def after_failure() -> Plan[None]:
         yield Guarded(_probe_locks(locks))
-        if writes and thread_id is not None and locks.lost:
-            refuse_if_lost(locks, thread_id, operation)
+        _refuse_if_lost(locks, call)
 
     return (
         yield from retrying(
             attempt,
             retry=retry,
-            operation=operation,
-            thread_id=thread_id,
+            operation=call.operation,
+            thread_id=call.thread_id,
             after_failure=after_failure,
         )
     )
@@ -245,9 +241,7 @@ def in_group(saver: object, conn: Any) -> Iterator[None]:
         GROUP.reset(token)
 
 
-def group_connection(
-    saver: object, locks: LockState, operation: str, thread_id: str | None, writes: bool
-) -> Any:
+def group_connection(saver: object, locks: LockState, call: Call[Any]) -> Any:
     """The connection of ``saver``'s open grouped block this context is in,
     or None. A plan runs there once, not tried again: a failure fails the
     whole block. A write for a thread whose lock was lost is refused there
@@ -255,8 +249,7 @@ def group_connection(
     group = _current_group(saver)
     if group is None:
         return None
-    if writes and thread_id is not None and locks.lost:
-        refuse_if_lost(locks, thread_id, operation)
+    _refuse_if_lost(locks, call)
     return group.conn
 
 

@@ -9,6 +9,7 @@ creation order, whatever the database's locale.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -408,32 +409,10 @@ def schema_version(row: Any) -> int:
 
 
 class _PostgresSQL(SaverSQL):
-    placeholder = "%s"
-    queue = POSTGRES
-    upsert_checkpoint = UPSERT_CHECKPOINT
-    insert_blob = INSERT_BLOB
-    upsert_write = UPSERT_WRITE
-    upsert_attempt = UPSERT_ATTEMPT
-    select_attempts = SELECT_ATTEMPTS
-    select_thread_control = SELECT_THREAD_CONTROL
-    select_thread_gate = SELECT_THREAD_GATE
-    upsert_thread_control = UPSERT_THREAD_CONTROL
-    delete_thread_control = DELETE_THREAD_CONTROL
-    delete_thread = DELETE_THREAD
-    copy_thread = COPY_THREAD
-    prune_keep_latest = PRUNE_KEEP_LATEST
-    select_checkpoint = SELECT_CHECKPOINT
-    select_latest_checkpoint = SELECT_LATEST_CHECKPOINT
-
-    def list_query(
-        self, scope: ListScope, filter: dict[str, Any], limit: int | None
-    ) -> tuple[str, list[Any]]:
-        return list_query(scope, filter, limit)
-
     def stored(self, row: Sequence[Any]) -> Plan[StoredCheckpoint]:
         """No more queries: the row holds the blobs and the writes."""
         return done(stored_checkpoint(row))
 
 
-SQL = _PostgresSQL()
+SQL = _PostgresSQL(sys.modules[__name__], POSTGRES)
 """The statements of the plans the savers share (``checkpoint._plans``)."""

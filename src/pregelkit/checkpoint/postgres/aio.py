@@ -34,6 +34,7 @@ from pregelkit._internal._plan import Plan, Run, Statement, adrive, aexecute
 from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint import _plans, _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
+from pregelkit.checkpoint._plans import Call
 from pregelkit.checkpoint._rows import check_filter, decode_checkpoint, list_scope
 from pregelkit.checkpoint.attempts import AttemptList, AttemptRow
 from pregelkit.checkpoint.base import (
@@ -120,51 +121,23 @@ class AsyncPostgresSaver(_plans.SqlSaver):
         (an advisory transaction lock)."""
         self._ready = True  # the transaction below is the setup
         try:
-            await self._arun(_core.setup, "setup")
+            await self._arun(Call(_core.setup, "setup"))
         except BaseException:
             self._ready = False
             raise
 
     # running plans (see PostgresSaver)
 
-    async def _arun(
-        self,
-        make: Callable[[], Plan[T]],
-        operation: str,
-        thread_id: str | None = None,
-        *,
-        writes: bool = False,
-        single: bool = False,
-        pipelined: bool = False,
-    ) -> T:
+    async def _arun(self, call: Call[T]) -> T:
         """As ``PostgresSaver._run``."""
-        run_writes = _core.of_the_run(operation, writes)
-        conn = _core.group_connection(self, self._locks, operation, thread_id, run_writes)
+        conn = _core.group_connection(self, self._locks, call)
         if conn is not None:
-            return await adrive(make(), partial(_execute_alone, conn))
-        return await self._drive(
-            _core.transaction(
-                make,
-                retry=self.retry,
-                locks=self._locks,
-                operation=operation,
-                thread_id=thread_id,
-                writes=run_writes,
-                pipelined=pipelined,
-            )
-        )
+            return await adrive(call.make(), partial(_execute_alone, conn))
+        return await self._drive(_core.transaction(call, retry=self.retry, locks=self._locks))
 
-    def _run(
-        self,
-        make: Callable[[], Plan[T]],
-        operation: str,
-        thread_id: str | None = None,
-        *,
-        writes: bool = False,
-        single: bool = False,
-    ) -> T:
+    def _run(self, call: Call[T]) -> T:
         """``_arun`` on the saver's loop, for the sync methods."""
-        return self._sync(self._arun(make, operation, thread_id, writes=writes), operation)
+        return self._sync(self._arun(call), call.operation)
 
     async def _ensure_ready(self) -> None:
         if not self._ready:
@@ -292,9 +265,11 @@ class AsyncPostgresSaver(_plans.SqlSaver):
         """The checkpoint ``config`` names, or the latest of its thread and
         namespace; ``None`` if there is none."""
         stored = await self._arun(
-            partial(_plans.read_checkpoint, self._statements, config),
-            "get_tuple",
-            _plans.thread_of(config),
+            Call(
+                partial(_plans.read_checkpoint, self._statements, config),
+                "get_tuple",
+                _plans.thread_of(config),
+            )
         )
         return None if stored is None else decode_checkpoint(self.serde, stored)
 
@@ -311,7 +286,7 @@ class AsyncPostgresSaver(_plans.SqlSaver):
         iterates."""
         query = _sql.list_query(list_scope(config, before), check_filter(filter), limit)
         for row in await self._arun(
-            partial(_plans.fetch_all, *query), "list", _plans.thread_of(config)
+            Call(partial(_plans.fetch_all, *query), "list", _plans.thread_of(config))
         ):
             yield decode_checkpoint(self.serde, _sql.stored_checkpoint(row))
 
@@ -325,12 +300,21 @@ class AsyncPostgresSaver(_plans.SqlSaver):
         """Store ``checkpoint`` as a child of the checkpoint ``config`` names,
         with blobs for the channels in ``new_versions`` only."""
         return await self._arun(
-            partial(
-                self._put, self._statements, self.serde, config, checkpoint, metadata, new_versions
-            ),
-            "put",
-            _plans.thread_of(config),
-            writes=True,
+            Call(
+                partial(
+                    _plans.put,
+                    self._statements,
+                    self.serde,
+                    config,
+                    checkpoint,
+                    metadata,
+                    new_versions,
+                    self._keep_latest,
+                ),
+                "put",
+                _plans.thread_of(config),
+                writes=True,
+            )
         )
 
     async def aput_writes(
@@ -346,70 +330,88 @@ class AsyncPostgresSaver(_plans.SqlSaver):
         special write replaces the task's earlier one in place, a regular write
         already stored is kept. ``attempts`` go in the same transaction."""
         await self._arun(
-            partial(
-                _plans.put_writes,
-                _sql.SQL,
-                self.serde,
-                config,
-                writes,
-                task_id,
-                task_path,
-                attempts,
-            ),
-            "put_writes",
-            _plans.thread_of(config),
-            writes=True,
+            Call(
+                partial(
+                    _plans.put_writes,
+                    _sql.SQL,
+                    self.serde,
+                    config,
+                    writes,
+                    task_id,
+                    task_path,
+                    attempts,
+                ),
+                "put_writes",
+                _plans.thread_of(config),
+                writes=True,
+            )
         )
 
     async def aput_attempts(self, thread_id: str, records: Sequence[AttemptRow]) -> None:
         await self._arun(
-            partial(_plans.put_attempts, _sql.SQL, records),
-            "put_attempts",
-            str(thread_id),
-            writes=True,
+            Call(
+                partial(_plans.put_attempts, _sql.SQL, records),
+                "put_attempts",
+                str(thread_id),
+                writes=True,
+            )
         )
 
     async def alist_attempts(self, thread_id: str) -> AttemptList:
         return await self._arun(
-            partial(_plans.list_attempts, _sql.SQL, str(thread_id)), "list_attempts", str(thread_id)
+            Call(
+                partial(_plans.list_attempts, _sql.SQL, str(thread_id)),
+                "list_attempts",
+                str(thread_id),
+            )
         )
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Forget every checkpoint, write and blob of ``thread_id``."""
         await self._arun(
-            partial(_plans.delete_thread, _sql.SQL, thread_id), "delete_thread", thread_id
+            Call(partial(_plans.delete_thread, _sql.SQL, thread_id), "delete_thread", thread_id)
         )
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of one thread to another; rows
         the target already has under the same ids are replaced."""
         await self._arun(
-            partial(_plans.copy_thread, _sql.SQL, self.serde, source_thread_id, target_thread_id),
-            "copy_thread",
-            target_thread_id,
+            Call(
+                partial(
+                    _plans.copy_thread, _sql.SQL, self.serde, source_thread_id, target_thread_id
+                ),
+                "copy_thread",
+                target_thread_id,
+            )
         )
 
     async def aget_thread_control(self, thread_id: str) -> str | None:
         """The thread's run-control mark (see ``BaseCheckpointSaver``)."""
         return await self._arun(
-            partial(_plans.get_thread_control, _sql.SQL, str(thread_id)),
-            "get_thread_control",
-            str(thread_id),
+            Call(
+                partial(_plans.get_thread_control, _sql.SQL, str(thread_id)),
+                "get_thread_control",
+                str(thread_id),
+            )
         )
 
     async def aget_thread_gate(self, thread_id: str) -> tuple[str | None, str | None]:
         """The mark and an active queued run's status (see ``BaseCheckpointSaver``)."""
         return await self._arun(
-            partial(_plans.get_thread_gate, _sql.SQL, str(thread_id)),
-            "get_thread_gate",
-            str(thread_id),
+            Call(
+                partial(_plans.get_thread_gate, _sql.SQL, str(thread_id)),
+                "get_thread_gate",
+                str(thread_id),
+            )
         )
 
     async def aput_thread_control(self, thread_id: str, mark: str | None) -> None:
         await self._arun(
-            partial(_plans.put_thread_control, _sql.SQL, str(thread_id), mark),
-            "put_thread_control",
-            str(thread_id),
+            Call(
+                partial(_plans.put_thread_control, _sql.SQL, str(thread_id), mark),
+                "put_thread_control",
+                str(thread_id),
+            )
         )
 
     async def aprune(
@@ -419,13 +421,13 @@ class AsyncPostgresSaver(_plans.SqlSaver):
         strategy: Literal["keep_latest", "delete"] = "keep_latest",
     ) -> None:
         """Drop the history of threads (see ``PostgresSaver.prune``)."""
-        await self._arun(partial(_plans.prune, _sql.SQL, thread_ids, strategy), "prune")
+        await self._arun(Call(partial(_plans.prune, _sql.SQL, thread_ids, strategy), "prune"))
 
     async def arun_queue(
         self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str
     ) -> T:
         """Run a queue plan in one transaction (see ``PostgresSaver.run_queue``)."""
-        return await self._arun(lambda: make(_runqueue.POSTGRES), op)
+        return await self._arun(Call(lambda: make(_runqueue.POSTGRES), op))
 
     def alock_thread(
         self, thread_id: str, *, wait: bool = False
@@ -503,5 +505,4 @@ class AsyncShallowPostgresSaver(AsyncPostgresSaver):
     for asyncio code: keeps only the latest checkpoint of each thread and
     namespace (see that module for why and what it costs)."""
 
-    _put = staticmethod(_plans.put_latest)
-    """Each ``put`` also drops the thread's earlier checkpoints, in its transaction."""
+    _keep_latest = True

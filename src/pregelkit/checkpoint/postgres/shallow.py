@@ -15,7 +15,6 @@ only (found through the primary keys).
 
 from __future__ import annotations
 
-from pregelkit.checkpoint import _plans
 from pregelkit.checkpoint.postgres import PostgresSaver
 from pregelkit.checkpoint.postgres.aio import AsyncShallowPostgresSaver
 
@@ -26,5 +25,4 @@ class ShallowPostgresSaver(PostgresSaver):
     """A :class:`~pregelkit.checkpoint.postgres.PostgresSaver` that keeps only
     the latest checkpoint of each thread and namespace."""
 
-    _put = staticmethod(_plans.put_latest)
-    """Each ``put`` also drops the thread's earlier checkpoints, in its transaction."""
+    _keep_latest = True

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from functools import partial
@@ -37,6 +37,7 @@ import xxhash
 from pregelkit._internal._plan import Plan, Run, drive, execute
 from pregelkit.checkpoint import _plans
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
+from pregelkit.checkpoint._plans import Call
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.checkpoint.sqlite import _sql
 from pregelkit.checkpoint.sqlite._filelock import (
@@ -337,23 +338,16 @@ class SqliteSaverCore(GroupedSaves, _plans.SqlSaver):
         where = f"SQLite database {self._path() or '(in memory)'}"
         return storage_error(where, operation, thread_id, exc, tries=tries)
 
-    def _run(
-        self,
-        make: Callable[[], Plan[T]],
-        operation: str,
-        thread_id: str | None = None,
-        *,
-        writes: bool = False,
-        single: bool = False,
-    ) -> T:
-        """The plan ``make()`` builds, in one transaction, built and run again
-        while the database is busy and the retry budget lasts; a fault of the
-        file is a ``StorageError``. A plan with nothing to do takes no
-        connection. ``single``: the plan runs one statement, which is its own
-        transaction (no BEGIN/COMMIT round), unless that fails.
+    def _run(self, call: Call[T]) -> T:
+        """``call``'s plan in one transaction, built and run again while the
+        database is busy and the retry budget lasts; a fault of the file is
+        a ``StorageError``. A plan with nothing to do takes no connection; a
+        ``single`` statement is its own transaction (no BEGIN/COMMIT round),
+        unless that fails.
 
         Inside this context's group, the plan runs in the group's
         transaction, once: a fault loses the whole group's transaction."""
+        make, operation, thread_id, writes, single, _ = call
         run = Run(make())
         if run.effect is None:
             return run.result

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -406,45 +407,13 @@ _seqs = itertools.count(time.time_ns())
 
 
 class _SqliteSQL(SaverSQL):
-    queue = SQLITE
-    upsert_checkpoint = UPSERT_CHECKPOINT
-    insert_blob = INSERT_BLOB
-    upsert_write = UPSERT_WRITE
-    upsert_attempt = UPSERT_ATTEMPT
-    select_attempts = SELECT_ATTEMPTS
-    select_thread_control = SELECT_THREAD_CONTROL
-    select_thread_gate = SELECT_THREAD_GATE
-    upsert_thread_control = UPSERT_THREAD_CONTROL
-    delete_thread_control = DELETE_THREAD_CONTROL
-    delete_thread = DELETE_THREAD
-    copy_thread = COPY_THREAD
-    prune_keep_latest = PRUNE_KEEP_LATEST
-    select_checkpoint = SELECT_CHECKPOINT
-    select_latest_checkpoint = SELECT_LATEST_CHECKPOINT
-
-    def list_query(
-        self, scope: ListScope, filter: dict[str, Any], limit: int | None
-    ) -> tuple[str, list[Any]]:
-        return list_query(scope, filter, limit)
-
     def stored(self, row: Sequence[Any]) -> Plan[StoredCheckpoint]:
         """Two more queries: the blobs and the writes."""
-        thread_id, checkpoint_ns, checkpoint_id, parent_id, type_, data, mtype, mdata, versions = (
-            row
-        )
-        blobs = yield Statement(SELECT_BLOBS, (versions, thread_id, checkpoint_ns), "all")
-        writes = yield Statement(SELECT_WRITES, (thread_id, checkpoint_ns, checkpoint_id), "all")
+        thread_id, ns, checkpoint_id, parent_id, type_, data, mtype, mdata, versions = row
+        blobs = yield Statement(SELECT_BLOBS, (versions, thread_id, ns), "all")
+        writes = yield Statement(SELECT_WRITES, (thread_id, ns, checkpoint_id), "all")
         return StoredCheckpoint(
-            thread_id,
-            checkpoint_ns,
-            checkpoint_id,
-            parent_id,
-            type_,
-            data,
-            mtype,
-            mdata,
-            blobs,
-            writes,
+            thread_id, ns, checkpoint_id, parent_id, type_, data, mtype, mdata, blobs, writes
         )
 
     def one_row(self, sql: str, row: Sequence[Any]) -> Statement:
@@ -456,5 +425,5 @@ class _SqliteSQL(SaverSQL):
         return [(*row, next(_seqs)) for row in rows]
 
 
-SQL = _SqliteSQL()
+SQL = _SqliteSQL(sys.modules[__name__], SQLITE)
 """The statements of the plans the savers share (``checkpoint._plans``)."""
