@@ -20,11 +20,12 @@ This module knows no database driver: a cursor is anything with DB-API's
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator
-from types import TracebackType
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from types import ModuleType, TracebackType
 from typing import Any, Generic, Literal, NamedTuple, TypeAlias, TypeVar
 
 __all__ = [
+    "all_statements",
     "Dialect",
     "Fetch",
     "Plan",
@@ -35,6 +36,7 @@ __all__ = [
     "done",
     "drive",
     "execute",
+    "migrate",
     "sequence",
 ]
 
@@ -149,6 +151,33 @@ def sequence(*plans: Plan[Any]) -> Plan[list[Any]]:
     for plan in plans:
         results.append((yield from plan))
     return results
+
+
+def migrate(sql: ModuleType, tables: str) -> Plan[None]:
+    """Create or migrate the tables ``sql`` (a module) spells, in the
+    caller's transaction: ``MIGRATIONS[N - 1]`` is migration N, and the
+    ``pregelkit_migrations``-style table (``CREATE_MIGRATIONS_TABLE``,
+    ``SELECT_SCHEMA_VERSION``, ``RECORD_MIGRATION``) says how far a database
+    got. A schema newer than this code is refused: writing rows an unknown
+    migration changed could corrupt them."""
+    migrations: Sequence[Sequence[str]] = sql.MIGRATIONS
+    yield Statement(sql.CREATE_MIGRATIONS_TABLE)
+    (current,) = yield Statement(sql.SELECT_SCHEMA_VERSION, (), "one")
+    if current > len(migrations):
+        raise RuntimeError(
+            f"the {tables} are at schema version {current}, newer than this pregelkit knows "
+            f"({len(migrations)}): upgrade pregelkit to use them"
+        )
+    for version in range(current + 1, len(migrations) + 1):
+        for statement in migrations[version - 1]:
+            yield Statement(statement)
+        yield Statement(sql.RECORD_MIGRATION, (version,))
+
+
+def all_statements(sql: ModuleType) -> tuple[str, ...]:
+    """Every statement of ``sql.MIGRATIONS``, in order: what a new database
+    runs (the ``MIGRATIONS`` LangGraph's savers and stores list, for reading)."""
+    return tuple(statement for version in sql.MIGRATIONS for statement in version)
 
 
 def execute(cursor: Any, statement: Statement) -> Any:

@@ -246,6 +246,10 @@ class SqlSaver(BaseCheckpointSaver[str]):
     locks and polls."""
 
     _statements: ClassVar[SaverSQL]
+    MIGRATIONS: ClassVar[tuple[str, ...]]
+    """The SQL statements ``setup()`` runs on a new database, in order (as
+    LangGraph's savers list theirs); for reading: ``setup()`` keeps its own
+    copy and records how far a database got."""
     _keep_latest: ClassVar[bool] = False
     """Each ``put`` drops the thread's earlier checkpoints (the shallow savers)."""
 

@@ -18,15 +18,17 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, ClassVar, Literal, TypeAlias, cast
 
 from pregelkit._internal import _plan
 from pregelkit._internal._plan import Statement
-from pregelkit.store import _namespaces
+from pregelkit.store import _index, _namespaces
 from pregelkit.store._filter import Condition, for_sql, has_nul, parse_filter
 from pregelkit.store._index import Embedded
 from pregelkit.store.base import (
+    BaseStore,
     GetOp,
+    IndexConfig,
     Item,
     ListNamespacesOp,
     Op,
@@ -34,9 +36,10 @@ from pregelkit.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 
-__all__ = ["Dialect", "Plan", "run_batch", "sweep"]
+__all__ = ["Dialect", "Plan", "SqlStore", "run_batch", "sweep"]
 
 Deserializer = Callable[[Any], dict[str, Any]]
 
@@ -405,3 +408,36 @@ def encode_json(value: dict[str, Any]) -> str:
             "keep or compare; remove it or encode the string (e.g. base64)"
         )
     return text
+
+
+class SqlStore(BaseStore):
+    """What the SQL stores share: their configuration and each batch's plan.
+    A store runs the plan over its own connections."""
+
+    MIGRATIONS: ClassVar[tuple[str, ...]]
+    """The SQL statements ``setup()`` runs on a new database, in order (as
+    LangGraph's savers and stores list theirs); for reading: ``setup()``
+    keeps its own copy and records how far a database got."""
+
+    supports_ttl = True
+    _dialect: ClassVar[Dialect]
+
+    def _configure(
+        self,
+        deserializer: Callable[[Any], dict[str, Any]] | None,
+        index: IndexConfig | Mapping[str, Any] | None,
+        ttl: TTLConfig | None,
+    ) -> None:
+        self._index = None if index is None else _index.Index(index)
+        self.index_config: IndexConfig | None = None if index is None else dict(index)  # type: ignore[assignment]
+        self.embeddings = None if self._index is None else self._index.user_embeddings
+        self.ttl_config: TTLConfig | None = ttl
+        self._deserialize = deserializer or json.loads
+        self._ready = False
+
+    def _plan(self, ops: list[Op], embedded: Embedded | None) -> Plan:
+        omit = omits_expired(self.ttl_config)
+        return run_batch(self._dialect, ops, embedded, self._deserialize, omit)
+
+    def _single(self, ops: list[Op]) -> bool:
+        return one_statement(ops, self._index is not None)

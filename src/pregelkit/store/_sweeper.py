@@ -12,8 +12,9 @@ import concurrent.futures
 import logging
 import threading
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-__all__ = ["TaskSweeper", "ThreadSweeper", "interval_minutes"]
+__all__ = ["SweepsInTask", "SweepsInThread", "TaskSweeper", "ThreadSweeper", "interval_minutes"]
 
 logger = logging.getLogger("pregelkit.store")
 
@@ -105,3 +106,43 @@ class TaskSweeper:
         except TimeoutError:
             return False
         return True
+
+
+class SweepsInThread:
+    """``start_ttl_sweeper``/``stop_ttl_sweeper`` of a sync store: its
+    ``_sweeper`` calls ``sweep_ttl`` on a thread."""
+
+    ttl_config: Any
+    _sweeper: ThreadSweeper
+
+    def start_ttl_sweeper(
+        self, sweep_interval_minutes: int | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's,
+        else 5) on a daemon thread; the future completes when it stops."""
+        configured = (self.ttl_config or {}).get("sweep_interval_minutes")
+        return self._sweeper.start(interval_minutes(sweep_interval_minutes, configured))
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper; ``False`` if it did not stop within ``timeout``."""
+        return self._sweeper.stop(timeout)
+
+
+class SweepsInTask:
+    """``start_ttl_sweeper``/``stop_ttl_sweeper`` of an async store: its
+    ``_sweeper`` awaits ``sweep_ttl`` in a task of the running loop."""
+
+    ttl_config: Any
+    _sweeper: TaskSweeper
+
+    async def start_ttl_sweeper(
+        self, sweep_interval_minutes: int | None = None
+    ) -> asyncio.Task[None]:
+        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's,
+        else 5) in a task of the running loop."""
+        configured = (self.ttl_config or {}).get("sweep_interval_minutes")
+        return self._sweeper.start(interval_minutes(sweep_interval_minutes, configured))
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper; ``False`` if it did not stop within ``timeout``."""
+        return await self._sweeper.stop(timeout)

@@ -32,14 +32,14 @@ import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
-from pregelkit._internal._plan import Plan, Run, Statement, drive, execute
+from pregelkit._internal._plan import Plan, Run, Statement, all_statements, drive, execute
 from pregelkit.checkpoint import _plans
 from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint._plans import Call
@@ -63,12 +63,7 @@ class PostgresSaver(_plans.SqlSaver):
     conn: psycopg.Connection[Any] | ConnectionPool[Any]
     _statements = _sql.SQL
 
-    MIGRATIONS: ClassVar[tuple[str, ...]] = tuple(
-        statement for version in _sql.MIGRATIONS for statement in version
-    )
-    """The SQL statements ``setup()`` runs on a new database, in order (as
-    LangGraph's savers list theirs); for reading: ``setup()`` keeps its own
-    copy and records how far a database got."""
+    MIGRATIONS = all_statements(_sql)
 
     def __init__(
         self,

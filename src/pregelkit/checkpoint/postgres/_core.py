@@ -24,7 +24,7 @@ from typing import Any, TypeAlias, TypeVar
 
 import psycopg
 
-from pregelkit._internal._plan import Plan, Run, Statement
+from pregelkit._internal._plan import Plan, Run, Statement, migrate
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._plans import Call
 from pregelkit.checkpoint.postgres import _sql
@@ -287,12 +287,7 @@ def setup() -> Plan[None]:
     """Create or migrate the tables, one process at a time (an advisory
     transaction lock); refuses a schema newer than this code."""
     yield Statement(_sql.LOCK_MIGRATIONS, (_sql.MIGRATION_LOCK_KEY,))
-    yield Statement(_sql.CREATE_MIGRATIONS_TABLE)
-    current = _sql.schema_version((yield Statement(_sql.SELECT_SCHEMA_VERSION, fetch="one")))
-    for version in range(current + 1, len(_sql.MIGRATIONS) + 1):
-        for statement in _sql.MIGRATIONS[version - 1]:
-            yield Statement(statement)
-        yield Statement(_sql.RECORD_MIGRATION, (version,))
+    yield from migrate(_sql, "pregelkit checkpoint tables")
 
 
 # one run per thread

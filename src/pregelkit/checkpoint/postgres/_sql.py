@@ -396,18 +396,6 @@ def stored_checkpoint(row: Sequence[Any]) -> StoredCheckpoint:
     )
 
 
-def schema_version(row: Any) -> int:
-    """Refuses a schema newer than this code: writing rows an unknown
-    migration changed could corrupt them."""
-    current = int(row[0])
-    if current > len(MIGRATIONS):
-        raise RuntimeError(
-            f"the pregelkit checkpoint tables are at schema version {current}, newer than "
-            f"this pregelkit knows ({len(MIGRATIONS)}): upgrade pregelkit to use them"
-        )
-    return current
-
-
 class _PostgresSQL(SaverSQL):
     def stored(self, row: Sequence[Any]) -> Plan[StoredCheckpoint]:
         """No more queries: the row holds the blobs and the writes."""

@@ -22,7 +22,7 @@ from contextlib import (
     contextmanager,
 )
 from functools import partial
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -30,7 +30,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from pregelkit._internal._loop_thread import SyncCallOnLoopError
-from pregelkit._internal._plan import Plan, Run, Statement, adrive, aexecute
+from pregelkit._internal._plan import Plan, Run, Statement, adrive, aexecute, all_statements
 from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint import _plans, _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
@@ -66,12 +66,7 @@ class AsyncPostgresSaver(_plans.SqlSaver):
     conn: psycopg.AsyncConnection[Any] | AsyncConnectionPool[Any]
     _statements = _sql.SQL
 
-    MIGRATIONS: ClassVar[tuple[str, ...]] = tuple(
-        statement for version in _sql.MIGRATIONS for statement in version
-    )
-    """The SQL statements ``setup()`` runs on a new database, in order (as
-    LangGraph's savers list theirs); for reading: ``setup()`` keeps its own
-    copy and records how far a database got."""
+    MIGRATIONS = all_statements(_sql)
 
     def __init__(
         self,

@@ -30,11 +30,11 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from functools import partial
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import xxhash
 
-from pregelkit._internal._plan import Plan, Run, drive, execute
+from pregelkit._internal._plan import Plan, Run, all_statements, drive, execute, migrate
 from pregelkit.checkpoint import _plans
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._plans import Call
@@ -127,12 +127,7 @@ class SqliteSaverCore(GroupedSaves, _plans.SqlSaver):
     """Everything the sync and async SQLite savers share: the async saver only
     moves these calls onto its worker thread."""
 
-    MIGRATIONS: ClassVar[tuple[str, ...]] = tuple(
-        statement for version in _sql.MIGRATIONS for statement in version
-    )
-    """The SQL statements ``setup()`` runs on a new database, in order (as
-    LangGraph's savers and stores list theirs); for reading: ``setup()``
-    keeps its own copy and records how far a database got."""
+    MIGRATIONS = all_statements(_sql)
 
     conn: sqlite3.Connection
     _statements = _sql.SQL
@@ -212,18 +207,8 @@ class SqliteSaverCore(GroupedSaves, _plans.SqlSaver):
         # IMMEDIATE: two processes setting up the same file migrate one at a time.
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(_sql.CREATE_MIGRATIONS_TABLE)
-            (current,) = conn.execute(_sql.SELECT_SCHEMA_VERSION).fetchone()
-            if current > len(_sql.MIGRATIONS):
-                raise RuntimeError(
-                    f"the checkpoint tables in {self._path() or 'this database'} are at schema "
-                    f"version {current}, newer than this pregelkit knows "
-                    f"({len(_sql.MIGRATIONS)}): upgrade pregelkit to use this database"
-                )
-            for version in range(current + 1, len(_sql.MIGRATIONS) + 1):
-                for statement in _sql.MIGRATIONS[version - 1]:
-                    conn.execute(statement)
-                conn.execute(_sql.RECORD_MIGRATION, (version,))
+            tables = f"checkpoint tables in {self._path() or 'this database'}"
+            drive(migrate(_sql, tables), partial(execute, conn))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

@@ -19,25 +19,23 @@ the SQLite stores and with
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, ClassVar, TypedDict
+from typing import Any, TypedDict
 
 import psycopg
 from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import ConnectionPool
 
-from pregelkit._internal._plan import Statement, drive, execute
+from pregelkit._internal._plan import Statement, all_statements, drive, execute, migrate
 from pregelkit.checkpoint._faults import Attempts, StorageRetry
 from pregelkit.checkpoint.postgres._faults import pause_or_raise, reopen_args
 from pregelkit.store import _index, _sqlcore
-from pregelkit.store._sweeper import ThreadSweeper, interval_minutes
-from pregelkit.store.base import BaseStore, IndexConfig, Op, Result, TTLConfig
+from pregelkit.store._sweeper import SweepsInThread, ThreadSweeper
+from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig
 from pregelkit.store.postgres import _sql
 
 __all__ = ["AsyncPostgresStore", "PoolConfig", "PostgresStore"]
@@ -54,58 +52,21 @@ class PoolConfig(TypedDict, total=False):
 def setup_plan() -> _sqlcore.Plan:
     """Create or migrate the tables, one process at a time."""
     yield Statement(_sql.LOCK_MIGRATIONS, (_sql.MIGRATION_LOCK_KEY,))
-    yield Statement(_sql.CREATE_MIGRATIONS_TABLE)
-    (current,) = yield Statement(_sql.SELECT_SCHEMA_VERSION, (), "one")
-    if current > len(_sql.MIGRATIONS):
-        raise RuntimeError(
-            f"the store tables are at schema version {current}, newer than this pregelkit "
-            f"knows ({len(_sql.MIGRATIONS)}): upgrade pregelkit"
-        )
-    for version in range(current + 1, len(_sql.MIGRATIONS) + 1):
-        for statement in _sql.MIGRATIONS[version - 1]:
-            yield Statement(statement)
-        yield Statement(_sql.RECORD_MIGRATION, (version,))
+    yield from migrate(_sql, "store tables")
 
 
-class PostgresStoreCore(BaseStore):
+class PostgresStoreCore(_sqlcore.SqlStore):
     """Configuration both PostgreSQL stores share."""
 
-    MIGRATIONS: ClassVar[tuple[str, ...]] = tuple(
-        statement for version in _sql.MIGRATIONS for statement in version
-    )
-    """The SQL statements ``setup()`` runs on a new database, in order (as
-    LangGraph's savers and stores list theirs); for reading: ``setup()``
-    keeps its own copy and records how far a database got."""
-
-    supports_ttl = True
-
-    def _configure(
-        self,
-        deserializer: Callable[[Any], dict[str, Any]] | None,
-        index: IndexConfig | Mapping[str, Any] | None,
-        ttl: TTLConfig | None,
-    ) -> None:
-        self._index = None if index is None else _index.Index(index)
-        self.index_config: IndexConfig | None = None if index is None else dict(index)  # type: ignore[assignment]
-        self.embeddings = None if self._index is None else self._index.user_embeddings
-        self.ttl_config: TTLConfig | None = ttl
-        self._deserialize = deserializer or json.loads
-        self._dialect = _sql.PostgresDialect()
-        self._ready = False
+    MIGRATIONS = all_statements(_sql)
+    _dialect = _sql.PostgresDialect()
 
     def _faults(self, conn: Any, retry: StorageRetry | None) -> None:
         self.retry = retry or StorageRetry()
         self._reopen = reopen_args(conn)
 
-    def _plan(self, ops: list[Op], embedded: _index.Embedded | None) -> _sqlcore.Plan:
-        omit = _sqlcore.omits_expired(self.ttl_config)
-        return _sqlcore.run_batch(self._dialect, ops, embedded, self._deserialize, omit)
 
-    def _single(self, ops: list[Op]) -> bool:
-        return _sqlcore.one_statement(ops, self._index is not None)
-
-
-class PostgresStore(PostgresStoreCore):
+class PostgresStore(SweepsInThread, PostgresStoreCore):
     """A :class:`~pregelkit.store.base.BaseStore` in PostgreSQL.
 
     ``with PostgresStore.from_conn_string(dsn) as store:`` opens (and later
@@ -238,18 +199,6 @@ class PostgresStore(PostgresStoreCore):
     def sweep_ttl(self) -> int:
         """Delete the expired items now; returns how many."""
         return int(self._run(partial(_sqlcore.sweep, self._dialect)))
-
-    def start_ttl_sweeper(
-        self, sweep_interval_minutes: int | None = None
-    ) -> concurrent.futures.Future[None]:
-        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's,
-        else 5) on a daemon thread; the future completes when it stops."""
-        configured = (self.ttl_config or {}).get("sweep_interval_minutes")
-        return self._sweeper.start(interval_minutes(sweep_interval_minutes, configured))
-
-    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the sweeper; ``False`` if it did not stop within ``timeout``."""
-        return self._sweeper.stop(timeout)
 
 
 def __getattr__(name: str) -> Any:

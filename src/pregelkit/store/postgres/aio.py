@@ -25,7 +25,7 @@ from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint._faults import Attempts, StorageRetry
 from pregelkit.checkpoint.postgres._faults import pause_or_raise
 from pregelkit.store import _index, _sqlcore
-from pregelkit.store._sweeper import TaskSweeper, interval_minutes
+from pregelkit.store._sweeper import SweepsInTask, TaskSweeper
 from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig
 from pregelkit.store.base.batch import AsyncBatchedBaseStore
 from pregelkit.store.postgres import PoolConfig, PostgresStoreCore, setup_plan
@@ -35,7 +35,7 @@ __all__ = ["AsyncPostgresStore"]
 T = TypeVar("T")
 
 
-class AsyncPostgresStore(AsyncBatchedBaseStore, PostgresStoreCore):
+class AsyncPostgresStore(SweepsInTask, AsyncBatchedBaseStore, PostgresStoreCore):
     """A PostgreSQL store for asyncio code: takes a ``psycopg.AsyncConnection``
     (one call at a time) or a ``psycopg_pool.AsyncConnectionPool``; both
     belong to the event loop they were opened in, and so does the store.
@@ -178,18 +178,6 @@ class AsyncPostgresStore(AsyncBatchedBaseStore, PostgresStoreCore):
     async def sweep_ttl(self) -> int:
         """Delete the expired items now; returns how many."""
         return int(await self._run(partial(_sqlcore.sweep, self._dialect)))
-
-    async def start_ttl_sweeper(
-        self, sweep_interval_minutes: int | None = None
-    ) -> asyncio.Task[None]:
-        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's,
-        else 5) in a task of the running loop."""
-        configured = (self.ttl_config or {}).get("sweep_interval_minutes")
-        return self._sweeper.start(interval_minutes(sweep_interval_minutes, configured))
-
-    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the sweeper; ``False`` if it did not stop within ``timeout``."""
-        return await self._sweeper.stop(timeout)
 
     def _sync(self, coro: Coroutine[Any, Any, T], method: str) -> T:
         loop = self.loop

@@ -15,19 +15,16 @@ the PostgreSQL stores; this module runs it over a ``sqlite3`` connection.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
-from pregelkit._internal._plan import Statement, drive, execute
+from pregelkit._internal._plan import Statement, all_statements, drive, execute, migrate
 from pregelkit.store import _index, _sqlcore
-from pregelkit.store._sweeper import ThreadSweeper, interval_minutes
+from pregelkit.store._sweeper import SweepsInThread, ThreadSweeper
 from pregelkit.store.base import (
-    BaseStore,
     GetOp,
     IndexConfig,
     Item,
@@ -51,17 +48,12 @@ def connect(path: str) -> sqlite3.Connection:
     )
 
 
-class SqliteStoreCore(BaseStore):
+class SqliteStoreCore(_sqlcore.SqlStore):
     """Everything the sync and async SQLite stores share."""
 
-    MIGRATIONS: ClassVar[tuple[str, ...]] = tuple(
-        statement for version in _sql.MIGRATIONS for statement in version
-    )
-    """The SQL statements ``setup()`` runs on a new database, in order (as
-    LangGraph's savers and stores list theirs); for reading: ``setup()``
-    keeps its own copy and records how far a database got."""
+    MIGRATIONS = all_statements(_sql)
 
-    supports_ttl = True
+    _dialect = _sql.SqliteDialect()
     refresh_on_read_default = False
     """As LangGraph's SQLite store: reads restart TTLs only when the TTL
     config (or the call) asks for it."""
@@ -81,14 +73,8 @@ class SqliteStoreCore(BaseStore):
         (``json.loads`` by default)."""
         conn.isolation_level = None
         self.conn = conn
-        self._index = None if index is None else _index.Index(index)
-        self.index_config: IndexConfig | None = None if index is None else dict(index)  # type: ignore[assignment]
-        self.embeddings = None if self._index is None else self._index.user_embeddings
-        self.ttl_config: TTLConfig | None = ttl
-        self._deserialize = deserializer or json.loads
-        self._dialect = _sql.SqliteDialect()
+        self._configure(deserializer, index, ttl)
         self._lock = threading.Lock()
-        self._ready = False
 
     def _setup(self) -> None:
         with self._lock:
@@ -102,24 +88,7 @@ class SqliteStoreCore(BaseStore):
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute(_sql.CREATE_MIGRATIONS_TABLE)
-            (current,) = conn.execute(_sql.SELECT_SCHEMA_VERSION).fetchone()
-            if current > len(_sql.MIGRATIONS):
-                raise RuntimeError(
-                    f"the store tables are at schema version {current}, newer than this "
-                    f"pregelkit knows ({len(_sql.MIGRATIONS)}): upgrade pregelkit"
-                )
-            for version in range(current + 1, len(_sql.MIGRATIONS) + 1):
-                for statement in _sql.MIGRATIONS[version - 1]:
-                    conn.execute(statement)
-                conn.execute(_sql.RECORD_MIGRATION, (version,))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        self._transaction(migrate(_sql, "store tables"), True, [])
         self._ready = True
 
     def _run(self, ops: list[Op], embedded: _index.Embedded | None) -> list[Result]:
@@ -127,13 +96,12 @@ class SqliteStoreCore(BaseStore):
         that is one statement is a transaction by itself), then the TTL
         refreshes its reads asked for, in a short write transaction of their
         own (a read transaction cannot safely become a write one in WAL)."""
-        omit = _sqlcore.omits_expired(self.ttl_config)
-        plan = _sqlcore.run_batch(self._dialect, ops, embedded, self._deserialize, omit)
+        plan = self._plan(ops, embedded)
         writes = any(isinstance(op, PutOp) for op in ops)
         later: list[Statement] = []
         with self._lock:
             self._setup_locked()
-            if not writes and _sqlcore.one_statement(ops, self._index is not None):
+            if not writes and self._single(ops):
                 # one SELECT is a read transaction of its own: no BEGIN, no COMMIT
                 conn = self.conn
                 results = drive(plan, lambda stmt: _execute(conn, stmt, later))
@@ -190,7 +158,7 @@ def _execute(conn: sqlite3.Connection, statement: Statement, later: list[Stateme
     return execute(conn, statement)
 
 
-class SqliteStore(SqliteStoreCore):
+class SqliteStore(SweepsInThread, SqliteStoreCore):
     """A :class:`~pregelkit.store.base.BaseStore` in a SQLite database.
 
     ``with SqliteStore.from_conn_string("memories.db") as store:`` opens the
@@ -260,18 +228,6 @@ class SqliteStore(SqliteStoreCore):
     def sweep_ttl(self) -> int:
         """Delete the expired items now; returns how many."""
         return self._sweep()
-
-    def start_ttl_sweeper(
-        self, sweep_interval_minutes: int | None = None
-    ) -> concurrent.futures.Future[None]:
-        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's,
-        else 5) on a daemon thread; the future completes when it stops."""
-        configured = (self.ttl_config or {}).get("sweep_interval_minutes")
-        return self._sweeper.start(interval_minutes(sweep_interval_minutes, configured))
-
-    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the sweeper; ``False`` if it did not stop within ``timeout``."""
-        return self._sweeper.stop(timeout)
 
 
 def __getattr__(name: str) -> Any:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from pregelkit._internal._loop_thread import SyncCallOnLoopError
 from pregelkit._internal._threads import on_executor, running_loop
 from pregelkit.store import _index
-from pregelkit.store._sweeper import TaskSweeper, interval_minutes
+from pregelkit.store._sweeper import SweepsInTask, TaskSweeper
 from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig
 from pregelkit.store.sqlite import SqliteStoreCore, connect
 
@@ -29,7 +29,7 @@ __all__ = ["AsyncSqliteStore"]
 T = TypeVar("T")
 
 
-class AsyncSqliteStore(SqliteStoreCore):
+class AsyncSqliteStore(SweepsInTask, SqliteStoreCore):
     """A SQLite store whose async methods run on a worker thread of its own.
 
     ``async with AsyncSqliteStore.from_conn_string("memories.db") as store``
@@ -98,15 +98,3 @@ class AsyncSqliteStore(SqliteStoreCore):
     async def sweep_ttl(self) -> int:
         """Delete the expired items now; returns how many."""
         return await self._in_thread(self._sweep)
-
-    async def start_ttl_sweeper(
-        self, sweep_interval_minutes: int | None = None
-    ) -> asyncio.Task[None]:
-        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's,
-        else 5) in a task of the running loop."""
-        configured = (self.ttl_config or {}).get("sweep_interval_minutes")
-        return self._sweeper.start(interval_minutes(sweep_interval_minutes, configured))
-
-    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the sweeper; ``False`` if it did not stop within ``timeout``."""
-        return await self._sweeper.stop(timeout)
