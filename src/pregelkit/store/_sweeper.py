@@ -11,7 +11,9 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from functools import cached_property
 from typing import Any
 
 __all__ = ["SweepsInTask", "SweepsInThread", "TaskSweeper", "ThreadSweeper", "interval_minutes"]
@@ -113,7 +115,22 @@ class SweepsInThread:
     ``_sweeper`` calls ``sweep_ttl`` on a thread."""
 
     ttl_config: Any
-    _sweeper: ThreadSweeper
+    sweep_ttl: Callable[[], int]
+
+    @cached_property
+    def _sweeper(self) -> ThreadSweeper:
+        return ThreadSweeper(self.sweep_ttl)
+
+    @contextmanager
+    def _sweeping(self) -> Iterator[None]:
+        """The block of ``from_conn_string``: the sweeper runs meanwhile if
+        the TTL config has a ``sweep_interval_minutes``."""
+        try:
+            if (self.ttl_config or {}).get("sweep_interval_minutes"):
+                self.start_ttl_sweeper()
+            yield
+        finally:
+            self.stop_ttl_sweeper()
 
     def start_ttl_sweeper(
         self, sweep_interval_minutes: int | None = None
@@ -133,7 +150,22 @@ class SweepsInTask:
     ``_sweeper`` awaits ``sweep_ttl`` in a task of the running loop."""
 
     ttl_config: Any
-    _sweeper: TaskSweeper
+    sweep_ttl: Callable[[], Awaitable[int]]
+
+    @cached_property
+    def _sweeper(self) -> TaskSweeper:
+        return TaskSweeper(self.sweep_ttl)
+
+    @asynccontextmanager
+    async def _sweeping(self) -> AsyncIterator[None]:
+        """The block of ``from_conn_string``: the sweeper runs meanwhile if
+        the TTL config has a ``sweep_interval_minutes``."""
+        try:
+            if (self.ttl_config or {}).get("sweep_interval_minutes"):
+                await self.start_ttl_sweeper()
+            yield
+        finally:
+            await self.stop_ttl_sweeper()
 
     async def start_ttl_sweeper(
         self, sweep_interval_minutes: int | None = None

@@ -34,7 +34,7 @@ from pregelkit._internal._plan import Statement, all_statements, drive, execute,
 from pregelkit.checkpoint._faults import Attempts, StorageRetry
 from pregelkit.checkpoint.postgres._faults import pause_or_raise, reopen_args
 from pregelkit.store import _index, _sqlcore
-from pregelkit.store._sweeper import SweepsInThread, ThreadSweeper
+from pregelkit.store._sweeper import SweepsInThread
 from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig
 from pregelkit.store.postgres import _sql
 
@@ -90,7 +90,6 @@ class PostgresStore(SweepsInThread, PostgresStoreCore):
         self._configure(deserializer, index, ttl)
         self._faults(conn, retry)
         self._conn_lock = threading.Lock()
-        self._sweeper = ThreadSweeper(self.sweep_ttl)
 
     @classmethod
     @contextmanager
@@ -120,11 +119,9 @@ class PostgresStore(SweepsInThread, PostgresStoreCore):
             conn = psycopg.Connection.connect(conn_string, autocommit=True)
         store = cls(conn, index=index, ttl=ttl)
         try:
-            if ttl and ttl.get("sweep_interval_minutes"):
-                store.start_ttl_sweeper()
-            yield store
+            with store._sweeping():
+                yield store
         finally:
-            store.stop_ttl_sweeper()
             store.conn.close()
 
     @contextmanager

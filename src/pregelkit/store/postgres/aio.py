@@ -25,7 +25,7 @@ from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint._faults import Attempts, StorageRetry
 from pregelkit.checkpoint.postgres._faults import pause_or_raise
 from pregelkit.store import _index, _sqlcore
-from pregelkit.store._sweeper import SweepsInTask, TaskSweeper
+from pregelkit.store._sweeper import SweepsInTask
 from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig
 from pregelkit.store.base.batch import AsyncBatchedBaseStore
 from pregelkit.store.postgres import PoolConfig, PostgresStoreCore, setup_plan
@@ -61,7 +61,6 @@ class AsyncPostgresStore(SweepsInTask, AsyncBatchedBaseStore, PostgresStoreCore)
         self._configure(deserializer, index, ttl)
         self._faults(conn, retry)
         self._conn_lock = asyncio.Lock()
-        self._sweeper = TaskSweeper(self.sweep_ttl)
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -96,11 +95,9 @@ class AsyncPostgresStore(SweepsInTask, AsyncBatchedBaseStore, PostgresStoreCore)
             conn = await psycopg.AsyncConnection.connect(conn_string, autocommit=True)
         store = cls(conn, index=index, ttl=ttl)
         try:
-            if ttl and ttl.get("sweep_interval_minutes"):
-                await store.start_ttl_sweeper()
-            yield store
+            async with store._sweeping():
+                yield store
         finally:
-            await store.stop_ttl_sweeper()
             store.stop_batching()
             await store.conn.close()
 

@@ -23,7 +23,7 @@ from typing import Any, cast
 
 from pregelkit._internal._plan import Statement, all_statements, drive, execute, migrate
 from pregelkit.store import _index, _sqlcore
-from pregelkit.store._sweeper import SweepsInThread, ThreadSweeper
+from pregelkit.store._sweeper import SweepsInThread
 from pregelkit.store.base import (
     GetOp,
     IndexConfig,
@@ -166,17 +166,6 @@ class SqliteStore(SweepsInThread, SqliteStoreCore):
     or by :meth:`setup`.
     """
 
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        *,
-        deserializer: Callable[[Any], dict[str, Any]] | None = None,
-        index: IndexConfig | Mapping[str, Any] | None = None,
-        ttl: TTLConfig | None = None,
-    ) -> None:
-        super().__init__(conn, deserializer=deserializer, index=index, ttl=ttl)
-        self._sweeper = ThreadSweeper(self.sweep_ttl)
-
     @classmethod
     @contextmanager
     def from_conn_string(
@@ -192,11 +181,9 @@ class SqliteStore(SweepsInThread, SqliteStoreCore):
         conn = connect(conn_string)
         store = cls(conn, index=index, ttl=ttl)
         try:
-            if ttl and ttl.get("sweep_interval_minutes"):
-                store.start_ttl_sweeper()
-            yield store
+            with store._sweeping():
+                yield store
         finally:
-            store.stop_ttl_sweeper()
             conn.close()
 
     def setup(self) -> None:

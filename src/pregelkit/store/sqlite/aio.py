@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from pregelkit._internal._loop_thread import SyncCallOnLoopError
 from pregelkit._internal._threads import on_executor, running_loop
 from pregelkit.store import _index
-from pregelkit.store._sweeper import SweepsInTask, TaskSweeper
+from pregelkit.store._sweeper import SweepsInTask
 from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig
 from pregelkit.store.sqlite import SqliteStoreCore, connect
 
@@ -46,7 +46,6 @@ class AsyncSqliteStore(SweepsInTask, SqliteStoreCore):
     ) -> None:
         super().__init__(conn, deserializer=deserializer, index=index, ttl=ttl)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pregelkit-store")
-        self._sweeper = TaskSweeper(self.sweep_ttl)
 
     @classmethod
     @asynccontextmanager
@@ -62,11 +61,9 @@ class AsyncSqliteStore(SweepsInTask, SqliteStoreCore):
         conn = await asyncio.to_thread(connect, conn_string)
         store = cls(conn, index=index, ttl=ttl)
         try:
-            if ttl and ttl.get("sweep_interval_minutes"):
-                await store.start_ttl_sweeper()
-            yield store
+            async with store._sweeping():
+                yield store
         finally:
-            await store.stop_ttl_sweeper()
             await store._in_thread(conn.close)
             store._executor.shutdown(wait=False)
 
