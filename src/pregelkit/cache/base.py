@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from pregelkit.checkpoint.serde.base import SerializerProtocol
@@ -48,3 +48,18 @@ class BaseCache(ABC, Generic[ValueT]):
 
     @abstractmethod
     async def aclear(self, namespaces: Sequence[Namespace] | None = None) -> None: ...
+
+    def _encoded(
+        self, pairs: Mapping[FullKey, tuple[ValueT, int | None]], now: float
+    ) -> Iterator[tuple[Namespace, str, str, bytes, float | None]]:
+        """What ``set`` stores of each pair: namespace, key, the value's tag
+        and bytes, and when it expires (``None``: never); a negative TTL is
+        an error."""
+        for (namespace, key), (value, ttl) in pairs.items():
+            if ttl is not None and ttl < 0:
+                raise ValueError(
+                    f"ttl for cache key {key!r} in namespace {namespace!r} is {ttl}; "
+                    f"give seconds >= 0, or None to keep the entry forever"
+                )
+            tag, data = self.serde.dumps_typed(value)
+            yield namespace, key, tag, data, None if ttl is None else now + ttl

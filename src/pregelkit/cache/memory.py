@@ -57,15 +57,10 @@ class InMemoryCache(BaseCache[ValueT]):
     def set(self, pairs: Mapping[FullKey, tuple[ValueT, int | None]]) -> None:
         """Store ``key -> (value, ttl seconds or None)``; see :meth:`BaseCache.set`."""
         now = _now()
-        prepared: list[tuple[Namespace, str, _Entry]] = []
-        for (namespace, key), (value, ttl) in pairs.items():
-            if ttl is not None and ttl < 0:
-                raise ValueError(
-                    f"ttl for cache key {key!r} in namespace {namespace!r} is {ttl}; "
-                    f"give seconds >= 0, or None to keep the entry forever"
-                )
-            tag, data = self.serde.dumps_typed(value)
-            prepared.append((namespace, key, (tag, data, None if ttl is None else now + ttl)))
+        prepared: list[tuple[Namespace, str, _Entry]] = [
+            (namespace, key, (tag, data, expires_at))
+            for namespace, key, tag, data, expires_at in self._encoded(pairs, now)
+        ]
         with self._lock:
             for namespace, key, entry in prepared:
                 self._entries.setdefault(namespace, {})[key] = entry

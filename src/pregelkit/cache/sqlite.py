@@ -112,16 +112,10 @@ class SqliteCache(BaseCache[ValueT]):
         """Store ``key -> (value, ttl seconds or None)`` in one transaction,
         and delete the rows that have expired."""
         now = _now()
-        rows: list[tuple[str, str, str, bytes, float | None]] = []
-        for (namespace, key), (value, ttl) in pairs.items():
-            if ttl is not None and ttl < 0:
-                raise ValueError(
-                    f"ttl for cache key {key!r} in namespace {namespace!r} is {ttl}; "
-                    f"give seconds >= 0, or None to keep the entry forever"
-                )
-            tag, data = self.serde.dumps_typed(value)
-            expires_at = None if ttl is None else now + ttl
-            rows.append((_encode_namespace(namespace), key, tag, data, expires_at))
+        rows = [
+            (_encode_namespace(namespace), key, tag, data, expires_at)
+            for namespace, key, tag, data, expires_at in self._encoded(pairs, now)
+        ]
         with self._write() as conn:
             conn.execute(
                 "DELETE FROM pregelkit_cache WHERE expires_at IS NOT NULL AND expires_at <= ?",

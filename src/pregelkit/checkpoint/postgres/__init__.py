@@ -45,7 +45,7 @@ from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint._plans import Call
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.postgres import _core, _sql
-from pregelkit.checkpoint.postgres._faults import reopen_args
+from pregelkit.checkpoint.postgres._faults import Reconnects, reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 
 __all__ = ["PostgresSaver", "ShallowPostgresSaver"]
@@ -53,7 +53,7 @@ __all__ = ["PostgresSaver", "ShallowPostgresSaver"]
 T = TypeVar("T")
 
 
-class PostgresSaver(_plans.SqlSaver):
+class PostgresSaver(Reconnects, _plans.SqlSaver):
     """Stores checkpoints in PostgreSQL.
 
     ``PostgresSaver.from_conn_string(dsn)`` opens (and later closes) one
@@ -235,17 +235,6 @@ class PostgresSaver(_plans.SqlSaver):
             case _core.Reconnect():
                 self._reconnect()
         return None
-
-    def _reconnect(self) -> None:
-        if isinstance(self.conn, ConnectionPool):
-            self.conn.check()
-            return
-        with self._conn_lock:
-            if self.conn.closed or self.conn.broken:
-                assert self._reopen is not None
-                self.conn = psycopg.Connection.connect(**self._reopen)
-
-    # reading
 
     def get_thread_control(self, thread_id: str) -> str | None:
         """The thread's run-control mark (see ``BaseCheckpointSaver``)."""

@@ -3,13 +3,23 @@ reconnects: shared by the savers and the PostgreSQL stores."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 import psycopg
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from pregelkit.checkpoint._faults import Attempts, storage_error
 
-__all__ = ["is_storage_fault", "is_transient", "pause_or_raise", "reopen_args"]
+__all__ = [
+    "AsyncReconnects",
+    "Reconnects",
+    "is_storage_fault",
+    "is_transient",
+    "pause_or_raise",
+    "reopen_args",
+]
 
 
 def reopen_args(conn: Any) -> dict[str, Any] | None:
@@ -62,3 +72,37 @@ def pause_or_raise(attempts: Attempts, exc: psycopg.Error, what: str, operation:
     if delay is None:
         raise storage_error(what, operation, None, exc, tries=attempts.tries) from exc
     return delay
+
+
+class Reconnects:
+    """How a saver or store on sync connections reconnects after a failure:
+    a pool checks its idle connections; a single connection that broke is
+    replaced by a new one to the same server (``reopen_args``)."""
+
+    conn: Any
+    _conn_lock: threading.Lock
+    _reopen: dict[str, Any] | None
+
+    def _reconnect(self) -> None:
+        if isinstance(self.conn, ConnectionPool):
+            self.conn.check()
+            return
+        with self._conn_lock:
+            if (self.conn.closed or self.conn.broken) and self._reopen is not None:
+                self.conn = psycopg.Connection.connect(**self._reopen)
+
+
+class AsyncReconnects:
+    """``Reconnects`` for async connections."""
+
+    conn: Any
+    _conn_lock: asyncio.Lock
+    _reopen: dict[str, Any] | None
+
+    async def _reconnect(self) -> None:
+        if isinstance(self.conn, AsyncConnectionPool):
+            await self.conn.check()
+            return
+        async with self._conn_lock:
+            if (self.conn.closed or self.conn.broken) and self._reopen is not None:
+                self.conn = await psycopg.AsyncConnection.connect(**self._reopen)

@@ -46,7 +46,7 @@ from pregelkit.checkpoint.base import (
     RunnableConfig,
 )
 from pregelkit.checkpoint.postgres import _core, _sql
-from pregelkit.checkpoint.postgres._faults import reopen_args
+from pregelkit.checkpoint.postgres._faults import AsyncReconnects, reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
 
@@ -55,7 +55,7 @@ __all__ = ["AsyncPostgresSaver", "AsyncShallowPostgresSaver"]
 T = TypeVar("T")
 
 
-class AsyncPostgresSaver(_plans.SqlSaver):
+class AsyncPostgresSaver(AsyncReconnects, _plans.SqlSaver):
     """Stores checkpoints in PostgreSQL from asyncio code.
 
     Takes a ``psycopg.AsyncConnection`` (one call at a time, under an
@@ -91,10 +91,7 @@ class AsyncPostgresSaver(_plans.SqlSaver):
         self._ready = False
         self._locks = _core.LockState()
         self._lock_conn_guard = asyncio.Lock()
-        try:
-            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            self.loop = None
+        self.loop: asyncio.AbstractEventLoop | None = running_loop()
 
     @classmethod
     @asynccontextmanager
@@ -232,15 +229,6 @@ class AsyncPostgresSaver(_plans.SqlSaver):
         elif isinstance(effect, _core.Reconnect):
             await self._reconnect()
         return None
-
-    async def _reconnect(self) -> None:
-        if isinstance(self.conn, AsyncConnectionPool):
-            await self.conn.check()
-            return
-        async with self._conn_lock:
-            if self.conn.closed or self.conn.broken:
-                assert self._reopen is not None
-                self.conn = await psycopg.AsyncConnection.connect(**self._reopen)
 
     async def _enter_local(self, thread_id: str, wait: bool) -> AbstractContextManager[None]:
         """The in-process lock, polled so the loop keeps running."""

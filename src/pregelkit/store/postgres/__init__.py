@@ -32,7 +32,7 @@ from psycopg_pool import ConnectionPool
 
 from pregelkit._internal._plan import Statement, all_statements, drive, execute, migrate
 from pregelkit.checkpoint._faults import Attempts, StorageRetry
-from pregelkit.checkpoint.postgres._faults import pause_or_raise, reopen_args
+from pregelkit.checkpoint.postgres._faults import Reconnects, pause_or_raise, reopen_args
 from pregelkit.store import _index, _sqlcore
 from pregelkit.store._sweeper import SweepsInThread
 from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig
@@ -66,7 +66,7 @@ class PostgresStoreCore(_sqlcore.SqlStore):
         self._reopen = reopen_args(conn)
 
 
-class PostgresStore(SweepsInThread, PostgresStoreCore):
+class PostgresStore(Reconnects, SweepsInThread, PostgresStoreCore):
     """A :class:`~pregelkit.store.base.BaseStore` in PostgreSQL.
 
     ``with PostgresStore.from_conn_string(dsn) as store:`` opens (and later
@@ -170,14 +170,6 @@ class PostgresStore(SweepsInThread, PostgresStoreCore):
             except psycopg.Error as exc:
                 time.sleep(pause_or_raise(attempts, exc, "PostgreSQL store", "batch"))
                 self._reconnect()
-
-    def _reconnect(self) -> None:
-        if isinstance(self.conn, ConnectionPool):
-            self.conn.check()
-            return
-        with self._conn_lock:
-            if (self.conn.closed or self.conn.broken) and self._reopen is not None:
-                self.conn = psycopg.Connection.connect(**self._reopen)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in one transaction (reads, then writes: see ``BaseStore.batch``)."""

@@ -23,7 +23,7 @@ from pregelkit._internal._loop_thread import SyncCallOnLoopError
 from pregelkit._internal._plan import adrive, aexecute
 from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint._faults import Attempts, StorageRetry
-from pregelkit.checkpoint.postgres._faults import pause_or_raise
+from pregelkit.checkpoint.postgres._faults import AsyncReconnects, pause_or_raise
 from pregelkit.store import _index, _sqlcore
 from pregelkit.store._sweeper import SweepsInTask
 from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig
@@ -35,7 +35,7 @@ __all__ = ["AsyncPostgresStore"]
 T = TypeVar("T")
 
 
-class AsyncPostgresStore(SweepsInTask, AsyncBatchedBaseStore, PostgresStoreCore):
+class AsyncPostgresStore(AsyncReconnects, SweepsInTask, AsyncBatchedBaseStore, PostgresStoreCore):
     """A PostgreSQL store for asyncio code: takes a ``psycopg.AsyncConnection``
     (one call at a time) or a ``psycopg_pool.AsyncConnectionPool``; both
     belong to the event loop they were opened in, and so does the store.
@@ -61,10 +61,7 @@ class AsyncPostgresStore(SweepsInTask, AsyncBatchedBaseStore, PostgresStoreCore)
         self._configure(deserializer, index, ttl)
         self._faults(conn, retry)
         self._conn_lock = asyncio.Lock()
-        try:
-            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            self.loop = None
+        self.loop: asyncio.AbstractEventLoop | None = running_loop()
 
     @classmethod
     @asynccontextmanager
@@ -146,14 +143,6 @@ class AsyncPostgresStore(SweepsInTask, AsyncBatchedBaseStore, PostgresStoreCore)
             except psycopg.Error as exc:
                 await asyncio.sleep(pause_or_raise(attempts, exc, "PostgreSQL store", "batch"))
                 await self._reconnect()
-
-    async def _reconnect(self) -> None:
-        if isinstance(self.conn, AsyncConnectionPool):
-            await self.conn.check()
-            return
-        async with self._conn_lock:
-            if (self.conn.closed or self.conn.broken) and self._reopen is not None:
-                self.conn = await psycopg.AsyncConnection.connect(**self._reopen)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in one transaction (reads, then writes: see ``BaseStore.batch``)."""
