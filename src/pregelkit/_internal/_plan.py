@@ -122,12 +122,30 @@ class Run(Generic[T]):
 
 def drive(plan: Plan[T] | Run[T], perform: Callable[[Any], Any]) -> T:
     """Run ``plan`` to its end, performing each effect with ``perform``; an
-    error ``perform`` raises is thrown into the plan."""
-    run = plan if isinstance(plan, Run) else Run(plan)
-    while run.effect is not None:
-        with run:
-            run.value = perform(run.effect)
-    return run.result
+    error ``perform`` raises is thrown into the plan. (``adrive``'s loop,
+    written out without the ``with``: every sync storage call comes here.)"""
+    if isinstance(plan, Run):
+        gen, effect = plan.plan, plan.effect
+        if effect is None:
+            return plan.result
+    else:
+        gen = plan
+        try:
+            effect = gen.send(None)
+        except StopIteration as done:
+            first: T = done.value
+            return first
+    try:
+        while True:
+            try:
+                value = perform(effect)
+            except BaseException as exc:
+                effect = gen.throw(exc)
+            else:
+                effect = gen.send(value)
+    except StopIteration as done:
+        result: T = done.value
+        return result
 
 
 async def adrive(plan: Plan[T] | Run[T], perform: Callable[[Any], Awaitable[Any]]) -> T:
