@@ -22,7 +22,8 @@ from pregelkit.pregel._validate import check_config
 from pregelkit.runtime import RunControl
 
 if TYPE_CHECKING:
-    from pregelkit.pregel._loop import AsyncPregelLoop, PregelLoop, SyncPregelLoop
+    from pregelkit.pregel._loop import PregelLoop
+    from pregelkit.pregel._perform import AsyncPregelLoop, SyncPregelLoop
     from pregelkit.pregel._runner import PregelRunner
     from pregelkit.pregel.main import Pregel
 
@@ -72,9 +73,11 @@ class RunDriver:
         # marker through it, which wakes the driver
         self.emit: Callable[[tuple[str, ...], str, Any], None] | None = None
 
-    def _loop(self, cls: type[PregelLoop], emit: Callable[..., None], is_async: bool) -> Any:
+    def _core(self, emit: Callable[..., None], is_async: bool) -> PregelLoop:
+        from pregelkit.pregel._loop import PregelLoop
+
         graph = self.graph
-        return cls(
+        return PregelLoop(
             self.input,
             graph=graph,
             config=self.config,
@@ -107,22 +110,23 @@ class RunDriver:
                 wake.set()
 
         # the run machinery (threads, futures, logging) loads on first run, not on import
-        from pregelkit.pregel._loop import SyncPregelLoop
+        from pregelkit.pregel._perform import SyncPregelLoop
 
         graph = self.graph
-        loop: SyncPregelLoop = self._loop(SyncPregelLoop, emit, False)
-        stop = loop.run_stop
-        detach = self._listen(loop)
+        core = self._core(emit, False)
+        loop = SyncPregelLoop(core)
+        stop = core.run_stop
+        detach = self._listen(core)
         try:
             with loop:
                 try:
                     runner = _runner(loop, is_async=False)
-                    while loop.tick():
+                    while core.tick():
                         if stop.reason is not None:
                             raise stop.refuse(None)
                         loop.match_cached_writes()
                         for _ in runner.tick(
-                            [t for t in loop.tasks.values() if not t.writes],
+                            [t for t in core.tasks.values() if not t.writes],
                             timeout=graph.step_timeout,
                             retry_policy=graph.retry_policy,
                             get_waiter=wake.is_set if wake is not None else None,
@@ -130,7 +134,7 @@ class RunDriver:
                             wake=wake,
                         ):
                             yield from self._drain()
-                        if stop.reason is not None and stop.unfinished(loop.tasks):
+                        if stop.reason is not None and stop.unfinished(core.tasks):
                             raise stop.refuse(None)
                         loop.after_tick()
                         yield from self._drain()
@@ -138,13 +142,13 @@ class RunDriver:
                     stop.aborted(exc)
                     raise
         except BaseException as exc:
-            self._raise_outcome(loop, exc)
+            self._raise_outcome(core, exc)
         finally:
             detach()
-            stop.forget(loop.run.runner)
+            stop.forget(core.run.runner)
         yield from self._drain()
-        yield from _final_output(self.modes, loop)
-        yield _ended(loop)
+        yield from _final_output(self.modes, core)
+        yield _ended(core)
 
     # async: the caller's task waits on an asyncio.Event
     async def aevents(self) -> AsyncGenerator[Raw, None]:
@@ -164,25 +168,26 @@ class RunDriver:
                     aloop.call_soon_threadsafe(wake.set)
 
         self.emit = emit
-        from pregelkit.pregel._loop import AsyncPregelLoop
+        from pregelkit.pregel._perform import AsyncPregelLoop
 
         graph = self.graph
-        loop: AsyncPregelLoop = self._loop(AsyncPregelLoop, emit, True)
-        stop = loop.run_stop
-        if not loop.is_nested:
+        core = self._core(emit, True)
+        loop = AsyncPregelLoop(core)
+        stop = core.run_stop
+        if not core.is_nested:
             stop.owner = asyncio.current_task()
-        detach = self._listen(loop)
+        detach = self._listen(core)
         try:
             async with loop:
                 try:
                     runner = _runner(loop, is_async=True)
-                    while loop.tick():
+                    while core.tick():
                         if stop.reason is not None:
                             raise stop.refuse(None)
                         await loop.amatch_cached_writes()
                         await loop.settle()
                         async for _ in runner.atick(
-                            [t for t in loop.tasks.values() if not t.writes],
+                            [t for t in core.tasks.values() if not t.writes],
                             timeout=graph.step_timeout,
                             retry_policy=graph.retry_policy,
                             get_waiter=wake.is_set if wake is not None else None,
@@ -192,25 +197,24 @@ class RunDriver:
                             for event in self._drain():
                                 yield event
                         await loop.settle()
-                        if stop.reason is not None and stop.unfinished(loop.tasks):
+                        if stop.reason is not None and stop.unfinished(core.tasks):
                             raise stop.refuse(None)
-                        loop.after_tick()
-                        await loop.settle()
+                        await loop.aafter_tick()
                         for event in self._drain():
                             yield event
                 except BaseException as exc:
                     stop.aborted(exc)
                     raise
         except BaseException as exc:
-            self._raise_outcome(loop, exc)
+            self._raise_outcome(core, exc)
         finally:
             detach()
-            stop.forget(loop.run.runner)
+            stop.forget(core.run.runner)
         for event in self._drain():
             yield event
-        for event in _final_output(self.modes, loop):
+        for event in _final_output(self.modes, core):
             yield event
-        yield _ended(loop)
+        yield _ended(core)
 
     # shared by both
     def _raise_outcome(self, loop: PregelLoop, exc: BaseException) -> NoReturn:
@@ -249,7 +253,7 @@ def _runner(loop: SyncPregelLoop | AsyncPregelLoop, *, is_async: bool) -> Pregel
     from pregelkit.pregel._runner import PregelRunner
 
     runner = PregelRunner(loop, is_async=is_async)
-    loop.run.runner = runner
+    loop.core.run.runner = runner
     loop.run_stop.runners.append(runner)
     return runner
 

@@ -1,17 +1,22 @@
-"""The loop: drives supersteps and is the only place that talks to savers.
+"""The run core: one run's checkpoint, channels, step and pending writes.
 
-``PregelLoop`` holds every decision of a run (input, planning, writes,
-checkpoints, exit). The sync and async subclasses only say how a saver,
-cache or lane call is made: directly or awaited.
+``PregelLoop`` plans the steps of a run (``tick``, ``after_tick``,
+``finish``), records task writes (``put_writes``) and task calls
+(``accept_push``), and makes no I/O: where it needs a saver, a cache or the
+thread's mark it returns effects (``_effects``), or, to start, yields them
+(``start``) and is sent the answers. The performers in ``_perform`` make
+them; a test can step the core with no saver, thread or event loop.
+
+Its parts are objects built here, each with its own state: the input
+(``_loop_input.RunInput``), call records and replay (``_loop_calls``), the
+cache (``_loop_cache``), run control (``_loop_control.ThreadMark``) and
+attempt records (``_loop_attempts``); stream output is ``LoopEvents``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import nullcontext
-from functools import partial
-from types import TracebackType
+from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pregelkit._internal._constants import (
@@ -27,13 +32,11 @@ from pregelkit._internal._constants import (
     NS_SEP,
     NULL_TASK_ID,
     PREVIOUS,
-    RESUME,
-    SCHEDULED,
 )
 from pregelkit._internal._ids import utc_now_iso, uuid6
 from pregelkit._internal._scope import CURRENT
-from pregelkit._internal._threads import on_loop
 from pregelkit._internal._typing import MISSING
+from pregelkit.cache.base import BaseCache
 from pregelkit.channels.base import BaseChannel
 from pregelkit.checkpoint.base import (
     LATEST_VERSION,
@@ -49,43 +52,47 @@ from pregelkit.pregel._algo import (
     PregelTaskWrites,
     apply_writes,
     increment,
-    is_done_write,
     prepare_next_tasks,
+    prepare_push_call,
     should_interrupt,
     task_path_str,
 )
+from pregelkit.pregel._attempts import AttemptEvents
 from pregelkit.pregel._call import Call
-from pregelkit.pregel._control import (
-    DRAINED,
+from pregelkit.pregel._control import DRAINED, RunStop
+from pregelkit.pregel._effects import (
+    CacheKey,
+    Effect,
+    LoadCheckpoint,
+    PollMark,
+    ReadCache,
+    Save,
+    SaveCheckpoint,
+    SaveWrites,
+    Wait,
 )
-from pregelkit.pregel._executor import AsyncBackgroundExecutor, BackgroundExecutor
-from pregelkit.pregel._faults import RunFaults, asave_now, save_now
+from pregelkit.pregel._faults import RunFaults
 from pregelkit.pregel._io import read_channels
-from pregelkit.pregel._loop_attempts import LoopAttempts
-from pregelkit.pregel._loop_calls import LoopCalls
-from pregelkit.pregel._loop_control import LoopControl
-from pregelkit.pregel._loop_events import Emit, tee
-from pregelkit.pregel._loop_input import LoopInput
-from pregelkit.pregel._persist import (
-    AsyncSerialLane,
-    Awaited,
-    SerialLane,
-    aput_writes,
-    put_writes,
-    writer_name,
-)
+from pregelkit.pregel._loop_attempts import AttemptRecords
+from pregelkit.pregel._loop_cache import TaskCache
+from pregelkit.pregel._loop_calls import CallRecords
+from pregelkit.pregel._loop_control import ThreadMark
+from pregelkit.pregel._loop_events import Emit, LoopEvents, tee
+from pregelkit.pregel._loop_input import RunInput
+from pregelkit.pregel._persist import writer_name
 from pregelkit.pregel._scope import RunContext, TaskScope
 from pregelkit.types import Interrupt, PregelExecutableTask
 
 if TYPE_CHECKING:
     from pregelkit.pregel.main import Pregel
 
-__all__ = ["AsyncPregelLoop", "PregelLoop", "SyncPregelLoop"]
+__all__ = ["PregelLoop"]
 
 Status = Literal["input", "pending", "done", "interrupt_before", "interrupt_after", "out_of_steps"]
+Writes = list[tuple[str, Any]]
 
 
-class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
+class PregelLoop(LoopEvents):
     """One run of a graph: input, supersteps, checkpoints, exit."""
 
     def __init__(
@@ -98,45 +105,36 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
         stream_modes: frozenset[str],
         checkpointer: BaseCheckpointSaver[Any] | None,
         store: Any,
-        cache: Any,
+        cache: BaseCache[Any] | None,
         durability: str,
         interrupt_before: Sequence[str] | str,
         interrupt_after: Sequence[str] | str,
         is_async: bool,
         stream_subgraphs: bool = False,
     ) -> None:
-        self.input = input
         self.graph = graph
         self.nodes = graph.nodes
         self.specs = graph.channels
         self.trigger_to_nodes = graph.trigger_to_nodes
-        self.input_keys = graph.input_channels
         self.output_keys = graph.output_channels
         self.stream_keys = graph.stream_channels_asis
         self.interrupt_before = interrupt_before
         self.interrupt_after = interrupt_after
         self.durability = durability
+        self.wait: Wait = "sync" if durability == "sync" else "async"
+        """How a save waits (at exit too: ``durability="exit"`` saves on the lane then)."""
         self.is_async = is_async
         self.status: Status = "input"
         self.interrupts: list[Interrupt] = []
         self._interrupt_ids: set[str] = set()
-        self.output: Any = None
         self.tasks: dict[str, PregelExecutableTask] = {}
         self.updated_channels: set[str] | None = None
         self.live_ephemeral: set[str] = set()
         self._unsaved: set[str] = set()
-        self._done_writes: dict[str, list[tuple[str, Any]]] = {}
-        self._call_records: dict[str, Any] = {}
-        self._null_writes: list[tuple[str, Any]] = []
+        self.calls = CallRecords()
         self.checkpoint_pending_writes: list[tuple[str, str, Any]] = []
-        self.addressed = False
-        """The caller named the checkpoint this run starts from."""
-        self.replays_past = False
-        """The run starts from a checkpoint the thread has moved past."""
         self._lock = threading.Lock()
-        self._fresh: dict[tuple[Any, str], list[tuple[str, Any]]] = {}
-        """Results of this run on their way to the cache (written in the
-        background): a same-run call with the same key is served from here."""
+        self.cached = TaskCache(cache)
         self._relay: tuple[Emit, frozenset[str]] | None = None
 
         parent = CURRENT.get()
@@ -155,6 +153,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
                 checkpointer = parent.run.checkpointer
             store = store if store is not None else parent.run.store
             cache = cache if cache is not None else parent.run.cache
+            self.cached = TaskCache(cache)
             # ``stream`` stays this run's own caller (a nested ``invoke`` reads its
             # output from it); when the parent streams subgraphs, events go to
             # the parent's stream as well, each sink getting its own modes.
@@ -164,6 +163,12 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
                 stream = tee(stream, stream_modes, *relay)
                 stream_modes = stream_modes | relay[1]
                 stream_subgraphs = True
+        self.input = RunInput(
+            input,
+            graph.input_channels,
+            parent is not None,
+            parent is not None and parent.run.resuming,
+        )
         self.config = config
         conf = config.get(CONF, {})
         self.ns: str = conf.get(CONFIG_KEY_CHECKPOINT_NS, "")
@@ -172,12 +177,9 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
         self._keep_writes = checkpointer is not None and durability == "exit"
         thread_id = conf.get(CONFIG_KEY_THREAD_ID)
         self.faults = RunFaults(None if thread_id is None else str(thread_id))
-        self.store = store
-        self.cache = cache
         self.stream = stream
         self.stream_modes = stream_modes
-        self.stream_subgraphs = stream_subgraphs
-        if checkpointer is not None and conf.get(CONFIG_KEY_THREAD_ID) is None:
+        if checkpointer is not None and thread_id is None:
             raise ValueError(
                 "this graph has a checkpointer, so it needs a thread id: pass "
                 "config={'configurable': {'thread_id': '...'}}"
@@ -205,15 +207,49 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
         if parent is not None:
             self.run.resume_slot = parent.run.resume_slot
             self.run.resume_map = parent.run.resume_map
-        self._init_control(parent)
-        self._init_attempts(parent, thread_id, self.ns)
+        # a nested run stops with the run it is part of
+        stop = parent.run.stop if parent is not None else None
+        self.run_stop: RunStop = RunStop() if stop is None else stop
+        self.run.stop = self.run_stop
+        self.mark = ThreadMark(self.run_stop, config, checkpointer, parent is not None)
+        self.attempts = AttemptRecords(
+            checkpointer,
+            None if thread_id is None else str(thread_id),
+            self.ns,
+            parent,
+            self.run,
+            starts=durability != "exit",
+        )
         self._next_version: Any = (
             checkpointer.get_next_version if checkpointer is not None else increment
         )
         self._max_version: Any = None
 
-    # setup
-    def _setup(self, saved: CheckpointTuple | None, latest: CheckpointTuple | None = None) -> None:
+    # start-up
+    def start(self) -> Generator[Effect, Any, None]:
+        """The run's start: read the thread's mark, load its checkpoint (and
+        the latest, when the caller names a past one), take the input and
+        save what it writes; the answers of reads are sent back."""
+        gate = self.mark.gate()
+        if gate is not None:
+            mark, queued = yield gate
+            self.mark.opened(mark, queued)
+            yield PollMark(gate.thread_id)
+        saved: CheckpointTuple | None = None
+        newest: CheckpointTuple | None = None
+        if self.checkpointer is not None:
+            saved = yield LoadCheckpoint(self.checkpoint_config)
+            if saved is not None and (latest := self._latest_config()) is not None:
+                newest = yield LoadCheckpoint(latest)
+                saved = self._replay(saved, newest)
+        yield from self._setup(saved, newest)
+        accepted = self.mark.accepted()
+        if accepted is not None:
+            yield accepted
+
+    def _setup(
+        self, saved: CheckpointTuple | None, latest: CheckpointTuple | None
+    ) -> Generator[Effect, Any, None]:
         asked = self.checkpoint_config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
         if saved is None and asked and not self.is_nested:
             raise ValueError(
@@ -247,8 +283,8 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
         self.checkpoint_metadata: CheckpointMetadata = saved.metadata
         # new ids sort after the thread's newest one, whatever the clock says
         self._last_id: str = max(cp["id"], latest.checkpoint["id"] if latest else "")
-        self.addressed = bool(asked) and not self.is_nested
-        self.replays_past = latest is not None and latest.checkpoint["id"] != cp["id"]
+        self.input.addressed = bool(asked) and not self.is_nested
+        self.input.replays_past = latest is not None and latest.checkpoint["id"] != cp["id"]
         self.checkpoint_id_saved = cp["id"] if saved.pending_writes is not None else None
         values = self.checkpoint["channel_values"]
         channels: dict[str, BaseChannel[Any, Any, Any]] = {}
@@ -272,11 +308,58 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
                 self.parents[pns] = pid
         pending = list(saved.pending_writes or ())
         self.checkpoint_pending_writes = pending
-        self._index_pending(pending)
+        self.calls.index(pending, self.run.resume_writes)
         if PREVIOUS in channels and channels[PREVIOUS].is_available():
             self.run.previous = channels[PREVIOUS].get()
-        self.updated_channels = self._first()
+        self.updated_channels = yield from self._first()
         self.run.checkpoint_id = self.checkpoint["id"]
+
+    def _first(self) -> Generator[Effect, Any, set[str] | None]:
+        """Take the input (``RunInput`` says how) and save what it writes."""
+        start = self.input.start(
+            self.run,
+            self.checkpoint["channel_versions"],
+            self.checkpoint_pending_writes,
+            self.calls.done,
+            self.channels,
+            self.checkpoint_metadata.get("source"),
+        )
+        for writes in (start.resume, start.update):
+            if writes:
+                for save in self.put_writes(NULL_TASK_ID, writes):
+                    yield save
+        if start.update:
+            self.calls.null.extend(start.update)
+        if start.input is None:
+            return (yield from self._resume(start.forks))
+        self.checkpoint_pending_writes = []
+        self.calls.clear()
+        self.run.resume_writes.clear()
+        changed: set[str] = set()
+        # no values chunk for the input itself: LangGraph shows values after
+        # each step (and where a resumed run stands), not the input written
+        updated = self._apply([PregelTaskWrites((), INPUT, start.input, ())], changed)
+        if (checkpoint := self._put_checkpoint({"source": "input"}, changed)) is not None:
+            yield checkpoint
+        return updated
+
+    def _resume(self, forks: bool) -> Generator[Effect, Any, set[str] | None]:
+        """Resuming: plan every node, as nothing says what changed last.
+
+        ``forks``: the run goes on from a checkpoint the caller named (time
+        travel), so it first saves a ``fork`` checkpoint, a copy of that one, as
+        LangGraph does: the new branch starts there, and the named checkpoint's
+        history stays as it was."""
+        self.run.resuming = True
+        versions = self.checkpoint["channel_versions"]
+        self.checkpoint["versions_seen"][INTERRUPT] = dict(versions)
+        if forks and (save := self._put_checkpoint({"source": "fork"}, set())) is not None:
+            yield save
+        if "values" in self.stream_modes:
+            # as LangGraph does: a resumed run first shows where it stands
+            # (None, or an empty dict, when nothing is written yet)
+            self._emit("values", read_channels(self.channels, self.output_keys))
+        return None
 
     def _latest_config(self) -> dict[str, Any] | None:
         """When the run names a checkpoint, the config of its thread's latest one:
@@ -298,26 +381,6 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
         if latest is None or latest.checkpoint["id"] == saved.checkpoint["id"]:
             return saved
         return saved._replace(pending_writes=[])
-
-    def _index_pending(self, pending: Sequence[tuple[str, str, Any]]) -> None:
-        done: dict[str, list[tuple[str, Any]]] = {}
-        resumes = self.run.resume_writes
-        for tid, chan, value in pending:
-            if chan == RESUME:
-                if tid != NULL_TASK_ID:
-                    resumes[tid] = value
-            elif chan == CALL:
-                self._call_records[tid] = value
-            elif tid == NULL_TASK_ID:
-                if chan not in (ERROR, INTERRUPT, SCHEDULED):
-                    self._null_writes.append((chan, value))
-            elif is_done_write(chan):
-                bucket = done.get(tid)
-                if bucket is None:
-                    done[tid] = [(chan, value)]
-                else:
-                    bucket.append((chan, value))
-        self._done_writes = done
 
     def _apply(self, tasks: Sequence[Any], changed: set[str]) -> set[str]:
         updated = apply_writes(
@@ -366,13 +429,15 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
             self.status = "done"
             return False
         self.status = "pending"
-        if self._done_writes:
-            listened = self.attempt_log is not None or self.hooks is not None
+        done_writes = self.calls.done
+        if done_writes:
+            attempts = self.attempts
+            listened = attempts.log is not None or attempts.hooks is not None
             for tid, task in self.tasks.items():
-                if (done := self._done_writes.get(tid)) is not None:
+                if (done := done_writes.get(tid)) is not None:
                     task.writes.extend(done)
                     if listened:
-                        self._attempt_instant(task, "replayed")
+                        attempts.instant(task, self.step, "replayed")
         if self.interrupt_before and should_interrupt(
             self.checkpoint, self.interrupt_before, self.tasks.values()
         ):
@@ -382,7 +447,7 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
             # every task of the step, as LangGraph: those a resume replays too
             for task in self.tasks.values():
                 self._task_started(task)
-        if self._done_writes and self.stream is not None:
+        if done_writes and self.stream is not None:
             # as LangGraph: the updates of tasks whose saved writes a resume
             # takes instead of running them, marked cached
             for task in self.tasks.values():
@@ -392,12 +457,13 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
             self._emit(EVENTS, ("step", None, self.step))
         return True
 
-    def after_tick(self) -> None:
-        """Finish the step: apply its writes, save a checkpoint."""
+    def after_tick(self) -> list[Save]:
+        """Finish the step: apply its writes; returns the saves of its
+        buffered attempt records and of the new checkpoint."""
         self.faults.raise_if_failed(self.step)
         tasks: list[Any] = list(self.tasks.values())
-        if self._null_writes:
-            tasks.append(PregelTaskWrites((), INPUT, self._null_writes, ()))
+        if self.calls.null:
+            tasks.append(PregelTaskWrites((), INPUT, self.calls.null, ()))
         changed: set[str] = set()
         self.updated_channels = self._apply(tasks, changed)
         if "values" in self.stream_modes and not self.updated_channels.isdisjoint(
@@ -405,24 +471,31 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
         ):
             self._emit("values", read_channels(self.channels, self.output_keys))
         self.checkpoint_pending_writes = []
-        self._done_writes = {}
-        self._call_records = {}
-        self._null_writes = []
+        self.calls.clear()
         self.run.resume_writes.clear()
         self.run.resuming = False
         finished = self.tasks
         self.tasks = {}
-        if self.durability != "exit":
-            self._save_buffered()
-        self._put_checkpoint({"source": "loop"}, changed)
+        effects: list[Save] = []
+        if self.durability != "exit" and (rows := self.attempts.buffered(self.wait)) is not None:
+            effects.append(rows)
+        if (save := self._put_checkpoint({"source": "loop"}, changed)) is not None:
+            effects.append(save)
         if self.interrupt_after and should_interrupt(
             self.checkpoint, self.interrupt_after, finished.values()
         ):
             self.status = "interrupt_after"
             self._emit_checkpoint()
+        return effects
+
+    def go_on(self) -> None:
+        """After the step's saves are made: an ``interrupt_after`` node ran."""
+        if self.status == "interrupt_after":
             raise GraphInterrupt()
 
-    def _put_checkpoint(self, metadata: CheckpointMetadata, changed: set[str]) -> None:
+    def _put_checkpoint(
+        self, metadata: CheckpointMetadata, changed: set[str]
+    ) -> SaveCheckpoint | None:
         metadata["step"] = self.step
         metadata["parents"] = self.parents
         values = self.checkpoint["channel_values"]
@@ -444,11 +517,13 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
         )
         self.checkpoint_metadata = metadata
         self.run.checkpoint_id = self._last_id = self.checkpoint["id"]
+        save = None
         if self.checkpointer is not None and self.durability != "exit":
-            self._save_checkpoint()
+            save = self._save_checkpoint()
         self.step += 1
+        return save
 
-    def _save_checkpoint(self) -> None:
+    def _save_checkpoint(self) -> SaveCheckpoint:
         cp = self.checkpoint
         versions = cp["channel_versions"]
         values = cp["channel_values"]
@@ -475,23 +550,22 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
             for k, v in run_meta.items():
                 if not k.startswith("__") and isinstance(v, (str, int, float, bool)):
                     metadata.setdefault(k, v)
-        saver = self.checkpointer
-        assert saver is not None
-        self._persist(saver.put, saver.aput, config, snapshot, metadata, new_versions)
+        return SaveCheckpoint(config, snapshot, metadata, new_versions, self.wait)
 
     # writes
-    def put_writes(self, task_id: str, writes: Sequence[tuple[str, Any]]) -> Any:
-        """Record a task's writes: in memory, on the stream, in the cache, in the saver."""
+    def put_writes(self, task_id: str, writes: Sequence[tuple[str, Any]]) -> Sequence[Save]:
+        """Record a task's writes: in memory and on the stream; returns their
+        saves (to the cache, then to the saver, the last effect)."""
         if not writes:
-            return None
+            return _NONE
         stop = self.run_stop
         if stop.reason is not None and (
             task_id in stop.refused
             or (writes[0][0] == ERROR and stop.reason != DRAINED)
             or stop.abandoned
         ):
-            return None  # a task cut short by the stop (or by what stopping did to it)
-        log = self.attempt_log
+            return _NONE  # a task cut short by the stop (or by what stopping did to it)
+        log = self.attempts.log
         ok = writes[0][0] not in (ERROR, INTERRUPT)
         if log is not None and not ok:
             log.end_with(task_id, writes)
@@ -506,19 +580,12 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
             # only "exit" durability saves them later; otherwise they are in
             # the saver already and keeping them would only feed the GC
             self.checkpoint_pending_writes.extend([(task_id, c, v) for c, v in writes])
+        effects: list[Save] = []
         task = self.tasks.get(task_id)
         if task is not None:
             self._output_writes(task, writes, False)
-            if (
-                task.cache_key is not None
-                and self.cache is not None
-                and writes[0][0] not in (ERROR, INTERRUPT)
-            ):
-                key = task.cache_key
-                full = (key.ns, key.key)
-                self._fresh[full] = list(writes)
-                pairs = {full: (list(writes), key.ttl)}
-                self._background(self._cache_set, self._acache_set, pairs, apart=True)
+            if ok and (fill := self.cached.write(task, list(writes))) is not None:
+                effects.append(fill)
         elif writes[0][0] == INTERRUPT:
             self._emit_interrupts([i for c, v in writes if c == INTERRUPT for i in v])
         if task is not None and type(task.proc) is Call:
@@ -528,33 +595,153 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
         if self.checkpointer is None or self.durability == "exit":
             if log is not None and ok:
                 log.end(task_id, "ok")  # saved at exit
-            return None
+            return effects
         path = (task.path_str or task_path_str(task.path)) if task is not None else ""
-        who = writer_name(task, task_id)
-        return self._persist(
-            put_writes,
-            aput_writes,
-            self.checkpointer,
-            self.checkpoint_config,
-            list(writes),
-            task_id,
-            path,
-            who,
-            () if log is None else log.end_ok(task_id) if ok else log.take(),
+        effects.append(
+            SaveWrites(
+                self.checkpoint_config,
+                list(writes),
+                task_id,
+                path,
+                writer_name(task, task_id),
+                () if log is None else log.end_ok(task_id) if ok else log.take(),
+                self.wait,
+            )
         )
+        return effects
+
+    # task calls (functional API)
+    def accept_push(
+        self, parent: PregelExecutableTask, idx: int, call: Call
+    ) -> tuple[PregelExecutableTask, Sequence[Save | ReadCache]]:
+        """Create the task for a call made by a running task, with what the
+        performer must do for it: a call whose writes were saved before (a
+        replay) gets them back and will not run; a cache hit likewise. A
+        call with a cache key not answered from this run's fresh results
+        comes with a ``ReadCache`` (the performer then hands the answer to
+        ``take_call``; an async run's runner reads it later, ``alookup_call``).
+        Once the run is asked to stop, no call starts."""
+        self.faults.raise_if_failed(self.step)
+        if self.run_stop.reason is not None:
+            raise self.run_stop.refuse(parent)
+        pushed = prepare_push_call(self.planner, parent, idx, call)
+        replayed = self.calls.replayed(self.planner, parent, idx, call, pushed.id)
+        if replayed is not None:
+            pushed.writes.extend(replayed)
+            attempts = self.attempts
+            if attempts.log is not None or attempts.hooks is not None:
+                attempts.instant(pushed, self.step, "replayed")
+            if "tasks" in self.stream_modes or "debug" in self.stream_modes:
+                # as LangGraph streams it: the call starts again, its result
+                # comes from the record (no task_result event)
+                self._task_started(pushed)
+            return pushed, _NONE
+        key = self.cached.key_of(pushed)
+        if key is not None:
+            hit = self.cached.fresh.get(key)
+            if hit:
+                return pushed, self._take_cached(pushed, hit)
+            if self.is_async:
+                # the runner reads the cache with ``aget`` (``alookup_call``):
+                # a sync read here would hold up the event loop
+                return pushed, _NONE
+            return pushed, [ReadCache([key])]
+        return self._push_new(pushed), _NONE
+
+    def call_key(self, pushed: PregelExecutableTask) -> tuple[CacheKey, Writes | None]:
+        """The cache key of a call ``accept_push`` left unread, and the
+        answer this run's fresh results give (None: read the cache)."""
+        key = self.cached.key_of(pushed)
+        assert key is not None
+        return key, self.cached.fresh.get(key) or None
+
+    def take_call(
+        self, pushed: PregelExecutableTask, hit: Writes | None
+    ) -> tuple[bool, Sequence[Save]]:
+        """The cache's answer for a call: a hit makes its writes the task's,
+        a miss makes it a task of the step like any other."""
+        if hit:
+            return True, self._take_cached(pushed, hit)
+        self._push_new(pushed)
+        return False, _NONE
+
+    def _take_cached(self, pushed: PregelExecutableTask, hit: Writes) -> Sequence[Save]:
+        """A call answered by the cache. The cached writes carry the identity
+        of the call that filled the cache; this position records this call."""
+        writes = [w for w in hit if w[0] != CALL]
+        call = pushed.proc
+        assert type(call) is Call
+        writes.append((CALL, call.call_id))
+        pushed.writes.extend(writes)
+        self._output_writes(pushed, writes, True)
+        return self._record_cached(pushed)
+
+    def _push_new(self, pushed: PregelExecutableTask) -> PregelExecutableTask:
+        self.tasks[pushed.id] = pushed
+        if "tasks" in self.stream_modes or "debug" in self.stream_modes:
+            self._task_started(pushed)
+        return pushed
+
+    def cache_hits(
+        self, wanted: dict[CacheKey, PregelExecutableTask], found: dict[CacheKey, Writes]
+    ) -> list[Save]:
+        """The step's tasks the cache answered (``found``, the answer to
+        ``ReadCache`` of ``wanted``) take its writes; returns their saves."""
+        effects: list[Save] = []
+        for task, writes in self.cached.hits(wanted, found):
+            task.writes.extend(writes)
+            self._output_writes(task, writes, True)
+            effects.extend(self._record_cached(task))
+        return effects
+
+    def _record_cached(self, task: PregelExecutableTask) -> Sequence[Save]:
+        """Save a cache hit as the task's writes, so a replay needs no cache."""
+        writes = list(task.writes)
+        attempts = self.attempts
+        if attempts.log is not None or attempts.hooks is not None:
+            attempts.instant(task, self.step, "cached")
+        if self._keep_writes:
+            self.checkpoint_pending_writes.extend((task.id, c, v) for c, v in writes)
+        if self.checkpointer is None or self.durability == "exit":
+            return _NONE
+        path = task_path_str(task.path)
+        who = writer_name(task, task.id)
+        return (SaveWrites(self.checkpoint_config, writes, task.id, path, who, (), "async"),)
+
+    def recorded_call(self, parent: PregelExecutableTask, idx: int) -> tuple[str, str | None]:
+        """The id of the call ``parent`` makes at ``idx``, and the identity
+        recorded there by the run this one resumes (None if nothing is)."""
+        return self.calls.recorded(self.planner, parent, idx)
+
+    def remember_call(self, task_id: str, writes: list[tuple[str, Any]]) -> None:
+        """A finished call, replayed if its caller runs again in this step."""
+        self.calls.remember(task_id, writes)
+
+    def attempt_events(self) -> AttemptEvents | None:
+        """What the runner tells of attempts, or None when nobody listens."""
+        return self.attempts.events(self)
+
+    def check_saved(self) -> None:
+        """Raise the run's storage failure, if a save has failed: asked before
+        every task body starts."""
+        self.faults.raise_if_failed(self.step)
 
     # exit
-    def _finish(self, exc: BaseException | None) -> bool:
-        """Decide what exiting means; return whether to swallow ``exc``."""
-        self._close_attempts()
-        self._attempts_at_exit(exc)
+    def finish(self, exc: BaseException | None) -> tuple[bool, list[Save]]:
+        """Decide what exiting means: whether to swallow ``exc``, and the
+        saves the run still owes (its writes, with ``durability="exit"``)."""
+        effects: list[Save] = []
+        if (rows := self.attempts.at_exit(exc, self.wait)) is not None:
+            effects.append(rows)
         if isinstance(exc, NondeterminismError):
-            return False  # nothing this resume did is saved: the old code can still resume
-        self._mark_drained(exc)
-        self._drop_moot_cancel(exc)
+            # nothing this resume did is saved: the old code can still resume
+            return False, effects
+        done = self.status == "done"
+        if (mark := self.mark.at_exit(exc, done, self.wait)) is not None:
+            effects.append(mark)
         if self.checkpointer is not None and self.durability == "exit":
             if self.checkpoint_id_saved != self.checkpoint["id"] or self._unsaved:
-                self._save_checkpoint()
+                effects.append(self._save_checkpoint())
             by_task: dict[str, list[tuple[str, Any]]] = {}
             for tid, chan, value in self.checkpoint_pending_writes:
                 by_task.setdefault(tid, []).append((chan, value))
@@ -562,15 +749,8 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
                 task = self.tasks.get(tid)
                 path = (task.path_str or task_path_str(task.path)) if task is not None else ""
                 who = writer_name(task, tid)
-                self._persist(
-                    put_writes,
-                    aput_writes,
-                    self.checkpointer,
-                    self.checkpoint_config,
-                    writes,
-                    tid,
-                    path,
-                    who,
+                effects.append(
+                    SaveWrites(self.checkpoint_config, writes, tid, path, who, (), self.wait)
                 )
         if isinstance(exc, GraphInterrupt):
             if not self.is_nested and self.stream is not None:
@@ -579,216 +759,9 @@ class PregelLoop(LoopInput, LoopControl, LoopCalls, LoopAttempts):
                 self._emit_interrupts(exc.interrupts)
             elif not self.interrupts:
                 self._emit("updates", {INTERRUPT: ()})
-            return not self.is_nested
-        return False
-
-    def check_saved(self) -> None:
-        """Raise the run's storage failure, if a save has failed: asked before
-        every task body starts."""
-        self.faults.raise_if_failed(self.step)
-
-    # how a saver/cache call is made: the subclasses decide
-    def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
-        raise NotImplementedError
-
-    def _background(
-        self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any, apart: bool = False
-    ) -> None:
-        raise NotImplementedError
+            return not self.is_nested, effects
+        return False, effects
 
 
-class SyncPregelLoop(PregelLoop):
-    """The loop for ``invoke``/``stream``: saver calls are plain calls."""
-
-    def __enter__(self) -> SyncPregelLoop:
-        self._executor = BackgroundExecutor(self.config)
-        self.submit = self._executor.submit
-        self._lane = SerialLane(
-            self.faults, nullcontext if self.checkpointer is None else self.checkpointer.grouped
-        )
-        self._thread_lock = None
-        if (locker := self._thread_locker()) is not None:
-            thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
-            wait = bool(self.config[CONF].get("wait_for_thread", False))
-            self._thread_lock = locker.lock_thread(thread_id, wait=wait)
-            self._thread_lock.__enter__()
-        try:
-            self._start_control()
-            saved = (
-                self.checkpointer.get_tuple(self.checkpoint_config)
-                if self.checkpointer is not None
-                else None
-            )
-            saver = self.checkpointer
-            newest = None
-            if saver is not None and saved is not None and (latest := self._latest_config()):
-                newest = saver.get_tuple(latest)
-                saved = self._replay(saved, newest)
-            self._setup(saved, newest)
-            self._accepted_control()
-        except BaseException:
-            self._release()
-            raise
-        return self
-
-    def _release(self) -> None:
-        self._end_control()
-        if self._thread_lock is not None:
-            self._thread_lock.__exit__(None, None, None)
-            self._thread_lock = None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> bool:
-        try:
-            # tasks still running (a run stopped or failed midway) finish first,
-            # so that exiting saves their writes too
-            try:
-                ctrl_c = self.run_stop.settle(
-                    partial(self._executor.__exit__, exc_type, exc_value, traceback), exc_value
-                )
-            finally:
-                suppress = self._finish(exc_value)
-            self._lane.wait()
-            self.faults.raise_if_failed(self.step)
-        finally:
-            self._release()
-        if ctrl_c is not None and not isinstance(exc_value, KeyboardInterrupt):
-            raise ctrl_c
-        return suppress
-
-    def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
-        if self.durability == "sync":
-            save_now(self.faults, self.step, fn, *args)
-        else:
-            self._lane.put(fn, *args)
-        return None
-
-    def _background(
-        self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any, apart: bool = False
-    ) -> None:
-        self._lane.put(fn, *args, apart=apart)
-
-    def match_cached_writes(self) -> list[PregelExecutableTask]:
-        wanted = self._cached_lookup()
-        if not wanted:
-            return []
-        assert self.cache is not None
-        return self._apply_cached(wanted, self.cache.get(list(wanted)))
-
-
-class AsyncPregelLoop(PregelLoop):
-    """The loop for ``ainvoke``/``astream``: saver calls are awaited."""
-
-    async def __aenter__(self) -> AsyncPregelLoop:
-        import asyncio
-
-        self._executor = AsyncBackgroundExecutor(self.config)
-        await self._executor.__aenter__()
-        self.submit = self._executor.submit
-        self._aloop = asyncio.get_running_loop()
-        self._io_wait: list[Awaitable[Any]] = []
-        saver = self.checkpointer
-        self._lane = AsyncSerialLane(
-            self.faults, self._aloop, nullcontext if saver is None else saver.agrouped
-        )
-        self._thread_lock = None
-        if (locker := self._thread_locker()) is not None:
-            thread_id = str(self.config[CONF][CONFIG_KEY_THREAD_ID])
-            wait = bool(self.config[CONF].get("wait_for_thread", False))
-            self._thread_lock = locker.alock_thread(thread_id, wait=wait)
-            await self._thread_lock.__aenter__()
-        try:
-            await self._astart_control()
-            saved = (
-                await self.checkpointer.aget_tuple(self.checkpoint_config)
-                if self.checkpointer is not None
-                else None
-            )
-            saver = self.checkpointer
-            newest = None
-            if saver is not None and saved is not None and (latest := self._latest_config()):
-                newest = await saver.aget_tuple(latest)
-                saved = self._replay(saved, newest)
-            self._setup(saved, newest)
-            await self._aaccepted_control()
-            await self.settle()
-        except BaseException:
-            await self._release()
-            raise
-        return self
-
-    async def _release(self) -> None:
-        try:
-            await self._aend_control()
-        finally:
-            if self._thread_lock is not None:
-                await self._thread_lock.__aexit__(None, None, None)
-                self._thread_lock = None
-
-    async def settle(self) -> None:
-        """Wait for the saver calls that must finish before the run goes on."""
-        while self._io_wait:
-            pending, self._io_wait = self._io_wait, []
-            for aw in pending:
-                await aw
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> bool:
-        import asyncio
-
-        try:
-            if exc_value is not None:
-                self.run_stop.aborted(exc_value)  # as RunStop.settle does for sync runs
-            try:
-                await self._executor.__aexit__(exc_type, exc_value, traceback)
-            except asyncio.CancelledError:
-                # cancelled (again) while waiting for tasks still running:
-                # walk away from them, as a second Ctrl-C does
-                self.run_stop.walk_away()
-                raise
-            finally:
-                suppress = self._finish(exc_value)
-            try:
-                await self.settle()
-            finally:
-                await self._lane.wait()
-            self.faults.raise_if_failed(self.step)
-        finally:
-            await self._release()
-        return suppress
-
-    def _persist(self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any) -> Any:
-        import asyncio
-
-        if self.durability == "sync":
-            if on_loop(self._aloop):
-                return Awaited(asave_now(self.faults, self.step, afn, *args), self._io_wait)
-            asyncio.run_coroutine_threadsafe(
-                asave_now(self.faults, self.step, afn, *args), self._aloop
-            ).result()
-            return None
-        self._background(fn, afn, *args)
-        return None
-
-    def _background(
-        self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any, apart: bool = False
-    ) -> None:
-        if on_loop(self._aloop):
-            self._lane.put(afn, *args, apart=apart)
-        else:
-            self._aloop.call_soon_threadsafe(partial(self._background, fn, afn, *args, apart=apart))
-
-    async def amatch_cached_writes(self) -> list[PregelExecutableTask]:
-        wanted = self._cached_lookup()
-        if not wanted:
-            return []
-        assert self.cache is not None
-        return self._apply_cached(wanted, await self.cache.aget(list(wanted)))
+_NONE: tuple[Save, ...] = ()
+"""No effect."""

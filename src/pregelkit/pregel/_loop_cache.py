@@ -1,96 +1,74 @@
-"""The loop's use of the task cache: hits found before a step runs, and a
-hit saved as the task's writes so a replay needs no cache.
+"""The run's use of the task cache: which tasks to look up, what a hit
+gives, and the results on their way to the cache.
 
-``LoopCache`` is a base of ``PregelLoop``.
+``TaskCache`` makes no cache call: it says what to read (``ReadCache``)
+and write (``WriteCache``), and the performer reads and writes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pregelkit.checkpoint.attempts import Outcome
-from pregelkit.checkpoint.base import BaseCheckpointSaver
-from pregelkit.pregel._algo import task_path_str
-from pregelkit.pregel._attempts import AttemptLog
-from pregelkit.pregel._hooks import AttemptHooks
-from pregelkit.pregel._loop_events import LoopEvents
+from pregelkit.cache.base import BaseCache
+from pregelkit.pregel._effects import CacheKey, ReadCache, WriteCache
 from pregelkit.types import PregelExecutableTask
 
-__all__ = ["LoopCache"]
+__all__ = ["TaskCache"]
+
+Writes = list[tuple[str, Any]]
 
 
-class LoopCache(LoopEvents):
-    """Cache lookups and cache-hit records of one run."""
+class TaskCache:
+    """The cache of one run, and the results it has not written yet."""
 
-    cache: Any
-    checkpointer: BaseCheckpointSaver[Any] | None
-    checkpoint_config: dict[str, Any]
-    checkpoint_pending_writes: list[tuple[str, str, Any]]
-    durability: str
-    tasks: dict[str, PregelExecutableTask]
-    _fresh: dict[tuple[Any, str], list[tuple[str, Any]]]
-    _keep_writes: bool
-    attempt_log: AttemptLog | None
-    hooks: AttemptHooks | None
-    _attempt_instant: Callable[[PregelExecutableTask, Outcome], None]
+    __slots__ = ("cache", "fresh")
 
-    def _background(
-        self, fn: Callable[..., Any], afn: Callable[..., Any], *args: Any, apart: bool = False
-    ) -> None:
-        raise NotImplementedError
+    def __init__(self, cache: BaseCache[Any] | None) -> None:
+        self.cache = cache
+        self.fresh: dict[CacheKey, Writes] = {}
+        """Results of this run on their way to the cache (written in the
+        background): a same-run call with the same key is served from here."""
 
-    def _record_cached(self, task: PregelExecutableTask) -> None:
-        """Save a cache hit as the task's writes, so a replay needs no cache."""
-        writes = list(task.writes)
-        if self.attempt_log is not None or self.hooks is not None:
-            self._attempt_instant(task, "cached")
-        if self._keep_writes:
-            self.checkpoint_pending_writes.extend((task.id, c, v) for c, v in writes)
-        if self.checkpointer is not None and self.durability != "exit":
-            saver = self.checkpointer
-            self._background(
-                saver.put_writes,
-                saver.aput_writes,
-                self.checkpoint_config,
-                writes,
-                task.id,
-                task_path_str(task.path),
-            )
-
-    def _cache_set(self, pairs: Mapping[tuple[Any, str], Any]) -> None:
-        assert self.cache is not None
-        self.cache.set(pairs)
-        for key in pairs:
-            self._fresh.pop(key, None)
-
-    async def _acache_set(self, pairs: Mapping[tuple[Any, str], Any]) -> None:
-        assert self.cache is not None
-        await self.cache.aset(pairs)
-        for key in pairs:
-            self._fresh.pop(key, None)
-
-    def _cached_lookup(self) -> dict[tuple[Any, str], PregelExecutableTask]:
+    def wanted(self, tasks: Iterable[PregelExecutableTask]) -> dict[CacheKey, PregelExecutableTask]:
+        """The tasks of a step to look up, by key: those with a cache key and no writes yet."""
         if self.cache is None:
             return {}
         return {
             (t.cache_key.ns, t.cache_key.key): t
-            for t in self.tasks.values()
+            for t in tasks
             if t.cache_key is not None and not t.writes
         }
 
-    def _apply_cached(
-        self, wanted: dict[tuple[Any, str], PregelExecutableTask], found: Mapping[Any, Any]
-    ) -> list[PregelExecutableTask]:
-        matched = []
-        if self._fresh:
-            fresh = {k: self._fresh[k] for k in wanted if k in self._fresh}
+    @staticmethod
+    def read(wanted: Mapping[CacheKey, PregelExecutableTask]) -> ReadCache:
+        return ReadCache(list(wanted))
+
+    def hits(
+        self, wanted: Mapping[CacheKey, PregelExecutableTask], found: Mapping[CacheKey, Writes]
+    ) -> list[tuple[PregelExecutableTask, Writes]]:
+        """The tasks ``found`` (a cache read) answers, with this run's fresh results."""
+        if self.fresh:
+            fresh = {k: self.fresh[k] for k in wanted if k in self.fresh}
             found = {**found, **fresh} if fresh else found
+        hits = []
         for key, writes in found.items():
             task = wanted.get(key)
             if task is not None and writes:
-                task.writes.extend(writes)
-                self._output_writes(task, writes, True)
-                self._record_cached(task)
-                matched.append(task)
-        return matched
+                hits.append((task, writes))
+        return hits
+
+    def key_of(self, task: PregelExecutableTask) -> CacheKey | None:
+        """The cache key of a call, if the run has a cache and the call a policy."""
+        if task.cache_key is None or self.cache is None:
+            return None
+        return (task.cache_key.ns, task.cache_key.key)
+
+    def write(self, task: PregelExecutableTask, writes: Writes) -> WriteCache | None:
+        """A task's result on its way to the cache."""
+        key = task.cache_key
+        if key is None or self.cache is None:
+            return None
+        full = (key.ns, key.key)
+        self.fresh[full] = writes
+        return WriteCache({full: (writes, key.ttl)}, self.fresh, "async")
