@@ -229,7 +229,8 @@ class PregelLoop(LoopEvents):
     def start(self) -> Generator[Effect, Any, None]:
         """The run's start: read the thread's mark, load its checkpoint (and
         the latest, when the caller names a past one), take the input and
-        save what it writes; the answers of reads are sent back."""
+        save what it writes; the answers of reads are sent back (nothing
+        is sent for a save)."""
         gate = self.mark.gate()
         if gate is not None:
             mark, queued = yield gate
@@ -326,8 +327,7 @@ class PregelLoop(LoopEvents):
         )
         for writes in (start.resume, start.update):
             if writes:
-                for save in self.put_writes(NULL_TASK_ID, writes):
-                    yield save
+                yield from self.put_writes(NULL_TASK_ID, writes)
         if start.update:
             self.calls.null.extend(start.update)
         if start.input is None:

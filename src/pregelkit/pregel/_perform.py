@@ -264,7 +264,8 @@ class SyncPregelLoop(_Performer):
             self._unwatch = WATCHER.add(self._poll)
             return None
         assert not isinstance(effect, ReadCache)
-        return self.perform(effect)
+        self.perform(effect)
+        return None
 
     def _poll(self) -> None:
         """Read the mark (``WATCHER``'s thread calls this while the run runs)."""
@@ -410,8 +411,10 @@ class AsyncPregelLoop(_Performer):
         assert not isinstance(effect, ReadCache)
         if effect.wait == "now":
             afn, args = _call_of(effect, saver, self.cache, True)
-            return await afn(*args)
-        return self.perform(effect)
+            await afn(*args)
+        else:
+            self.perform(effect)  # a sync save waits in settle, with the others
+        return None
 
     async def _apoll(self) -> None:
         assert self.checkpointer is not None
