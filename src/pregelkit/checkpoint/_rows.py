@@ -45,6 +45,30 @@ EMPTY_TAG = "empty"
 row is never handed to the serializer."""
 
 
+ON_CHECKPOINT_CONFLICT = """
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+    parent_checkpoint_id = excluded.parent_checkpoint_id,
+    type = excluded.type,
+    checkpoint = excluded.checkpoint,
+    metadata_type = excluded.metadata_type,
+    metadata = excluded.metadata,
+    metadata_json = excluded.metadata_json,
+    channel_versions = excluded.channel_versions
+"""
+"""How a checkpoint row meets one stored under its id, on both databases:
+it replaces it (a ``put`` again, or a copied thread's row)."""
+
+ON_WRITE_CONFLICT = """
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
+    channel = excluded.channel,
+    type = excluded.type,
+    value = excluded.value,
+    task_path = excluded.task_path
+"""
+"""How a pending write meets one stored under its key, on both databases:
+its position (``seq``) stays; whether it is replaced, the statement says."""
+
+
 class CheckpointRow(NamedTuple):
     """Parameters of an insert into the checkpoints table, in column order."""
 

@@ -17,7 +17,13 @@ import xxhash
 
 from pregelkit._internal._plan import Plan, done
 from pregelkit.checkpoint._plans import SaverSQL
-from pregelkit.checkpoint._rows import ListScope, StoredCheckpoint, filter_json
+from pregelkit.checkpoint._rows import (
+    ON_CHECKPOINT_CONFLICT,
+    ON_WRITE_CONFLICT,
+    ListScope,
+    StoredCheckpoint,
+    filter_json,
+)
 from pregelkit.checkpoint._runqueue import POSTGRES
 from pregelkit.checkpoint.attempts import attempt_sql
 
@@ -171,20 +177,15 @@ runs from releasing theirs."""
 
 UPSERT_ATTEMPT, SELECT_ATTEMPTS, _COPY_ATTEMPTS = attempt_sql("%s")
 
-UPSERT_CHECKPOINT = """
+UPSERT_CHECKPOINT = (
+    """
 INSERT INTO pregelkit_checkpoints (
     thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
     metadata_type, metadata, metadata_json, channel_versions
 ) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb)
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
-    parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
-    type = EXCLUDED.type,
-    checkpoint = EXCLUDED.checkpoint,
-    metadata_type = EXCLUDED.metadata_type,
-    metadata = EXCLUDED.metadata,
-    metadata_json = EXCLUDED.metadata_json,
-    channel_versions = EXCLUDED.channel_versions
 """
+    + ON_CHECKPOINT_CONFLICT
+)
 
 # A version names one value, so a blob that is already stored is the same blob.
 INSERT_BLOB = """
@@ -195,17 +196,15 @@ ON CONFLICT DO NOTHING
 
 # Special writes (negative idx) replace the earlier one in place, keeping its
 # seq and so its position; regular writes keep the first value.
-UPSERT_WRITE = """
+UPSERT_WRITE = (
+    """
 INSERT INTO pregelkit_writes (
     thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path
 ) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
-    channel = EXCLUDED.channel,
-    type = EXCLUDED.type,
-    value = EXCLUDED.value,
-    task_path = EXCLUDED.task_path
-WHERE EXCLUDED.idx < 0
 """
+    + ON_WRITE_CONFLICT
+    + "WHERE excluded.idx < 0\n"
+)
 
 _SELECT = """
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type,
@@ -257,15 +256,8 @@ COPY_THREAD = (
     SELECT %s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata_type, metadata, metadata_json, channel_versions
     FROM pregelkit_checkpoints WHERE thread_id = %s
-    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
-        parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
-        type = EXCLUDED.type,
-        checkpoint = EXCLUDED.checkpoint,
-        metadata_type = EXCLUDED.metadata_type,
-        metadata = EXCLUDED.metadata,
-        metadata_json = EXCLUDED.metadata_json,
-        channel_versions = EXCLUDED.channel_versions
-    """,
+"""
+    + ON_CHECKPOINT_CONFLICT,
     """
     INSERT INTO pregelkit_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
     SELECT %s, checkpoint_ns, channel, version, type, blob
@@ -278,12 +270,8 @@ COPY_THREAD = (
     )
     SELECT %s, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path
     FROM pregelkit_writes WHERE thread_id = %s ORDER BY seq
-    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
-        channel = EXCLUDED.channel,
-        type = EXCLUDED.type,
-        value = EXCLUDED.value,
-        task_path = EXCLUDED.task_path
-    """,
+"""
+    + ON_WRITE_CONFLICT,
     _COPY_ATTEMPTS,
 )
 

@@ -17,7 +17,13 @@ from typing import Any
 
 from pregelkit._internal._plan import Plan, Statement
 from pregelkit.checkpoint._plans import SaverSQL
-from pregelkit.checkpoint._rows import ListScope, StoredCheckpoint, filter_json
+from pregelkit.checkpoint._rows import (
+    ON_CHECKPOINT_CONFLICT,
+    ON_WRITE_CONFLICT,
+    ListScope,
+    StoredCheckpoint,
+    filter_json,
+)
 from pregelkit.checkpoint._runqueue import SQLITE
 from pregelkit.checkpoint.attempts import attempt_sql
 
@@ -164,20 +170,15 @@ RECORD_MIGRATION = (
 
 UPSERT_ATTEMPT, SELECT_ATTEMPTS, _COPY_ATTEMPTS = attempt_sql("?")
 
-UPSERT_CHECKPOINT = """
+UPSERT_CHECKPOINT = (
+    """
 INSERT INTO pregelkit_checkpoints (
     thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
     metadata_type, metadata, metadata_json, channel_versions
 ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
-    parent_checkpoint_id = excluded.parent_checkpoint_id,
-    type = excluded.type,
-    checkpoint = excluded.checkpoint,
-    metadata_type = excluded.metadata_type,
-    metadata = excluded.metadata,
-    metadata_json = excluded.metadata_json,
-    channel_versions = excluded.channel_versions
 """
+    + ON_CHECKPOINT_CONFLICT
+)
 
 # A version names one value, so a blob that is already stored is the same blob.
 INSERT_BLOB = """
@@ -188,17 +189,15 @@ ON CONFLICT DO NOTHING
 
 # Special writes (negative idx) replace the earlier one in place, keeping its
 # seq and so its position; regular writes keep the first value.
-UPSERT_WRITE = """
+UPSERT_WRITE = (
+    """
 INSERT INTO pregelkit_writes (
     thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path, seq
 ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
-    channel = excluded.channel,
-    type = excluded.type,
-    value = excluded.value,
-    task_path = excluded.task_path
-WHERE excluded.idx < 0
 """
+    + ON_WRITE_CONFLICT
+    + "WHERE excluded.idx < 0\n"
+)
 
 _CHECKPOINT_COLUMNS = """
 SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
@@ -248,15 +247,8 @@ COPY_THREAD = (
     SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
            metadata_type, metadata, metadata_json, channel_versions
     FROM pregelkit_checkpoints WHERE thread_id = ?
-    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
-        parent_checkpoint_id = excluded.parent_checkpoint_id,
-        type = excluded.type,
-        checkpoint = excluded.checkpoint,
-        metadata_type = excluded.metadata_type,
-        metadata = excluded.metadata,
-        metadata_json = excluded.metadata_json,
-        channel_versions = excluded.channel_versions
-    """,
+"""
+    + ON_CHECKPOINT_CONFLICT,
     """
     INSERT INTO pregelkit_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
     SELECT ?, checkpoint_ns, channel, version, type, blob
@@ -269,12 +261,8 @@ COPY_THREAD = (
     )
     SELECT ?, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path, seq
     FROM pregelkit_writes WHERE thread_id = ? ORDER BY seq
-    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
-        channel = excluded.channel,
-        type = excluded.type,
-        value = excluded.value,
-        task_path = excluded.task_path
-    """,
+"""
+    + ON_WRITE_CONFLICT,
     _COPY_ATTEMPTS,
 )
 
