@@ -45,7 +45,7 @@ from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint._plans import Call
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.postgres import _core, _sql
-from pregelkit.checkpoint.postgres._faults import Reconnects, reopen_args
+from pregelkit.checkpoint.postgres._faults import Connections, reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 
 __all__ = ["PostgresSaver", "ShallowPostgresSaver"]
@@ -53,7 +53,7 @@ __all__ = ["PostgresSaver", "ShallowPostgresSaver"]
 T = TypeVar("T")
 
 
-class PostgresSaver(Reconnects, _plans.SqlSaver):
+class PostgresSaver(Connections, _plans.SqlSaver):
     """Stores checkpoints in PostgreSQL.
 
     ``PostgresSaver.from_conn_string(dsn)`` opens (and later closes) one
@@ -170,21 +170,6 @@ class PostgresSaver(Reconnects, _plans.SqlSaver):
             if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
                 conn.execute("ROLLBACK")
             raise
-
-    @contextmanager
-    def _connection(
-        self, held: psycopg.Connection[Any] | None = None
-    ) -> Iterator[psycopg.Connection[Any]]:
-        """``held`` (a pool connection this saver keeps), else a connection of
-        the pool, else the single connection under its lock."""
-        if held is not None and held is not self.conn:
-            yield held
-        elif isinstance(self.conn, ConnectionPool):
-            with self.conn.connection() as conn:
-                yield conn
-        else:
-            with self._conn_lock:
-                yield self.conn
 
     @contextmanager
     def grouped(self) -> Iterator[None]:

@@ -1,10 +1,13 @@
-"""Which PostgreSQL failures a saver or store rides out, and how it
-reconnects: shared by the savers and the PostgreSQL stores."""
+"""Which PostgreSQL failures a saver or store rides out, how it takes a
+connection and how it reconnects: shared by the savers and the PostgreSQL
+stores."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import psycopg
@@ -13,8 +16,8 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from pregelkit.checkpoint._faults import Attempts, storage_error
 
 __all__ = [
-    "AsyncReconnects",
-    "Reconnects",
+    "AsyncConnections",
+    "Connections",
     "is_storage_fault",
     "is_transient",
     "pause_or_raise",
@@ -74,14 +77,30 @@ def pause_or_raise(attempts: Attempts, exc: psycopg.Error, what: str, operation:
     return delay
 
 
-class Reconnects:
-    """How a saver or store on sync connections reconnects after a failure:
-    a pool checks its idle connections; a single connection that broke is
+class Connections:
+    """The connections of a saver or store on sync connections: one of its
+    pool's, or its single connection under its lock; after a failure, a pool
+    checks its idle connections, and a single connection that broke is
     replaced by a new one to the same server (``reopen_args``)."""
 
     conn: Any
     _conn_lock: threading.Lock
     _reopen: dict[str, Any] | None
+
+    @contextmanager
+    def _connection(
+        self, held: psycopg.Connection[Any] | None = None
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """``held`` (a pool connection the owner keeps), else a connection of
+        the pool, else the single connection under its lock."""
+        if held is not None and held is not self.conn:
+            yield held
+        elif isinstance(self.conn, ConnectionPool):
+            with self.conn.connection() as conn:
+                yield conn
+        else:
+            with self._conn_lock:
+                yield self.conn
 
     def _reconnect(self) -> None:
         if isinstance(self.conn, ConnectionPool):
@@ -92,12 +111,29 @@ class Reconnects:
                 self.conn = psycopg.Connection.connect(**self._reopen)
 
 
-class AsyncReconnects:
-    """``Reconnects`` for async connections."""
+class AsyncConnections:
+    """``Connections`` for async connections, which belong to the event loop
+    of the owner's first call (``loop``)."""
 
     conn: Any
+    loop: asyncio.AbstractEventLoop | None
     _conn_lock: asyncio.Lock
     _reopen: dict[str, Any] | None
+
+    @asynccontextmanager
+    async def _connection(
+        self, held: psycopg.AsyncConnection[Any] | None = None
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        if held is not None and held is not self.conn:
+            yield held
+        elif isinstance(self.conn, AsyncConnectionPool):
+            async with self.conn.connection() as conn:
+                yield conn
+        else:
+            async with self._conn_lock:
+                yield self.conn
 
     async def _reconnect(self) -> None:
         if isinstance(self.conn, AsyncConnectionPool):

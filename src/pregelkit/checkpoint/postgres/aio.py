@@ -46,7 +46,7 @@ from pregelkit.checkpoint.base import (
     RunnableConfig,
 )
 from pregelkit.checkpoint.postgres import _core, _sql
-from pregelkit.checkpoint.postgres._faults import AsyncReconnects, reopen_args
+from pregelkit.checkpoint.postgres._faults import AsyncConnections, reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
 
@@ -55,7 +55,7 @@ __all__ = ["AsyncPostgresSaver", "AsyncShallowPostgresSaver"]
 T = TypeVar("T")
 
 
-class AsyncPostgresSaver(AsyncReconnects, _plans.SqlSaver):
+class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
     """Stores checkpoints in PostgreSQL from asyncio code.
 
     Takes a ``psycopg.AsyncConnection`` (one call at a time, under an
@@ -172,21 +172,6 @@ class AsyncPostgresSaver(AsyncReconnects, _plans.SqlSaver):
             if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
                 await conn.execute("ROLLBACK")
             raise
-
-    @asynccontextmanager
-    async def _connection(
-        self, held: psycopg.AsyncConnection[Any] | None = None
-    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        if self.loop is None:
-            self.loop = asyncio.get_running_loop()
-        if held is not None and held is not self.conn:
-            yield held
-        elif isinstance(self.conn, AsyncConnectionPool):
-            async with self.conn.connection() as conn:
-                yield conn
-        else:
-            async with self._conn_lock:
-                yield self.conn
 
     @asynccontextmanager
     async def agrouped(self) -> AsyncIterator[None]:

@@ -32,7 +32,7 @@ from psycopg_pool import ConnectionPool
 
 from pregelkit._internal._plan import Statement, all_statements, drive, execute, migrate
 from pregelkit.checkpoint._faults import Attempts, StorageRetry
-from pregelkit.checkpoint.postgres._faults import Reconnects, pause_or_raise, reopen_args
+from pregelkit.checkpoint.postgres._faults import Connections, pause_or_raise, reopen_args
 from pregelkit.store import _index, _sqlcore
 from pregelkit.store._sweeper import SweepsInThread
 from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig
@@ -66,7 +66,7 @@ class PostgresStoreCore(_sqlcore.SqlStore):
         self._reopen = reopen_args(conn)
 
 
-class PostgresStore(Reconnects, SweepsInThread, PostgresStoreCore):
+class PostgresStore(Connections, SweepsInThread, PostgresStoreCore):
     """A :class:`~pregelkit.store.base.BaseStore` in PostgreSQL.
 
     ``with PostgresStore.from_conn_string(dsn) as store:`` opens (and later
@@ -123,15 +123,6 @@ class PostgresStore(Reconnects, SweepsInThread, PostgresStoreCore):
                 yield store
         finally:
             store.conn.close()
-
-    @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        if isinstance(self.conn, ConnectionPool):
-            with self.conn.connection() as conn:
-                yield conn
-        else:
-            with self._conn_lock:
-                yield self.conn
 
     @contextmanager
     def _cursor(self) -> Iterator[psycopg.Cursor[Any]]:

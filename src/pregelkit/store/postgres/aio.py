@@ -23,7 +23,7 @@ from pregelkit._internal._loop_thread import SyncCallOnLoopError
 from pregelkit._internal._plan import adrive, aexecute
 from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint._faults import Attempts, StorageRetry
-from pregelkit.checkpoint.postgres._faults import AsyncReconnects, pause_or_raise
+from pregelkit.checkpoint.postgres._faults import AsyncConnections, pause_or_raise
 from pregelkit.store import _index, _sqlcore
 from pregelkit.store._sweeper import SweepsInTask
 from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig
@@ -35,7 +35,7 @@ __all__ = ["AsyncPostgresStore"]
 T = TypeVar("T")
 
 
-class AsyncPostgresStore(AsyncReconnects, SweepsInTask, AsyncBatchedBaseStore, PostgresStoreCore):
+class AsyncPostgresStore(AsyncConnections, SweepsInTask, AsyncBatchedBaseStore, PostgresStoreCore):
     """A PostgreSQL store for asyncio code: takes a ``psycopg.AsyncConnection``
     (one call at a time) or a ``psycopg_pool.AsyncConnectionPool``; both
     belong to the event loop they were opened in, and so does the store.
@@ -97,17 +97,6 @@ class AsyncPostgresStore(AsyncReconnects, SweepsInTask, AsyncBatchedBaseStore, P
         finally:
             store.stop_batching()
             await store.conn.close()
-
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        if self.loop is None:
-            self.loop = asyncio.get_running_loop()
-        if isinstance(self.conn, AsyncConnectionPool):
-            async with self.conn.connection() as conn:
-                yield conn
-        else:
-            async with self._conn_lock:
-                yield self.conn
 
     @asynccontextmanager
     async def _cursor(self) -> AsyncIterator[psycopg.AsyncCursor[Any]]:
