@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 import xxhash
 
-from pregelkit._internal._plan import Plan, Run, all_statements, drive, execute, migrate
+from pregelkit._internal._plan import Run, all_statements, drive, execute, migrate
 from pregelkit.checkpoint import _plans
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._plans import Call
@@ -275,18 +275,17 @@ class SqliteSaverCore(GroupedSaves, _plans.SqlSaver):
             if write:
                 self._committed()
 
-    @contextmanager
-    def _faults_in_group(self, operation: str, thread_id: str | None = None) -> Iterator[None]:
-        """A statement of a group that fails busy, or for a fault of the file,
-        is a ``StorageError``: the group's transaction is lost whole, and is
-        not tried again. Other errors go up as they are."""
-        try:
-            yield
-        except sqlite3.DatabaseError as exc:
+    def _group_fault(
+        self, exc: BaseException, operation: str, thread_id: str | None = None
+    ) -> BaseException:
+        """What a failed statement of a group raises: failing busy, or for a
+        fault of the file, a ``StorageError`` (the group's transaction is
+        lost whole, and is not tried again); anything else as it is."""
+        if isinstance(exc, sqlite3.DatabaseError):
             code = _result_code(exc)
             if code in _BUSY or code in _FILE_FAULTS:
-                raise self._storage_error(operation, thread_id, exc, 1) from exc
-            raise
+                return self._storage_error(operation, thread_id, exc, 1)
+        return exc
 
     def _committed(self) -> None:
         """After each write commit: counts towards the next WAL checkpoint."""
@@ -333,24 +332,13 @@ class SqliteSaverCore(GroupedSaves, _plans.SqlSaver):
         Inside this context's group, the plan runs in the group's
         transaction, once: a fault loses the whole group's transaction."""
         make, operation, thread_id, writes, single, _ = call
-        run = Run(make())
-        if run.effect is None:
-            return run.result
+        plan = make()
         group = open_group(self)
         if group is not None:
-            if group.failed is not None:
-                raise self._group_lost(group) from group.failed
-            try:
-                return self._drive_in_group(group, run)
-            except BaseException as exc:  # _in_group and _faults_in_group, inline: hot
-                group.failed = exc
-                if isinstance(exc, sqlite3.DatabaseError):
-                    code = _result_code(exc)
-                    if code in _BUSY or code in _FILE_FAULTS:
-                        failed = self._storage_error(operation, thread_id, exc, 1)
-                        group.failed = failed
-                        raise failed from exc
-                raise
+            return self._run_in_group(group, plan, operation, thread_id)
+        run = Run(plan)
+        if run.effect is None:
+            return run.result
         if single:
             try:
                 with self._connection() as conn:
@@ -376,21 +364,23 @@ class SqliteSaverCore(GroupedSaves, _plans.SqlSaver):
                 time.sleep(delay)
                 run = Run(make())
 
-    def _bare(self, plan: Plan[T]) -> T:
-        """``plan`` outside any transaction: a read by key, cheap enough to poll."""
-        with self._connection() as conn:
-            return drive(plan, partial(execute, conn))
-
     # run control
 
     def get_thread_control(self, thread_id: str) -> str | None:
         """The thread's run-control mark (see ``BaseCheckpointSaver``); a read
-        by key outside any transaction, cheap enough to poll."""
-        return self._bare(_plans.get_thread_control(_sql.SQL, str(thread_id)))
+        by key outside any transaction, cheap enough to poll. Run straight,
+        not as a plan: every run polls, and in a run (cold caches) the plan
+        machinery cost a poll about 5 us more."""
+        with self._connection() as conn:
+            row = conn.execute(_sql.SELECT_THREAD_CONTROL, (str(thread_id),)).fetchone()
+        return None if row is None else str(row[0])
 
     def get_thread_gate(self, thread_id: str) -> tuple[str | None, str | None]:
-        """The mark and an active queued run's status (see ``BaseCheckpointSaver``)."""
-        return self._bare(_plans.get_thread_gate(_sql.SQL, str(thread_id)))
+        """The mark and an active queued run's status (see ``BaseCheckpointSaver``),
+        read straight as ``get_thread_control``."""
+        with self._connection() as conn:
+            mark, run = conn.execute(_sql.SELECT_THREAD_GATE, (str(thread_id),) * 2).fetchone()
+        return (None if mark is None else str(mark)), (None if run is None else str(run))
 
     def put_thread_control(self, thread_id: str, mark: str | None) -> None:
         with self._transaction(write=True) as conn:

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from pregelkit._internal._plan import Run, execute
+from pregelkit._internal._plan import Plan, execute
 from pregelkit.errors import StorageError
 
 __all__ = ["GroupedSaves", "in_group", "open_group"]
@@ -88,9 +88,9 @@ class GroupedSaves:
     def _begin_group(self) -> AbstractContextManager[sqlite3.Connection]:
         raise NotImplementedError
 
-    def _faults_in_group(
-        self, operation: str, thread_id: str | None = None
-    ) -> AbstractContextManager[None]:
+    def _group_fault(
+        self, exc: BaseException, operation: str, thread_id: str | None = None
+    ) -> BaseException:
         raise NotImplementedError
 
     def _storage_error(
@@ -146,6 +146,18 @@ class GroupedSaves:
         return group
 
     @contextmanager
+    def _faults_in_group(self, operation: str) -> Iterator[None]:
+        """Statements of the group itself (its held rows, its commit); see
+        ``_group_fault``."""
+        try:
+            yield
+        except BaseException as exc:
+            fault = self._group_fault(exc, operation)
+            if fault is exc:
+                raise
+            raise fault from exc
+
+    @contextmanager
     def _in_group(self, group: Group) -> Iterator[None]:
         """A joined call's statements: a call that fails fails the group."""
         try:
@@ -169,13 +181,24 @@ class GroupedSaves:
             group.failed = exc  # its rows are gone, whatever SQLite kept
             raise
 
-    def _drive_in_group(self, group: Group, run: Run[T]) -> T:
-        """Drive a plan in ``group``: the rows of a per-row write (``"many"``)
-        are held, to run with the group's other rows of that statement; any
-        other statement runs after the held rows are written, so it sees them
-        and follows them. (``drive`` with this performer, written out: every
-        save of a grouped run comes here.)"""
-        plan, statement = run.plan, run.effect
+    def _run_in_group(
+        self, group: Group, plan: Plan[T], operation: str, thread_id: str | None
+    ) -> T:
+        """Drive ``plan`` in ``group``, once: the rows of a per-row write
+        (``"many"``) are held, to run with the group's other rows of that
+        statement; any other statement runs after the held rows are written,
+        so it sees them and follows them. A failure of the plan's statements
+        fails the group (a busy database or a fault of the file as a
+        ``StorageError``); one of its own code before its first statement
+        (encoding) does not. (``drive`` with this performer, written out:
+        every save of a grouped run comes here.)"""
+        try:
+            statement = plan.send(None)
+        except StopIteration as done:
+            nothing: T = done.value
+            return nothing
+        if group.failed is not None:
+            raise self._group_lost(group) from group.failed
         try:
             while True:
                 if statement.fetch == "many":
@@ -188,3 +211,8 @@ class GroupedSaves:
         except StopIteration as done:
             result: T = done.value
             return result
+        except BaseException as exc:
+            fault = group.failed = self._group_fault(exc, operation, thread_id)
+            if fault is exc:
+                raise
+            raise fault from exc
