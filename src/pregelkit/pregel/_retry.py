@@ -11,7 +11,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pregelkit._internal._scope import CURRENT
 from pregelkit.errors import GraphBubbleUp, NodeTimeoutError, ParentCommand
@@ -20,9 +20,6 @@ from pregelkit.pregel._remote import arun_remote, run_remote, ships
 from pregelkit.pregel._run import arun_task, run_task
 from pregelkit.pregel._timeout import abound, bound, is_bounded
 from pregelkit.types import Command, PregelExecutableTask, RetryPolicy
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["arun_with_retry", "next_retry_delay", "run_with_retry"]
 
@@ -124,6 +121,15 @@ def _fresh_attempt(task: PregelExecutableTask, number: int, retries: bool) -> No
             scope.first_attempt_time = time.time()
 
 
+def _begin(
+    task: PregelExecutableTask, number: int, retries: bool, events: AttemptEvents | None
+) -> Any:
+    """Start attempt ``number``; returns what ``events`` wants back when it ends."""
+    token = None if events is None else events.started(task, number)
+    _fresh_attempt(task, number, retries)
+    return token
+
+
 def _ended(
     events: AttemptEvents | None,
     task: PregelExecutableTask,
@@ -140,6 +146,63 @@ def _gives_up(exc: Exception) -> bool:
     return isinstance(exc, NodeTimeoutError) and exc.kind == "step"
 
 
+def _after_failure(
+    task: PregelExecutableTask,
+    exc: BaseException,
+    attempts: int,
+    policies: Sequence[RetryPolicy],
+    events: AttemptEvents | None,
+    token: Any,
+) -> float | None:
+    """The decision after attempt ``attempts`` raised ``exc``: the seconds to
+    wait before the next attempt, or None when the task ends with ``exc``
+    (control flow, Ctrl-C, or no policy retries it). Tells ``events`` how
+    the attempt ended either way."""
+    if isinstance(exc, ParentCommand):
+        _ended(events, task, token, None, False)
+        return None
+    if isinstance(exc, GraphBubbleUp) or not isinstance(exc, Exception):
+        _ended(events, task, token, exc, False)
+        return None
+    delay = next_retry_delay(policies, exc, attempts) if policies else None
+    retrying = delay is not None and not _gives_up(exc)
+    _ended(events, task, token, exc, retrying)
+    if delay is None or not retrying:
+        _note(task, exc)
+        return None
+    _retrying(task, exc, attempts, delay)
+    return delay
+
+
+def _ends_here(task: PregelExecutableTask, exc: BaseException) -> bool:
+    """Whether ``exc`` is a ``Command`` for this graph, applied as the task's
+    writes: the task then ends well, with None."""
+    return isinstance(exc, ParentCommand) and _parent_command_writes(task, exc)
+
+
+def _plan(
+    task: PregelExecutableTask,
+    retry_policy: Sequence[RetryPolicy] | None,
+    local: Callable[..., Any],
+    remote: Callable[..., Any],
+    bounder: Callable[..., Any],
+) -> tuple[Callable[[PregelExecutableTask], Any], Sequence[RetryPolicy]]:
+    """What runs each attempt of ``task``, and the policies that retry it.
+
+    An attempt runs ``local``ly, or ``remote``ly on the graph's executor when
+    the task ships; under ``bounder`` (a thread or asyncio task of its own,
+    waited for with a deadline) when it is bounded (a ``TimeoutPolicy``, or a
+    step with ``step_timeout``). The task's own policies win over the graph's."""
+    run = local
+    scope = task.scope
+    executor = scope.run.executor if scope is not None else None
+    if executor is not None and ships(task):
+        run = functools.partial(remote, executor=executor)
+    if is_bounded(task):
+        run = functools.partial(bounder, run=run)
+    return run, task.retry_policy or retry_policy or ()
+
+
 def run_with_retry(
     task: PregelExecutableTask,
     retry_policy: Sequence[RetryPolicy] | None = None,
@@ -150,47 +213,23 @@ def run_with_retry(
 
     ``attempt_failed`` hears of each failed attempt before the next one starts
     (the runner records which of the task's calls it handled); ``events``
-    hears each attempt start and end (timelines, tracing).
-
-    A bounded task (a ``TimeoutPolicy``, or a step with ``step_timeout``)
-    runs each attempt in a thread of its own; a timed-out attempt is a failed
-    attempt like any other."""
-    policies = task.retry_policy or retry_policy or ()
-    bounded = is_bounded(task)
-    run: Callable[[PregelExecutableTask], Any] = run_task
-    executor = task.scope.run.executor if task.scope is not None else None
-    if executor is not None and ships(task):
-        run = functools.partial(run_remote, executor=executor)
-
-    attempts = 0
+    hears each attempt start and end (timelines, tracing). The decisions are
+    ``_plan`` and ``_after_failure``; this thread calls and sleeps."""
+    run, policies = _plan(task, retry_policy, run_task, run_remote, bound)
+    number = 1
     while True:
-        token = None if events is None else events.started(task, attempts + 1)
+        token = _begin(task, number, bool(policies), events)
         try:
-            _fresh_attempt(task, attempts + 1, bool(policies))
-            value = bound(task, run) if bounded else run(task)
-        except ParentCommand as exc:
-            _ended(events, task, token, None, False)
-            if _parent_command_writes(task, exc):
-                return None
-            raise
-        except GraphBubbleUp as exc:
-            _ended(events, task, token, exc, False)
-            raise
+            value = run(task)
         except BaseException as exc:
-            if not isinstance(exc, Exception):
-                _ended(events, task, token, exc, False)
+            if (delay := _after_failure(task, exc, number, policies, events, token)) is None:
+                if _ends_here(task, exc):
+                    return None
                 raise
-            attempts += 1
-            delay = next_retry_delay(policies, exc, attempts) if policies else None
-            retrying = delay is not None and not _gives_up(exc)
-            _ended(events, task, token, exc, retrying)
-            if delay is None or not retrying:
-                _note(task, exc)
-                raise
-            _retrying(task, exc, attempts, delay)
             if attempt_failed is not None:
                 attempt_failed(task, exc)
             time.sleep(delay)
+            number += 1
         else:
             if events is not None and events.hooks is not None:  # _ended, inline: per task
                 events.ended(task, token, None, False)
@@ -203,45 +242,24 @@ async def arun_with_retry(
     attempt_failed: Callable[[PregelExecutableTask, BaseException], Any] | None = None,
     events: AttemptEvents | None = None,
 ) -> Any:
-    """The async twin of ``run_with_retry``."""
+    """``run_with_retry`` on the event loop: the attempt and the pause are awaited."""
     import asyncio
 
-    policies = task.retry_policy or retry_policy or ()
-    bounded = is_bounded(task)
-    arun: Callable[[PregelExecutableTask], Any] = arun_task
-    executor = task.scope.run.executor if task.scope is not None else None
-    if executor is not None and ships(task):
-        arun = functools.partial(arun_remote, executor=executor)
-
-    attempts = 0
+    arun, policies = _plan(task, retry_policy, arun_task, arun_remote, abound)
+    number = 1
     while True:
-        token = None if events is None else events.started(task, attempts + 1)
+        token = _begin(task, number, bool(policies), events)
         try:
-            _fresh_attempt(task, attempts + 1, bool(policies))
-            value = await (abound(task, arun) if bounded else arun(task))
-        except ParentCommand as exc:
-            _ended(events, task, token, None, False)
-            if _parent_command_writes(task, exc):
-                return None
-            raise
-        except GraphBubbleUp as exc:
-            _ended(events, task, token, exc, False)
-            raise
+            value = await arun(task)
         except BaseException as exc:
-            if not isinstance(exc, Exception):
-                _ended(events, task, token, exc, False)
+            if (delay := _after_failure(task, exc, number, policies, events, token)) is None:
+                if _ends_here(task, exc):
+                    return None
                 raise
-            attempts += 1
-            delay = next_retry_delay(policies, exc, attempts) if policies else None
-            retrying = delay is not None and not _gives_up(exc)
-            _ended(events, task, token, exc, retrying)
-            if delay is None or not retrying:
-                _note(task, exc)
-                raise
-            _retrying(task, exc, attempts, delay)
             if attempt_failed is not None and (pending := attempt_failed(task, exc)) is not None:
                 await pending
             await asyncio.sleep(delay)
+            number += 1
         else:
             if events is not None and events.hooks is not None:  # _ended, inline: per task
                 events.ended(task, token, None, False)

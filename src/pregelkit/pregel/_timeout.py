@@ -257,12 +257,12 @@ def bound(task: PregelExecutableTask, run: Any) -> Any:
     return handle.result
 
 
-async def abound(task: PregelExecutableTask, arun: Any) -> Any:
-    """``await arun(copy)`` as an asyncio task of its own, cancelled at the deadline."""
+async def abound(task: PregelExecutableTask, run: Any) -> Any:
+    """``await run(copy)`` as an asyncio task of its own, cancelled at the deadline."""
     import asyncio
 
     attempt, twin = _start(task)
-    inner: asyncio.Task[Any] = asyncio.ensure_future(arun(twin))
+    inner: asyncio.Task[Any] = asyncio.ensure_future(run(twin))
     try:
         while not inner.done():
             left = attempt.remaining()
