@@ -1,14 +1,17 @@
 """Running one attempt of a task: call its steps, collect its writes.
 
-The injection and write decisions are shared helpers; ``run_task`` and
-``arun_task`` differ only in how a step is called.
+What an attempt calls, in which order, with which injected arguments, what
+it emits and what it writes is decided once, by the plan ``_body``: it
+yields each call and is sent back its result. ``run_task`` and ``arun_task``
+only perform the calls: here, or awaited (a sync step in a worker thread).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from contextvars import Token
+from collections.abc import Callable, Generator
+from typing import Any
 
 from pregelkit._internal._constants import EVENTS, RESERVED, RETURN
 from pregelkit._internal._scope import CURRENT
@@ -19,9 +22,6 @@ from pregelkit.pregel._read import PregelNode, _SubgraphStep
 from pregelkit.pregel._scope import TaskScope
 from pregelkit.pregel._write import control_writes
 from pregelkit.types import PregelExecutableTask
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["arun_task", "run_task"]
 
@@ -76,51 +76,75 @@ def _async_error(kind: str, name: str) -> TypeError:
     )
 
 
-def run_task(task: PregelExecutableTask) -> Any:
-    """One attempt of ``task`` in this thread; its writes land in ``task.writes``."""
-    scope: TaskScope = task.scope
-    token = CURRENT.set(scope)
+Calls = Generator[tuple[FnSpec | _SubgraphStep | None, Any, dict[str, Any]], Any, None]
+"""Yields (what to call, its arguments, its injected keywords), and is sent
+back what the call returned; its last yield is (None, the attempt's value, {})."""
+
+_NO_KW: dict[str, Any] = {}
+
+
+def _body(task: PregelExecutableTask, scope: TaskScope) -> Calls:
+    """The plan of one attempt of ``task``: a task call calls its function
+    once with the caller's arguments; a node calls its steps in a chain,
+    each given the value the one before returned."""
     emit = _events_emit(scope)
-    try:
-        proc = task.proc
-        if emit is not None:
-            emit(EVENTS, ("start", task, None))
-        if type(proc) is Call:
-            spec = proc.spec
-            if spec.is_async:
-                raise _async_error("task", task.name)
-            kw = proc.kwargs
-            if spec.inject:
-                kw = {**kw, **_inject(spec, scope, kw, len(proc.args))}
-            value = spec.fn(*proc.args, **kw)
-            if emit is not None:
-                emit(EVENTS, ("stream", task, value))
-            task.writes.append((RETURN, value))
-            return value
-        value = task.input
-        for i, step in enumerate(proc.steps):
-            if emit is not None:
-                emit(EVENTS, ("step_start", task, (i, step, value)))
-            if type(step) is _SubgraphStep:
-                value = step.graph.invoke(value)
-            elif step.is_async:
-                raise _async_error("node", task.name)
-            elif step.inject:
-                value = step.fn(value, **_inject(step, scope, {}, 1))
-            else:
-                value = step.fn(value)
-            if emit is not None:
-                emit(EVENTS, ("step_end", task, (i, step, value)))
+    proc = task.proc
+    if emit is not None:
+        emit(EVENTS, ("start", task, None))
+    if type(proc) is Call:
+        spec = proc.spec
+        kw = proc.kwargs
+        if spec.inject:
+            kw = {**kw, **_inject(spec, scope, kw, len(proc.args))}
+        value = yield spec, proc.args, kw
         if emit is not None:
             emit(EVENTS, ("stream", task, value))
-        _node_writes(task, proc, value)
-        return value
+        task.writes.append((RETURN, value))
+        yield None, value, _NO_KW
+        return
+    value = task.input
+    for i, step in enumerate(proc.steps):
+        if emit is not None:
+            emit(EVENTS, ("step_start", task, (i, step, value)))
+        kw = _inject(step, scope, _NO_KW, 1) if step.inject else _NO_KW
+        value = yield step, (value,), kw
+        if emit is not None:
+            emit(EVENTS, ("step_end", task, (i, step, value)))
+    if emit is not None:
+        emit(EVENTS, ("stream", task, value))
+    _node_writes(task, proc, value)
+    yield None, value, _NO_KW
+
+
+def _enter(task: PregelExecutableTask) -> tuple[Calls, Token[TaskScope | None]]:
+    """The plan of an attempt of ``task``, and its scope made the current one
+    (the body's task calls, interrupts and writers find it there) until the
+    driver resets the token."""
+    scope: TaskScope = task.scope
+    return _body(task, scope), CURRENT.set(scope)
+
+
+def run_task(task: PregelExecutableTask) -> Any:
+    """One attempt of ``task`` in this thread; its writes land in ``task.writes``."""
+    plan, token = _enter(task)
+    try:
+        step, args, kw = next(plan)
+        while step is not None:
+            if isinstance(step, _SubgraphStep):
+                value = step.graph.invoke(*args)
+            elif step.is_async:
+                raise _async_error("task" if type(task.proc) is Call else "node", task.name)
+            else:
+                value = step.fn(*args, **kw)
+            step, args, kw = plan.send(value)
+        return args
     finally:
         CURRENT.reset(token)
 
 
-async def _in_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run a sync function off the event loop, keeping the task's context."""
+async def _in_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a sync step off the event loop, keeping the task's context; a
+    bounded attempt's on a daemon thread (``_timeout.in_thread``)."""
     scope = CURRENT.get()
     if scope is not None and scope.attempt is not None:
         from pregelkit.pregel._timeout import in_thread
@@ -130,44 +154,19 @@ async def _in_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 async def arun_task(task: PregelExecutableTask) -> Any:
-    """The async twin of ``run_task``: sync steps run in a worker thread."""
-    scope: TaskScope = task.scope
-    token = CURRENT.set(scope)
-    emit = _events_emit(scope)
+    """``run_task`` on the event loop: async steps are awaited, sync ones run
+    in a worker thread."""
+    plan, token = _enter(task)
     try:
-        proc = task.proc
-        if emit is not None:
-            emit(EVENTS, ("start", task, None))
-        if type(proc) is Call:
-            spec = proc.spec
-            kw = proc.kwargs
-            if spec.inject:
-                kw = {**kw, **_inject(spec, scope, kw, len(proc.args))}
-            if spec.is_async:
-                value = await spec.fn(*proc.args, **kw)
+        step, args, kw = next(plan)
+        while step is not None:
+            if isinstance(step, _SubgraphStep):
+                value = await step.graph.ainvoke(*args)
+            elif step.is_async:
+                value = await step.fn(*args, **kw)
             else:
-                value = await _in_thread(spec.fn, *proc.args, **kw)
-            if emit is not None:
-                emit(EVENTS, ("stream", task, value))
-            task.writes.append((RETURN, value))
-            return value
-        value = task.input
-        for i, step in enumerate(proc.steps):
-            if emit is not None:
-                emit(EVENTS, ("step_start", task, (i, step, value)))
-            if type(step) is _SubgraphStep:
-                value = await step.graph.ainvoke(value)
-            else:
-                kw = _inject(step, scope, {}, 1) if step.inject else {}
-                if step.is_async:
-                    value = await step.fn(value, **kw)
-                else:
-                    value = await _in_thread(step.fn, value, **kw)
-            if emit is not None:
-                emit(EVENTS, ("step_end", task, (i, step, value)))
-        if emit is not None:
-            emit(EVENTS, ("stream", task, value))
-        _node_writes(task, proc, value)
-        return value
+                value = await _in_thread(step.fn, *args, **kw)
+            step, args, kw = plan.send(value)
+        return args
     finally:
         CURRENT.reset(token)
