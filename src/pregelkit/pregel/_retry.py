@@ -104,13 +104,18 @@ def _parent_command_writes(task: PregelExecutableTask, exc: ParentCommand) -> bo
     return True
 
 
-def _fresh_attempt(task: PregelExecutableTask, number: int, retries: bool) -> None:
-    """Each attempt numbers its task calls and interrupts from zero again, so
+def _begin(
+    task: PregelExecutableTask, number: int, retries: bool, events: AttemptEvents | None
+) -> Any:
+    """Start attempt ``number``; returns what ``events`` wants back when it ends.
+
+    Each attempt numbers its task calls and interrupts from zero again, so
     an attempt replays the calls that finished in earlier ones. The scope
     notes which attempt this is (``runtime.execution_info`` shows it) and,
     for a task that may be retried, when the first one started; a task that
     cannot be retried pays nothing for the clock (its runtime reads it when
     asked)."""
+    token = None if events is None else events.started(task, number)
     task.writes.clear()
     scope = task.scope
     if scope is not None:
@@ -119,14 +124,6 @@ def _fresh_attempt(task: PregelExecutableTask, number: int, retries: bool) -> No
         scope.attempt_number = number
         if retries and number == 1:
             scope.first_attempt_time = time.time()
-
-
-def _begin(
-    task: PregelExecutableTask, number: int, retries: bool, events: AttemptEvents | None
-) -> Any:
-    """Start attempt ``number``; returns what ``events`` wants back when it ends."""
-    token = None if events is None else events.started(task, number)
-    _fresh_attempt(task, number, retries)
     return token
 
 

@@ -237,6 +237,11 @@ class PregelRunner:
         """An async run with a cache reads it for a call ``schedule_task``
         left unread, off the event loop (``LoopCalls.alookup_call``)."""
         self.is_async = is_async
+        self._perform: Callable[[PregelExecutableTask], Any] = (
+            self._arun_and_commit if is_async else self._run_and_commit
+        )
+        """Runs a task and commits how it ended: what the executor is given."""
+        self._twin: Callable[..., Any] = self._arun_twin if is_async else self._run_twin
         self.retry_policy: Sequence[RetryPolicy] | None = None
         self.schedule_task: ScheduleTask | None = None
         self.futures: FuturesDict | None = None
@@ -317,48 +322,53 @@ class PregelRunner:
             pending = _chain(pending, self.put_writes(child_id, [(CALL, record)]))
         return pending
 
-    # running one task
-    def _run_and_commit(self, task: PregelExecutableTask) -> Any:
+    # running one task: the decisions, then a sync and an async performer
+    def _admit(self, task: PregelExecutableTask) -> Attempt | None:
+        """Refuse to start ``task`` once a save of the run failed, or when the
+        body that scheduled it has since timed out; else the attempt it hangs
+        from (its fence: a result that lands after it died is never written)."""
         self.check_saved()
         fence: Attempt | None = task.scope.attempt
         if fence is not None and fence.is_dead():
-            raise fence.refusal()  # scheduled by a body that has since timed out
+            raise fence.refusal()
+        return fence
+
+    def _settle_task(
+        self, task: PregelExecutableTask, fence: Attempt | None, exception: BaseException | None
+    ) -> Any:
+        """Commit how ``task`` ended, unless it is a late result of abandoned
+        work; None, or the save to await."""
+        if fence is not None and fence.is_dead():
+            return None
+        return self.commit(task, exception)
+
+    def _run_and_commit(self, task: PregelExecutableTask) -> Any:
+        fence = self._admit(task)
         try:
             value = run_with_retry(
                 task, self.retry_policy, self._settle_failed_calls, self.attempts
             )
         except BaseException as exc:
-            if fence is None or not fence.is_dead():
-                self.commit(task, exc)
+            self._settle_task(task, fence, exc)
             raise
         finally:
             task.scope = None  # task <-> scope is a cycle; break it once the task is over
-        if fence is not None and fence.is_dead():
-            return value  # a late result of abandoned work: never written
-        self.commit(task, None)
+        self._settle_task(task, fence, None)
         return value
 
     async def _arun_and_commit(self, task: PregelExecutableTask) -> Any:
-        self.check_saved()
-        fence: Attempt | None = task.scope.attempt
-        if fence is not None and fence.is_dead():
-            raise fence.refusal()
+        fence = self._admit(task)
         try:
             value = await arun_with_retry(
                 task, self.retry_policy, self._settle_failed_calls, self.attempts
             )
         except BaseException as exc:
-            if fence is None or not fence.is_dead():
-                pending = self.commit(task, exc)
-                if pending is not None:
-                    await pending
+            if (pending := self._settle_task(task, fence, exc)) is not None:
+                await pending
             raise
         finally:
-            task.scope = None  # task <-> scope is a cycle; break it once the task is over
-        if fence is not None and fence.is_dead():
-            return value
-        pending = self.commit(task, None)
-        if pending is not None:
+            task.scope = None
+        if (pending := self._settle_task(task, fence, None)) is not None:
             await pending
         return value
 
@@ -399,16 +409,11 @@ class PregelRunner:
                 self._alookup_and_run, task, first, __next_tick__=True, __reraise_on_exit__=False
             )
         elif first is not None:
-            twin = self._arun_twin if self.is_async else self._run_twin
-            fut = self.submit(twin, task, *first, __next_tick__=True, __reraise_on_exit__=False)
-        elif self.is_async:
             fut = self.submit(
-                self._arun_and_commit, task, __next_tick__=True, __reraise_on_exit__=False
+                self._twin, task, *first, __next_tick__=True, __reraise_on_exit__=False
             )
         else:
-            fut = self.submit(
-                self._run_and_commit, task, __next_tick__=True, __reraise_on_exit__=False
-            )
+            fut = self.submit(self._perform, task, __next_tick__=True, __reraise_on_exit__=False)
         if first is None and task.cache_key is not None:
             self.running.track(task, fut)
         SKIP_RERAISE_SET.add(fut)
@@ -439,6 +444,15 @@ class PregelRunner:
             self.put_writes(task_id, [(CALL, marker)])
         return True
 
+    def _took_twin(self, task: PregelExecutableTask, first_task: PregelExecutableTask) -> Any:
+        """``task`` takes the result of the call it duplicates, as a cache hit;
+        None, or the save to await."""
+        task.scope = None
+        task.writes.extend(first_task.writes)
+        if self.attempts is not None:
+            self.attempts.instant(task, "cached")
+        return self.commit(task, None)
+
     def _run_twin(
         self, task: PregelExecutableTask, first: AnyFuture, first_task: PregelExecutableTask
     ) -> Any:
@@ -447,11 +461,7 @@ class PregelRunner:
             value = first.result()
         except Exception:  # a failure is not cached: this call runs on its own
             return self._run_and_commit(task)
-        task.scope = None
-        task.writes.extend(first_task.writes)
-        if self.attempts is not None:
-            self.attempts.instant(task, "cached")
-        self.commit(task, None)
+        self._took_twin(task, first_task)
         return value
 
     async def _arun_twin(
@@ -466,12 +476,7 @@ class PregelRunner:
                 value = await asyncio.shield(first)
         except Exception:  # a failure is not cached: this call runs on its own
             return await self._arun_and_commit(task)
-        task.scope = None
-        task.writes.extend(first_task.writes)
-        if self.attempts is not None:
-            self.attempts.instant(task, "cached")
-        pending = self.commit(task, None)
-        if pending is not None:
+        if (pending := self._took_twin(task, first_task)) is not None:
             await pending
         return value
 
@@ -505,7 +510,81 @@ class PregelRunner:
             return fut
         return Done(value, failure)
 
-    # a step, sync
+    # a step: the plan decides, ``tick`` and ``atick`` perform its effects
+    def _begin_step(
+        self,
+        tasks: Iterable[PregelExecutableTask],
+        wake: Callable[[], None],
+        schedule_task: ScheduleTask,
+        retry_policy: Sequence[RetryPolicy] | None,
+    ) -> tuple[tuple[PregelExecutableTask, ...], FuturesDict]:
+        futures = FuturesDict(wake)
+        self.futures = futures
+        self.schedule_task = schedule_task
+        self.retry_policy = retry_policy
+        self.timeouts = False
+        return tuple(tasks), futures
+
+    def _step(
+        self,
+        tasks: tuple[PregelExecutableTask, ...],
+        futures: FuturesDict,
+        *,
+        reraise: bool,
+        timeout: float | None,
+        live: bool,
+    ) -> Iterator[Effect]:
+        """The plan of one step: which tasks run where, when to wait and for
+        what, whom to cancel, what to raise. Yields ``None`` where the caller
+        may take the output streamed so far, and the effects only a driver
+        can perform; each effect carries its result back.
+
+        A lone task runs in the driver's thread or task (no hand-off) unless
+        the caller streams ``live``: then everything runs on the executor and
+        the driver only relays output."""
+        yield None
+        step, root = _fence(tasks, timeout)
+        inline: BaseException | None = None
+        if len(tasks) == 1 and timeout is None and not live:
+            run = _RunHere(tasks[0])
+            yield run
+            inline = run.exception
+            if self.timeouts:
+                futures.drop_dead()
+            if not futures:
+                if self.poisoned is not None:
+                    raise self.poisoned
+                if inline is not None and reraise:
+                    panic_or_proceed((), inline)
+                _refuse_if_dead(root)
+                return
+        else:
+            for t in tasks:
+                futures[self.submit(self._perform, t, __reraise_on_exit__=reraise)] = t
+        deadline = None if step is None else step.started + (timeout or 0.0)
+        while futures.counter > 0 and not futures.failed:
+            if self.timeouts:
+                self.timeouts = False
+                futures.drop_dead()
+                continue
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            wait = _Wait(remaining)
+            yield wait
+            if not wait.woken:
+                break
+            yield None
+        if self.timeouts:
+            futures.drop_dead()
+        if _stops_others(futures, inline) and (running := _cancel_others(futures)):
+            yield _Join(running, None if deadline is None else deadline - time.monotonic())
+        yield None
+        if self.poisoned is not None:
+            raise self.poisoned
+        _settle(futures, inline, reraise=reraise, timeout=timeout, step=step)
+        _refuse_if_dead(root)
+
     def tick(
         self,
         tasks: Iterable[PregelExecutableTask],
@@ -517,66 +596,29 @@ class PregelRunner:
         schedule_task: ScheduleTask,
         wake: threading.Event | None = None,
     ) -> Iterator[None]:
-        """Run ``tasks``; yields whenever there may be output to stream.
-
-        A lone task runs in this thread (no hand-off) unless the caller streams
-        live (``get_waiter``), in which case everything runs on workers and
-        this thread only relays output.
-        """
-        tasks = tuple(tasks)
+        """Run ``tasks``; yields whenever there may be output to stream. This
+        thread runs a lone task, and otherwise waits on a ``threading.Event``."""
         event = wake or _Wake()
-        futures = FuturesDict(event.set)
-        self.futures = futures
-        self.schedule_task = schedule_task
-        self.retry_policy = retry_policy
-        self.timeouts = False
-        yield
-        step, root = _fence(tasks, timeout)
-        inline: BaseException | None = None
-        if len(tasks) == 1 and timeout is None and get_waiter is None:
-            try:
-                self._run_and_commit(tasks[0])
-            except BaseException as exc:
-                inline = exc
-            if self.timeouts:
-                futures.drop_dead()
-            if not futures:
-                if self.poisoned is not None:
-                    raise self.poisoned
-                if inline is not None and reraise:
-                    panic_or_proceed((), inline)
-                _refuse_if_dead(root)
-                return
-        else:
-            for t in tasks:
-                futures[self.submit(self._run_and_commit, t, __reraise_on_exit__=reraise)] = t
-        deadline = None if step is None else step.started + (timeout or 0.0)
-        while futures.counter > 0 and not futures.failed:
-            if self.timeouts:
-                self.timeouts = False
-                futures.drop_dead()
-                continue
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                break
-            event.wait(remaining)
-            event.clear()
-            yield
-        if self.timeouts:
-            futures.drop_dead()
-        if _stops_others(futures, inline):
-            running = _cancel_others(futures)
-            concurrent.futures.wait(
-                [f for f in running if isinstance(f, concurrent.futures.Future)],
-                timeout=None if deadline is None else max(deadline - time.monotonic(), 0.0),
-            )
-        yield
-        if self.poisoned is not None:
-            raise self.poisoned
-        _settle(futures, inline, reraise=reraise, timeout=timeout, step=step)
-        _refuse_if_dead(root)
+        batch, futures = self._begin_step(tasks, event.set, schedule_task, retry_policy)
+        live = get_waiter is not None
+        for effect in self._step(batch, futures, reraise=reraise, timeout=timeout, live=live):
+            if effect is None:
+                yield
+            elif type(effect) is _RunHere:
+                try:
+                    self._run_and_commit(effect.task)
+                except BaseException as exc:
+                    effect.exception = exc
+            elif type(effect) is _Wait:
+                effect.woken = event.wait(effect.seconds)
+                event.clear()
+            else:
+                assert type(effect) is _Join
+                concurrent.futures.wait(
+                    [f for f in effect.running if isinstance(f, concurrent.futures.Future)],
+                    timeout=effect.seconds,
+                )
 
-    # a step, async
     async def atick(
         self,
         tasks: Iterable[PregelExecutableTask],
@@ -588,12 +630,11 @@ class PregelRunner:
         schedule_task: ScheduleTask,
         wake: asyncio.Event | None = None,
     ) -> AsyncIterator[None]:
-        """The async twin of ``tick``: tasks are asyncio tasks."""
+        """``tick`` on the event loop: this task awaits a lone task, and
+        otherwise waits on an ``asyncio.Event`` that worker threads may set."""
         import asyncio
 
-        tasks = tuple(tasks)
-        loop = asyncio.get_running_loop()
-        self.loop = loop
+        loop = self.loop = asyncio.get_running_loop()
         event = wake or asyncio.Event()
 
         def wake_up() -> None:
@@ -602,61 +643,71 @@ class PregelRunner:
             else:
                 loop.call_soon_threadsafe(event.set)
 
-        futures = FuturesDict(wake_up)
-        self.futures = futures
-        self.schedule_task = schedule_task
-        self.retry_policy = retry_policy
-        self.timeouts = False
-        yield
-        step, root = _fence(tasks, timeout)
-        inline: BaseException | None = None
-        if len(tasks) == 1 and timeout is None and get_waiter is None:
-            try:
-                await self._arun_and_commit(tasks[0])
-            except BaseException as exc:
-                inline = exc
-            if self.timeouts:
-                futures.drop_dead()
-            if not futures:
-                if self.poisoned is not None:
-                    raise self.poisoned
-                if inline is not None and reraise:
-                    panic_or_proceed((), inline)
-                _refuse_if_dead(root)
-                return
-        else:
-            for t in tasks:
-                futures[self.submit(self._arun_and_commit, t, __reraise_on_exit__=reraise)] = t
-        deadline = None if step is None else step.started + (timeout or 0.0)
-        while futures.counter > 0 and not futures.failed:
-            if self.timeouts:
-                self.timeouts = False
-                futures.drop_dead()
-                continue
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                break
-            try:
-                await asyncio.wait_for(event.wait(), remaining)
-            except TimeoutError:
-                break
-            event.clear()
-            yield
-        if self.timeouts:
-            futures.drop_dead()
-        if _stops_others(futures, inline) and (running := _cancel_others(futures)):
-            await asyncio.wait(
-                [
-                    asyncio.wrap_future(f) if isinstance(f, concurrent.futures.Future) else f
-                    for f in running
-                ],
-                timeout=None if deadline is None else max(deadline - time.monotonic(), 0.0),
-            )
-        yield
-        if self.poisoned is not None:
-            raise self.poisoned
-        _settle(futures, inline, reraise=reraise, timeout=timeout, step=step)
-        _refuse_if_dead(root)
+        batch, futures = self._begin_step(tasks, wake_up, schedule_task, retry_policy)
+        plan = self._step(
+            batch, futures, reraise=reraise, timeout=timeout, live=get_waiter is not None
+        )
+        for effect in plan:
+            if effect is None:
+                yield
+            elif type(effect) is _RunHere:
+                try:
+                    await self._arun_and_commit(effect.task)
+                except BaseException as exc:
+                    effect.exception = exc
+            elif type(effect) is _Wait:
+                try:
+                    await asyncio.wait_for(event.wait(), effect.seconds)
+                except TimeoutError:
+                    continue  # not woken
+                effect.woken = True
+                event.clear()
+            else:
+                assert type(effect) is _Join
+                await asyncio.wait(
+                    [
+                        asyncio.wrap_future(f) if isinstance(f, concurrent.futures.Future) else f
+                        for f in effect.running
+                    ],
+                    timeout=effect.seconds,
+                )
+
+
+class _RunHere:
+    """Effect: run this task in the driver's thread or task; how it ended
+    (its exception, or None) goes back in ``exception``."""
+
+    __slots__ = ("exception", "task")
+
+    def __init__(self, task: PregelExecutableTask) -> None:
+        self.task = task
+        self.exception: BaseException | None = None
+
+
+class _Wait:
+    """Effect: wait until woken (a task finished or failed, an attempt timed
+    out), at most ``seconds`` (None: no limit); whether woken goes back in
+    ``woken``."""
+
+    __slots__ = ("seconds", "woken")
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.woken = False
+
+
+class _Join:
+    """Effect: wait, at most ``seconds``, for the tasks still running after
+    the step's others were cancelled (a failure stops the step)."""
+
+    __slots__ = ("running", "seconds")
+
+    def __init__(self, running: list[AnyFuture], seconds: float | None) -> None:
+        self.running = running
+        self.seconds = None if seconds is None else max(seconds, 0.0)
+
+
+Effect = Union[_RunHere, _Wait, _Join, None]
 
 
 def _outcome(task: PregelExecutableTask) -> tuple[Any, BaseException | None]:
