@@ -2,13 +2,22 @@
 
 ``StateAPI`` is a base of ``Pregel``; it plans from a saved checkpoint with the
 same planner a run uses, so ``get_state().next`` names what a resume would run.
-The sync and async methods differ only in how they call the saver.
+Each operation that calls the saver is written once, as a plan that yields
+the saver calls it makes (``SaverCall``) and is sent back their results;
+the sync methods perform them with ``_perform``, the async ones await them
+with ``_aperform``.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from collections.abc import (
+    AsyncIterator,
+    Generator,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from pregelkit._internal._constants import (
     CONF,
@@ -53,6 +62,8 @@ if TYPE_CHECKING:
     )
 
 __all__ = ["StateAPI"]
+
+T = TypeVar("T")
 
 
 class StateAPI:
@@ -183,12 +194,21 @@ class StateAPI:
 
     def get_state(self, config: Mapping[str, Any], *, subgraphs: bool = False) -> StateSnapshot:
         """The thread's state at its latest checkpoint (or at ``checkpoint_id``)."""
+        return _perform(self._get_state(config, subgraphs))
+
+    async def aget_state(
+        self, config: Mapping[str, Any], *, subgraphs: bool = False
+    ) -> StateSnapshot:
+        return await _aperform(self._get_state(config, subgraphs))
+
+    def _get_state(self, config: Mapping[str, Any], subgraphs: bool) -> Plan[StateSnapshot]:
         saver = self._require_saver()
         config = self._config(config)
         latest = not config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
-        snapshot = self._snapshot(config, saver.get_tuple(config), apply_pending=latest)
+        saved = yield _on(saver, "get_tuple", config)
+        snapshot = self._snapshot(config, saved, apply_pending=latest)
         if latest and (tid := _marked_thread(saver, config, snapshot)) is not None:
-            snapshot = _with_mark(snapshot, saver.get_thread_control(tid))
+            snapshot = _with_mark(snapshot, (yield _on(saver, "get_thread_control", tid)))
         if not subgraphs:
             return snapshot
         tasks = []
@@ -196,7 +216,8 @@ class StateAPI:
             if child is self:
                 tasks.append(task)
                 continue
-            state = child._snapshot(child_config, saver.get_tuple(child_config), apply_pending=True)
+            saved = yield _on(saver, "get_tuple", child_config)
+            state = child._snapshot(child_config, saved, apply_pending=True)
             tasks.append(task._replace(state=state) if state.metadata is not None else task)
         return snapshot._replace(tasks=tuple(tasks))
 
@@ -224,43 +245,20 @@ class StateAPI:
             }
             yield task, children[0], child_config
 
-    async def aget_state(
-        self, config: Mapping[str, Any], *, subgraphs: bool = False
-    ) -> StateSnapshot:
-        saver = self._require_saver()
-        config = self._config(config)
-        latest = not config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
-        snapshot = self._snapshot(config, await saver.aget_tuple(config), apply_pending=latest)
-        if latest and (tid := _marked_thread(saver, config, snapshot)) is not None:
-            snapshot = _with_mark(snapshot, await saver.aget_thread_control(tid))
-        if not subgraphs:
-            return snapshot
-        tasks = []
-        for task, child, child_config in self._subgraph_tasks(snapshot):
-            if child is self:
-                tasks.append(task)
-                continue
-            saved = await saver.aget_tuple(child_config)
-            state = child._snapshot(child_config, saved, apply_pending=True)
-            tasks.append(task._replace(state=state) if state.metadata is not None else task)
-        return snapshot._replace(tasks=tuple(tasks))
-
     def get_timeline(self, config: Mapping[str, Any]) -> Timeline:
         """Every run of the config's thread and the attempts of each, oldest
         first (``pregelkit.observe.timeline`` explains the model)."""
-        saver = self._require_saver()
-        thread_id = _thread_of(self._config(config))
-        from pregelkit.checkpoint.attempts import group_attempts
-
-        return group_attempts(thread_id, saver.list_attempts(thread_id))
+        return _perform(self._get_timeline(config))
 
     async def aget_timeline(self, config: Mapping[str, Any]) -> Timeline:
-        """The async twin of ``get_timeline``."""
+        return await _aperform(self._get_timeline(config))
+
+    def _get_timeline(self, config: Mapping[str, Any]) -> Plan[Timeline]:
         saver = self._require_saver()
         thread_id = _thread_of(self._config(config))
         from pregelkit.checkpoint.attempts import group_attempts
 
-        return group_attempts(thread_id, await saver.alist_attempts(thread_id))
+        return group_attempts(thread_id, (yield _on(saver, "list_attempts", thread_id)))
 
     def get_state_history(
         self,
@@ -431,11 +429,7 @@ class StateAPI:
     ) -> dict[str, Any]:
         """Write ``values`` to the thread as if ``as_node`` had produced them; a new
         checkpoint (source ``update``) on top of the latest or the given one."""
-        saver = self._require_saver()
-        config = self._config(config)
-        saved = saver.get_tuple(config)
-        args = self._plan_update(config, saved, values, as_node)
-        return saver.put(*args)
+        return _perform(self._update_state(config, values, as_node))
 
     async def aupdate_state(
         self,
@@ -444,13 +438,31 @@ class StateAPI:
         as_node: str | None = None,
         task_id: str | None = None,
     ) -> dict[str, Any]:
+        return await _aperform(self._update_state(config, values, as_node))
+
+    def _update_state(
+        self, config: Mapping[str, Any], values: Any, as_node: str | None
+    ) -> Plan[dict[str, Any]]:
         saver = self._require_saver()
         config = self._config(config)
-        saved = await saver.aget_tuple(config)
+        saved = yield _on(saver, "get_tuple", config)
         args = self._plan_update(config, saved, values, as_node)
-        return await saver.aput(*args)
+        written: dict[str, Any] = yield _on(saver, "put", *args)
+        return written
 
     # run control: stop a thread's run from anywhere (see pregel/_control.py)
+    def _cancel(self, config: Mapping[str, Any], what: str) -> Plan[None]:
+        from pregelkit.checkpoint import runs
+
+        saver, thread_id, cancelled = yield from self._cancel_mark(config, what)
+        if cancelled:
+            return
+        # a queued run of it never starts; a worker's run stops (the mark)
+        if not (yield _on(runs, "cancel_thread_runs", saver, thread_id)):
+            snapshot = yield from self._get_state(_root(thread_id), False)
+            _refuse_finished(thread_id, snapshot, "cancel")
+        yield _on(saver, "put_thread_control", thread_id, CANCELLED)
+
     def cancel(self, config: Mapping[str, Any]) -> None:
         """Cancel the thread: mark it in the saver. The run that owns it, in
         this process or another, stops within a task call (or
@@ -459,38 +471,32 @@ class StateAPI:
         Until ``uncancel(config)``, every run of the thread raises
         ``RunCancelledError`` before it starts. A thread that has finished is
         refused (``ThreadStateError``): there is nothing to cancel."""
-        saver, thread_id = self._control_target(config, "cancel")
-        from pregelkit.checkpoint.runs import cancel_thread_runs
-
-        if saver.get_thread_control(thread_id) == CANCELLED:
-            return  # cancelled already
-        # a queued run of it never starts; a worker's run stops (the mark)
-        if not cancel_thread_runs(saver, thread_id):
-            _refuse_finished(thread_id, self.get_state(_root(thread_id)), "cancel")
-        saver.put_thread_control(thread_id, CANCELLED)
+        _perform(self._cancel(config, "cancel"))
 
     async def acancel(self, config: Mapping[str, Any]) -> None:
-        saver, thread_id = self._control_target(config, "acancel")
-        from pregelkit.checkpoint.runs import acancel_thread_runs
+        await _aperform(self._cancel(config, "acancel"))
 
-        if await saver.aget_thread_control(thread_id) == CANCELLED:
-            return  # cancelled already
-        if not await acancel_thread_runs(saver, thread_id):
-            _refuse_finished(thread_id, await self.aget_state(_root(thread_id)), "cancel")
-        await saver.aput_thread_control(thread_id, CANCELLED)
+    def _uncancel(self, config: Mapping[str, Any], what: str) -> Plan[None]:
+        saver, thread_id, cancelled = yield from self._cancel_mark(config, what)
+        if cancelled:
+            yield _on(saver, "put_thread_control", thread_id, None)
 
     def uncancel(self, config: Mapping[str, Any]) -> None:
         """Clear the thread's cancel mark, so that it runs again: resume it with
         ``invoke(None, config)`` (or answer its interrupt with a ``Command``).
         A thread that is not cancelled is left as it is."""
-        saver, thread_id = self._control_target(config, "uncancel")
-        if saver.get_thread_control(thread_id) == CANCELLED:
-            saver.put_thread_control(thread_id, None)
+        _perform(self._uncancel(config, "uncancel"))
 
     async def auncancel(self, config: Mapping[str, Any]) -> None:
-        saver, thread_id = self._control_target(config, "auncancel")
-        if await saver.aget_thread_control(thread_id) == CANCELLED:
-            await saver.aput_thread_control(thread_id, None)
+        await _aperform(self._uncancel(config, "auncancel"))
+
+    def _cancel_mark(
+        self, config: Mapping[str, Any], what: str
+    ) -> Plan[tuple[BaseCheckpointSaver[Any], str, bool]]:
+        """The saver and thread that ``what`` acts on, and whether the thread is cancelled."""
+        saver, thread_id = self._control_target(config, what)
+        mark = yield _on(saver, "get_thread_control", thread_id)
+        return saver, thread_id, mark == CANCELLED
 
     def _control_target(
         self, config: Mapping[str, Any], what: str
@@ -509,6 +515,52 @@ class StateAPI:
                 "get_thread_control/put_thread_control)"
             )
         return saver, str(thread_id)
+
+
+class SaverCall:
+    """A call a state plan makes: ``target.<method>(*args)`` from a sync
+    method, ``await target.a<method>(*args)`` from an async one. The target
+    is the saver, or ``checkpoint.runs`` for its run queue."""
+
+    __slots__ = ("args", "method", "target")
+
+    def __init__(self, target: object, method: str, args: tuple[Any, ...]) -> None:
+        self.target = target
+        self.method = method
+        self.args = args
+
+
+Plan = Generator[SaverCall, Any, T]
+"""A state operation: yields its saver calls, is sent back what each
+returned, returns the operation's result."""
+
+
+def _on(saver: object, method: str, *args: Any) -> SaverCall:
+    return SaverCall(saver, method, args)
+
+
+def _perform(plan: Plan[T]) -> T:
+    """Run ``plan``, making its saver calls in this thread."""
+    result: Any = None
+    try:
+        while True:
+            call = plan.send(result)
+            result = getattr(call.target, call.method)(*call.args)
+    except StopIteration as done:
+        value: T = done.value
+        return value
+
+
+async def _aperform(plan: Plan[T]) -> T:
+    """Run ``plan``, awaiting its saver calls."""
+    result: Any = None
+    try:
+        while True:
+            call = plan.send(result)
+            result = await getattr(call.target, "a" + call.method)(*call.args)
+    except StopIteration as done:
+        value: T = done.value
+        return value
 
 
 def _root(thread_id: str) -> dict[str, Any]:
