@@ -376,7 +376,10 @@ class Job(concurrent.futures.Future[T]):
         return self._state in (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED)
 
     def _wait(self, timeout: float | None) -> None:
-        if self._state == PENDING:
+        state = self._state
+        if state == FINISHED:
+            return  # final: no lock needed to know it (the done callbacks ask)
+        if state == PENDING:
             self.run()  # nobody started it: run it here rather than wait for a worker
         with _LOCK:
             if self.done():

@@ -1,17 +1,18 @@
 """Running one attempt of a task: call its steps, collect its writes.
 
-What an attempt calls, in which order, with which injected arguments, what
-it emits and what it writes is decided once, by the plan ``_body``: it
-yields each call and is sent back its result. ``run_task`` and ``arun_task``
-only perform the calls: here, or awaited (a sync step in a worker thread).
+What an attempt calls, with which injected arguments, what it emits and
+what it writes is decided once: for a task call (one call) by
+``_call_started`` and ``_call_returned``, for a node (a chain of steps) by
+the plan ``_node_body``, which yields each step to call. ``run_task`` and
+``arun_task`` only perform the calls: here, or awaited (a sync function in
+a worker thread).
 """
 
 from __future__ import annotations
 
 import functools
-from contextvars import Token
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from pregelkit._internal._constants import EVENTS, RESERVED, RETURN
 from pregelkit._internal._scope import CURRENT
@@ -76,64 +77,78 @@ def _async_error(kind: str, name: str) -> TypeError:
     )
 
 
-Calls = Iterator[tuple[FnSpec | _SubgraphStep, tuple[Any, ...], dict[str, Any]]]
-"""(what to call, its arguments, its injected keywords), one call at a time."""
+def _call_started(task: PregelExecutableTask, proc: Call) -> dict[str, Any]:
+    """A task call's attempt starts (told to ``EVENTS`` listeners); the
+    keywords its function gets: the caller's, and the injectables it did
+    not pass. A task call is one call: it needs no plan."""
+    scope: TaskScope = task.scope
+    run = scope.run
+    if (emit := run.emit) is not None and EVENTS in run.stream_modes:
+        emit(EVENTS, ("start", task, None))
+    spec = proc.spec
+    if spec.inject:
+        return {**proc.kwargs, **_inject(spec, scope, proc.kwargs, len(proc.args))}
+    return proc.kwargs
+
+
+def _call_returned(task: PregelExecutableTask, value: Any) -> Any:
+    """What a task call's return leaves: its ``RETURN`` write."""
+    run = task.scope.run
+    if (emit := run.emit) is not None and EVENTS in run.stream_modes:
+        emit(EVENTS, ("stream", task, value))
+    task.writes.append((RETURN, value))
+    return value
+
+
+Steps = Iterator[tuple[FnSpec | _SubgraphStep, Any, dict[str, Any]]]
+"""(the step to call, the value it is given, its injected keywords)."""
 
 _NO_KW: dict[str, Any] = {}
 
 
-def _body(task: PregelExecutableTask, scope: TaskScope, last: list[Any]) -> Calls:
-    """The plan of one attempt of ``task``: a task call calls its function
-    once with the caller's arguments; a node calls its steps in a chain,
-    each given the value the one before returned. The driver leaves each
-    call's result in ``last[0]`` before it asks for the next call (a plan
-    iterated with ``for`` costs a task ~150 ns less than one sent values)."""
+def _node_body(task: PregelExecutableTask, node: PregelNode, last: list[Any]) -> Steps:
+    """The plan of one attempt of a node: its steps called in a chain, each
+    given the value the one before returned, told to ``EVENTS`` listeners,
+    the last value written. The driver leaves each step's result in
+    ``last[0]`` before it asks for the next step (a plan iterated with
+    ``for`` costs a task ~150 ns less than one sent values)."""
+    scope: TaskScope = task.scope
     emit = _events_emit(scope)
-    proc = task.proc
     if emit is not None:
         emit(EVENTS, ("start", task, None))
-    if type(proc) is Call:
-        spec = proc.spec
-        kw = proc.kwargs
-        if spec.inject:
-            kw = {**kw, **_inject(spec, scope, kw, len(proc.args))}
-        yield spec, proc.args, kw
-        if emit is not None:
-            emit(EVENTS, ("stream", task, last[0]))
-        task.writes.append((RETURN, last[0]))
-        return
-    for i, step in enumerate(proc.steps):
+    for i, step in enumerate(node.steps):
         if emit is not None:
             emit(EVENTS, ("step_start", task, (i, step, last[0])))
-        yield step, (last[0],), _inject(step, scope, _NO_KW, 1) if step.inject else _NO_KW
+        yield (
+            step,
+            last[0],
+            _inject(cast(FnSpec, step), scope, _NO_KW, 1) if step.inject else _NO_KW,
+        )
         if emit is not None:
             emit(EVENTS, ("step_end", task, (i, step, last[0])))
     if emit is not None:
         emit(EVENTS, ("stream", task, last[0]))
-    _node_writes(task, proc, last[0])
-
-
-def _enter(task: PregelExecutableTask) -> tuple[Calls, list[Any], Token[TaskScope | None]]:
-    """The plan of an attempt of ``task`` with the cell its calls' results go
-    to (a node's chain starts from the task's input), and its scope made the
-    current one (the body's task calls, interrupts and writers find it
-    there) until the driver resets the token."""
-    scope: TaskScope = task.scope
-    last = [task.input]
-    return _body(task, scope, last), last, CURRENT.set(scope)
+    _node_writes(task, node, last[0])
 
 
 def run_task(task: PregelExecutableTask) -> Any:
     """One attempt of ``task`` in this thread; its writes land in ``task.writes``."""
-    plan, last, token = _enter(task)
+    token = CURRENT.set(task.scope)  # the body's calls, interrupts and writers find it
     try:
-        for step, args, kw in plan:
+        proc = task.proc
+        if type(proc) is Call:
+            kw = _call_started(task, proc)
+            if proc.spec.is_async:
+                raise _async_error("task", task.name)
+            return _call_returned(task, proc.spec.fn(*proc.args, **kw))
+        last = [task.input]
+        for step, value, kw in _node_body(task, proc, last):
             if isinstance(step, _SubgraphStep):
-                last[0] = step.graph.invoke(*args)
+                last[0] = step.graph.invoke(value)
             elif step.is_async:
-                raise _async_error("task" if type(task.proc) is Call else "node", task.name)
+                raise _async_error("node", task.name)
             else:
-                last[0] = step.fn(*args, **kw)
+                last[0] = step.fn(value, **kw)
         return last[0]
     finally:
         CURRENT.reset(token)
@@ -151,17 +166,24 @@ async def _in_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 async def arun_task(task: PregelExecutableTask) -> Any:
-    """``run_task`` on the event loop: async steps are awaited, sync ones run
-    in a worker thread."""
-    plan, last, token = _enter(task)
+    """``run_task`` on the event loop: async functions are awaited, sync ones
+    run in a worker thread."""
+    token = CURRENT.set(task.scope)
     try:
-        for step, args, kw in plan:
+        proc = task.proc
+        if type(proc) is Call:
+            kw = _call_started(task, proc)
+            fn = proc.spec.fn
+            call = fn(*proc.args, **kw) if proc.spec.is_async else _in_thread(fn, *proc.args, **kw)
+            return _call_returned(task, await call)
+        last = [task.input]
+        for step, value, kw in _node_body(task, proc, last):
             if isinstance(step, _SubgraphStep):
-                last[0] = await step.graph.ainvoke(*args)
+                last[0] = await step.graph.ainvoke(value)
             elif step.is_async:
-                last[0] = await step.fn(*args, **kw)
+                last[0] = await step.fn(value, **kw)
             else:
-                last[0] = await _in_thread(step.fn, *args, **kw)
+                last[0] = await _in_thread(step.fn, value, **kw)
         return last[0]
     finally:
         CURRENT.reset(token)

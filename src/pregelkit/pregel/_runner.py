@@ -57,11 +57,6 @@ def _exception(fut: AnyFuture) -> BaseException | None:
     return fut.exception()
 
 
-def _is_failure(fut: AnyFuture) -> bool:
-    exc = _exception(fut)
-    return exc is not None and not isinstance(exc, GraphBubbleUp) and fut not in SKIP_RERAISE_SET
-
-
 class _Wake:
     """The ``threading.Event`` a sync tick waits on, made only when the tick
     actually waits: a lone task run inline never does, and making an
@@ -115,6 +110,8 @@ class FuturesDict(dict[Any, PregelExecutableTask]):
         self.failed = False
         self.lock = threading.Lock()
         self.dropped: set[AnyFuture] = set()
+        self.inline: BaseException | None = None
+        """How the tick's task run in the driver (not on the executor) ended."""
 
     def __setitem__(self, fut: AnyFuture, task: PregelExecutableTask) -> None:
         super().__setitem__(fut, task)
@@ -126,8 +123,11 @@ class FuturesDict(dict[Any, PregelExecutableTask]):
         # Finished futures are dropped at once (only the ones that raised are
         # kept, for panic_or_proceed): a 100k-task run must not keep 100k
         # futures alive for the garbage collector to walk again and again.
-        failed = _is_failure(fut)
-        raised = _exception(fut) is not None
+        exc = _exception(fut)  # once: a future's exception() takes its lock
+        failed = (
+            exc is not None and not isinstance(exc, GraphBubbleUp) and fut not in SKIP_RERAISE_SET
+        )
+        raised = exc is not None
         with self.lock:
             if fut in self.dropped:
                 self.dropped.discard(fut)
@@ -265,8 +265,16 @@ class PregelRunner:
             futures.wake()
 
     # the decision: what a finished task leaves behind
-    def commit(self, task: PregelExecutableTask, exception: BaseException | None) -> Any:
-        if self.poisoned is not None:
+    def commit(
+        self,
+        task: PregelExecutableTask,
+        exception: BaseException | None,
+        fence: Attempt | None = None,
+    ) -> Any:
+        """Record how ``task`` ended; None, or the save to await. Nothing is
+        recorded once the run is poisoned, nor for a late result of abandoned
+        work (the attempt ``fence`` it hangs from has died)."""
+        if self.poisoned is not None or (fence is not None and fence.is_dead()):
             return None
         call = task.proc if type(task.proc) is Call else None
         pending = self._settle_failed_calls(task, exception) if self._failed_calls else None
@@ -333,15 +341,6 @@ class PregelRunner:
             raise fence.refusal()
         return fence
 
-    def _settle_task(
-        self, task: PregelExecutableTask, fence: Attempt | None, exception: BaseException | None
-    ) -> Any:
-        """Commit how ``task`` ended, unless it is a late result of abandoned
-        work; None, or the save to await."""
-        if fence is not None and fence.is_dead():
-            return None
-        return self.commit(task, exception)
-
     def _run_and_commit(self, task: PregelExecutableTask) -> Any:
         fence = self._admit(task)
         try:
@@ -349,11 +348,11 @@ class PregelRunner:
                 task, self.retry_policy, self._settle_failed_calls, self.attempts
             )
         except BaseException as exc:
-            self._settle_task(task, fence, exc)
+            self.commit(task, exc, fence)
             raise
         finally:
             task.scope = None  # task <-> scope is a cycle; break it once the task is over
-        self._settle_task(task, fence, None)
+        self.commit(task, None, fence)
         return value
 
     async def _arun_and_commit(self, task: PregelExecutableTask) -> Any:
@@ -363,12 +362,12 @@ class PregelRunner:
                 task, self.retry_policy, self._settle_failed_calls, self.attempts
             )
         except BaseException as exc:
-            if (pending := self._settle_task(task, fence, exc)) is not None:
+            if (pending := self.commit(task, exc, fence)) is not None:
                 await pending
             raise
         finally:
             task.scope = None
-        if (pending := self._settle_task(task, fence, None)) is not None:
+        if (pending := self.commit(task, None, fence)) is not None:
             await pending
         return value
 
@@ -511,25 +510,12 @@ class PregelRunner:
         return Done(value, failure)
 
     # a step: the plan decides, ``tick`` and ``atick`` perform its effects
-    def _begin_step(
-        self,
-        tasks: Iterable[PregelExecutableTask],
-        wake: Callable[[], None],
-        schedule_task: ScheduleTask,
-        retry_policy: Sequence[RetryPolicy] | None,
-    ) -> tuple[tuple[PregelExecutableTask, ...], FuturesDict]:
-        futures = FuturesDict(wake)
-        self.futures = futures
-        self.schedule_task = schedule_task
-        self.retry_policy = retry_policy
-        self.timeouts = False
-        return tuple(tasks), futures
-
     def _step(
         self,
-        tasks: tuple[PregelExecutableTask, ...],
+        tasks: Iterable[PregelExecutableTask],
         futures: FuturesDict,
-        *,
+        schedule_task: ScheduleTask,
+        retry_policy: Sequence[RetryPolicy] | None,
         reraise: bool,
         timeout: float | None,
         live: bool,
@@ -537,25 +523,28 @@ class PregelRunner:
         """The plan of one step: which tasks run where, when to wait and for
         what, whom to cancel, what to raise. Yields ``None`` where the caller
         may take the output streamed so far, and the effects only a driver
-        can perform; each effect carries its result back.
+        can perform: a task to run in the driver's thread or task (how it
+        ended goes in ``futures.inline``), a ``_Wait`` and a ``_Join``.
 
-        A lone task runs in the driver's thread or task (no hand-off) unless
-        the caller streams ``live``: then everything runs on the executor and
-        the driver only relays output."""
+        A lone task runs in the driver (no hand-off) unless the caller
+        streams ``live``: then everything runs on the executor and the
+        driver only relays output."""
+        tasks = tuple(tasks)
+        self.futures = futures
+        self.schedule_task = schedule_task
+        self.retry_policy = retry_policy
+        self.timeouts = False
         yield None
         step, root = _fence(tasks, timeout)
-        inline: BaseException | None = None
         if len(tasks) == 1 and timeout is None and not live:
-            run = _RunHere(tasks[0])
-            yield run
-            inline = run.exception
+            yield tasks[0]
             if self.timeouts:
                 futures.drop_dead()
             if not futures:
                 if self.poisoned is not None:
                     raise self.poisoned
-                if inline is not None and reraise:
-                    panic_or_proceed((), inline)
+                if futures.inline is not None and reraise:
+                    panic_or_proceed((), futures.inline)
                 _refuse_if_dead(root)
                 return
         else:
@@ -577,12 +566,12 @@ class PregelRunner:
             yield None
         if self.timeouts:
             futures.drop_dead()
-        if _stops_others(futures, inline) and (running := _cancel_others(futures)):
+        if _stops_others(futures) and (running := _cancel_others(futures)):
             yield _Join(running, None if deadline is None else deadline - time.monotonic())
         yield None
         if self.poisoned is not None:
             raise self.poisoned
-        _settle(futures, inline, reraise=reraise, timeout=timeout, step=step)
+        _settle(futures, reraise=reraise, timeout=timeout, step=step)
         _refuse_if_dead(root)
 
     def tick(
@@ -599,25 +588,26 @@ class PregelRunner:
         """Run ``tasks``; yields whenever there may be output to stream. This
         thread runs a lone task, and otherwise waits on a ``threading.Event``."""
         event = wake or _Wake()
-        batch, futures = self._begin_step(tasks, event.set, schedule_task, retry_policy)
+        futures = FuturesDict(event.set)
         live = get_waiter is not None
-        for effect in self._step(batch, futures, reraise=reraise, timeout=timeout, live=live):
+        for effect in self._step(
+            tasks, futures, schedule_task, retry_policy, reraise, timeout, live
+        ):
             if effect is None:
                 yield
-            elif type(effect) is _RunHere:
-                try:
-                    self._run_and_commit(effect.task)
-                except BaseException as exc:
-                    effect.exception = exc
-            elif type(effect) is _Wait:
+            elif isinstance(effect, _Wait):
                 effect.woken = event.wait(effect.seconds)
                 event.clear()
-            else:
-                assert type(effect) is _Join
+            elif isinstance(effect, _Join):
                 concurrent.futures.wait(
                     [f for f in effect.running if isinstance(f, concurrent.futures.Future)],
                     timeout=effect.seconds,
                 )
+            else:
+                try:
+                    self._run_and_commit(effect)
+                except BaseException as exc:
+                    futures.inline = exc
 
     async def atick(
         self,
@@ -643,27 +633,21 @@ class PregelRunner:
             else:
                 loop.call_soon_threadsafe(event.set)
 
-        batch, futures = self._begin_step(tasks, wake_up, schedule_task, retry_policy)
+        futures = FuturesDict(wake_up)
         plan = self._step(
-            batch, futures, reraise=reraise, timeout=timeout, live=get_waiter is not None
+            tasks, futures, schedule_task, retry_policy, reraise, timeout, get_waiter is not None
         )
         for effect in plan:
             if effect is None:
                 yield
-            elif type(effect) is _RunHere:
-                try:
-                    await self._arun_and_commit(effect.task)
-                except BaseException as exc:
-                    effect.exception = exc
-            elif type(effect) is _Wait:
+            elif isinstance(effect, _Wait):
                 try:
                     await asyncio.wait_for(event.wait(), effect.seconds)
                 except TimeoutError:
                     continue  # not woken
                 effect.woken = True
                 event.clear()
-            else:
-                assert type(effect) is _Join
+            elif isinstance(effect, _Join):
                 await asyncio.wait(
                     [
                         asyncio.wrap_future(f) if isinstance(f, concurrent.futures.Future) else f
@@ -671,17 +655,11 @@ class PregelRunner:
                     ],
                     timeout=effect.seconds,
                 )
-
-
-class _RunHere:
-    """Effect: run this task in the driver's thread or task; how it ended
-    (its exception, or None) goes back in ``exception``."""
-
-    __slots__ = ("exception", "task")
-
-    def __init__(self, task: PregelExecutableTask) -> None:
-        self.task = task
-        self.exception: BaseException | None = None
+            else:
+                try:
+                    await self._arun_and_commit(effect)
+                except BaseException as exc:
+                    futures.inline = exc
 
 
 class _Wait:
@@ -707,7 +685,7 @@ class _Join:
         self.seconds = None if seconds is None else max(seconds, 0.0)
 
 
-Effect = Union[_RunHere, _Wait, _Join, None]
+Effect = Union[PregelExecutableTask, _Wait, _Join, None]
 
 
 def _outcome(task: PregelExecutableTask) -> tuple[Any, BaseException | None]:
@@ -768,8 +746,9 @@ class _Both:
         return (yield from self.second.__await__())
 
 
-def _stops_others(futures: FuturesDict, inline: BaseException | None) -> bool:
+def _stops_others(futures: FuturesDict) -> bool:
     """A real failure (not an interrupt, not a task call's own) stops the step."""
+    inline = futures.inline
     return futures.failed or (inline is not None and not isinstance(inline, GraphBubbleUp))
 
 
@@ -786,7 +765,6 @@ def _cancel_others(futures: FuturesDict) -> list[AnyFuture]:
 
 def _settle(
     futures: FuturesDict,
-    inline: BaseException | None,
     *,
     reraise: bool,
     timeout: float | None,
@@ -797,13 +775,13 @@ def _settle(
     Tasks still running when ``step_timeout`` passed are walked away from:
     what finished in time is saved, they are not, and a resume runs them."""
     if step is None:
-        panic_or_proceed(list(futures.done), inline, panic=reraise)
+        panic_or_proceed(list(futures.done), futures.inline, panic=reraise)
         return
     running = futures.drop_all()
     failed = list(futures.done)
     late = [f for f in failed if _step_timeout(_exception(f))]
     running = sorted({*running, *(futures[f].name for f in late)})
-    panic_or_proceed([f for f in failed if f not in late], inline, panic=reraise)
+    panic_or_proceed([f for f in failed if f not in late], futures.inline, panic=reraise)
     if running or step.dead:
         raise step_error(step, running)
 
