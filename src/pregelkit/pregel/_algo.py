@@ -500,8 +500,9 @@ def apply_writes(
                     versions[chan] = next_version
                 moved.add(chan)
 
-    # nothing left to trigger: let channels finish
-    if updated.isdisjoint(trigger_to_nodes):
+    # nothing left to trigger: let channels finish (asked of the keys, which
+    # iterate the few updated channels; a set asked of a dict walks the dict)
+    if trigger_to_nodes.keys().isdisjoint(updated):
         for chan, c in channels.items():
             if c.finish():
                 if next_version is not None:
