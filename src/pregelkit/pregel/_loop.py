@@ -10,13 +10,13 @@ them; a test can step the core with no saver, thread or event loop.
 Its parts are objects built here, each with its own state: the input
 (``_loop_input.RunInput``), call records and replay (``_loop_calls``), the
 cache (``_loop_cache``), run control (``_loop_control.ThreadMark``) and
-attempt records (``_loop_attempts``); stream output is ``LoopEvents``.
+attempt records (``_loop_attempts``), stream output (``_loop_events``);
+``_loop_lineage`` holds the ids of its checkpoints and the channel versions.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pregelkit._internal._constants import (
@@ -50,7 +50,6 @@ from pregelkit.errors import GraphInterrupt, NondeterminismError
 from pregelkit.pregel._algo import (
     Planner,
     PregelTaskWrites,
-    apply_writes,
     increment,
     prepare_next_tasks,
     prepare_push_call,
@@ -77,8 +76,15 @@ from pregelkit.pregel._loop_attempts import AttemptRecords
 from pregelkit.pregel._loop_cache import TaskCache
 from pregelkit.pregel._loop_calls import CallRecords
 from pregelkit.pregel._loop_control import ThreadMark
-from pregelkit.pregel._loop_events import Emit, LoopEvents, tee
+from pregelkit.pregel._loop_events import (
+    Emit,
+    StreamOutput,
+    checkpoint_event,
+    interrupted_values,
+    tee,
+)
 from pregelkit.pregel._loop_input import RunInput
+from pregelkit.pregel._loop_lineage import Lineage, Versions
 from pregelkit.pregel._persist import writer_name
 from pregelkit.pregel._scope import RunContext, TaskScope
 from pregelkit.types import Interrupt, PregelExecutableTask
@@ -92,7 +98,7 @@ Status = Literal["input", "pending", "done", "interrupt_before", "interrupt_afte
 Writes = list[tuple[str, Any]]
 
 
-class PregelLoop(LoopEvents):
+class PregelLoop:
     """One run of a graph: input, supersteps, checkpoints, exit."""
 
     def __init__(
@@ -113,33 +119,16 @@ class PregelLoop(LoopEvents):
         stream_subgraphs: bool = False,
     ) -> None:
         self.graph = graph
-        self.nodes = graph.nodes
-        self.specs = graph.channels
-        self.trigger_to_nodes = graph.trigger_to_nodes
-        self.output_keys = graph.output_channels
-        self.stream_keys = graph.stream_channels_asis
-        self.interrupt_before = interrupt_before
-        self.interrupt_after = interrupt_after
         self.durability = durability
-        self.wait: Wait = "sync" if durability == "sync" else "async"
-        """How a save waits (at exit too: ``durability="exit"`` saves on the lane then)."""
-        self.is_async = is_async
         self.status: Status = "input"
-        self.interrupts: list[Interrupt] = []
-        self._interrupt_ids: set[str] = set()
         self.tasks: dict[str, PregelExecutableTask] = {}
         self.updated_channels: set[str] | None = None
-        self.live_ephemeral: set[str] = set()
-        self._unsaved: set[str] = set()
         self.calls = CallRecords()
         self.checkpoint_pending_writes: list[tuple[str, str, Any]] = []
-        self._lock = threading.Lock()
-        self.cached = TaskCache(cache)
-        self._relay: tuple[Emit, frozenset[str]] | None = None
+        relay: tuple[Emit, frozenset[str]] | None = None
 
         parent = CURRENT.get()
         self.parent_scope: TaskScope | None = parent
-        self.is_nested = parent is not None
         if parent is not None:
             parent_conf = parent.run.base_config.get(CONF, {})
             conf = {**config.get(CONF, {})}
@@ -153,32 +142,34 @@ class PregelLoop(LoopEvents):
                 checkpointer = parent.run.checkpointer
             store = store if store is not None else parent.run.store
             cache = cache if cache is not None else parent.run.cache
-            self.cached = TaskCache(cache)
             # ``stream`` stays this run's own caller (a nested ``invoke`` reads its
             # output from it); when the parent streams subgraphs, events go to
             # the parent's stream as well, each sink getting its own modes.
             if parent.run.emit_raw is not None and parent.run.stream_subgraphs:
                 relay = (parent.run.emit_raw, parent.run.stream_modes)
-                self._relay = relay
                 stream = tee(stream, stream_modes, *relay)
                 stream_modes = stream_modes | relay[1]
                 stream_subgraphs = True
+        self.cached = TaskCache(cache)
         self.input = RunInput(
             input,
             graph.input_channels,
+            (interrupt_before, interrupt_after),
             parent is not None,
             parent is not None and parent.run.resuming,
         )
-        self.config = config
         conf = config.get(CONF, {})
-        self.ns: str = conf.get(CONFIG_KEY_CHECKPOINT_NS, "")
-        self.ns_tuple: tuple[str, ...] = tuple(self.ns.split(NS_SEP)) if self.ns else ()
+        ns: str = conf.get(CONFIG_KEY_CHECKPOINT_NS, "")
+        self.out = StreamOutput(
+            stream,
+            stream_modes,
+            tuple(ns.split(NS_SEP)) if ns else (),
+            relay,
+            graph.output_channels,
+        )
         self.checkpointer = checkpointer
-        self._keep_writes = checkpointer is not None and durability == "exit"
         thread_id = conf.get(CONFIG_KEY_THREAD_ID)
         self.faults = RunFaults(None if thread_id is None else str(thread_id))
-        self.stream = stream
-        self.stream_modes = stream_modes
         if checkpointer is not None and thread_id is None:
             raise ValueError(
                 "this graph has a checkpointer, so it needs a thread id: pass "
@@ -186,20 +177,20 @@ class PregelLoop(LoopEvents):
             )
         self.checkpoint_config: dict[str, Any] = {
             **config,
-            CONF: {**conf, CONFIG_KEY_CHECKPOINT_NS: self.ns},
+            CONF: {**conf, CONFIG_KEY_CHECKPOINT_NS: ns},
         }
         self.run = RunContext(
             base_config=config,
-            channel_names=frozenset(self.specs),
-            emit=self._emit if stream is not None else None,
+            channel_names=frozenset(graph.channels),
+            emit=self.out.emit if stream is not None else None,
             stream_modes=stream_modes,
             is_async=is_async,
             store=store,
             checkpointer=checkpointer,
             cache=cache,
         )
-        self.run.emit_raw = self._forward
-        self.run.emit_at = self._emit_at if stream is not None else None
+        self.run.emit_raw = self.out.forward
+        self.run.emit_at = self.out.emit_at if stream is not None else None
         self.run.stream_subgraphs = stream_subgraphs
         self.run.executor = getattr(graph, "executor", None) or (
             parent.run.executor if parent else None
@@ -209,21 +200,56 @@ class PregelLoop(LoopEvents):
             self.run.resume_map = parent.run.resume_map
         # a nested run stops with the run it is part of
         stop = parent.run.stop if parent is not None else None
-        self.run_stop: RunStop = RunStop() if stop is None else stop
-        self.run.stop = self.run_stop
-        self.mark = ThreadMark(self.run_stop, config, checkpointer, parent is not None)
+        self.run.stop = stop = RunStop() if stop is None else stop
+        self.mark = ThreadMark(stop, config, checkpointer, parent is not None)
         self.attempts = AttemptRecords(
             checkpointer,
             None if thread_id is None else str(thread_id),
-            self.ns,
+            ns,
             parent,
             self.run,
             starts=durability != "exit",
         )
-        self._next_version: Any = (
+        self.versions = Versions(
             checkpointer.get_next_version if checkpointer is not None else increment
         )
-        self._max_version: Any = None
+
+    # what the core is asked about
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.run.base_config
+
+    @property
+    def ns(self) -> str:
+        """The run's checkpoint namespace ("" for a root run)."""
+        ns: str = self.checkpoint_config[CONF][CONFIG_KEY_CHECKPOINT_NS]
+        return ns
+
+    @property
+    def is_nested(self) -> bool:
+        return self.parent_scope is not None
+
+    @property
+    def run_stop(self) -> RunStop:
+        """The run's stop, shared with its nested runs."""
+        return self.mark.stop
+
+    @property
+    def wait(self) -> Wait:
+        """How a save waits (at exit too: ``durability="exit"`` saves on the lane then)."""
+        return "sync" if self.durability == "sync" else "async"
+
+    @property
+    def output_keys(self) -> str | Sequence[str]:
+        return self.out.output_keys
+
+    @property
+    def interrupts(self) -> list[Interrupt]:
+        return self.out.interrupts
+
+    @property
+    def prev_checkpoint_config(self) -> dict[str, Any] | None:
+        return self.lineage.prev_config
 
     # start-up
     def start(self) -> Generator[Effect, Any, None]:
@@ -240,9 +266,10 @@ class PregelLoop(LoopEvents):
         newest: CheckpointTuple | None = None
         if self.checkpointer is not None:
             saved = yield LoadCheckpoint(self.checkpoint_config)
-            if saved is not None and (latest := self._latest_config()) is not None:
+            latest = self.input.latest_config(self.checkpoint_config)
+            if saved is not None and latest is not None:
                 newest = yield LoadCheckpoint(latest)
-                saved = self._replay(saved, newest)
+                saved = self.input.replay(saved, newest)
         yield from self._setup(saved, newest)
         accepted = self.mark.accepted()
         if accepted is not None:
@@ -271,7 +298,6 @@ class PregelLoop(LoopEvents):
                     **{k: conf[k] for k in (CONFIG_KEY_THREAD_ID,) if k in conf},
                 },
             }
-        self.prev_checkpoint_config = saved.parent_config
         cp = saved.checkpoint
         self.checkpoint: Checkpoint = Checkpoint(
             v=cp["v"],
@@ -282,31 +308,35 @@ class PregelLoop(LoopEvents):
             versions_seen={k: dict(v) for k, v in cp["versions_seen"].items()},
         )
         self.checkpoint_metadata: CheckpointMetadata = saved.metadata
-        # new ids sort after the thread's newest one, whatever the clock says
-        self._last_id: str = max(cp["id"], latest.checkpoint["id"] if latest else "")
         self.input.addressed = bool(asked) and not self.is_nested
         self.input.replays_past = latest is not None and latest.checkpoint["id"] != cp["id"]
-        self.checkpoint_id_saved = cp["id"] if saved.pending_writes is not None else None
-        values = self.checkpoint["channel_values"]
-        channels: dict[str, BaseChannel[Any, Any, Any]] = {}
-        for name, spec in self.specs.items():
-            c = spec.from_checkpoint(values.get(name, MISSING))
-            c.key = name
-            channels[name] = c
-            if c.clears_on_step and c.is_available():
-                self.live_ephemeral.add(name)
-        self.channels = channels
-        versions = self.checkpoint["channel_versions"]
-        self._max_version = max(versions.values()) if versions else None
-        self.step = int(saved.metadata.get("step", -2)) + 1
-        recursion_limit = int(self.config.get("recursion_limit", 25))
-        self.stop = self.step + recursion_limit + 1
-        self.parents: dict[str, str] = dict(self.config.get(CONF, {}).get("checkpoint_map", {}))
+        parents: dict[str, str] = dict(self.config.get(CONF, {}).get("checkpoint_map", {}))
         if self.parent_scope is not None:
             pconf = self.parent_scope.run.base_config.get(CONF, {})
             pns = pconf.get(CONFIG_KEY_CHECKPOINT_NS, "")
             if (pid := self.parent_scope.run.checkpoint_id) is not None:
-                self.parents[pns] = pid
+                parents[pns] = pid
+        self.lineage = Lineage(
+            max(cp["id"], latest.checkpoint["id"] if latest else ""),
+            cp["id"] if saved.pending_writes is not None else None,
+            saved.parent_config,
+            parents,
+        )
+        values = self.checkpoint["channel_values"]
+        channels: dict[str, BaseChannel[Any, Any, Any]] = {}
+        live = self.versions.live_ephemeral
+        for name, spec in self.graph.channels.items():
+            c = spec.from_checkpoint(values.get(name, MISSING))
+            c.key = name
+            channels[name] = c
+            if c.clears_on_step and c.is_available():
+                live.add(name)
+        self.channels = channels
+        versions = self.checkpoint["channel_versions"]
+        self.versions.max = max(versions.values()) if versions else None
+        self.step = int(saved.metadata.get("step", -2)) + 1
+        recursion_limit = int(self.config.get("recursion_limit", 25))
+        self.stop = self.step + recursion_limit + 1
         pending = list(saved.pending_writes or ())
         self.checkpoint_pending_writes = pending
         self.calls.index(pending, self.run.resume_writes)
@@ -355,48 +385,15 @@ class PregelLoop(LoopEvents):
         self.checkpoint["versions_seen"][INTERRUPT] = dict(versions)
         if forks and (save := self._put_checkpoint({"source": "fork"}, set())) is not None:
             yield save
-        if "values" in self.stream_modes:
+        if "values" in self.out.modes:
             # as LangGraph does: a resumed run first shows where it stands
             # (None, or an empty dict, when nothing is written yet)
-            self._emit("values", read_channels(self.channels, self.output_keys))
+            self.out.emit("values", read_channels(self.channels, self.output_keys))
         return None
 
-    def _latest_config(self) -> dict[str, Any] | None:
-        """When the run names a checkpoint, the config of its thread's latest one:
-        naming a past checkpoint replays from it instead of resuming it."""
-        conf = self.checkpoint_config[CONF]
-        if self.is_nested or not conf.get(CONFIG_KEY_CHECKPOINT_ID):
-            return None
-        return {
-            CONF: {
-                CONFIG_KEY_THREAD_ID: conf[CONFIG_KEY_THREAD_ID],
-                CONFIG_KEY_CHECKPOINT_NS: self.ns,
-            }
-        }
-
-    @staticmethod
-    def _replay(saved: CheckpointTuple, latest: CheckpointTuple | None) -> CheckpointTuple:
-        """A past checkpoint is replayed: the tasks planned from it run again (a
-        fork), so the writes they saved the first time are not reused."""
-        if latest is None or latest.checkpoint["id"] == saved.checkpoint["id"]:
-            return saved
-        return saved._replace(pending_writes=[])
-
     def _apply(self, tasks: Sequence[Any], changed: set[str]) -> set[str]:
-        updated = apply_writes(
-            self.checkpoint,
-            self.channels,
-            tasks,
-            self._next_version,
-            self.trigger_to_nodes,
-            live_ephemeral=self.live_ephemeral,
-            changed=changed,
-            max_version=self._max_version,
-        )
-        if changed:
-            versions = self.checkpoint["channel_versions"]
-            self._max_version = max(versions[c] for c in changed if c in versions)
-        return updated
+        trigger_to_nodes = self.graph.trigger_to_nodes
+        return self.versions.apply(self.checkpoint, self.channels, tasks, trigger_to_nodes, changed)
 
     # steps
     def tick(self) -> bool:
@@ -406,22 +403,23 @@ class PregelLoop(LoopEvents):
             self.status = "out_of_steps"
             self._emit_checkpoint()
             return False
+        graph = self.graph
         self.planner = Planner(
             checkpoint=self.checkpoint,
-            processes=self.nodes,
+            processes=graph.nodes,
             channels=self.channels,
             step=self.step,
             ns=self.ns,
             run=self.run,
-            node_order=self.graph.node_order,
-            retry_policy=self.graph.retry_policy,
-            cache_policy=self.graph.cache_policy,
+            node_order=graph.node_order,
+            retry_policy=graph.retry_policy,
+            cache_policy=graph.cache_policy,
         )
         self.tasks = prepare_next_tasks(  # type: ignore[assignment]
             self.checkpoint,
             self.planner,
             for_execution=True,
-            trigger_to_nodes=self.trigger_to_nodes,
+            trigger_to_nodes=graph.trigger_to_nodes,
             updated_channels=self.updated_channels,
         )
         self._emit_checkpoint(self.tasks.values())
@@ -438,23 +436,23 @@ class PregelLoop(LoopEvents):
                     task.writes.extend(done)
                     if listened:
                         attempts.instant(task, self.step, "replayed")
-        if self.interrupt_before and should_interrupt(
-            self.checkpoint, self.interrupt_before, self.tasks.values()
-        ):
+        before = self.input.interrupts[0]
+        if before and should_interrupt(self.checkpoint, before, self.tasks.values()):
             self.status = "interrupt_before"
             raise GraphInterrupt()
-        if "tasks" in self.stream_modes or "debug" in self.stream_modes:
+        out = self.out
+        if "tasks" in out.modes or "debug" in out.modes:
             # every task of the step, as LangGraph: those a resume replays too
             for task in self.tasks.values():
-                self._task_started(task)
-        if done_writes and self.stream is not None:
+                out.started(task, self.step)
+        if done_writes and out.sink is not None:
             # as LangGraph: the updates of tasks whose saved writes a resume
             # takes instead of running them, marked cached
             for task in self.tasks.values():
                 if task.writes:
                     self._output_writes(task, task.writes, True)
-        if EVENTS in self.stream_modes:
-            self._emit(EVENTS, ("step", None, self.step))
+        if EVENTS in out.modes:
+            out.emit(EVENTS, ("step", None, self.step))
         return True
 
     def after_tick(self) -> list[Save]:
@@ -466,10 +464,12 @@ class PregelLoop(LoopEvents):
             tasks.append(PregelTaskWrites((), INPUT, self.calls.null, ()))
         changed: set[str] = set()
         self.updated_channels = self._apply(tasks, changed)
-        if "values" in self.stream_modes and not self.updated_channels.isdisjoint(
-            [self.output_keys] if isinstance(self.output_keys, str) else self.output_keys
+        out = self.out
+        keys = out.output_keys
+        if "values" in out.modes and not self.updated_channels.isdisjoint(
+            [keys] if isinstance(keys, str) else keys
         ):
-            self._emit("values", read_channels(self.channels, self.output_keys))
+            out.emit("values", read_channels(self.channels, keys))
         self.checkpoint_pending_writes = []
         self.calls.clear()
         self.run.resume_writes.clear()
@@ -481,12 +481,25 @@ class PregelLoop(LoopEvents):
             effects.append(rows)
         if (save := self._put_checkpoint({"source": "loop"}, changed)) is not None:
             effects.append(save)
-        if self.interrupt_after and should_interrupt(
-            self.checkpoint, self.interrupt_after, finished.values()
-        ):
+        after = self.input.interrupts[1]
+        if after and should_interrupt(self.checkpoint, after, finished.values()):
             self.status = "interrupt_after"
             self._emit_checkpoint()
         return effects
+
+    def _emit_checkpoint(self, tasks: Iterable[PregelExecutableTask] | None = None) -> None:
+        """Stream the checkpoint the next step starts from (``checkpoint_event``)."""
+        out = self.out
+        if "checkpoints" in out.modes or "debug" in out.modes:
+            event = checkpoint_event(self, tasks)
+            out.emit("checkpoints", event)
+            out.debug("checkpoint", event, event["metadata"].get("step", self.step - 1))
+
+    def _output_writes(
+        self, task: PregelExecutableTask, writes: Sequence[tuple[str, Any]], cached: bool
+    ) -> None:
+        stream_keys = self.graph.stream_channels_asis
+        self.out.writes(task, writes, cached, self.channels, stream_keys, self.step)
 
     def go_on(self) -> None:
         """After the step's saves are made: an ``interrupt_after`` node ran."""
@@ -496,8 +509,9 @@ class PregelLoop(LoopEvents):
     def _put_checkpoint(
         self, metadata: CheckpointMetadata, changed: set[str]
     ) -> SaveCheckpoint | None:
+        lineage = self.lineage
         metadata["step"] = self.step
-        metadata["parents"] = self.parents
+        metadata["parents"] = lineage.parents
         values = self.checkpoint["channel_values"]
         channels = self.channels
         for chan in changed:
@@ -506,17 +520,17 @@ class PregelLoop(LoopEvents):
                 values.pop(chan, None)
             else:
                 values[chan] = v
-        self._unsaved |= changed
+        lineage.unsaved |= changed
         self.checkpoint = Checkpoint(
             v=LATEST_VERSION,
-            id=uuid6(clock_seq=self.step, after=self._last_id),
+            id=uuid6(clock_seq=self.step, after=lineage.last_id),
             ts=utc_now_iso(),
             channel_values=values,
             channel_versions=self.checkpoint["channel_versions"],
             versions_seen=self.checkpoint["versions_seen"],
         )
         self.checkpoint_metadata = metadata
-        self.run.checkpoint_id = self._last_id = self.checkpoint["id"]
+        self.run.checkpoint_id = lineage.last_id = self.checkpoint["id"]
         save = None
         if self.checkpointer is not None and self.durability != "exit":
             save = self._save_checkpoint()
@@ -527,8 +541,9 @@ class PregelLoop(LoopEvents):
         cp = self.checkpoint
         versions = cp["channel_versions"]
         values = cp["channel_values"]
-        new_versions = {k: versions[k] for k in self._unsaved if k in versions}
-        self._unsaved = set()
+        lineage = self.lineage
+        new_versions = {k: versions[k] for k in lineage.unsaved if k in versions}
+        lineage.unsaved = set()
         snapshot = Checkpoint(
             v=cp["v"],
             id=cp["id"],
@@ -538,19 +553,20 @@ class PregelLoop(LoopEvents):
             versions_seen={k: dict(v) for k, v in cp["versions_seen"].items()},
         )
         config = self.checkpoint_config
-        self.prev_checkpoint_config = config if config[CONF].get(CONFIG_KEY_CHECKPOINT_ID) else None
+        lineage.prev_config = config if config[CONF].get(CONFIG_KEY_CHECKPOINT_ID) else None
         self.checkpoint_config = {
             **config,
             CONF: {**config[CONF], CONFIG_KEY_CHECKPOINT_ID: cp["id"]},
         }
-        self.checkpoint_id_saved = cp["id"]
+        lineage.saved_id = cp["id"]
         metadata = dict(self.checkpoint_metadata)
         run_meta = self.config.get("metadata")
         if run_meta:
             for k, v in run_meta.items():
                 if not k.startswith("__") and isinstance(v, (str, int, float, bool)):
                     metadata.setdefault(k, v)
-        return SaveCheckpoint(config, snapshot, metadata, new_versions, self.wait)
+        wait: Wait = "sync" if self.durability == "sync" else "async"
+        return SaveCheckpoint(config, snapshot, metadata, new_versions, wait)
 
     # writes
     def put_writes(self, task_id: str, writes: Sequence[tuple[str, Any]]) -> Sequence[Save]:
@@ -576,7 +592,7 @@ class PregelLoop(LoopEvents):
                 for w in self.checkpoint_pending_writes
                 if not (w[0] == NULL_TASK_ID and w[1] in chans)
             ]
-        if self._keep_writes or task_id == NULL_TASK_ID:
+        if task_id == NULL_TASK_ID or (self.durability == "exit" and self.checkpointer):
             # only "exit" durability saves them later; otherwise they are in
             # the saver already and keeping them would only feed the GC
             self.checkpoint_pending_writes.extend([(task_id, c, v) for c, v in writes])
@@ -587,7 +603,8 @@ class PregelLoop(LoopEvents):
             if ok and (fill := self.cached.write(task, list(writes))) is not None:
                 effects.append(fill)
         elif writes[0][0] == INTERRUPT:
-            self._emit_interrupts([i for c, v in writes if c == INTERRUPT for i in v])
+            interrupts = [i for c, v in writes if c == INTERRUPT for i in v]
+            self.out.interrupted(interrupts, self.channels)
         if task is not None and type(task.proc) is Call:
             # a finished call writes no channel, so after_tick has nothing to
             # apply: forget it now rather than keep every call of the run alive
@@ -605,7 +622,7 @@ class PregelLoop(LoopEvents):
                 path,
                 writer_name(task, task_id),
                 () if log is None else log.end_ok(task_id) if ok else log.take(),
-                self.wait,
+                "sync" if self.durability == "sync" else "async",
             )
         )
         return effects
@@ -631,17 +648,17 @@ class PregelLoop(LoopEvents):
             attempts = self.attempts
             if attempts.log is not None or attempts.hooks is not None:
                 attempts.instant(pushed, self.step, "replayed")
-            if "tasks" in self.stream_modes or "debug" in self.stream_modes:
+            if "tasks" in self.out.modes or "debug" in self.out.modes:
                 # as LangGraph streams it: the call starts again, its result
                 # comes from the record (no task_result event)
-                self._task_started(pushed)
+                self.out.started(pushed, self.step)
             return pushed, _NONE
         key = self.cached.key_of(pushed)
         if key is not None:
             hit = self.cached.fresh.get(key)
             if hit:
                 return pushed, self._take_cached(pushed, hit)
-            if self.is_async:
+            if self.run.is_async:
                 # the runner reads the cache with ``aget`` (``alookup_call``):
                 # a sync read here would hold up the event loop
                 return pushed, _NONE
@@ -678,8 +695,8 @@ class PregelLoop(LoopEvents):
 
     def _push_new(self, pushed: PregelExecutableTask) -> PregelExecutableTask:
         self.tasks[pushed.id] = pushed
-        if "tasks" in self.stream_modes or "debug" in self.stream_modes:
-            self._task_started(pushed)
+        if "tasks" in self.out.modes or "debug" in self.out.modes:
+            self.out.started(pushed, self.step)
         return pushed
 
     def cache_hits(
@@ -700,7 +717,7 @@ class PregelLoop(LoopEvents):
         attempts = self.attempts
         if attempts.log is not None or attempts.hooks is not None:
             attempts.instant(task, self.step, "cached")
-        if self._keep_writes:
+        if self.durability == "exit" and self.checkpointer is not None:
             self.checkpoint_pending_writes.extend((task.id, c, v) for c, v in writes)
         if self.checkpointer is None or self.durability == "exit":
             return _NONE
@@ -740,7 +757,8 @@ class PregelLoop(LoopEvents):
         if (mark := self.mark.at_exit(exc, done, self.wait)) is not None:
             effects.append(mark)
         if self.checkpointer is not None and self.durability == "exit":
-            if self.checkpoint_id_saved != self.checkpoint["id"] or self._unsaved:
+            lineage = self.lineage
+            if lineage.saved_id != self.checkpoint["id"] or lineage.unsaved:
                 effects.append(self._save_checkpoint())
             by_task: dict[str, list[tuple[str, Any]]] = {}
             for tid, chan, value in self.checkpoint_pending_writes:
@@ -753,12 +771,18 @@ class PregelLoop(LoopEvents):
                     SaveWrites(self.checkpoint_config, writes, tid, path, who, (), self.wait)
                 )
         if isinstance(exc, GraphInterrupt):
-            if not self.is_nested and self.stream is not None:
-                self._emit_interrupted_values()
+            out = self.out
+            if (
+                not self.is_nested
+                and out.sink is not None
+                and "values" in out.modes
+                and (values := interrupted_values(self)) is not MISSING
+            ):
+                out.emit("values", values)
             if exc.interrupts:
-                self._emit_interrupts(exc.interrupts)
-            elif not self.interrupts:
-                self._emit("updates", {INTERRUPT: ()})
+                out.interrupted(exc.interrupts, self.channels)
+            elif not out.interrupts:
+                out.emit("updates", {INTERRUPT: ()})
             return not self.is_nested, effects
         return False, effects
 

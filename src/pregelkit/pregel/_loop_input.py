@@ -11,7 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from pregelkit._internal._constants import INTERRUPT, NULL_TASK_ID, RESUME, TASKS
+from pregelkit._internal._constants import (
+    CONF,
+    CONFIG_KEY_CHECKPOINT_ID,
+    CONFIG_KEY_CHECKPOINT_NS,
+    CONFIG_KEY_THREAD_ID,
+    INTERRUPT,
+    NULL_TASK_ID,
+    RESUME,
+    TASKS,
+)
+from pregelkit.checkpoint.base import CheckpointTuple
 from pregelkit.errors import (
     AmbiguousResumeError,
     EmptyInputError,
@@ -47,13 +57,28 @@ class Start(NamedTuple):
 class RunInput:
     """What the caller passed, and the facts about saved state it is checked against."""
 
-    __slots__ = ("addressed", "input", "input_keys", "nested", "replays_past", "resuming_parent")
+    __slots__ = (
+        "addressed",
+        "input",
+        "input_keys",
+        "interrupts",
+        "nested",
+        "replays_past",
+        "resuming_parent",
+    )
 
     def __init__(
-        self, input: Any, input_keys: str | Sequence[str], nested: bool, resuming_parent: bool
+        self,
+        input: Any,
+        input_keys: str | Sequence[str],
+        interrupts: tuple[Sequence[str] | str, Sequence[str] | str],
+        nested: bool,
+        resuming_parent: bool,
     ) -> None:
         self.input = input
         self.input_keys = input_keys
+        self.interrupts = interrupts
+        """The nodes to interrupt before and after (``interrupt_before``/``_after``)."""
         self.nested = nested
         self.resuming_parent = resuming_parent
         """The run this nested one is part of resumes."""
@@ -61,6 +86,27 @@ class RunInput:
         """The caller named the checkpoint this run starts from."""
         self.replays_past = False
         """The run starts from a checkpoint the thread has moved past."""
+
+    def latest_config(self, checkpoint_config: dict[str, Any]) -> dict[str, Any] | None:
+        """When the run names a checkpoint, the config of its thread's latest one:
+        naming a past checkpoint replays from it instead of resuming it."""
+        conf = checkpoint_config[CONF]
+        if self.nested or not conf.get(CONFIG_KEY_CHECKPOINT_ID):
+            return None
+        return {
+            CONF: {
+                CONFIG_KEY_THREAD_ID: conf[CONFIG_KEY_THREAD_ID],
+                CONFIG_KEY_CHECKPOINT_NS: conf[CONFIG_KEY_CHECKPOINT_NS],
+            }
+        }
+
+    @staticmethod
+    def replay(saved: CheckpointTuple, latest: CheckpointTuple | None) -> CheckpointTuple:
+        """A past checkpoint is replayed: the tasks planned from it run again (a
+        fork), so the writes they saved the first time are not reused."""
+        if latest is None or latest.checkpoint["id"] == saved.checkpoint["id"]:
+            return saved
+        return saved._replace(pending_writes=[])
 
     def start(
         self,
