@@ -183,9 +183,7 @@ def merge_interrupts(excs: Iterable[GraphInterrupt]) -> GraphInterrupt:
     return GraphInterrupt(tuple(seen.values()))
 
 
-def panic_or_proceed(
-    futs: Iterable[AnyFuture], inline: BaseException | None, *, panic: bool = True
-) -> None:
+def panic_or_proceed(futs: Iterable[AnyFuture], inline: BaseException | None) -> None:
     """Raise the step's first real failure, else its merged interrupts."""
     interrupts: list[GraphInterrupt] = []
     failures: list[BaseException] = []
@@ -202,7 +200,7 @@ def panic_or_proceed(
             interrupts.append(exc)
         elif fut not in SKIP_RERAISE_SET:
             failures.append(exc)
-    if failures and panic:
+    if failures:
         raise failures[0]
     if interrupts:
         raise merge_interrupts(interrupts)
@@ -516,7 +514,6 @@ class PregelRunner:
         futures: FuturesDict,
         schedule_task: ScheduleTask,
         retry_policy: Sequence[RetryPolicy] | None,
-        reraise: bool,
         timeout: float | None,
         live: bool,
     ) -> Iterator[Effect]:
@@ -543,13 +540,13 @@ class PregelRunner:
             if not futures:
                 if self.poisoned is not None:
                     raise self.poisoned
-                if futures.inline is not None and reraise:
+                if futures.inline is not None:
                     panic_or_proceed((), futures.inline)
                 _refuse_if_dead(root)
                 return
         else:
             for t in tasks:
-                futures[self.submit(self._perform, t, __reraise_on_exit__=reraise)] = t
+                futures[self.submit(self._perform, t)] = t
         deadline = None if step is None else step.started + (timeout or 0.0)
         while futures.counter > 0 and not futures.failed:
             if self.timeouts:
@@ -571,14 +568,13 @@ class PregelRunner:
         yield None
         if self.poisoned is not None:
             raise self.poisoned
-        _settle(futures, reraise=reraise, timeout=timeout, step=step)
+        _settle(futures, timeout=timeout, step=step)
         _refuse_if_dead(root)
 
     def tick(
         self,
         tasks: Iterable[PregelExecutableTask],
         *,
-        reraise: bool = True,
         timeout: float | None = None,
         retry_policy: Sequence[RetryPolicy] | None = None,
         get_waiter: Callable[[], Any] | None = None,
@@ -590,9 +586,7 @@ class PregelRunner:
         event = wake or _Wake()
         futures = FuturesDict(event.set)
         live = get_waiter is not None
-        for effect in self._step(
-            tasks, futures, schedule_task, retry_policy, reraise, timeout, live
-        ):
+        for effect in self._step(tasks, futures, schedule_task, retry_policy, timeout, live):
             if effect is None:
                 yield
             elif isinstance(effect, _Wait):
@@ -613,7 +607,6 @@ class PregelRunner:
         self,
         tasks: Iterable[PregelExecutableTask],
         *,
-        reraise: bool = True,
         timeout: float | None = None,
         retry_policy: Sequence[RetryPolicy] | None = None,
         get_waiter: Callable[[], Any] | None = None,
@@ -635,7 +628,7 @@ class PregelRunner:
 
         futures = FuturesDict(wake_up)
         plan = self._step(
-            tasks, futures, schedule_task, retry_policy, reraise, timeout, get_waiter is not None
+            tasks, futures, schedule_task, retry_policy, timeout, get_waiter is not None
         )
         for effect in plan:
             if effect is None:
@@ -766,7 +759,6 @@ def _cancel_others(futures: FuturesDict) -> list[AnyFuture]:
 def _settle(
     futures: FuturesDict,
     *,
-    reraise: bool,
     timeout: float | None,
     step: Attempt | None,
 ) -> None:
@@ -775,13 +767,13 @@ def _settle(
     Tasks still running when ``step_timeout`` passed are walked away from:
     what finished in time is saved, they are not, and a resume runs them."""
     if step is None:
-        panic_or_proceed(list(futures.done), futures.inline, panic=reraise)
+        panic_or_proceed(list(futures.done), futures.inline)
         return
     running = futures.drop_all()
     failed = list(futures.done)
     late = [f for f in failed if _step_timeout(_exception(f))]
     running = sorted({*running, *(futures[f].name for f in late)})
-    panic_or_proceed([f for f in failed if f not in late], futures.inline, panic=reraise)
+    panic_or_proceed([f for f in failed if f not in late], futures.inline)
     if running or step.dead:
         raise step_error(step, running)
 
