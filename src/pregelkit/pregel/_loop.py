@@ -310,7 +310,7 @@ class PregelLoop:
         self.checkpoint_metadata: CheckpointMetadata = saved.metadata
         self.input.addressed = bool(asked) and not self.is_nested
         self.input.replays_past = latest is not None and latest.checkpoint["id"] != cp["id"]
-        parents: dict[str, str] = dict(self.config.get(CONF, {}).get("checkpoint_map", {}))
+        parents: dict[str, str] = dict(self.run.base_config.get(CONF, {}).get("checkpoint_map", {}))
         if self.parent_scope is not None:
             pconf = self.parent_scope.run.base_config.get(CONF, {})
             pns = pconf.get(CONFIG_KEY_CHECKPOINT_NS, "")
@@ -335,7 +335,7 @@ class PregelLoop:
         versions = self.checkpoint["channel_versions"]
         self.versions.max = max(versions.values()) if versions else None
         self.step = int(saved.metadata.get("step", -2)) + 1
-        recursion_limit = int(self.config.get("recursion_limit", 25))
+        recursion_limit = int(self.run.base_config.get("recursion_limit", 25))
         self.stop = self.step + recursion_limit + 1
         pending = list(saved.pending_writes or ())
         self.checkpoint_pending_writes = pending
@@ -477,7 +477,8 @@ class PregelLoop:
         finished = self.tasks
         self.tasks = {}
         effects: list[Save] = []
-        if self.durability != "exit" and (rows := self.attempts.buffered(self.wait)) is not None:
+        wait: Wait = "sync" if self.durability == "sync" else "async"
+        if self.durability != "exit" and (rows := self.attempts.buffered(wait)) is not None:
             effects.append(rows)
         if (save := self._put_checkpoint({"source": "loop"}, changed)) is not None:
             effects.append(save)
@@ -560,7 +561,7 @@ class PregelLoop:
         }
         lineage.saved_id = cp["id"]
         metadata = dict(self.checkpoint_metadata)
-        run_meta = self.config.get("metadata")
+        run_meta = self.run.base_config.get("metadata")
         if run_meta:
             for k, v in run_meta.items():
                 if not k.startswith("__") and isinstance(v, (str, int, float, bool)):
@@ -574,7 +575,7 @@ class PregelLoop:
         saves (to the cache, then to the saver, the last effect)."""
         if not writes:
             return _NONE
-        stop = self.run_stop
+        stop = self.mark.stop
         if stop.reason is not None and (
             task_id in stop.refused
             or (writes[0][0] == ERROR and stop.reason != DRAINED)
@@ -596,36 +597,36 @@ class PregelLoop:
             # only "exit" durability saves them later; otherwise they are in
             # the saver already and keeping them would only feed the GC
             self.checkpoint_pending_writes.extend([(task_id, c, v) for c, v in writes])
-        effects: list[Save] = []
+        fill = None
         task = self.tasks.get(task_id)
         if task is not None:
-            self._output_writes(task, writes, False)
-            if ok and (fill := self.cached.write(task, list(writes))) is not None:
-                effects.append(fill)
+            self.out.writes(
+                task, writes, False, self.channels, self.graph.stream_channels_asis, self.step
+            )
+            if ok and task.cache_key is not None and self.cached.cache is not None:
+                fill = self.cached.write(task, list(writes))
+            if type(task.proc) is Call:
+                # a finished call writes no channel, so after_tick has nothing to
+                # apply: forget it now rather than keep every call of the run alive
+                self.tasks.pop(task_id, None)
         elif writes[0][0] == INTERRUPT:
             interrupts = [i for c, v in writes if c == INTERRUPT for i in v]
             self.out.interrupted(interrupts, self.channels)
-        if task is not None and type(task.proc) is Call:
-            # a finished call writes no channel, so after_tick has nothing to
-            # apply: forget it now rather than keep every call of the run alive
-            self.tasks.pop(task_id, None)
         if self.checkpointer is None or self.durability == "exit":
             if log is not None and ok:
                 log.end(task_id, "ok")  # saved at exit
-            return effects
+            return _NONE if fill is None else (fill,)
         path = (task.path_str or task_path_str(task.path)) if task is not None else ""
-        effects.append(
-            SaveWrites(
-                self.checkpoint_config,
-                list(writes),
-                task_id,
-                path,
-                writer_name(task, task_id),
-                () if log is None else log.end_ok(task_id) if ok else log.take(),
-                "sync" if self.durability == "sync" else "async",
-            )
+        save = SaveWrites(
+            self.checkpoint_config,
+            list(writes),
+            task_id,
+            path,
+            writer_name(task, task_id),
+            () if log is None else log.end_ok(task_id) if ok else log.take(),
+            "sync" if self.durability == "sync" else "async",
         )
-        return effects
+        return (save,) if fill is None else (fill, save)
 
     # task calls (functional API)
     def accept_push(
@@ -639,8 +640,9 @@ class PregelLoop:
         ``take_call``; an async run's runner reads it later, ``alookup_call``).
         Once the run is asked to stop, no call starts."""
         self.faults.raise_if_failed(self.step)
-        if self.run_stop.reason is not None:
-            raise self.run_stop.refuse(parent)
+        stop = self.mark.stop
+        if stop.reason is not None:
+            raise stop.refuse(parent)
         pushed = prepare_push_call(self.planner, parent, idx, call)
         replayed = self.calls.replayed(self.planner, parent, idx, call, pushed.id)
         if replayed is not None:
@@ -748,13 +750,14 @@ class PregelLoop:
         """Decide what exiting means: whether to swallow ``exc``, and the
         saves the run still owes (its writes, with ``durability="exit"``)."""
         effects: list[Save] = []
-        if (rows := self.attempts.at_exit(exc, self.wait)) is not None:
+        wait = self.wait
+        if (rows := self.attempts.at_exit(exc, wait)) is not None:
             effects.append(rows)
         if isinstance(exc, NondeterminismError):
             # nothing this resume did is saved: the old code can still resume
             return False, effects
         done = self.status == "done"
-        if (mark := self.mark.at_exit(exc, done, self.wait)) is not None:
+        if (mark := self.mark.at_exit(exc, done, wait)) is not None:
             effects.append(mark)
         if self.checkpointer is not None and self.durability == "exit":
             lineage = self.lineage
@@ -767,9 +770,7 @@ class PregelLoop:
                 task = self.tasks.get(tid)
                 path = (task.path_str or task_path_str(task.path)) if task is not None else ""
                 who = writer_name(task, tid)
-                effects.append(
-                    SaveWrites(self.checkpoint_config, writes, tid, path, who, (), self.wait)
-                )
+                effects.append(SaveWrites(self.checkpoint_config, writes, tid, path, who, (), wait))
         if isinstance(exc, GraphInterrupt):
             out = self.out
             if (

@@ -86,9 +86,7 @@ def _call_of(
 ) -> _Call:
     """The saver or cache call that makes a saving ``effect`` (awaitable with ``aio``)."""
     if type(effect) is SaveWrites:  # the per-task one first
-        e = effect
-        args = (saver, e.config, e.writes, e.task_id, e.path, e.who, e.attempts)
-        return (aput_writes if aio else put_writes), args
+        return (aput_writes if aio else put_writes), (saver, *effect[:6])
     if isinstance(effect, WriteCache):
         assert cache is not None
         return (_acache_set if aio else _cache_set), (cache, effect)
@@ -170,6 +168,10 @@ class _Performer(ABC):
         self.checkpointer = core.checkpointer
         self.cache = core.cached.cache
         self.run_stop: RunStop = core.run_stop
+        # the port's calls that make no effect are the core's own (once per task: no hop)
+        self.check_saved = core.check_saved
+        self.remember_call = core.remember_call
+        self.recorded_call = core.recorded_call
 
     @abstractmethod
     def perform(self, effect: Save) -> Any:
@@ -184,16 +186,10 @@ class _Performer(ABC):
 
     # the port (``LoopPort``)
     def put_writes(self, task_id: str, writes: Sequence[tuple[str, Any]]) -> Any:
-        return self.perform_all(self.core.put_writes(task_id, writes))
-
-    def check_saved(self) -> None:
-        self.core.check_saved()
-
-    def remember_call(self, task_id: str, writes: list[tuple[str, Any]]) -> None:
-        self.core.remember_call(task_id, writes)
-
-    def recorded_call(self, parent: PregelExecutableTask, idx: int) -> tuple[str, str | None]:
-        return self.core.recorded_call(parent, idx)
+        result = None  # perform_all, written out: once per task
+        for effect in self.core.put_writes(task_id, writes):
+            result = self.perform(effect)
+        return result
 
     def attempt_events(self) -> AttemptEvents | None:
         events = self.core.attempt_events()
@@ -306,7 +302,11 @@ class SyncPregelLoop(_Performer):
         return suppress
 
     def perform(self, effect: Save) -> Any:
-        fn, args = _call_of(effect, self.checkpointer, self.cache, False)
+        if type(effect) is SaveWrites:  # _call_of's first case, inline: once per task
+            fn: Callable[..., Any] = put_writes
+            args: tuple[Any, ...] = (self.checkpointer, *effect[:6])
+        else:
+            fn, args = _call_of(effect, self.checkpointer, self.cache, False)
         wait = effect.wait
         if wait == "async":
             self._lane.put(fn, *args, apart=type(effect) is WriteCache)
