@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from pregelkit._internal._constants import CONF, EVENTS
 from pregelkit._internal._threads import on_loop
@@ -22,6 +22,8 @@ from pregelkit.pregel._validate import check_config
 from pregelkit.runtime import RunControl
 
 if TYPE_CHECKING:
+    import asyncio
+
     from pregelkit.pregel._loop import PregelLoop
     from pregelkit.pregel._perform import AsyncPregelLoop, SyncPregelLoop
     from pregelkit.pregel._runner import PregelRunner
@@ -121,23 +123,15 @@ class RunDriver:
             with loop:
                 try:
                     runner = _runner(loop, is_async=False)
-                    while core.tick():
-                        if stop.reason is not None:
-                            raise stop.refuse(None)
-                        loop.match_cached_writes()
-                        for _ in runner.tick(
-                            [t for t in core.tasks.values() if not t.writes],
-                            timeout=graph.step_timeout,
-                            retry_policy=graph.retry_policy,
-                            get_waiter=wake.is_set if wake is not None else None,
-                            schedule_task=loop.accept_push,
-                            wake=wake,
-                        ):
+                    step = _step_args(graph, loop, wake)
+                    for then in _plan(core):
+                        if then == "run":
+                            loop.match_cached_writes()
+                            for _ in runner.tick(core.pending(), **step):
+                                yield from self._drain()
+                        else:
+                            loop.after_tick()
                             yield from self._drain()
-                        if stop.reason is not None and stop.unfinished(core.tasks):
-                            raise stop.refuse(None)
-                        loop.after_tick()
-                        yield from self._drain()
                 except BaseException as exc:
                     stop.aborted(exc)
                     raise
@@ -181,27 +175,19 @@ class RunDriver:
             async with loop:
                 try:
                     runner = _runner(loop, is_async=True)
-                    while core.tick():
-                        if stop.reason is not None:
-                            raise stop.refuse(None)
-                        await loop.amatch_cached_writes()
-                        await loop.settle()
-                        async for _ in runner.atick(
-                            [t for t in core.tasks.values() if not t.writes],
-                            timeout=graph.step_timeout,
-                            retry_policy=graph.retry_policy,
-                            get_waiter=wake.is_set if wake is not None else None,
-                            schedule_task=loop.accept_push,
-                            wake=wake,
-                        ):
+                    step = _step_args(graph, loop, wake)
+                    for then in _plan(core):
+                        if then == "run":
+                            await loop.amatch_cached_writes()
+                            await loop.settle()
+                            async for _ in runner.atick(core.pending(), **step):
+                                for event in self._drain():
+                                    yield event
+                            await loop.settle()
+                        else:
+                            await loop.aafter_tick()
                             for event in self._drain():
                                 yield event
-                        await loop.settle()
-                        if stop.reason is not None and stop.unfinished(core.tasks):
-                            raise stop.refuse(None)
-                        await loop.aafter_tick()
-                        for event in self._drain():
-                            yield event
                 except BaseException as exc:
                     stop.aborted(exc)
                     raise
@@ -246,6 +232,37 @@ class RunDriver:
 
 def _nothing() -> None:
     return None
+
+
+def _plan(core: PregelLoop) -> Iterator[Literal["run", "save"]]:
+    """The run loop's decisions, written once for ``events`` and ``aevents``
+    (which only wait differently): plan a step, refused once the run is
+    asked to stop; have its tasks run (``"run"``: the driver reads the cache
+    first); refuse to go on from a step a stop left unfinished; have the
+    step's saves made (``"save"``)."""
+    stop = core.run_stop
+    while core.tick():
+        if stop.reason is not None:
+            raise stop.refuse(None)
+        yield "run"
+        if stop.reason is not None and stop.unfinished(core.tasks):
+            raise stop.refuse(None)
+        yield "save"
+
+
+def _step_args(
+    graph: Pregel,
+    loop: SyncPregelLoop | AsyncPregelLoop,
+    wake: threading.Event | asyncio.Event | None,
+) -> dict[str, Any]:
+    """How the runner runs each step of ``loop``'s run."""
+    return {
+        "timeout": graph.step_timeout,
+        "retry_policy": graph.retry_policy,
+        "get_waiter": wake.is_set if wake is not None else None,
+        "schedule_task": loop.accept_push,
+        "wake": wake,
+    }
 
 
 def _runner(loop: SyncPregelLoop | AsyncPregelLoop, *, is_async: bool) -> PregelRunner:

@@ -455,6 +455,10 @@ class PregelLoop:
             out.emit(EVENTS, ("step", None, self.step))
         return True
 
+    def pending(self) -> list[PregelExecutableTask]:
+        """The step's tasks still to run (not replayed, not answered by the cache)."""
+        return [t for t in self.tasks.values() if not t.writes]
+
     def after_tick(self) -> list[Save]:
         """Finish the step: apply its writes; returns the saves of its
         buffered attempt records and of the new checkpoint."""
