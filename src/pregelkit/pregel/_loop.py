@@ -648,8 +648,10 @@ class PregelLoop:
         if stop.reason is not None:
             raise stop.refuse(parent)
         pushed = prepare_push_call(self.planner, parent, idx, call)
-        replayed = self.calls.replayed(self.planner, parent, idx, call, pushed.id)
-        if replayed is not None:
+        calls = self.calls
+        if (calls.done or calls.records) and (
+            replayed := calls.replayed(self.planner, parent, idx, call, pushed.id)
+        ) is not None:
             pushed.writes.extend(replayed)
             attempts = self.attempts
             if attempts.log is not None or attempts.hooks is not None:
@@ -659,8 +661,8 @@ class PregelLoop:
                 # comes from the record (no task_result event)
                 self.out.started(pushed, self.step)
             return pushed, _NONE
-        key = self.cached.key_of(pushed)
-        if key is not None:
+        if pushed.cache_key is not None and self.cached.cache is not None:
+            key = (pushed.cache_key.ns, pushed.cache_key.key)
             hit = self.cached.fresh.get(key)
             if hit:
                 return pushed, self._take_cached(pushed, hit)
