@@ -122,9 +122,11 @@ class PostgresSaver(Connections, _plans.SqlSaver):
         one pipeline. Inside this context's ``grouped`` block, the plan runs
         in the block's transaction instead, untried again: a failure fails
         the whole block."""
-        conn = _core.group_connection(self, self._locks, call)
-        if conn is not None:
-            return drive(call.make(), partial(_execute_alone, conn))
+        group = _core.group_of(self, self._locks, call)
+        if group is not None:
+            run = Run(call.make())
+            with _core.failing(group):
+                return drive(run, partial(_execute_alone, group.conn))
         return self._drive(_core.transaction(call, retry=self.retry, locks=self._locks))
 
     def _ensure_ready(self) -> None:

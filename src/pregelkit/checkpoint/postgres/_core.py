@@ -201,14 +201,22 @@ class Group:
     block (a worker thread's, a task or timer started there) still holds
     this object afterwards; without the flag such a late call would run on a
     connection that is back in the pool, perhaps inside another block's
-    transaction, and leave it open."""
+    transaction, and leave it open.
 
-    __slots__ = ("conn", "open", "saver")
+    ``failed``: the first error of a call made in the block. A call that
+    fails after some of its statements ran (``copy_thread`` whose values
+    cannot be sealed again) leaves them in the transaction; a caller that
+    catches the error and goes on must not get them committed with the
+    rest: every later call in the block, and its end, raise it again (as
+    SQLite's blocks do)."""
+
+    __slots__ = ("conn", "failed", "open", "saver")
 
     def __init__(self, saver: object, conn: Any) -> None:
         self.saver = saver
         self.conn = conn
         self.open = True
+        self.failed: BaseException | None = None
 
 
 GROUP: ContextVar[Group | None] = ContextVar("pregelkit_postgres_group", default=None)
@@ -236,21 +244,40 @@ def in_group(saver: object, conn: Any) -> Iterator[None]:
     token = GROUP.set(group)
     try:
         yield
+        if group.failed is not None:
+            raise _group_lost(group.failed) from group.failed
     finally:
         group.open = False
         GROUP.reset(token)
 
 
-def group_connection(saver: object, locks: LockState, call: Call[Any]) -> Any:
-    """The connection of ``saver``'s open grouped block this context is in,
-    or None. A plan runs there once, not tried again: a failure fails the
-    whole block. A write for a thread whose lock was lost is refused there
-    too."""
+def group_of(saver: object, locks: LockState, call: Call[Any]) -> Group | None:
+    """``saver``'s open grouped block this context is in, or None. A plan
+    runs there once, not tried again, inside ``failing``: a failure fails
+    the whole block. A write for a thread whose lock was lost is refused
+    there too."""
     group = _current_group(saver)
     if group is None:
         return None
+    if group.failed is not None:
+        raise _group_lost(group.failed) from group.failed
     _refuse_if_lost(locks, call)
-    return group.conn
+    return group
+
+
+@contextmanager
+def failing(group: Group) -> Iterator[None]:
+    """A call's statements in ``group``: an error fails the block."""
+    try:
+        yield
+    except BaseException as exc:
+        if group.failed is None:
+            group.failed = exc
+        raise
+
+
+def _group_lost(cause: BaseException) -> StorageError:
+    return storage_error("PostgreSQL", "a save in this grouped() block", None, cause, tries=1)
 
 
 def refuse_if_lost(locks: LockState, thread_id: str, operation: str) -> None:

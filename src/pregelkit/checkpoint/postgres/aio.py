@@ -122,9 +122,11 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
 
     async def _arun(self, call: Call[T]) -> T:
         """As ``PostgresSaver._run``."""
-        conn = _core.group_connection(self, self._locks, call)
-        if conn is not None:
-            return await adrive(call.make(), partial(_execute_alone, conn))
+        group = _core.group_of(self, self._locks, call)
+        if group is not None:
+            run = Run(call.make())
+            with _core.failing(group):
+                return await adrive(run, partial(_execute_alone, group.conn))
         return await self._drive(_core.transaction(call, retry=self.retry, locks=self._locks))
 
     def _run(self, call: Call[T]) -> T:
