@@ -70,11 +70,8 @@ class StreamOutput:
         relay: tuple[Emit, frozenset[str]] | None,
         output_keys: str | Sequence[str],
     ) -> None:
-        self.sink = sink
-        self.modes = modes
-        self.ns = ns
-        self.relay = relay
-        """A nested run's parent stream, and the modes it wants."""
+        # ``relay``: a nested run's parent stream, and the modes it wants
+        self.sink, self.modes, self.ns, self.relay = sink, modes, ns, relay
         self.output_keys = output_keys
         self.interrupts: list[Interrupt] = []
         """The run's interrupts, each once."""

@@ -75,13 +75,11 @@ class RunInput:
         nested: bool,
         resuming_parent: bool,
     ) -> None:
-        self.input = input
-        self.input_keys = input_keys
+        self.input, self.input_keys = input, input_keys
         self.interrupts = interrupts
         """The nodes to interrupt before and after (``interrupt_before``/``_after``)."""
-        self.nested = nested
-        self.resuming_parent = resuming_parent
-        """The run this nested one is part of resumes."""
+        # ``resuming_parent``: the run this nested one is part of resumes
+        self.nested, self.resuming_parent = nested, resuming_parent
         self.addressed = False
         """The caller named the checkpoint this run starts from."""
         self.replays_past = False

@@ -31,13 +31,11 @@ class Lineage:
         prev_config: dict[str, Any] | None,
         parents: dict[str, str],
     ) -> None:
-        self.last_id = last_id
-        """New ids sort after it (the thread's newest, whatever the clock says)."""
-        self.saved_id = saved_id
-        """The id of the checkpoint last saved (None: the run's start is not)."""
+        # new ids sort after ``last_id`` (the thread's newest, whatever the
+        # clock says); ``saved_id`` is the last saved (None: the run's start
+        # is not); ``parents`` the checkpoint of each enclosing namespace
+        self.last_id, self.saved_id, self.parents = last_id, saved_id, parents
         self.prev_config = prev_config
-        self.parents = parents
-        """The checkpoint of each enclosing namespace (a nested run's)."""
         self.unsaved: set[str] = set()
         """Channels changed since the last save."""
 

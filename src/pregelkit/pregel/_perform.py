@@ -173,6 +173,14 @@ class _Performer(ABC):
         self.remember_call = core.remember_call
         self.recorded_call = core.recorded_call
 
+    def _locks(self) -> bool:
+        """Whether the run holds its thread's lock (``ThreadMark.locks``)."""
+        return self.core.mark.locks
+
+    def _waits(self) -> bool:
+        """Whether taking the thread's lock waits for another run to free it."""
+        return bool(self.core.config["configurable"].get("wait_for_thread", False))
+
     @abstractmethod
     def perform(self, effect: Save) -> Any:
         """Make a saving effect, waiting for it as its ``wait`` says."""
@@ -227,9 +235,8 @@ class SyncPregelLoop(_Performer):
     def __enter__(self) -> SyncPregelLoop:
         core = self.core
         saver = self.checkpointer
-        if saver is not None and core.mark.locks:
-            wait = bool(core.config["configurable"].get("wait_for_thread", False))
-            self._thread_lock = saver.lock_thread(core.mark.thread_id, wait=wait)
+        if saver is not None and self._locks():
+            self._thread_lock = saver.lock_thread(core.mark.thread_id, wait=self._waits())
             self._thread_lock.__enter__()
         try:
             start = core.start()
@@ -375,9 +382,8 @@ class AsyncPregelLoop(_Performer):
         core = self.core
         await self._executor.__aenter__()
         saver = self.checkpointer
-        if saver is not None and core.mark.locks:
-            wait = bool(core.config["configurable"].get("wait_for_thread", False))
-            self._thread_lock = saver.alock_thread(core.mark.thread_id, wait=wait)
+        if saver is not None and self._locks():
+            self._thread_lock = saver.alock_thread(core.mark.thread_id, wait=self._waits())
             await self._thread_lock.__aenter__()
         try:
             start = core.start()
