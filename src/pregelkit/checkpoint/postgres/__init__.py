@@ -130,16 +130,18 @@ class PostgresSaver(Connections, _plans.SqlSaver):
         return self._drive(_core.transaction(call, retry=self.retry, locks=self._locks))
 
     def _ensure_ready(self) -> None:
+        """Create the tables before the first call. Ready only once they
+        exist: other threads' first calls meanwhile set them up too (one at
+        a time, under the migration lock), not run on missing tables."""
         if not self._ready:
+            self._in_transaction(Run(_core.setup()))
             self._ready = True
-            try:
-                self._transaction(Run(_core.setup()))
-            except BaseException:
-                self._ready = False
-                raise
 
     def _transaction(self, run: Run[T], pipelined: bool = False) -> T:
         self._ensure_ready()
+        return self._in_transaction(run, pipelined)
+
+    def _in_transaction(self, run: Run[T], pipelined: bool = False) -> T:
         if self.pipe is None and pipelined:
             with self._connection() as conn:
                 if conn.autocommit:

@@ -134,16 +134,16 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
         return self._sync(self._arun(call), call.operation)
 
     async def _ensure_ready(self) -> None:
+        """As ``PostgresSaver._ensure_ready``."""
         if not self._ready:
+            await self._in_transaction(Run(_core.setup()))
             self._ready = True
-            try:
-                await self._transaction(Run(_core.setup()))
-            except BaseException:
-                self._ready = False
-                raise
 
     async def _transaction(self, run: Run[T], pipelined: bool = False) -> T:
         await self._ensure_ready()
+        return await self._in_transaction(run, pipelined)
+
+    async def _in_transaction(self, run: Run[T], pipelined: bool = False) -> T:
         if self.pipe is None and pipelined:
             async with self._connection() as conn:
                 if conn.autocommit:

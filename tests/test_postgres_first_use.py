@@ -1,0 +1,67 @@
+"""The PostgreSQL savers create their tables on first use: first calls made
+at once (a server's first requests, on a pool) all find the tables, none
+runs on tables another call is still creating."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from pregelkit.checkpoint.base import empty_checkpoint
+from pregelkit.checkpoint.postgres import PostgresSaver
+from pregelkit.checkpoint.postgres.aio import AsyncPostgresSaver
+
+CALLS = 8
+
+
+def _cfg(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+def test_first_calls_from_many_threads_on_a_new_database_all_save(
+    postgres_database: Callable[[str], str],
+) -> None:
+    dsn = postgres_database("pregelkit_first_use")
+    with ConnectionPool(dsn, min_size=4, max_size=CALLS, kwargs={"autocommit": True}) as pool:
+        pool.wait()
+        saver = PostgresSaver(pool)
+        start = threading.Barrier(CALLS)
+        failed: list[BaseException] = []
+
+        def first_call(i: int) -> None:
+            start.wait()
+            try:
+                saver.put(_cfg(f"t{i}"), empty_checkpoint(), {}, {})
+            except BaseException as exc:
+                failed.append(exc)
+
+        threads = [threading.Thread(target=first_call, args=(i,)) for i in range(CALLS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failed == []
+        assert len(list(saver.list(None))) == CALLS
+
+
+def test_first_calls_from_many_tasks_on_a_new_database_all_save(
+    postgres_database: Callable[[str], str], arun: Callable[[Awaitable[Any]], Any]
+) -> None:
+    dsn = postgres_database("pregelkit_first_use_async")
+
+    async def main() -> list[Any]:
+        async with AsyncConnectionPool(
+            dsn, min_size=4, max_size=CALLS, kwargs={"autocommit": True}
+        ) as pool:
+            await pool.wait()
+            saver = AsyncPostgresSaver(pool)
+            return await asyncio.gather(
+                *(saver.aput(_cfg(f"t{i}"), empty_checkpoint(), {}, {}) for i in range(CALLS)),
+                return_exceptions=True,
+            )
+
+    assert [r for r in arun(main()) if isinstance(r, BaseException)] == []
