@@ -105,13 +105,11 @@ class PostgresSaver(Connections, _plans.SqlSaver):
     def setup(self) -> None:
         """Create or migrate the tables. Idempotent and done on first use
         anyway; concurrent calls from several processes migrate one at a time
-        (an advisory transaction lock)."""
-        self._ready = True  # the transaction below is the setup
-        try:
-            self._run(Call(_core.setup, "setup"))
-        except BaseException:
-            self._ready = False
-            raise
+        (an advisory transaction lock). Not marked ready before its
+        transaction commits: other threads' calls meanwhile set up too
+        rather than run on missing tables (on a new saver the first-use
+        setup runs before this one, which then finds nothing to do)."""
+        self._run(Call(_core.setup, "setup"))
 
     # running plans
 

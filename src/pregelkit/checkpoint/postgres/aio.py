@@ -110,13 +110,11 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
     async def setup(self) -> None:
         """Create or migrate the tables. Idempotent and done on first use
         anyway; concurrent calls from several processes migrate one at a time
-        (an advisory transaction lock)."""
-        self._ready = True  # the transaction below is the setup
-        try:
-            await self._arun(Call(_core.setup, "setup"))
-        except BaseException:
-            self._ready = False
-            raise
+        (an advisory transaction lock). Not marked ready before its
+        transaction commits: other threads' calls meanwhile set up too
+        rather than run on missing tables (on a new saver the first-use
+        setup runs before this one, which then finds nothing to do)."""
+        await self._arun(Call(_core.setup, "setup"))
 
     # running plans (see PostgresSaver)
 
