@@ -28,7 +28,7 @@ from typing import Any
 from pregelkit.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from pregelkit.checkpoint.memory import InMemorySaver
 from pregelkit.checkpoint.sqlite import SqliteSaver
-from pregelkit.pregel._attempts import AttemptEvents, AttemptLog
+from pregelkit.pregel._exec.attempts import AttemptEvents, AttemptLog
 
 ROUNDS = 7
 N = 3000

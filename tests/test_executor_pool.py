@@ -13,7 +13,7 @@ import pytest
 
 from pregelkit.checkpoint.sqlite import SqliteSaver
 from pregelkit.func import entrypoint, task
-from pregelkit.pregel._executor import MAX_PAUSE_SECONDS, _get_pool, in_background
+from pregelkit.pregel._exec.executor import MAX_PAUSE_SECONDS, _get_pool, in_background
 
 DEADLINE = 5.0
 """Generous: the pool promises milliseconds; a loaded CI machine gets seconds."""

@@ -174,7 +174,7 @@ def test_otel_module_loads_only_once_opentelemetry_is_imported() -> None:
     code = (
         "import sys, types\n"
         "from pregelkit.func import entrypoint\n"
-        "from pregelkit.pregel._hooks import run_hooks\n"
+        "from pregelkit.pregel._exec.hooks import run_hooks\n"
         "before = 'pregelkit.observe.otel' in sys.modules, run_hooks('t', False)\n"
         "trace = types.ModuleType('opentelemetry.trace')\n"
         "class ProxyTracerProvider: pass\n"

@@ -33,7 +33,7 @@ from pregelkit.errors import (
     TaskNotFound,
 )
 from pregelkit.pregel import NodeBuilder, Pregel
-from pregelkit.pregel._retry import next_retry_delay
+from pregelkit.pregel._exec.retry import next_retry_delay
 from pregelkit.types import Command, Interrupt, RetryPolicy, Send, StateSnapshot, interrupt
 
 NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
@@ -1621,7 +1621,7 @@ def test_the_first_matching_policy_decides() -> None:
 
 
 def test_writes_of_a_failed_attempt_are_cleared_before_the_next() -> None:
-    from pregelkit._internal._scope import CURRENT
+    from pregelkit._internal._current import CURRENT
 
     attempts: list[int] = []
 

@@ -401,7 +401,7 @@ def test_failure_that_ended_the_run_is_retried_on_the_next_invoke(saver: Saver) 
 
 
 def test_unknown_exception_class_is_rebuilt_as_a_stand_in() -> None:
-    from pregelkit.pregel._replay import encode_failure, rebuild_failure
+    from pregelkit.pregel._plan.replay import encode_failure, rebuild_failure
 
     record = encode_failure("t#1", PaymentError(5), handled=True)
     record[1] = "not_allowed_module"
@@ -513,7 +513,7 @@ def test_checkpoint_ids_increase_when_the_clock_goes_back(
 
 def test_get_state_after_two_writers_to_one_value() -> None:
     from pregelkit.channels.last_value import LastValue
-    from pregelkit.pregel._read import NodeBuilder
+    from pregelkit.pregel._graph.nodes import NodeBuilder
     from pregelkit.pregel.main import Pregel
 
     saver = InMemorySaver()
@@ -540,7 +540,7 @@ def test_get_state_after_a_reducer_raised() -> None:
 
     from pregelkit.channels.binop import BinaryOperatorAggregate
     from pregelkit.channels.last_value import LastValue
-    from pregelkit.pregel._read import NodeBuilder
+    from pregelkit.pregel._graph.nodes import NodeBuilder
     from pregelkit.pregel.main import Pregel
 
     def picky(a: int, b: int) -> int:
@@ -565,7 +565,7 @@ def test_get_state_after_a_reducer_raised() -> None:
 
 
 def test_many_runs_of_identity_digest_are_stable() -> None:
-    from pregelkit.pregel._replay import call_identity
+    from pregelkit.pregel._plan.replay import call_identity
 
     x = call_identity("t", ({"b": [1, 2.5, None], "a": {3, 1}},), {"k": b"x"})
     y = call_identity("t", ({"a": {1, 3}, "b": [1, 2.5, None]},), {"k": b"x"})

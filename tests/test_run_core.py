@@ -1,6 +1,6 @@
 """The run core stepped by hand: no thread, no saver call, no event loop.
 
-Each test drives ``pregel._loop.PregelLoop`` as a performer would: it takes
+Each test drives ``pregel._core.loop.PregelLoop`` as a performer would: it takes
 the effects the core returns or yields, checks them, and feeds back what
 making them would answer (a loaded checkpoint is built from the effects of
 an earlier run). The saver handed to the core refuses every call, so an
@@ -27,8 +27,7 @@ from pregelkit.errors import (
 )
 from pregelkit.func import entrypoint
 from pregelkit.pregel import NodeBuilder, Pregel
-from pregelkit.pregel._call import Call, FnSpec
-from pregelkit.pregel._effects import (
+from pregelkit.pregel._core.effects import (
     Effect,
     LoadCheckpoint,
     ReadCache,
@@ -37,7 +36,8 @@ from pregelkit.pregel._effects import (
     SaveWrites,
     WriteCache,
 )
-from pregelkit.pregel._loop import PregelLoop
+from pregelkit.pregel._core.loop import PregelLoop
+from pregelkit.pregel._graph.call import Call, FnSpec
 from pregelkit.types import CachePolicy, Command, Interrupt, PregelExecutableTask
 
 THREAD = {CONF: {"thread_id": "t"}}

@@ -19,7 +19,7 @@ from pregelkit.checkpoint.postgres import PostgresSaver
 from pregelkit.checkpoint.sqlite import SqliteSaver
 from pregelkit.errors import StorageError
 from pregelkit.func import entrypoint, task
-from pregelkit.pregel._faults import RunFaults
+from pregelkit.pregel._core.failed_saves import RunFaults
 
 from pgserver import PgServer
 

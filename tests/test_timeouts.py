@@ -24,7 +24,7 @@ import pytest
 
 from pregelkit.errors import NodeTimeoutError
 from pregelkit.func import entrypoint, task
-from pregelkit.pregel._read import NodeBuilder
+from pregelkit.pregel._graph.nodes import NodeBuilder
 from pregelkit.types import RetryPolicy, TimeoutPolicy, default_retry_on
 
 LIMIT = 12.0  # seconds a hanging run may take to hand control back, slack included
@@ -37,7 +37,7 @@ from pregelkit.checkpoint.memory import InMemorySaver
 from pregelkit.config import get_stream_writer
 from pregelkit.errors import NodeTimeoutError
 from pregelkit.func import entrypoint, task
-from pregelkit.pregel._read import NodeBuilder
+from pregelkit.pregel._graph.nodes import NodeBuilder
 from pregelkit.pregel.main import Pregel
 from pregelkit.runtime import get_runtime
 from pregelkit.types import RetryPolicy, TimeoutPolicy

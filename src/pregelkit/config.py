@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pregelkit._internal._scope import CURRENT, require_scope
+from pregelkit._internal._current import CURRENT, require_scope
 from pregelkit.types import StreamWriter
 
 __all__ = ["RunnableConfig", "get_config", "get_store", "get_stream_writer"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from pregelkit._internal._current import require_scope
 from pregelkit._internal._dataclass import lazy_dataclass, replace
-from pregelkit._internal._scope import require_scope
 
 ContextT = TypeVar("ContextT")
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, Union
 
 from pregelkit._internal._cache import default_cache_key
+from pregelkit._internal._current import require_scope
 from pregelkit._internal._dataclass import lazy_dataclass
 from pregelkit._internal._ids import interrupt_id
 from pregelkit._internal._lazy import lazy_attributes
@@ -25,7 +26,6 @@ from pregelkit._internal._policy_checks import (
     check_retry_fields,
     check_retry_on,
 )
-from pregelkit._internal._scope import require_scope
 from pregelkit.warnings import LangGraphDeprecatedSinceV10, LangGraphDeprecatedSinceV11
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ CALL: Final = "__call__"
 
 EVENTS: Final = "__pregelkit_events__"
 """The internal stream mode ``astream_events`` runs with: task attempts,
-their steps and results as engine objects (``pregel._events`` shapes them)."""
+their steps and results as engine objects (``pregel._api.v2_events`` shapes them)."""
 
 # task kinds, the first element of a task path
 PUSH: Final = "__pregel_push"

@@ -31,7 +31,7 @@ class Replays:
         self.left: Counter[str] = Counter()
         if db is None or thread_id is None:
             return
-        from pregelkit.pregel._algo import is_done_write
+        from pregelkit.pregel._plan.algo import is_done_write
 
         conf = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
         tup = db.saver.get_tuple(conf)

@@ -33,7 +33,7 @@ def saved_status(tup: CheckpointTuple) -> str:
 def interrupts_of(tup: CheckpointTuple) -> list[tuple[str, Any]]:
     """(task id, interrupt) for each interrupt still waiting at this
     checkpoint: of tasks that have not finished since, each once."""
-    from pregelkit.pregel._algo import is_done_write
+    from pregelkit.pregel._plan.algo import is_done_write
 
     writes = tup.pending_writes or []
     finished = {t for t, c, _ in writes if is_done_write(c)}

@@ -5,6 +5,6 @@ a module of its own that imports its cluster library when that module is
 imported, never before: ``import pregelkit`` loads none of them.
 """
 
-from pregelkit.pregel._remote import RemoteExecutor
+from pregelkit.pregel._exec.remote import RemoteExecutor
 
 __all__ = ["RemoteExecutor"]

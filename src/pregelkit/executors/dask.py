@@ -5,7 +5,7 @@
 a ``concurrent.futures.Future``: the driver's thread or event loop waits on it
 without holding a Dask connection of its own. It knows nothing of tasks; what
 a body is, what it may reach and what its result means is
-``pregelkit.pregel._remote``'s business.
+``pregelkit.pregel._exec.remote``'s business.
 
 A worker lost while it runs a body: the scheduler runs the body again on
 another worker (up to ``distributed.scheduler.allowed-failures`` times, then

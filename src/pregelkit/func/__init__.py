@@ -16,24 +16,24 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, ca
 
 from pregelkit import observe as _observe  # noqa: F401  (runs get spans once a tracer is set)
 from pregelkit._internal._constants import CACHE_NS_WRITES, END, PREVIOUS, START
+from pregelkit._internal._current import CURRENT
 from pregelkit._internal._dataclass import lazy_dataclass
 from pregelkit._internal._fingerprint import origin
-from pregelkit._internal._scope import CURRENT
 from pregelkit.channels.ephemeral_value import EphemeralValue
 from pregelkit.channels.last_value import LastValue
 from pregelkit.checkpoint.serde._registry import allow_modules
 from pregelkit.func._arguments import refuse_futures
 from pregelkit.func._patch import deprecate_patch, patched
-from pregelkit.pregel._call import Call, FnSpec
-from pregelkit.pregel._read import PregelNode
-from pregelkit.pregel._validate import (
+from pregelkit.pregel._graph.call import Call, FnSpec
+from pregelkit.pregel._graph.nodes import PregelNode
+from pregelkit.pregel._graph.validate import (
     check_cache,
     check_cache_policy,
     check_checkpointer,
     check_retry_policy,
     check_store,
 )
-from pregelkit.pregel._write import ChannelWrite, ChannelWriteEntry
+from pregelkit.pregel._graph.writes import ChannelWrite, ChannelWriteEntry
 from pregelkit.pregel.main import Pregel
 from pregelkit.types import CachePolicy, RetryPolicy, TimeoutPolicy
 from pregelkit.warnings import LangGraphDeprecatedSinceV05, LangGraphDeprecatedSinceV10
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     import concurrent.futures
     from datetime import timedelta
 
-    from pregelkit.pregel._remote import RemoteExecutor
+    from pregelkit.pregel._exec.remote import RemoteExecutor
 
 __all__ = [
     "AsyncTaskFunction",
@@ -103,7 +103,7 @@ class _TaskMethods:
     def __reduce_remote__(self) -> tuple[Any, ...]:
         """Captured by a body shipped to a remote executor, a task cannot be called
         there (calls need the driver's loop); it travels as a stub that says so."""
-        from pregelkit.pregel._remote import TaskStub
+        from pregelkit.pregel._exec.remote import TaskStub
 
         return (TaskStub, (self._self_task_name,))
 

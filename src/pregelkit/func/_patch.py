@@ -10,7 +10,7 @@ where the thread was recorded by the code before the patch. Temporal's
 
 from __future__ import annotations
 
-from pregelkit._internal._scope import require_scope
+from pregelkit._internal._current import require_scope
 
 __all__ = ["deprecate_patch", "patched"]
 

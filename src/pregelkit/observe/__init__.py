@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from pregelkit.pregel._hooks import AttemptHooks, add_hooks_factory
+from pregelkit.pregel._exec.hooks import AttemptHooks, add_hooks_factory
 
 
 def _otel_hooks(thread_id: str, nested: bool) -> AttemptHooks | None:

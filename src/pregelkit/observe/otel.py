@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pregelkit.checkpoint.attempts import Outcome, error_fields
-from pregelkit.pregel._hooks import AttemptHooks
+from pregelkit.pregel._exec.hooks import AttemptHooks
 from pregelkit.types import PregelExecutableTask
 
 __all__ = ["OtelHooks", "otel_hooks"]

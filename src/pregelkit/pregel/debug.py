@@ -10,7 +10,7 @@ from typing import Any
 
 from pregelkit._internal._constants import CONF, ERROR, INTERRUPT, RETURN
 from pregelkit.checkpoint.base import EXCLUDED_METADATA_KEYS
-from pregelkit.pregel._io import fold_writes
+from pregelkit.pregel._plan.io import fold_writes
 from pregelkit.types import PregelExecutableTask
 
 __all__ = [

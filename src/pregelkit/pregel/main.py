@@ -1,8 +1,9 @@
 """``Pregel``: a graph of nodes and channels, run in supersteps.
 
-The drivers here are thin: each starts a ``RunDriver`` (``_driver.py``) and
-shapes its events for the caller (``_output.py``); ``stream`` and ``astream``
-differ only in how they wait. The state API lives in ``_state.py``.
+The drivers here are thin: each starts a ``RunDriver`` (``_core/driver.py``)
+and shapes its events for the caller (``_core/output.py``); ``stream`` and
+``astream`` differ only in how they wait. The state API lives in
+``_api/state.py``.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 from pregelkit._internal._constants import RESERVED, TASKS
 from pregelkit.channels.base import BaseChannel
 from pregelkit.channels.topic import Topic
-from pregelkit.pregel._driver import RunDriver, merge_config, run_config
-from pregelkit.pregel._output import SKIP, InvokeResult, StreamShape
-from pregelkit.pregel._protocol import PregelProtocol
-from pregelkit.pregel._read import NodeBuilder, PregelNode
-from pregelkit.pregel._run_args import RunArgs
-from pregelkit.pregel._state import StateAPI
-from pregelkit.pregel._submit import SubmitAPI
-from pregelkit.pregel._surface import RunnableSurface
-from pregelkit.pregel._validate import (
+from pregelkit.pregel._api.run_args import RunArgs
+from pregelkit.pregel._api.state import StateAPI
+from pregelkit.pregel._api.submit import SubmitAPI
+from pregelkit.pregel._api.surface import RunnableSurface
+from pregelkit.pregel._core.driver import RunDriver, merge_config, run_config
+from pregelkit.pregel._core.output import SKIP, InvokeResult, StreamShape
+from pregelkit.pregel._graph.nodes import NodeBuilder, PregelNode
+from pregelkit.pregel._graph.protocol import PregelProtocol
+from pregelkit.pregel._graph.validate import (
     INVOKE_KEYWORDS,
     STREAM_KEYWORDS,
     check_components,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from datetime import timedelta
 
     from pregelkit.checkpoint.base import BaseCheckpointSaver
-    from pregelkit.pregel._remote import RemoteExecutor
+    from pregelkit.pregel._exec.remote import RemoteExecutor
 
 __all__ = ["NodeBuilder", "Pregel"]
 
@@ -112,7 +113,7 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         self.store = store
         self.cache = cache
         if executor is not None:
-            from pregelkit.pregel._remote import check_executor
+            from pregelkit.pregel._exec.remote import check_executor
 
             check_executor(executor, built)
         self.executor = executor
@@ -218,7 +219,7 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         changes = {**(update or {}), **fields}
         check_copy_fields(self.__dict__, changes)
         if changes.get("executor") is not None:
-            from pregelkit.pregel._remote import check_executor
+            from pregelkit.pregel._exec.remote import check_executor
 
             check_executor(changes["executor"], self.nodes)
         new = object.__new__(type(self))
@@ -238,7 +239,7 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
 
     def get_graph(self, config: dict[str, Any] | None = None, *, xray: bool | int = False) -> Any:
         """The graph's nodes and channels, drawable with ``draw_mermaid()``."""
-        from pregelkit.pregel._draw import DrawableGraph
+        from pregelkit.pregel._api.draw import DrawableGraph
 
         return DrawableGraph.from_pregel(self)
 
@@ -435,8 +436,8 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
         LangGraph's ``astream_events`` runs unchanged. Other keywords
         (``stream_mode``, ``durability``, ``context``, ...) go to the run as
         ``astream`` takes them; leaving early (``aclose()``) stops the run.
-        See ``pregel._events`` for what differs from LangGraph."""
-        from pregelkit.pregel._events import stream_events  # lazy: keeps imports fast
+        See ``pregel._api.v2_events`` for what differs from LangGraph."""
+        from pregelkit.pregel._api.v2_events import stream_events  # lazy: keeps imports fast
 
         return stream_events(
             self,

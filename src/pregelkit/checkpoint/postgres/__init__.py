@@ -45,7 +45,7 @@ from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint._plans import Call
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.postgres import _core, _sql
-from pregelkit.checkpoint.postgres._faults import Connections, reopen_args
+from pregelkit.checkpoint.postgres._connect import Connections, reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 
 __all__ = ["PostgresSaver", "ShallowPostgresSaver"]

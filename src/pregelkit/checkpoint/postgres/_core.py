@@ -28,7 +28,7 @@ from pregelkit._internal._plan import Plan, Run, Statement, migrate
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._plans import Call
 from pregelkit.checkpoint.postgres import _sql
-from pregelkit.checkpoint.postgres._faults import is_storage_fault, is_transient
+from pregelkit.checkpoint.postgres._connect import is_storage_fault, is_transient
 from pregelkit.errors import StorageError, ThreadBusyError
 
 T = TypeVar("T")

@@ -46,7 +46,7 @@ from pregelkit.checkpoint.base import (
     RunnableConfig,
 )
 from pregelkit.checkpoint.postgres import _core, _sql
-from pregelkit.checkpoint.postgres._faults import AsyncConnections, reopen_args
+from pregelkit.checkpoint.postgres._connect import AsyncConnections, reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
 

@@ -32,7 +32,7 @@ from psycopg_pool import ConnectionPool
 
 from pregelkit._internal._plan import Statement, all_statements, drive, execute, migrate
 from pregelkit.checkpoint._faults import Attempts, StorageRetry
-from pregelkit.checkpoint.postgres._faults import Connections, pause_or_raise, reopen_args
+from pregelkit.checkpoint.postgres._connect import Connections, pause_or_raise, reopen_args
 from pregelkit.store import _index, _sqlcore
 from pregelkit.store._sweeper import SweepsInThread
 from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig

@@ -23,7 +23,7 @@ from pregelkit._internal._loop_thread import SyncCallOnLoopError
 from pregelkit._internal._plan import adrive, aexecute
 from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint._faults import Attempts, StorageRetry
-from pregelkit.checkpoint.postgres._faults import AsyncConnections, pause_or_raise
+from pregelkit.checkpoint.postgres._connect import AsyncConnections, pause_or_raise
 from pregelkit.store import _index, _sqlcore
 from pregelkit.store._sweeper import SweepsInTask
 from pregelkit.store.base import IndexConfig, Op, Result, TTLConfig

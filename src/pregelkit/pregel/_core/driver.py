@@ -1,0 +1,336 @@
+"""The run driver: one run of a graph, from the caller's side.
+
+``Pregel.stream``/``astream``/``invoke``/``ainvoke`` all start a ``RunDriver``.
+It makes every decision about a run once (which loop, which modes, what the
+caller gets, how the run ends); ``events`` and ``aevents`` differ only in how
+they wait for the loop and the runner.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
+
+from pregelkit._internal._constants import CONF, EVENTS
+from pregelkit._internal._threads import on_loop
+from pregelkit.errors import GraphRecursionError
+from pregelkit.pregel._core.output import DONE, Raw
+from pregelkit.pregel._exec.stop import StopRequested
+from pregelkit.pregel._graph.validate import check_config
+from pregelkit.runtime import RunControl
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from pregelkit.pregel._core.loop import PregelLoop
+    from pregelkit.pregel._core.perform import AsyncPregelLoop, SyncPregelLoop
+    from pregelkit.pregel._exec.runner import PregelRunner
+    from pregelkit.pregel._graph.protocol import RunGraph
+
+__all__ = ["RunDriver"]
+
+
+class RunDriver:
+    """One run: the events its loop emits, queued for the caller to take."""
+
+    def __init__(
+        self,
+        graph: RunGraph,
+        input: Any,
+        config: dict[str, Any],
+        modes: frozenset[str],
+        *,
+        live: bool,
+        durability: str | None,
+        interrupt_before: Sequence[str] | str | None,
+        interrupt_after: Sequence[str] | str | None,
+        subgraphs: bool,
+        control: RunControl | None = None,
+    ) -> None:
+        if control is not None and not isinstance(control, RunControl):
+            raise TypeError(
+                f"control= takes a pregelkit.runtime.RunControl, got {type(control).__name__}"
+            )
+        dur = durability or config.get(CONF, {}).get("__pregel_durability") or "async"
+        if dur not in ("sync", "async", "exit"):
+            raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {dur!r}")
+        self.graph = graph
+        self.input = input
+        self.config = config
+        self.modes = modes
+        self.live = live
+        self.durability = dur
+        self.interrupt_before = (
+            interrupt_before if interrupt_before is not None else graph.interrupt_before_nodes
+        )
+        self.interrupt_after = (
+            interrupt_after if interrupt_after is not None else graph.interrupt_after_nodes
+        )
+        self.subgraphs = subgraphs
+        self.control = control
+        self.queue: deque[Raw] = deque()
+        # the running ``aevents``' emitter: ``astream_events`` sends itself a
+        # marker through it, which wakes the driver
+        self.emit: Callable[[tuple[str, ...], str, Any], None] | None = None
+
+    def _core(self, emit: Callable[..., None], is_async: bool) -> PregelLoop:
+        from pregelkit.pregel._core.loop import PregelLoop
+
+        graph = self.graph
+        return PregelLoop(
+            self.input,
+            graph=graph,
+            config=self.config,
+            stream=emit,
+            stream_modes=self.modes,
+            checkpointer=graph._saver(),
+            store=graph.store,
+            cache=graph.cache,
+            durability=self.durability,
+            interrupt_before=self.interrupt_before,
+            interrupt_after=self.interrupt_after,
+            is_async=is_async,
+            stream_subgraphs=self.subgraphs,
+        )
+
+    def _drain(self) -> Iterator[Raw]:
+        queue = self.queue
+        while queue:
+            yield queue.popleft()
+
+    # sync: the caller's thread waits on a threading.Event
+    def events(self) -> Generator[Raw, None, None]:
+        """The run's raw events, its last one saying how it ended."""
+        queue = self.queue
+        wake = threading.Event() if self.live else None
+
+        def emit(ns: tuple[str, ...], mode: str, payload: Any) -> None:
+            queue.append((ns, mode, payload))
+            if wake is not None:
+                wake.set()
+
+        # the run machinery (threads, futures, logging) loads on first run, not on import
+        from pregelkit.pregel._core.perform import SyncPregelLoop
+
+        graph = self.graph
+        core = self._core(emit, False)
+        loop = SyncPregelLoop(core)
+        stop = core.run_stop
+        detach = self._listen(core)
+        try:
+            with loop:
+                try:
+                    runner = _runner(loop, is_async=False)
+                    step = _step_args(graph, loop, wake)
+                    for then in _plan(core):
+                        if then == "run":
+                            loop.match_cached_writes()
+                            for _ in runner.tick(core.pending(), **step):
+                                yield from self._drain()
+                        else:
+                            loop.after_tick()
+                            yield from self._drain()
+                except BaseException as exc:
+                    stop.aborted(exc)
+                    raise
+        except BaseException as exc:
+            self._raise_outcome(core, exc)
+        finally:
+            detach()
+            stop.forget(core.run.runner)
+        yield from self._drain()
+        yield from _final_output(self.modes, core)
+        yield _ended(core)
+
+    # async: the caller's task waits on an asyncio.Event
+    async def aevents(self) -> AsyncGenerator[Raw, None]:
+        """The async twin of ``events``."""
+        import asyncio
+
+        queue = self.queue
+        aloop = asyncio.get_running_loop()
+        wake = asyncio.Event() if self.live else None
+
+        def emit(ns: tuple[str, ...], mode: str, payload: Any) -> None:
+            queue.append((ns, mode, payload))
+            if wake is not None:
+                if on_loop(aloop):
+                    wake.set()
+                else:
+                    aloop.call_soon_threadsafe(wake.set)
+
+        self.emit = emit
+        from pregelkit.pregel._core.perform import AsyncPregelLoop
+
+        graph = self.graph
+        core = self._core(emit, True)
+        loop = AsyncPregelLoop(core)
+        stop = core.run_stop
+        if not core.is_nested:
+            stop.owner = asyncio.current_task()
+        detach = self._listen(core)
+        try:
+            async with loop:
+                try:
+                    runner = _runner(loop, is_async=True)
+                    step = _step_args(graph, loop, wake)
+                    for then in _plan(core):
+                        if then == "run":
+                            await loop.amatch_cached_writes()
+                            await loop.settle()
+                            async for _ in runner.atick(core.pending(), **step):
+                                for event in self._drain():
+                                    yield event
+                            await loop.settle()
+                        else:
+                            await loop.aafter_tick()
+                            for event in self._drain():
+                                yield event
+                except BaseException as exc:
+                    stop.aborted(exc)
+                    raise
+        except BaseException as exc:
+            self._raise_outcome(core, exc)
+        finally:
+            detach()
+            stop.forget(core.run.runner)
+        for event in self._drain():
+            yield event
+        for event in _final_output(self.modes, core):
+            yield event
+        yield _ended(core)
+
+    # shared by both
+    def _raise_outcome(self, loop: PregelLoop, exc: BaseException) -> NoReturn:
+        """Raise what ``exc`` means for the caller (a stop becomes its error)."""
+        outcome = self._outcome(loop, exc)
+        if outcome is exc:
+            raise exc
+        raise outcome from (None if isinstance(exc, StopRequested) else exc)
+
+    def _listen(self, loop: PregelLoop) -> Callable[[], None]:
+        """Let the caller's ``RunControl`` drain this run; returns the undo."""
+        control = self.control
+        if control is None or loop.is_nested:
+            return _nothing
+        loop.run_stop.control = control
+        listener = loop.run_stop.drain
+        control._attach(listener)
+        return lambda: control._detach(listener)
+
+    def _outcome(self, loop: PregelLoop, exc: BaseException) -> BaseException:
+        """What the caller gets for the exception that ended the run: a stopped
+        root run raises ``RunCancelledError`` or ``GraphDrained``; a nested
+        run leaves that to the root."""
+        if loop.is_nested:
+            return exc
+        thread_id = loop.config.get(CONF, {}).get("thread_id")
+        return loop.run_stop.outcome(exc, thread_id) or exc
+
+
+def _nothing() -> None:
+    return None
+
+
+def _plan(core: PregelLoop) -> Iterator[Literal["run", "save"]]:
+    """The run loop's decisions, written once for ``events`` and ``aevents``
+    (which only wait differently): plan a step, refused once the run is
+    asked to stop; have its tasks run (``"run"``: the driver reads the cache
+    first); refuse to go on from a step a stop left unfinished; have the
+    step's saves made (``"save"``)."""
+    stop = core.run_stop
+    while core.tick():
+        if stop.reason is not None:
+            raise stop.refuse(None)
+        yield "run"
+        if stop.reason is not None and stop.unfinished(core.tasks):
+            raise stop.refuse(None)
+        yield "save"
+
+
+def _step_args(
+    graph: RunGraph,
+    loop: SyncPregelLoop | AsyncPregelLoop,
+    wake: threading.Event | asyncio.Event | None,
+) -> dict[str, Any]:
+    """How the runner runs each step of ``loop``'s run."""
+    return {
+        "timeout": graph.step_timeout,
+        "retry_policy": graph.retry_policy,
+        "get_waiter": wake.is_set if wake is not None else None,
+        "schedule_task": loop.accept_push,
+        "wake": wake,
+    }
+
+
+def _runner(loop: SyncPregelLoop | AsyncPregelLoop, *, is_async: bool) -> PregelRunner:
+    """The runner of ``loop``'s run, built on the loop it saves, replays and stops through."""
+    from pregelkit.pregel._exec.runner import PregelRunner
+
+    runner = PregelRunner(loop, is_async=is_async)
+    loop.core.run.runner = runner
+    loop.run_stop.runners.append(runner)
+    return runner
+
+
+def _final_output(modes: frozenset[str], loop: PregelLoop) -> tuple[Raw, ...]:
+    """For ``astream_events`` (its ``EVENTS`` mode): what the run's stream
+    channels hold at its end, the output of its root ``on_chain_end``, as
+    LangGraph reports it (None when the run stopped before writing them)."""
+    if EVENTS not in modes:
+        return ()
+    from pregelkit.pregel._plan.io import read_channels
+
+    return (((), EVENTS, ("output", None, read_channels(loop.channels, loop.output_keys))),)
+
+
+def _ended(loop: PregelLoop) -> Raw:
+    """The last event of a run, or the error that ended it."""
+    if loop.status == "out_of_steps":
+        raise GraphRecursionError(
+            f"Recursion limit of {loop.config.get('recursion_limit', 25)} reached without "
+            "hitting a stop condition. Raise it with config={'recursion_limit': N} if the "
+            "graph is meant to run that long."
+        )
+    return ((), DONE, loop.interrupts)
+
+
+def run_config(
+    base: Mapping[str, Any] | None, config: Mapping[str, Any] | None, context: Any
+) -> dict[str, Any]:
+    """The config of one run: the graph's defaults, then the caller's (merged
+    as ``merge_config`` does), then ``context`` (given to ``invoke``) under
+    its own key."""
+    check_config(config)
+    merged: dict[str, Any] = dict(base) if base else {}
+    if config:
+        merge_config(merged, config)
+    if context is not None:
+        merged["context"] = context
+    merged.setdefault(CONF, {})
+    return merged
+
+
+def merge_config(merged: dict[str, Any], config: Mapping[str, Any]) -> None:
+    """Merge ``config`` into ``merged`` as LangGraph merges configs (a graph's
+    ``with_config`` one, then a call's): ``tags`` concatenated (duplicates
+    kept), ``metadata`` and ``configurable`` merged with ``config``'s keys
+    winning, empty or None ``tags``/``metadata`` adding nothing, any other
+    key replaced."""
+    for k, v in config.items():
+        if k == CONF and CONF in merged:
+            merged[CONF] = {**merged[CONF], **v}
+        elif k == "tags" or k == "metadata":
+            if not v:
+                continue
+            old = merged.get(k)
+            if not old:
+                merged[k] = v
+            elif k == "tags":
+                merged[k] = [*old, *v]
+            else:
+                merged[k] = {**old, **v}
+        else:
+            merged[k] = v

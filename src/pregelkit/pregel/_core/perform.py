@@ -1,0 +1,535 @@
+"""The performers of a run core's effects: the only code of a run that
+touches its saver, cache, thread lock, lanes, executor and event loop.
+
+``SyncPregelLoop`` (``invoke``/``stream``) makes each effect a plain call,
+``AsyncPregelLoop`` (``ainvoke``/``astream``) awaits it, hopping to the
+run's event loop when a task thread asks; which call an effect is
+(``_call_of``) and how long the run waits for it (the effect's ``wait``,
+decided by the core) are the same for both. Each is the ``LoopPort`` its
+runner sees: it forwards to the core and makes what the core returns.
+
+An attempt still running ``START_SAVE_DELAY`` after it started has its
+start saved on the run's lane, put there by one process-wide thread
+(``_StartSaver``) that asks the running runs every ``START_SAVE_DELAY``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
+from functools import partial
+from types import TracebackType
+from typing import Any
+
+from pregelkit._internal._threads import on_loop
+from pregelkit.cache.base import BaseCache
+from pregelkit.checkpoint.base import BaseCheckpointSaver
+from pregelkit.pregel._core.effects import (
+    Effect,
+    LoadCheckpoint,
+    PollMark,
+    ReadCache,
+    ReadThreadGate,
+    Save,
+    SaveAttempts,
+    SaveCheckpoint,
+    SaveStarts,
+    SaveWrites,
+    SetMark,
+    WriteCache,
+)
+from pregelkit.pregel._core.failed_saves import asave_now, save_now
+from pregelkit.pregel._core.lanes import (
+    AsyncSerialLane,
+    Awaited,
+    SerialLane,
+    aput_writes,
+    put_writes,
+)
+from pregelkit.pregel._core.loop import PregelLoop
+from pregelkit.pregel._core.records import AttemptRecords
+from pregelkit.pregel._exec.attempts import START_SAVE_DELAY, AttemptEvents
+from pregelkit.pregel._exec.executor import AsyncBackgroundExecutor, BackgroundExecutor
+from pregelkit.pregel._exec.stop import WATCHER, RunStop, awatch
+from pregelkit.pregel._graph.call import Call
+from pregelkit.types import PregelExecutableTask
+
+__all__ = ["AsyncPregelLoop", "SyncPregelLoop"]
+
+_Call = tuple[Callable[..., Any], tuple[Any, ...]]
+
+
+def _put_starts(saver: BaseCheckpointSaver[Any], records: AttemptRecords) -> None:
+    thread_id, rows = records.take_starts()
+    if rows:
+        saver.put_attempts(thread_id, rows)
+
+
+async def _aput_starts(saver: BaseCheckpointSaver[Any], records: AttemptRecords) -> None:
+    thread_id, rows = records.take_starts()
+    if rows:
+        await saver.aput_attempts(thread_id, rows)
+
+
+def _cache_set(cache: BaseCache[Any], effect: WriteCache) -> None:
+    cache.set(effect.pairs)
+    for key in effect.pairs:
+        effect.fresh.pop(key, None)
+
+
+async def _acache_set(cache: BaseCache[Any], effect: WriteCache) -> None:
+    await cache.aset(effect.pairs)
+    for key in effect.pairs:
+        effect.fresh.pop(key, None)
+
+
+def _call_of(
+    effect: Save, saver: BaseCheckpointSaver[Any] | None, cache: BaseCache[Any] | None, aio: bool
+) -> _Call:
+    """The saver or cache call that makes a saving ``effect`` (awaitable with ``aio``)."""
+    if type(effect) is SaveWrites:  # the per-task one first
+        return (aput_writes if aio else put_writes), (saver, *effect[:6])
+    if isinstance(effect, WriteCache):
+        assert cache is not None
+        return (_acache_set if aio else _cache_set), (cache, effect)
+    assert saver is not None
+    if isinstance(effect, SaveCheckpoint):
+        c = effect
+        return (saver.aput if aio else saver.put), (c.config, c.checkpoint, c.metadata, c.versions)
+    if isinstance(effect, SaveAttempts):
+        fn = saver.aput_attempts if aio else saver.put_attempts
+        return fn, (effect.thread_id, effect.rows)
+    if isinstance(effect, SetMark):
+        put = saver.aput_thread_control if aio else saver.put_thread_control
+        return put, (effect.thread_id, effect.mark)
+    assert isinstance(effect, SaveStarts)
+    return (_aput_starts if aio else _put_starts), (saver, effect.records)
+
+
+class _StartSaver:
+    """One daemon thread per process, awake while runs record attempts and
+    for ``PARK_AFTER`` looks after the last one ended (so runs one after
+    another do not wake it each time: a run's ``watch`` is a dictionary
+    store and a flag test)."""
+
+    PARK_AFTER = 100
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.loops: dict[int, _Performer] = {}
+        self.awake = threading.Event()
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    def watch(self, loop: _Performer) -> None:
+        self.loops[id(loop)] = loop
+        if not self.awake.is_set():
+            with self.lock:
+                if self.thread is None:
+                    self.thread = threading.Thread(
+                        target=self._run, name="pregelkit-attempt-starts", daemon=True
+                    )
+                    self.thread.start()
+            self.awake.set()
+
+    def forget(self, loop: _Performer) -> None:
+        self.loops.pop(id(loop), None)
+
+    def _run(self) -> None:
+        idle = 0
+        while True:
+            if not self.loops:
+                idle += 1
+                if idle >= self.PARK_AFTER:
+                    idle = 0
+                    self.awake.clear()
+                    if not self.loops:  # a watch between the test and the clear sets it again
+                        self.awake.wait()
+                    continue
+            else:
+                idle = 0
+            time.sleep(START_SAVE_DELAY)
+            before = time.time() - START_SAVE_DELAY
+            for loop in list(self.loops.values()):
+                if (save := loop.core.attempts.stale(before)) is not None:
+                    loop.perform(save)
+
+
+_START_SAVER = _StartSaver()
+# a forked child has no such thread: its first run starts its own
+os.register_at_fork(after_in_child=_START_SAVER.reset)
+
+
+class _Performer(ABC):
+    """What both performers share: the core, and the port's forwarding."""
+
+    def __init__(self, core: PregelLoop) -> None:
+        self.core = core
+        self.checkpointer = core.checkpointer
+        self.cache = core.cached.cache
+        self.run_stop: RunStop = core.run_stop
+        # the port's calls that make no effect are the core's own (once per task: no hop)
+        self.check_saved = core.check_saved
+        self.remember_call = core.remember_call
+        self.recorded_call = core.recorded_call
+
+    def _locks(self) -> bool:
+        """Whether the run holds its thread's lock (``ThreadMark.locks``)."""
+        return self.core.mark.locks
+
+    def _waits(self) -> bool:
+        """Whether taking the thread's lock waits for another run to free it."""
+        return bool(self.core.config["configurable"].get("wait_for_thread", False))
+
+    @abstractmethod
+    def perform(self, effect: Save) -> Any:
+        """Make a saving effect, waiting for it as its ``wait`` says."""
+
+    def perform_all(self, effects: Sequence[Save]) -> Any:
+        """Make ``effects`` in order; what the last one gave (something to await, or None)."""
+        result = None
+        for effect in effects:
+            result = self.perform(effect)
+        return result
+
+    # the port (``LoopPort``)
+    def put_writes(self, task_id: str, writes: Sequence[tuple[str, Any]]) -> Any:
+        result = None  # perform_all, written out: once per task
+        for effect in self.core.put_writes(task_id, writes):
+            result = self.perform(effect)
+        return result
+
+    def attempt_events(self) -> AttemptEvents | None:
+        events = self.core.attempt_events()
+        if self.core.attempts.watch():
+            _START_SAVER.watch(self)  # have the start saver look at this run
+        return events
+
+    def after_tick(self) -> None:
+        self.perform_all(self.core.after_tick())
+        self.core.go_on()
+
+    def _finish(self, exc: BaseException | None) -> bool:
+        if self.core.attempts.close():
+            _START_SAVER.forget(self)
+        suppress, effects = self.core.finish(exc)
+        self.perform_all(effects)
+        return suppress
+
+
+class SyncPregelLoop(_Performer):
+    """The performer of ``invoke``/``stream``: effects are plain calls."""
+
+    def __init__(self, core: PregelLoop) -> None:
+        super().__init__(core)
+        saver = core.checkpointer
+        self._executor = BackgroundExecutor(core.config)
+        self._lane = SerialLane(core.faults, nullcontext if saver is None else saver.grouped)
+        self._thread_lock: Any = None
+        self._unwatch: Callable[[], None] | None = None
+
+    @property
+    def submit(self) -> Callable[..., Any]:
+        return self._executor.submit
+
+    def __enter__(self) -> SyncPregelLoop:
+        core = self.core
+        saver = self.checkpointer
+        if saver is not None and self._locks():
+            self._thread_lock = saver.lock_thread(core.mark.thread_id, wait=self._waits())
+            self._thread_lock.__enter__()
+        try:
+            start = core.start()
+            answer = None
+            while True:
+                try:
+                    effect = start.send(answer)
+                except StopIteration:
+                    break
+                answer = self._answer(effect)
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def _answer(self, effect: Effect) -> Any:
+        """Make a start-up effect; its answer."""
+        saver = self.checkpointer
+        if isinstance(effect, LoadCheckpoint):
+            assert saver is not None
+            return saver.get_tuple(effect.config)
+        if isinstance(effect, ReadThreadGate):
+            assert saver is not None
+            if effect.queued:
+                return saver.get_thread_gate(effect.thread_id)
+            return saver.get_thread_control(effect.thread_id), None
+        if isinstance(effect, PollMark):
+            self._unwatch = WATCHER.add(self._poll)
+            return None
+        assert not isinstance(effect, ReadCache)
+        self.perform(effect)
+        return None
+
+    def _poll(self) -> None:
+        """Read the mark (``WATCHER``'s thread calls this while the run runs)."""
+        assert self.checkpointer is not None
+        mark = self.core.mark
+        mark.seen(self.checkpointer.get_thread_control(mark.thread_id))
+
+    def _release(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+        if self._thread_lock is not None:
+            self._thread_lock.__exit__(None, None, None)
+            self._thread_lock = None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        core = self.core
+        try:
+            # tasks still running (a run stopped or failed midway) finish first,
+            # so that exiting saves their writes too
+            try:
+                ctrl_c = self.run_stop.settle(
+                    partial(self._executor.__exit__, exc_type, exc_value, traceback), exc_value
+                )
+            finally:
+                suppress = self._finish(exc_value)
+            self._lane.wait()
+            core.faults.raise_if_failed(core.step)
+        finally:
+            self._release()
+        if ctrl_c is not None and not isinstance(exc_value, KeyboardInterrupt):
+            raise ctrl_c
+        return suppress
+
+    def perform(self, effect: Save) -> Any:
+        if type(effect) is SaveWrites:  # _call_of's first case, inline: once per task
+            fn: Callable[..., Any] = put_writes
+            args: tuple[Any, ...] = (self.checkpointer, *effect[:6])
+        else:
+            fn, args = _call_of(effect, self.checkpointer, self.cache, False)
+        wait = effect.wait
+        if wait == "async":
+            self._lane.put(fn, *args, apart=type(effect) is WriteCache)
+        elif wait == "sync":
+            save_now(self.core.faults, self.core.step, fn, *args)
+        else:
+            fn(*args)
+        return None
+
+    def accept_push(
+        self, parent: PregelExecutableTask, idx: int, call: Call
+    ) -> PregelExecutableTask | None:
+        core = self.core
+        pushed, effects = core.accept_push(parent, idx, call)
+        for effect in effects:
+            if isinstance(effect, ReadCache):
+                assert self.cache is not None
+                keys = effect.keys
+                self.perform_all(core.take_call(pushed, self.cache.get(keys).get(keys[0]))[1])
+            else:
+                self.perform(effect)
+        return pushed
+
+    def match_cached_writes(self) -> None:
+        core = self.core
+        wanted = core.cached.wanted(core.tasks.values())
+        if wanted:
+            assert self.cache is not None
+            found = self.cache.get(core.cached.read(wanted).keys)
+            self.perform_all(core.cache_hits(wanted, found))
+
+    async def alookup_call(self, pushed: PregelExecutableTask) -> bool:
+        """A call's cache read (a sync run makes it in ``accept_push``)."""
+        key, hit = self.core.call_key(pushed)
+        if hit is None:
+            assert self.cache is not None
+            hit = self.cache.get([key]).get(key)
+        taken, effects = self.core.take_call(pushed, hit)
+        self.perform_all(effects)
+        return taken
+
+
+class AsyncPregelLoop(_Performer):
+    """The performer of ``ainvoke``/``astream``: effects are awaited, on the
+    run's event loop (a task thread's save hops there)."""
+
+    def __init__(self, core: PregelLoop) -> None:
+        import asyncio
+
+        super().__init__(core)
+        saver = core.checkpointer
+        self._aloop = asyncio.get_running_loop()
+        self._executor = AsyncBackgroundExecutor(core.config)
+        self._io_wait: list[Awaitable[Any]] = []
+        self._lane = AsyncSerialLane(
+            core.faults, self._aloop, nullcontext if saver is None else saver.agrouped
+        )
+        self._thread_lock: Any = None
+        self._aunwatch: Callable[[], Awaitable[None]] | None = None
+
+    @property
+    def submit(self) -> Callable[..., Any]:
+        return self._executor.submit
+
+    async def __aenter__(self) -> AsyncPregelLoop:
+        core = self.core
+        await self._executor.__aenter__()
+        saver = self.checkpointer
+        if saver is not None and self._locks():
+            self._thread_lock = saver.alock_thread(core.mark.thread_id, wait=self._waits())
+            await self._thread_lock.__aenter__()
+        try:
+            start = core.start()
+            answer = None
+            while True:
+                try:
+                    effect = start.send(answer)
+                except StopIteration:
+                    break
+                answer = await self._answer(effect)
+            await self.settle()
+        except BaseException:
+            await self._release()
+            raise
+        return self
+
+    async def _answer(self, effect: Effect) -> Any:
+        """Make a start-up effect; its answer (saves of the input wait for ``settle``)."""
+        saver = self.checkpointer
+        if isinstance(effect, LoadCheckpoint):
+            assert saver is not None
+            return await saver.aget_tuple(effect.config)
+        if isinstance(effect, ReadThreadGate):
+            assert saver is not None
+            if effect.queued:
+                return await saver.aget_thread_gate(effect.thread_id)
+            return await saver.aget_thread_control(effect.thread_id), None
+        if isinstance(effect, PollMark):
+            self._aunwatch = awatch(self._aloop, self._apoll, self.run_stop)
+            return None
+        assert not isinstance(effect, ReadCache)
+        if effect.wait == "now":
+            afn, args = _call_of(effect, saver, self.cache, True)
+            await afn(*args)
+        else:
+            self.perform(effect)  # a sync save waits in settle, with the others
+        return None
+
+    async def _apoll(self) -> None:
+        assert self.checkpointer is not None
+        mark = self.core.mark
+        mark.seen(await self.checkpointer.aget_thread_control(mark.thread_id))
+
+    async def _release(self) -> None:
+        """Stop polling (a read in flight is cancelled and waited for, so the
+        run leaves nothing running on its event loop) and free the thread."""
+        try:
+            if self._aunwatch is not None:
+                unwatch, self._aunwatch = self._aunwatch, None
+                await unwatch()
+        finally:
+            if self._thread_lock is not None:
+                await self._thread_lock.__aexit__(None, None, None)
+                self._thread_lock = None
+
+    async def settle(self) -> None:
+        """Wait for the saves that must finish before the run goes on."""
+        while self._io_wait:
+            pending, self._io_wait = self._io_wait, []
+            for aw in pending:
+                await aw
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        import asyncio
+
+        core = self.core
+        try:
+            if exc_value is not None:
+                self.run_stop.aborted(exc_value)  # as RunStop.settle does for sync runs
+            try:
+                await self._executor.__aexit__(exc_type, exc_value, traceback)
+            except asyncio.CancelledError:
+                # cancelled (again) while waiting for tasks still running:
+                # walk away from them, as a second Ctrl-C does
+                self.run_stop.walk_away()
+                raise
+            finally:
+                suppress = self._finish(exc_value)
+            try:
+                await self.settle()
+            finally:
+                await self._lane.wait()
+            core.faults.raise_if_failed(core.step)
+        finally:
+            await self._release()
+        return suppress
+
+    def perform(self, effect: Save) -> Any:
+        import asyncio
+
+        if effect.wait == "sync":
+            afn, args = _call_of(effect, self.checkpointer, self.cache, True)
+            core = self.core
+            if on_loop(self._aloop):
+                return Awaited(asave_now(core.faults, core.step, afn, *args), self._io_wait)
+            asyncio.run_coroutine_threadsafe(
+                asave_now(core.faults, core.step, afn, *args), self._aloop
+            ).result()
+            return None
+        if on_loop(self._aloop):
+            afn, args = _call_of(effect, self.checkpointer, self.cache, True)
+            self._lane.put(afn, *args, apart=type(effect) is WriteCache)
+        else:
+            self._aloop.call_soon_threadsafe(self.perform, effect)
+        return None
+
+    def accept_push(
+        self, parent: PregelExecutableTask, idx: int, call: Call
+    ) -> PregelExecutableTask | None:
+        pushed, effects = self.core.accept_push(parent, idx, call)
+        for effect in effects:
+            assert not isinstance(effect, ReadCache)  # read later, by alookup_call
+            self.perform(effect)
+        return pushed
+
+    async def aafter_tick(self) -> None:
+        self.perform_all(self.core.after_tick())
+        await self.settle()
+        self.core.go_on()
+
+    async def amatch_cached_writes(self) -> None:
+        core = self.core
+        wanted = core.cached.wanted(core.tasks.values())
+        if wanted:
+            assert self.cache is not None
+            found = await self.cache.aget(core.cached.read(wanted).keys)
+            self.perform_all(core.cache_hits(wanted, found))
+
+    async def alookup_call(self, pushed: PregelExecutableTask) -> bool:
+        """The async runs' cache read of a call ``accept_push`` left unread:
+        whether it was a hit (its writes are then the task's)."""
+        key, hit = self.core.call_key(pushed)
+        if hit is None:
+            assert self.cache is not None
+            hit = (await self.cache.aget([key])).get(key)
+        taken, effects = self.core.take_call(pushed, hit)
+        self.perform_all(effects)
+        return taken
