@@ -1,8 +1,8 @@
 """The effects of a run: the I/O its core asks for, as plain values.
 
-The run core (``_loop.PregelLoop``) and its parts never call a saver, a
+The run core (``_core.loop.PregelLoop``) and its parts never call a saver, a
 cache, a lock, a thread or an event loop: where a run needs I/O they return
-one of these, and a performer (``_perform.SyncPregelLoop`` or
+one of these, and a performer (``_core.perform.SyncPregelLoop`` or
 ``AsyncPregelLoop``) makes it. One effect is one saver or cache call, so
 the hot path pays one small tuple per call it would make anyway.
 
@@ -29,7 +29,7 @@ Every saving effect says how the run waits for it (``wait``), decided by
 the core from the run's durability: ``"now"`` is made at once and its error
 raised as it is (start-up reads and the start's mark); ``"sync"`` is made
 before the run goes on, a failure stopping the run as a failed save
-(``_faults``); ``"async"`` goes on the run's ordered lane (a checkpoint
+(``_core.failed_saves``); ``"async"`` goes on the run's ordered lane (a checkpoint
 before the writes that follow it), waited for at exit. ``durability="exit"``
 has no wait of its own: the core keeps the writes and returns their effects
 only when the run finishes.

@@ -3,15 +3,15 @@
 ``PregelLoop`` plans the steps of a run (``tick``, ``after_tick``,
 ``finish``), records task writes (``put_writes``) and task calls
 (``accept_push``), and makes no I/O: where it needs a saver, a cache or the
-thread's mark it returns effects (``_effects``), or, to start, yields them
-(``start``) and is sent the answers. The performers in ``_perform`` make
+thread's mark it returns effects (``_core.effects``), or, to start, yields them
+(``start``) and is sent the answers. The performers in ``_core.perform`` make
 them; a test can step the core with no saver, thread or event loop.
 
 Its parts are objects built here, each with its own state: the input
-(``_loop_input.RunInput``), call records and replay (``_loop_calls``), the
-cache (``_loop_cache``), run control (``_loop_control.ThreadMark``) and
-attempt records (``_loop_attempts``), stream output (``_loop_events``);
-``_loop_lineage`` holds the ids of its checkpoints and the channel versions.
+(``_core.input.RunInput``), call records and replay (``_core.calls``), the
+cache (``_core.cache``), run control (``_core.mark.ThreadMark``) and
+attempt records (``_core.records``), stream output (``_core.stream``);
+``_core.lineage`` holds the ids of its checkpoints and the channel versions.
 """
 
 from __future__ import annotations

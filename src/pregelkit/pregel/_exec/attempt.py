@@ -156,7 +156,7 @@ def run_task(task: PregelExecutableTask) -> Any:
 
 async def _in_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a sync step off the event loop, keeping the task's context; a
-    bounded attempt's on a daemon thread (``_timeout.in_thread``)."""
+    bounded attempt's on a daemon thread (``_exec.timeout.in_thread``)."""
     scope = CURRENT.get()
     if scope is not None and scope.attempt is not None:
         from pregelkit.pregel._exec.timeout import in_thread

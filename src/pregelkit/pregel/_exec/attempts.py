@@ -5,7 +5,7 @@ loop closes an attempt when it saves the task's result, so the end record
 goes to the saver in the same call (one transaction) as the result.
 Finished rows wait in ``AttemptLog.done`` until the loop's next saver call
 takes them; a start becomes a row only when the loop's start saver
-(``_loop_attempts``) finds its attempt still running ``START_SAVE_DELAY``
+(``_core.records``) finds its attempt still running ``START_SAVE_DELAY``
 after it started.
 
 Cost: with no checkpointer and no tracing the runner holds ``None`` and pays

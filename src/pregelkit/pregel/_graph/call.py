@@ -99,7 +99,7 @@ class Call:
         self.retry_policy = retry_policy
         self.cache_policy = cache_policy
         self.call_id = name
-        """What replay compares: name and argument digest (see ``_replay``)."""
+        """What replay compares: name and argument digest (see ``_plan.replay``)."""
         self.cache_salt = cache_salt
         """What the task's code is (see ``_fingerprint``), asked for only when the
         call is cached: part of its cache key."""

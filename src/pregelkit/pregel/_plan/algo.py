@@ -342,7 +342,7 @@ def prepare_push_call(
     """The task for a functional-API call made by ``parent``: its id depends only
     on the parent's path and the call's position, not on what is called, so a
     replay finds the call recorded at that position and can check it is the
-    same call (see ``_replay``)."""
+    same call (see ``_plan.replay``)."""
     path: tuple[Any, ...] = (PUSH, parent.path, idx, parent.id)
     tid, parent_path_str = _push_call_id(planner, parent, idx)
     task = planner.make(
