@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["stream_events"]
 
+
 class EventsGraph(RunGraph, Protocol):
     """A graph whose runs can be told as v2 events: one that starts runs and
     is named as LangGraph names it."""

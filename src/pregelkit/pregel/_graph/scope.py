@@ -26,9 +26,9 @@ from pregelkit.types import Interrupt
 
 if TYPE_CHECKING:
     from pregelkit.pregel._exec.remote import RemoteExecutor
-    from pregelkit.pregel._exec.timeout import Attempt
     from pregelkit.pregel._exec.runner import PregelRunner
     from pregelkit.pregel._exec.stop import RunStop
+    from pregelkit.pregel._exec.timeout import Attempt
     from pregelkit.types import PregelExecutableTask
 
 
