@@ -20,7 +20,7 @@ from pathlib import Path
 from pregelkit.channels import BinaryOperatorAggregate, EphemeralValue, LastValue
 from pregelkit.checkpoint.sqlite import SqliteSaver
 from pregelkit.pregel import NodeBuilder, Pregel
-from pregelkit.pregel._graph.writes import ChannelWriteEntry
+from pregelkit.pregel._write import ChannelWriteEntry
 
 
 def part1() -> None:
