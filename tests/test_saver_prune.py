@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from pregelkit.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from test_savers import checkpoint, conf, meta, new_thread, put_chain
 
@@ -60,3 +62,24 @@ def test_keep_latest_keeps_writes_saved_before_their_checkpoint(saver: Saver) ->
     made = _early_writes(saver)
     saver.prune([made[0]], strategy="keep_latest")
     _check_after_prune(saver, made)
+
+
+def test_a_lone_thread_id_string_is_refused_before_anything_is_pruned(saver: Saver) -> None:
+    # "ab" read as a sequence would prune the threads "a" and "b"
+    for name in ("a", "b", "ab"):
+        put_chain(saver, name, 2)
+    with pytest.raises(TypeError, match=r"pass \['ab'\]"):
+        saver.prune("ab")
+    with pytest.raises(TypeError, match="thread ids are strings, got int"):
+        saver.prune(["a", 7])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="'keep_latest' or 'delete'"):
+        saver.prune(["a"], strategy="everything")  # type: ignore[arg-type]
+    for name in ("a", "b", "ab"):
+        assert len(list(saver.list(conf(name)))) == 2
+
+
+def test_aprune_refuses_a_lone_string_too(async_saver: Saver, arun: Any) -> None:
+    put_chain(async_saver, "ab", 2)
+    with pytest.raises(TypeError, match=r"pass \['ab'\]"):
+        arun(async_saver.aprune("ab"))
+    assert len(list(async_saver.list(conf("ab")))) == 2

@@ -40,6 +40,7 @@ from pregelkit.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     RunnableConfig,
+    prune_targets,
     thread_coordinates,
 )
 from pregelkit.checkpoint.serde.base import SerializerProtocol
@@ -189,18 +190,9 @@ def copy_thread(
                 yield sql.statement(update, batch, "many")
 
 
-def prune_statements(sql: SaverSQL, strategy: str) -> tuple[str, ...]:
-    """The statements of a ``prune`` (each takes a thread id); checked when
-    the plan is built, not when it runs."""
-    if strategy == "keep_latest":
-        return sql.prune_keep_latest
-    if strategy == "delete":
-        return sql.delete_thread
-    raise ValueError(f"prune() strategy must be 'keep_latest' or 'delete', got {strategy!r}")
-
-
 def prune(sql: SaverSQL, thread_ids: Sequence[str], strategy: str) -> Plan[None]:
-    statements = prune_statements(sql, strategy)
+    """``thread_ids`` and ``strategy`` as ``prune_targets`` checked them."""
+    statements = sql.prune_keep_latest if strategy == "keep_latest" else sql.delete_thread
     for thread_id in thread_ids:
         for statement in statements:
             yield Statement(statement, (thread_id,))
@@ -405,7 +397,11 @@ class SqlSaver(BaseCheckpointSaver[str]):
         ``keep_latest`` keeps each namespace's latest checkpoint with its pending
         writes and the blobs it references. One transaction for all threads."""
         self._run(
-            Call(partial(prune, self._statements, thread_ids, strategy), "prune", writes=True)
+            Call(
+                partial(prune, self._statements, prune_targets(thread_ids, strategy), strategy),
+                "prune",
+                writes=True,
+            )
         )
 
     def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:

@@ -243,6 +243,28 @@ def thread_coordinates(config: RunnableConfig) -> tuple[str, str, str | None]:
     )
 
 
+def prune_targets(thread_ids: Sequence[str], strategy: str) -> list[str]:
+    """The threads a ``prune`` call names, checked before anything is deleted.
+
+    A lone string is refused rather than read as a sequence: ``prune("job-1")``
+    would otherwise prune the threads ``"j"``, ``"o"``, ``"b"``, ...
+    """
+    if strategy not in ("keep_latest", "delete"):
+        raise ValueError(f"prune() strategy must be 'keep_latest' or 'delete', got {strategy!r}")
+    if isinstance(thread_ids, (str, bytes)):
+        raise TypeError(
+            f"prune() takes a list of thread ids, got the string {thread_ids!r}: "
+            f"pass [{thread_ids!r}]"
+        )
+    targets = list(thread_ids)
+    for thread_id in targets:
+        if not isinstance(thread_id, str):
+            raise TypeError(
+                f"prune() thread ids are strings, got {type(thread_id).__name__} {thread_id!r}"
+            )
+    return targets
+
+
 def no_run_queue(saver: Any) -> TypeError:
     return TypeError(
         f"{type(saver).__name__} keeps no run queue: submit runs and serve them with "

@@ -37,6 +37,7 @@ from pregelkit.checkpoint.base import (
     RunnableConfig,
     get_checkpoint_id,
     get_checkpoint_metadata,
+    prune_targets,
     thread_coordinates,
 )
 from pregelkit.checkpoint.base._unversioned import without_blob_values
@@ -295,11 +296,7 @@ class InMemorySaver(
         writes and the blobs it references (its ``parent_config`` then names a
         checkpoint that no longer exists), and writes saved ahead of a checkpoint
         not saved yet (see ``_writes_to_keep``)."""
-        if strategy not in ("keep_latest", "delete"):
-            raise ValueError(
-                f"prune() strategy must be 'keep_latest' or 'delete', got {strategy!r}"
-            )
-        targets = {str(thread_id) for thread_id in thread_ids}
+        targets = set(prune_targets(thread_ids, strategy))
         with self._lock:
             kept: dict[tuple[str, str], tuple[str, StoredCheckpoint]] = {}
             if strategy == "keep_latest":

@@ -44,6 +44,7 @@ from pregelkit.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     RunnableConfig,
+    prune_targets,
 )
 from pregelkit.checkpoint.postgres import _core, _sql
 from pregelkit.checkpoint.postgres._connect import AsyncConnections, reopen_args
@@ -389,7 +390,8 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
         strategy: Literal["keep_latest", "delete"] = "keep_latest",
     ) -> None:
         """Drop the history of threads (see ``PostgresSaver.prune``)."""
-        await self._arun(Call(partial(_plans.prune, _sql.SQL, thread_ids, strategy), "prune"))
+        targets = prune_targets(thread_ids, strategy)
+        await self._arun(Call(partial(_plans.prune, _sql.SQL, targets, strategy), "prune"))
 
     async def arun_queue(
         self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str
