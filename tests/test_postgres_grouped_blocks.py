@@ -69,3 +69,52 @@ def test_an_async_postgres_block_whose_call_failed_partway_saves_nothing_though_
             assert [t async for t in saver.alist(_cfg("dst"))] == []
 
     arun(main())
+
+
+def _kill_block_connection(dsn: str) -> None:
+    """End the server backend of the grouped block this context is in."""
+    import psycopg
+
+    from pregelkit.checkpoint.postgres._core import GROUP
+
+    group = GROUP.get()
+    assert group is not None
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (group.conn.info.backend_pid,))
+
+
+def test_a_connection_lost_inside_a_postgres_block_is_a_storage_error(
+    postgres_database: Callable[[str], str],
+) -> None:
+    dsn = postgres_database("pregelkit_grouped_lost")
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        # the block's statements are pipelined: the loss shows at its next
+        # sync, a call's or the block's end, as a StorageError either way
+        with pytest.raises(StorageError, match=r"PostgreSQL: .* failed"), saver.grouped():
+            kept = saver.put(_cfg("a"), empty_checkpoint(), {"source": "input"}, {})
+            _kill_block_connection(dsn)
+            saver.put_writes(kept, [("x", 1)], "task-0")
+            saver.get_tuple(kept)
+        # the saver goes on on a new connection; nothing of the block was saved
+        assert saver.get_tuple(kept) is None
+        with saver.grouped():
+            saver.put(_cfg("b"), empty_checkpoint(), {"source": "input"}, {})
+        assert saver.get_tuple(_cfg("b")) is not None
+
+
+def test_a_connection_lost_inside_an_async_postgres_block_is_a_storage_error(
+    postgres_database: Callable[[str], str], arun: Callable[[Awaitable[Any]], Any]
+) -> None:
+    dsn = postgres_database("pregelkit_agrouped_lost")
+
+    async def main() -> None:
+        async with AsyncPostgresSaver.from_conn_string(dsn) as saver:
+            with pytest.raises(StorageError, match=r"PostgreSQL: .* failed"):
+                async with saver.agrouped():
+                    kept = await saver.aput(_cfg("a"), empty_checkpoint(), {}, {})
+                    _kill_block_connection(dsn)
+                    await saver.aput_writes(kept, [("x", 1)], "task-0")
+                    await saver.aget_tuple(kept)
+            assert await saver.aget_tuple(kept) is None
+
+    arun(main())

@@ -123,7 +123,7 @@ class PostgresSaver(Connections, _plans.SqlSaver):
         group = _core.group_of(self, self._locks, call)
         if group is not None:
             run = Run(call.make())
-            with _core.failing(group):
+            with _core.failing(group, call):
                 return drive(run, partial(_execute_alone, group.conn))
         return self._drive(_core.transaction(call, retry=self.retry, locks=self._locks))
 
@@ -185,6 +185,7 @@ class PostgresSaver(Connections, _plans.SqlSaver):
             return
         self._ensure_ready()
         with (
+            _core.block_faults(),
             self._connection() as conn,
             conn.pipeline(),
             conn.transaction(),

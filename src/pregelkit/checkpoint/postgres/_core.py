@@ -266,14 +266,30 @@ def group_of(saver: object, locks: LockState, call: Call[Any]) -> Group | None:
 
 
 @contextmanager
-def failing(group: Group) -> Iterator[None]:
-    """A call's statements in ``group``: an error fails the block."""
+def failing(group: Group, call: Call[Any]) -> Iterator[None]:
+    """A call's statements in ``group``: an error fails the block; a lost
+    connection is a ``StorageError`` naming the call, as outside a block."""
     try:
         yield
     except BaseException as exc:
         if group.failed is None:
             group.failed = exc
+        if isinstance(exc, psycopg.Error) and is_storage_fault(exc):
+            raise storage_error("PostgreSQL", call.operation, call.thread_id, exc, tries=1) from exc
         raise
+
+
+@contextmanager
+def block_faults() -> Iterator[None]:
+    """A ``grouped`` block's own statements (taking a connection, BEGIN,
+    COMMIT) failing on the database: a ``StorageError``, nothing of the block
+    saved."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        if not is_storage_fault(exc):
+            raise
+        raise storage_error("PostgreSQL", "a grouped() block", None, exc, tries=1) from exc
 
 
 def _group_lost(cause: BaseException) -> StorageError:

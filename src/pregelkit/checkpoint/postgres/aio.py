@@ -124,7 +124,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
         group = _core.group_of(self, self._locks, call)
         if group is not None:
             run = Run(call.make())
-            with _core.failing(group):
+            with _core.failing(group, call):
                 return await adrive(run, partial(_execute_alone, group.conn))
         return await self._drive(_core.transaction(call, retry=self.retry, locks=self._locks))
 
@@ -183,9 +183,10 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
             yield
             return
         await self._ensure_ready()
-        async with self._connection() as conn, conn.pipeline(), conn.transaction():
-            with _core.in_group(self, conn):
-                yield
+        with _core.block_faults():
+            async with self._connection() as conn, conn.pipeline(), conn.transaction():
+                with _core.in_group(self, conn):
+                    yield
 
     async def _drive(self, plan: Plan[T]) -> T:
         return await adrive(plan, self._perform)
