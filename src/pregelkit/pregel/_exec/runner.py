@@ -233,7 +233,7 @@ class PregelRunner:
             port.alookup_call if is_async and port.cache is not None else None
         )
         """An async run with a cache reads it for a call ``schedule_task``
-        left unread, off the event loop (``LoopCalls.alookup_call``)."""
+        left unread, off the event loop (``LoopPort.alookup_call``)."""
         self.is_async = is_async
         self._perform: Callable[[PregelExecutableTask], Any] = (
             self._arun_and_commit if is_async else self._run_and_commit
