@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from pregelkit.pregel._core.loop import PregelLoop
     from pregelkit.pregel._core.perform import AsyncPregelLoop, SyncPregelLoop
-    from pregelkit.pregel._exec.runner import PregelRunner
+    from pregelkit.pregel._exec.runner import PregelRunner, StepRules
     from pregelkit.pregel._graph.protocol import RunGraph
 
 __all__ = ["RunDriver"]
@@ -123,11 +123,11 @@ class RunDriver:
             with loop:
                 try:
                     runner = _runner(loop, is_async=False)
-                    step = _step_args(graph, loop, wake)
+                    rules = _step_rules(graph, loop, wake)
                     for then in _plan(core):
                         if then == "run":
                             loop.match_cached_writes()
-                            for _ in runner.tick(core.pending(), **step):
+                            for _ in runner.tick(core.pending(), rules, wake):
                                 yield from self._drain()
                         else:
                             loop.after_tick()
@@ -175,12 +175,12 @@ class RunDriver:
             async with loop:
                 try:
                     runner = _runner(loop, is_async=True)
-                    step = _step_args(graph, loop, wake)
+                    rules = _step_rules(graph, loop, wake)
                     for then in _plan(core):
                         if then == "run":
                             await loop.amatch_cached_writes()
                             await loop.settle()
-                            async for _ in runner.atick(core.pending(), **step):
+                            async for _ in runner.atick(core.pending(), rules, wake):
                                 for event in self._drain():
                                     yield event
                             await loop.settle()
@@ -250,19 +250,16 @@ def _plan(core: PregelLoop) -> Iterator[Literal["run", "save"]]:
         yield "save"
 
 
-def _step_args(
+def _step_rules(
     graph: RunGraph,
     loop: SyncPregelLoop | AsyncPregelLoop,
     wake: threading.Event | asyncio.Event | None,
-) -> dict[str, Any]:
-    """How the runner runs each step of ``loop``'s run."""
-    return {
-        "timeout": graph.step_timeout,
-        "retry_policy": graph.retry_policy,
-        "get_waiter": wake.is_set if wake is not None else None,
-        "schedule_task": loop.accept_push,
-        "wake": wake,
-    }
+) -> StepRules:
+    """How the runner runs each step of ``loop``'s run (live when the caller
+    is woken as output comes)."""
+    from pregelkit.pregel._exec.runner import StepRules
+
+    return StepRules(graph.step_timeout, graph.retry_policy, loop.accept_push, wake is not None)
 
 
 def _runner(loop: SyncPregelLoop | AsyncPregelLoop, *, is_async: bool) -> PregelRunner:
