@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from contextlib import nullcontext
 from functools import partial
 from types import TracebackType
@@ -85,6 +85,15 @@ async def _acache_set(cache: BaseCache[Any], effect: WriteCache) -> None:
     await cache.aset(effect.pairs)
     for key in effect.pairs:
         effect.fresh.pop(key, None)
+
+
+def _sent(start: Generator[Effect, Any, None], answer: Any) -> Effect | None:
+    """The run start's next effect, ``answer`` (to the one before) sent in;
+    None once the start is over. Both performers drive the start with it."""
+    try:
+        return start.send(answer)
+    except StopIteration:
+        return None
 
 
 def _call_of(
@@ -245,13 +254,8 @@ class SyncPregelLoop(_Performer):
             self._thread_lock = saver.lock_thread(core.mark.thread_id, wait=self._waits())
             self._thread_lock.__enter__()
         try:
-            start = core.start()
-            answer = None
-            while True:
-                try:
-                    effect = start.send(answer)
-                except StopIteration:
-                    break
+            start, answer = core.start(), None
+            while (effect := _sent(start, answer)) is not None:
                 answer = self._answer(effect)
         except BaseException:
             self._release()
@@ -392,13 +396,8 @@ class AsyncPregelLoop(_Performer):
             self._thread_lock = saver.alock_thread(core.mark.thread_id, wait=self._waits())
             await self._thread_lock.__aenter__()
         try:
-            start = core.start()
-            answer = None
-            while True:
-                try:
-                    effect = start.send(answer)
-                except StopIteration:
-                    break
+            start, answer = core.start(), None
+            while (effect := _sent(start, answer)) is not None:
                 answer = await self._answer(effect)
             await self.settle()
         except BaseException:
