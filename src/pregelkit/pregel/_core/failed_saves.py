@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pregelkit.errors import LeaseLostError, StorageError
+from pregelkit.pregel._core.effects import SaveWrites
 
 __all__ = ["RunFaults", "asave_now", "describe_call", "save_now"]
 
@@ -78,8 +79,8 @@ class RunFaults:
 def describe_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
     """What a saver or cache call the loop queued would have saved."""
     name = getattr(fn, "__name__", "")
-    if name in ("put_writes", "aput_writes") and len(args) >= 6:
-        return f"the writes of {args[5]}"
+    if args and isinstance(args[-1], SaveWrites):  # the lanes' put_writes
+        return f"the writes of {args[-1].who}"
     if name in ("put", "aput") and len(args) >= 3 and isinstance(args[2], dict):
         return f"the checkpoint of step {args[2].get('step')}"
     if name in ("set", "aset"):

@@ -17,7 +17,6 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import CALL, NULL_TASK_ID
-from pregelkit.checkpoint.attempts import AttemptRow
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.serde.base import SerdeError
 from pregelkit.pregel._core.failed_saves import RunFaults, describe_call
@@ -26,6 +25,8 @@ from pregelkit.types import PregelExecutableTask
 
 if TYPE_CHECKING:
     import asyncio
+
+    from pregelkit.pregel._core.effects import SaveWrites
 
 __all__ = [
     "AsyncSerialLane",
@@ -37,17 +38,10 @@ __all__ = [
 ]
 
 
-def put_writes(
-    saver: BaseCheckpointSaver[Any],
-    config: Any,
-    writes: Sequence[tuple[str, Any]],
-    task_id: str,
-    path: str,
-    who: str,
-    attempts: Sequence[AttemptRow] = (),
-) -> None:
-    """Save a task's writes (and attempt records, in the same call); a value
-    the serializer refuses names ``who`` wrote it."""
+def put_writes(saver: BaseCheckpointSaver[Any], effect: SaveWrites) -> None:
+    """Save a task's writes (with its attempt records, in the same call); a
+    value the serializer refuses names who wrote it (``effect.who``)."""
+    config, writes, task_id, path, who, attempts, _ = effect
     try:
         if attempts:
             saver.put_writes(config, writes, task_id, path, attempts=attempts)
@@ -57,16 +51,9 @@ def put_writes(
         raise _explain(exc, writes, who) from exc
 
 
-async def aput_writes(
-    saver: BaseCheckpointSaver[Any],
-    config: Any,
-    writes: Sequence[tuple[str, Any]],
-    task_id: str,
-    path: str,
-    who: str,
-    attempts: Sequence[AttemptRow] = (),
-) -> None:
+async def aput_writes(saver: BaseCheckpointSaver[Any], effect: SaveWrites) -> None:
     """The async twin of ``put_writes``."""
+    config, writes, task_id, path, who, attempts, _ = effect
     try:
         if attempts:
             await saver.aput_writes(config, writes, task_id, path, attempts=attempts)

@@ -101,7 +101,7 @@ def _call_of(
 ) -> _Call:
     """The saver or cache call that makes a saving ``effect`` (awaitable with ``aio``)."""
     if type(effect) is SaveWrites:  # the per-task one first
-        return (aput_writes if aio else put_writes), (saver, *effect[:6])
+        return (aput_writes if aio else put_writes), (saver, effect)
     if isinstance(effect, WriteCache):
         assert cache is not None
         return (_acache_set if aio else _cache_set), (cache, effect)
@@ -321,7 +321,7 @@ class SyncPregelLoop(_Performer):
     def perform(self, effect: Save) -> Any:
         if type(effect) is SaveWrites:  # _call_of's first case, inline: once per task
             fn: Callable[..., Any] = put_writes
-            args: tuple[Any, ...] = (self.checkpointer, *effect[:6])
+            args: tuple[Any, ...] = (self.checkpointer, effect)
         else:
             fn, args = _call_of(effect, self.checkpointer, self.cache, False)
         wait = effect.wait
