@@ -91,7 +91,21 @@ class BaseChannel(Generic[Value, Update, C], ABC):
         return False
 
 
-class _ValueChannel(BaseChannel[Value, Value, C]):
+class _OneType(BaseChannel[Value, Value, C]):
+    """A channel whose value and updates are of its declared type."""
+
+    __slots__ = ()
+
+    @property
+    def ValueType(self) -> Any:
+        return self.typ
+
+    @property
+    def UpdateType(self) -> Any:
+        return self.typ
+
+
+class _ValueChannel(_OneType[Value, C]):
     """A channel whose value is one object of its declared type, kept in
     ``value`` (``MISSING`` while empty) and saved as it is.
 
@@ -110,14 +124,6 @@ class _ValueChannel(BaseChannel[Value, Value, C]):
     @abstractmethod
     def _fresh(self) -> Self:
         """An empty channel of this kind and configuration, under the same key."""
-
-    @property
-    def ValueType(self) -> Any:
-        return self.typ
-
-    @property
-    def UpdateType(self) -> Any:
-        return self.typ
 
     def checkpoint(self) -> Any:
         return self.value

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any, Generic, Self, TypeVar
 
 from pregelkit._internal._typing import MISSING
-from pregelkit.channels.base import BaseChannel
+from pregelkit.channels.base import _OneType
 from pregelkit.errors import EmptyChannelError, InvalidUpdateError
 
 Value = TypeVar("Value")
@@ -15,7 +15,7 @@ C = TypeVar("C")
 __all__ = ["NamedBarrierValue", "NamedBarrierValueAfterFinish"]
 
 
-class _Barrier(BaseChannel[Value, Value, C]):
+class _Barrier(_OneType[Value, C]):
     """What both barriers share: the names they wait for and the ones written so far."""
 
     __slots__ = ("names", "seen")
@@ -26,14 +26,6 @@ class _Barrier(BaseChannel[Value, Value, C]):
         super().__init__(typ, key)
         self.names = names
         self.seen: set[Value] = set()
-
-    @property
-    def ValueType(self) -> Any:
-        return self.typ
-
-    @property
-    def UpdateType(self) -> Any:
-        return self.typ
 
     def _fresh(self) -> Self:
         return type(self)(self.typ, self.names, key=self.key)
