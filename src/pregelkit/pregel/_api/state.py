@@ -299,18 +299,10 @@ class StateAPI:
         values: Any,
         as_node: str | None,
     ) -> tuple[dict[str, Any], Checkpoint, CheckpointMetadata, dict[str, Any]]:
-        from pregelkit.checkpoint.base import Checkpoint, empty_checkpoint
+        from pregelkit.checkpoint.base import copy_checkpoint, empty_checkpoint
 
         saver = self._require_saver()
-        checkpoint = saved.checkpoint if saved is not None else empty_checkpoint()
-        checkpoint = Checkpoint(
-            v=checkpoint["v"],
-            id=checkpoint["id"],
-            ts=checkpoint["ts"],
-            channel_values=dict(checkpoint["channel_values"]),
-            channel_versions=dict(checkpoint["channel_versions"]),
-            versions_seen={k: dict(v) for k, v in checkpoint["versions_seen"].items()},
-        )
+        checkpoint = copy_checkpoint(saved.checkpoint if saved is not None else empty_checkpoint())
         channels = self._channels_of(checkpoint)
         step = int(saved.metadata.get("step", -2)) + 1 if saved is not None else -1
         if as_node is None and not (len(self.nodes) > 1 and isinstance(values, Mapping)):

@@ -44,6 +44,7 @@ from pregelkit.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    copy_checkpoint,
     empty_checkpoint,
 )
 from pregelkit.errors import GraphInterrupt, NondeterminismError
@@ -299,14 +300,7 @@ class PregelLoop:
                 },
             }
         cp = saved.checkpoint
-        self.checkpoint: Checkpoint = Checkpoint(
-            v=cp["v"],
-            id=cp["id"],
-            ts=cp["ts"],
-            channel_values=dict(cp["channel_values"]),
-            channel_versions=dict(cp["channel_versions"]),
-            versions_seen={k: dict(v) for k, v in cp["versions_seen"].items()},
-        )
+        self.checkpoint: Checkpoint = copy_checkpoint(cp)
         self.checkpoint_metadata: CheckpointMetadata = saved.metadata
         self.input.addressed = bool(asked) and not self.is_nested
         self.input.replays_past = latest is not None and latest.checkpoint["id"] != cp["id"]
