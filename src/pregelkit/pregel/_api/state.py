@@ -42,11 +42,10 @@ from pregelkit.pregel._exec.stop import CANCELLED
 from pregelkit.pregel._graph.nodes import PregelNode
 from pregelkit.pregel._graph.writes import control_writes
 from pregelkit.pregel._plan.algo import (
-    Planner,
     PregelTaskWrites,
     apply_writes,
     is_done_write,
-    prepare_next_tasks,
+    tasks_to_show,
 )
 from pregelkit.pregel._plan.io import map_input, read_channels
 from pregelkit.types import Interrupt
@@ -118,21 +117,8 @@ class StateAPI:
         checkpoint = saved.checkpoint
         channels = self._channels_of(checkpoint)
         step = int(saved.metadata.get("step", -1)) + 1
-        planner = Planner(
-            checkpoint=checkpoint,
-            processes=self.nodes,
-            channels=channels,
-            step=step,
-            ns=saved.config.get(CONF, {}).get(CONFIG_KEY_CHECKPOINT_NS, ""),
-            run=None,
-            node_order=self.node_order,
-        )
-        next_tasks = cast(
-            dict[str, PregelTask],
-            prepare_next_tasks(
-                checkpoint, planner, for_execution=False, trigger_to_nodes=self.trigger_to_nodes
-            ),
-        )
+        ns = saved.config.get(CONF, {}).get(CONFIG_KEY_CHECKPOINT_NS, "")
+        next_tasks = tasks_to_show(self, checkpoint, channels, step, ns)
         pending = saved.pending_writes or []
         by_task: dict[str, list[tuple[str, Any]]] = {}
         for tid, chan, value in pending:

@@ -26,7 +26,7 @@ from pregelkit._internal._ids import utc_now_iso
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
 from pregelkit.checkpoint.base import copy_checkpoint
-from pregelkit.pregel._plan.algo import Planner, apply_writes, prepare_next_tasks
+from pregelkit.pregel._plan.algo import apply_writes, tasks_to_show
 from pregelkit.pregel._plan.io import (
     map_output_updates,
     read_channels,
@@ -187,21 +187,7 @@ def checkpoint_event(run: PregelLoop, tasks: Iterable[Any] | None) -> dict[str, 
     graph = run.graph
     if tasks is None:
         # the tasks this checkpoint leads to, as get_state() would show them
-        planner = Planner(
-            checkpoint=run.checkpoint,
-            processes=graph.nodes,
-            channels=run.channels,
-            step=run.step,
-            ns=run.ns,
-            run=None,
-            node_order=graph.node_order,
-        )
-        tasks = prepare_next_tasks(
-            run.checkpoint,
-            planner,
-            for_execution=False,
-            trigger_to_nodes=graph.trigger_to_nodes,
-        ).values()
+        tasks = tasks_to_show(graph, run.checkpoint, run.channels, run.step, run.ns).values()
     interrupts: dict[str, list[dict[str, Any]]] = {}
     for tid, chan, value in run.checkpoint_pending_writes:
         if chan == INTERRUPT:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pregelkit.pregel._graph.nodes import PregelNode
     from pregelkit.types import CachePolicy, RetryPolicy
 
-__all__ = ["PregelProtocol", "RunGraph"]
+__all__ = ["PlanGraph", "PregelProtocol", "RunGraph"]
 
 
 class PregelProtocol(ABC):
@@ -38,7 +38,19 @@ class PregelProtocol(ABC):
         """The async twin of ``invoke``."""
 
 
-class RunGraph(Protocol):
+class PlanGraph(Protocol):
+    """What planning reads off a graph (a run's, or the state API's): its
+    nodes, their order, and which nodes each channel triggers."""
+
+    @property
+    def nodes(self) -> Mapping[str, PregelNode]: ...
+    @property
+    def node_order(self) -> Mapping[str, int]: ...
+    @property
+    def trigger_to_nodes(self) -> Mapping[str, Sequence[str]]: ...
+
+
+class RunGraph(PlanGraph, Protocol):
     """A graph as the run core, its drivers and drawing see it.
 
     The engine runs a ``Pregel`` without importing it: ``main`` imports the
@@ -47,8 +59,6 @@ class RunGraph(Protocol):
     """
 
     @property
-    def nodes(self) -> Mapping[str, PregelNode]: ...
-    @property
     def channels(self) -> Mapping[str, BaseChannel[Any, Any, Any]]: ...
     @property
     def input_channels(self) -> str | Sequence[str]: ...
@@ -56,10 +66,6 @@ class RunGraph(Protocol):
     def output_channels(self) -> str | Sequence[str]: ...
     @property
     def stream_channels_asis(self) -> str | Sequence[str]: ...
-    @property
-    def trigger_to_nodes(self) -> Mapping[str, Sequence[str]]: ...
-    @property
-    def node_order(self) -> Mapping[str, int]: ...
     @property
     def retry_policy(self) -> Sequence[RetryPolicy]: ...
     @property

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pregelkit._internal._constants import (
     CACHE_NS_WRITES,
@@ -40,6 +40,7 @@ from pregelkit.types import (
 if TYPE_CHECKING:
     from pregelkit._internal._snapshot import PregelTask
     from pregelkit.checkpoint.base import Checkpoint
+    from pregelkit.pregel._graph.protocol import PlanGraph
 
 __all__ = [
     "WritesProtocol",
@@ -51,6 +52,7 @@ __all__ = [
     "push_call_id",
     "should_interrupt",
     "task_path_str",
+    "tasks_to_show",
 ]
 
 Channels = Mapping[str, BaseChannel[Any, Any, Any]]
@@ -305,6 +307,26 @@ def prepare_next_tasks(
             )
         )
     return {t.id: t for t in tasks}
+
+
+def tasks_to_show(
+    graph: PlanGraph, checkpoint: Checkpoint, channels: Channels, step: int, ns: str
+) -> dict[str, PregelTask]:
+    """The tasks ``checkpoint`` leads to, planned to be shown, not run: the
+    ``next`` of ``get_state()``, and the tasks of a streamed checkpoint."""
+    planner = Planner(
+        checkpoint=checkpoint,
+        processes=graph.nodes,
+        channels=channels,
+        step=step,
+        ns=ns,
+        run=None,
+        node_order=graph.node_order,
+    )
+    tasks = prepare_next_tasks(
+        checkpoint, planner, for_execution=False, trigger_to_nodes=graph.trigger_to_nodes
+    )
+    return cast("dict[str, PregelTask]", tasks)
 
 
 def prepare_push_send(
