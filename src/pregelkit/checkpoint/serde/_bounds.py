@@ -123,6 +123,19 @@ def _line(payload: bytes, pos: int) -> tuple[bytes, int]:
     return payload[pos:stop], stop + 1
 
 
+def _memo_index(code: int, payload: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The memo index a GET or PUT opcode at ``pos`` names (in a byte, four
+    bytes or a decimal line), and where its argument ends."""
+    if code in (0x68, 0x71):  # BINGET, BINPUT
+        _need(pos, 1, end)
+        return payload[pos], pos + 1
+    if code in (0x6A, 0x72):  # LONG_BINGET, LONG_BINPUT
+        _need(pos, 4, end)
+        return struct.unpack_from("<I", payload, pos)[0], pos + 4
+    text, pos = _line(payload, pos)  # GET, PUT
+    return _decimal(text), pos
+
+
 def _pop(stack: list[tuple[_Sym, bool]]) -> tuple[_Sym, bool]:
     if not stack or stack[-1][0] is _MARK_SYM:
         raise _corrupt("stack underflow")
@@ -258,34 +271,14 @@ def scan(payload: bytes, allowlist: Allowlist, limits: Limits) -> None:
             stack.append((target, False))
             deepest = max(deepest, target.depth)
         elif code in (0x68, 0x6A, 0x67):  # BINGET, LONG_BINGET, GET
-            if code == 0x68:
-                _need(pos, 1, end)
-                idx = payload[pos]
-                pos += 1
-            elif code == 0x6A:
-                _need(pos, 4, end)
-                idx = unpack_from("<I", payload, pos)[0]
-                pos += 4
-            else:
-                text, pos = _line(payload, pos)
-                idx = _decimal(text)
+            idx, pos = _memo_index(code, payload, pos, end)
             found = memo.get(idx)
             if found is None:
                 raise _corrupt(f"memo index {idx} read before it was stored")
             stack.append((found, True))
             continue
         elif code in (0x71, 0x72, 0x70):  # BINPUT, LONG_BINPUT, PUT
-            if code == 0x71:
-                _need(pos, 1, end)
-                idx = payload[pos]
-                pos += 1
-            elif code == 0x72:
-                _need(pos, 4, end)
-                idx = unpack_from("<I", payload, pos)[0]
-                pos += 4
-            else:
-                text, pos = _line(payload, pos)
-                idx = _decimal(text)
+            idx, pos = _memo_index(code, payload, pos, end)
             if idx > ops or idx < 0:
                 raise _corrupt(f"memo index {idx} in a {end}-byte payload")
             if not stack:
