@@ -68,30 +68,25 @@ def _canon(value: Any, out: list[str], left: list[int]) -> None:
             out.append(",")
         out.append("]")
     elif t is dict:
-        parts = []
-        for k, v in value.items():
-            sub: list[str] = []
-            _canon(k, sub, left)
-            sub.append(":")
-            _canon(v, sub, left)
-            parts.append("".join(sub))
-        parts.sort()
+        entries = sorted(f"{_member(k, left)}:{_member(v, left)}" for k, v in value.items())
         out.append("{")
-        out.append(",".join(parts))
+        out.append(",".join(entries))
         out.append("}")
     elif t is set or t is frozenset:
-        items = []
-        for v in value:
-            sub = []
-            _canon(v, sub, left)
-            items.append("".join(sub))
-        items.sort()
         out.append("<")
-        out.append(",".join(items))
+        out.append(",".join(sorted(_member(v, left) for v in value)))
         out.append(">")
     else:
         out.append("?")
         out.append(t.__qualname__)
+
+
+def _member(value: Any, left: list[int]) -> str:
+    """The canonical text of a dict's key or value or a set's member: alone,
+    so that the container's texts are sorted by it."""
+    out: list[str] = []
+    _canon(value, out, left)
+    return "".join(out)
 
 
 def call_identity(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
