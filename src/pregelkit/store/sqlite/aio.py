@@ -11,10 +11,10 @@ thread running an event loop, which they would block.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from functools import cached_property
 from typing import Any, TypeVar
 
 from pregelkit._internal._loop_thread import SyncCallOnLoopError
@@ -36,16 +36,11 @@ class AsyncSqliteStore(SweepsInTask, SqliteStoreCore):
     opens the file and, on exit, closes it and stops the worker.
     """
 
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        *,
-        deserializer: Callable[[Any], dict[str, Any]] | None = None,
-        index: IndexConfig | Mapping[str, Any] | None = None,
-        ttl: TTLConfig | None = None,
-    ) -> None:
-        super().__init__(conn, deserializer=deserializer, index=index, ttl=ttl)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pregelkit-store")
+    @cached_property
+    def _executor(self) -> ThreadPoolExecutor:
+        """The worker thread's pool, made on first use: the store is built
+        as the sync one is, and only adds this."""
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="pregelkit-store")
 
     @classmethod
     @asynccontextmanager
