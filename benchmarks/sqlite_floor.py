@@ -25,7 +25,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from workloads import SHORT_WARMUP_RUNS, Lib, _short_sync
+from short_runs import SHORT_WARMUP_RUNS, _short_sync
+from workload_base import Lib
 
 Call = tuple[str, str, Any]
 """(method, sql, parameters): one call the saver made on its connection."""

@@ -11,7 +11,9 @@ one library) into another.
 
 Timing: each workload is built (graph, checkpointer, cache), run once on a
 small input to warm up lazy imports and first-call paths, and then the timed
-run is measured with ``time.perf_counter``. Memory: ``peak_rss_delta_mb`` is
+run is measured with ``time.perf_counter`` (the cold Pregel chains warm up
+less or not at all: the first invoke of a new graph is what they time; their
+unit is the one invoke, not a superstep). Memory: ``peak_rss_delta_mb`` is
 the growth of the process's peak resident set (``resource.getrusage``
 ``ru_maxrss``) over the timed run, relative to the peak reached before it
 (after imports, build and warm-up). ``peak_rss_mb`` is the process's absolute
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import json
 import os
 import resource
@@ -38,60 +39,22 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-LIBS = ("pregelkit", "langgraph")
-WARMUP_N = 8
+from short_runs import (
+    short_async_memory,
+    short_async_sqlite,
+    short_memory,
+    short_postgres,
+    short_sqlite,
+)
+from workload_base import LIBS, WARMUP_N, Lib, Prepared, expect, thread_config
 
 
 def _maxrss_mb() -> float:
     # Linux reports ru_maxrss in KiB (macOS in bytes).
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
-
-
-class Lib:
-    """The modules of one library, looked up by name."""
-
-    def __init__(self, name: str) -> None:
-        if name not in LIBS:
-            raise SystemExit(f"unknown library {name!r}; expected one of {LIBS}")
-        self.name = name
-        self.func = importlib.import_module(f"{name}.func")
-        self.types = importlib.import_module(f"{name}.types")
-
-    def module(self, suffix: str) -> Any:
-        return importlib.import_module(f"{self.name}.{suffix}")
-
-
-@dataclass
-class Prepared:
-    """A built workload: ``warmup()`` is run untimed, ``run()`` is timed.
-
-    ``check(result)`` raises if the timed run did not compute what it should.
-    ``close()`` releases resources (database files, connections).
-    ``passes``: how many times ``run()`` is timed, the median kept; for a
-    workload that can run again unchanged and whose one run is long enough
-    for a burst of the machine's other work to move it (the CPU-bound
-    fan-outs: one second each).
-    """
-
-    run: Callable[[], Any]
-    passes: int = 1
-    warmup: Callable[[], Any] = lambda: None
-    check: Callable[[Any], None] = lambda result: None
-    close: Callable[[], None] = lambda: None
-    extra: Callable[[], dict[str, Any]] = dict
-
-
-def _expect(got: Any, want: Any) -> None:
-    if got != want:
-        raise AssertionError(f"wrong result: got {got!r}, expected {want!r}")
-
-
-def _thread(tid: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": tid}, "recursion_limit": 10_000_000}
 
 
 # --------------------------------------------------------------------------
@@ -115,7 +78,7 @@ def fanout(lib: Lib, n: int) -> Prepared:
     return Prepared(
         run=lambda: main.invoke(n),
         warmup=lambda: main.invoke(WARMUP_N),
-        check=lambda r: _expect(r, n * (n - 1) // 2),
+        check=lambda r: expect(r, n * (n - 1) // 2),
     )
 
 
@@ -142,7 +105,7 @@ def chain(lib: Lib, n: int) -> Prepared:
     return Prepared(
         run=lambda: main.invoke(n),
         warmup=lambda: main.invoke(WARMUP_N),
-        check=lambda r: _expect(r, n),
+        check=lambda r: expect(r, n),
     )
 
 
@@ -151,9 +114,9 @@ def chain_memory(lib: Lib, n: int) -> Prepared:
     saver = lib.module("checkpoint.memory").InMemorySaver()
     main = _chain_entrypoint(lib, saver)
     return Prepared(
-        run=lambda: main.invoke(n, _thread("timed")),
-        warmup=lambda: main.invoke(WARMUP_N, _thread("warmup")),
-        check=lambda r: _expect(r, n),
+        run=lambda: main.invoke(n, thread_config("timed")),
+        warmup=lambda: main.invoke(WARMUP_N, thread_config("warmup")),
+        check=lambda r: expect(r, n),
     )
 
 
@@ -171,9 +134,9 @@ def _chain_sqlite(lib: Lib, n: int, durability: str | None) -> Prepared:
         tmpdir.cleanup()
 
     return Prepared(
-        run=lambda: main.invoke(n, _thread("timed"), **kwargs),
-        warmup=lambda: main.invoke(WARMUP_N, _thread("warmup"), **kwargs),
-        check=lambda r: _expect(r, n),
+        run=lambda: main.invoke(n, thread_config("timed"), **kwargs),
+        warmup=lambda: main.invoke(WARMUP_N, thread_config("warmup"), **kwargs),
+        check=lambda r: expect(r, n),
         close=close,
     )
 
@@ -214,23 +177,23 @@ def resume(lib: Lib, n: int) -> Prepared:
         return x + answer
 
     def first(tid: str, k: int) -> None:
-        out = main.invoke(k, _thread(tid))
+        out = main.invoke(k, thread_config(tid))
         if "__interrupt__" not in out:
             raise AssertionError(f"expected an interrupt, got {out!r}")
 
     def warmup() -> None:
         first("warmup", WARMUP_N)
-        main.invoke(Command(resume=1), _thread("warmup"))
+        main.invoke(Command(resume=1), thread_config("warmup"))
         first("timed", n)  # untimed: runs the N tasks, then interrupts
         calls[0] = 0
 
     def check(r: Any) -> None:
-        _expect(r, n + 1)
+        expect(r, n + 1)
         if calls[0]:
             raise AssertionError(f"{calls[0]} tasks ran again on resume instead of replaying")
 
     return Prepared(
-        run=lambda: main.invoke(Command(resume=1), _thread("timed")),
+        run=lambda: main.invoke(Command(resume=1), thread_config("timed")),
         warmup=warmup,
         check=check,
     )
@@ -253,31 +216,60 @@ def async_fanout(lib: Lib, n: int) -> Prepared:
     return Prepared(
         run=lambda: loop.run_until_complete(main.ainvoke(n)),
         warmup=lambda: loop.run_until_complete(main.ainvoke(WARMUP_N)),
-        check=lambda r: _expect(r, n * (n - 1) // 2),
+        check=lambda r: expect(r, n * (n - 1) // 2),
         close=loop.close,
     )
 
 
-def pregel_chain(lib: Lib, n: int) -> Prepared:
-    """Low-level Pregel: N nodes in a line, one superstep each (time per superstep)."""
+def _pregel_chain_app(lib: Lib, k: int) -> Any:
+    """K nodes in a line over ``LastValue`` channels: K supersteps per invoke."""
     pregel = lib.module("pregel")
     LastValue = lib.module("channels").LastValue
     Pregel, NodeBuilder = pregel.Pregel, pregel.NodeBuilder
+    nodes = {
+        f"n{i}": NodeBuilder().subscribe_only(f"c{i}").do(lambda x: x + 1).write_to(f"c{i + 1}")
+        for i in range(k)
+    }
+    channels = {f"c{i}": LastValue(int) for i in range(k + 1)}
+    return Pregel(nodes=nodes, channels=channels, input_channels="c0", output_channels=f"c{k}")
 
-    def build(k: int) -> Any:
-        nodes = {
-            f"n{i}": NodeBuilder().subscribe_only(f"c{i}").do(lambda x: x + 1).write_to(f"c{i + 1}")
-            for i in range(k)
-        }
-        channels = {f"c{i}": LastValue(int) for i in range(k + 1)}
-        return Pregel(nodes=nodes, channels=channels, input_channels="c0", output_channels=f"c{k}")
 
-    app, small = build(n), build(WARMUP_N)
+def pregel_chain(lib: Lib, n: int) -> Prepared:
+    """Low-level Pregel: N nodes in a line, one superstep each (time per superstep)."""
+    app, small = _pregel_chain_app(lib, n), _pregel_chain_app(lib, WARMUP_N)
     config = {"recursion_limit": n + 100}
     return Prepared(
         run=lambda: app.invoke(0, config),
         warmup=lambda: small.invoke(0, config),
-        check=lambda r: _expect(r, n),
+        check=lambda r: expect(r, n),
+    )
+
+
+COLD_WARMUP_NODES = 5
+
+
+def pregel_chain_cold(lib: Lib, n: int) -> Prepared:
+    """The first invoke of a new N-node Pregel chain, after a 5-node chain's one invoke."""
+    config = {"recursion_limit": n + 100}
+    built: list[Any] = []
+
+    def warmup() -> None:
+        expect(_pregel_chain_app(lib, COLD_WARMUP_NODES).invoke(0, config), COLD_WARMUP_NODES)
+        built.append(_pregel_chain_app(lib, n))
+
+    return Prepared(
+        run=lambda: built[0].invoke(0, config),
+        warmup=warmup,
+        check=lambda r: expect(r, n),
+    )
+
+
+def pregel_chain_cold_nowarmup(lib: Lib, n: int) -> Prepared:
+    """The first invoke of an N-node Pregel chain in a fresh process, no warm-up at all."""
+    app = _pregel_chain_app(lib, n)
+    return Prepared(
+        run=lambda: app.invoke(0, {"recursion_limit": n + 100}),
+        check=lambda r: expect(r, n),
     )
 
 
@@ -303,7 +295,7 @@ def cached(lib: Lib, n: int) -> Prepared:
         calls[0] = 0
 
     def check(r: Any) -> None:
-        _expect(r, n * (n - 1) // 2)
+        expect(r, n * (n - 1) // 2)
         if calls[0]:
             raise AssertionError(f"{calls[0]} of {n} tasks missed the cache")
 
@@ -363,7 +355,7 @@ def _store_put(kind: str) -> Callable[[Lib, int], Prepared]:
         return Prepared(
             run=run,
             warmup=lambda: store.put(("warmup",), "k", _doc(0)),
-            check=lambda r: _expect(
+            check=lambda r: expect(
                 store.get(("users", str((n - 1) % 10), "memories"), str(n - 1)).value["i"], n - 1
             ),
             close=close,
@@ -389,7 +381,7 @@ def _store_get(kind: str) -> Callable[[Lib, int], Prepared]:
         return Prepared(
             run=run,
             warmup=lambda: store.get(("users", "0"), "0"),
-            check=lambda r: _expect(r, n),
+            check=lambda r: expect(r, n),
             close=close,
         )
 
@@ -412,7 +404,7 @@ def _store_search(kind: str) -> Callable[[Lib, int], Prepared]:
         return Prepared(
             run=run,
             warmup=lambda: store.search(("users",), limit=1),
-            check=lambda r: _expect(r, n * 10),
+            check=lambda r: expect(r, n * 10),
             close=close,
         )
 
@@ -446,7 +438,7 @@ def _store_vector_search(kind: str) -> Callable[[Lib, int], Prepared]:
         return Prepared(
             run=run,
             warmup=lambda: store.search(("docs",), query="warmup", limit=1),
-            check=lambda r: _expect(r, n * 5),
+            check=lambda r: expect(r, n * 5),
             close=close,
         )
 
@@ -455,135 +447,6 @@ def _store_vector_search(kind: str) -> Callable[[Lib, int], Prepared]:
         f"in a {kind} store (user embedding function)."
     )
     return workload
-
-
-SHORT_WARMUP_RUNS = 30
-
-
-def _percentiles(latencies: list[float]) -> dict[str, Any]:
-    ordered = sorted(latencies)
-    return {
-        "p50_us": ordered[len(ordered) // 2] * 1e6,
-        "p99_us": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1e6,
-    }
-
-
-def _short_sync(lib: Lib, n: int, saver: Any, close: Callable[[], None]) -> Prepared:
-    entrypoint, task = lib.func.entrypoint, lib.func.task
-
-    @task
-    def one(x: int) -> int:
-        return x + 1
-
-    @entrypoint(checkpointer=saver)
-    def main(x: int) -> int:
-        return one(x).result()
-
-    latencies: list[float] = []
-
-    def runs(count: int, prefix: str, record: bool) -> int:
-        total = 0
-        for i in range(count):
-            t0 = time.perf_counter()
-            total += main.invoke(i, _thread(f"{prefix}-{i}"))
-            if record:
-                latencies.append(time.perf_counter() - t0)
-        return total
-
-    return Prepared(
-        run=lambda: runs(n, "timed", True),
-        warmup=lambda: runs(SHORT_WARMUP_RUNS, "warmup", False),
-        check=lambda r: _expect(r, n * (n + 1) // 2),
-        close=close,
-        extra=lambda: _percentiles(latencies),
-    )
-
-
-def short_memory(lib: Lib, n: int) -> Prepared:
-    """N short runs (one task each, a new thread each) with an InMemorySaver."""
-    return _short_sync(lib, n, lib.module("checkpoint.memory").InMemorySaver(), lambda: None)
-
-
-def short_sqlite(lib: Lib, n: int) -> Prepared:
-    """N short runs (one task each, a new thread each) with a SqliteSaver, default durability."""
-    sqlite_mod = lib.module("checkpoint.sqlite")
-    tmpdir = tempfile.TemporaryDirectory(prefix="bench-short-")
-    cm = sqlite_mod.SqliteSaver.from_conn_string(os.path.join(tmpdir.name, "short.db"))
-
-    def close() -> None:
-        cm.__exit__(None, None, None)
-        tmpdir.cleanup()
-
-    return _short_sync(lib, n, cm.__enter__(), close)
-
-
-CHECKPOINT_TABLES = {"pregelkit": "pregelkit\\_%", "langgraph": "checkpoint%"}
-"""Each library's checkpointer tables, as a LIKE pattern (store tables excepted)."""
-
-
-def short_postgres(lib: Lib, n: int) -> Prepared:
-    """N short runs (one task each, a new thread each) with a PostgresSaver on
-    one connection, default durability. Needs BENCH_PG_DSN; the library's
-    checkpoint tables are emptied first, so every run starts a new thread."""
-    dsn = os.environ.get("BENCH_PG_DSN")
-    if not dsn:
-        raise RuntimeError("PostgreSQL workloads need BENCH_PG_DSN")
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        tables = conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
-            "AND tablename LIKE %s AND tablename NOT LIKE '%%store%%'",
-            (CHECKPOINT_TABLES[lib.name],),
-        ).fetchall()
-        for (table,) in tables:
-            conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
-    cm = lib.module("checkpoint.postgres").PostgresSaver.from_conn_string(dsn)
-    saver = cm.__enter__()
-    saver.setup()
-    return _short_sync(lib, n, saver, lambda: cm.__exit__(None, None, None))
-
-
-def short_async_sqlite(lib: Lib, n: int) -> Prepared:
-    """N short runs with ainvoke (one async task each, a new thread each) on an AsyncSqliteSaver."""
-    entrypoint, task = lib.func.entrypoint, lib.func.task
-    aio = lib.module("checkpoint.sqlite.aio")
-    tmpdir = tempfile.TemporaryDirectory(prefix="bench-short-")
-    loop = asyncio.new_event_loop()
-    cm = aio.AsyncSqliteSaver.from_conn_string(os.path.join(tmpdir.name, "short.db"))
-    saver = loop.run_until_complete(cm.__aenter__())
-
-    @task
-    async def one(x: int) -> int:
-        return x + 1
-
-    @entrypoint(checkpointer=saver)
-    async def main(x: int) -> int:
-        return await one(x)
-
-    latencies: list[float] = []
-
-    async def runs(count: int, prefix: str, record: bool) -> int:
-        total = 0
-        for i in range(count):
-            t0 = time.perf_counter()
-            total += await main.ainvoke(i, _thread(f"{prefix}-{i}"))
-            if record:
-                latencies.append(time.perf_counter() - t0)
-        return total
-
-    def close() -> None:
-        loop.run_until_complete(cm.__aexit__(None, None, None))
-        loop.close()
-        tmpdir.cleanup()
-
-    return Prepared(
-        run=lambda: loop.run_until_complete(runs(n, "timed", True)),
-        warmup=lambda: loop.run_until_complete(runs(SHORT_WARMUP_RUNS, "warmup", False)),
-        check=lambda r: _expect(r, n * (n + 1) // 2),
-        close=close,
-        extra=lambda: _percentiles(latencies),
-    )
 
 
 CPU_TASK_LOOPS = 2_000_000  # pure-Python additions per CPU-bound task: ~0.1 s on one core
@@ -608,7 +471,7 @@ def _cpu_fanout(lib: Lib, n: int, executor: Any = None) -> Prepared:
     return Prepared(
         run=lambda: main.invoke(n),
         warmup=lambda: main.invoke(2),
-        check=lambda r: _expect(r[:2], want),
+        check=lambda r: expect(r[:2], want),
         passes=CPU_PASSES,
     )
 
@@ -661,6 +524,8 @@ WORKLOADS: dict[str, tuple[Callable[[Lib, int], Prepared], str]] = {
     "resume": (resume, "replayed task"),
     "async_fanout": (async_fanout, "task"),
     "pregel_chain": (pregel_chain, "superstep"),
+    "pregel_chain_cold": (pregel_chain_cold, "invoke"),
+    "pregel_chain_cold_nowarmup": (pregel_chain_cold_nowarmup, "invoke"),
     "cached": (cached, "task"),
     "cpu_fanout": (cpu_fanout, "task"),
     "cpu_fanout_dask": (cpu_fanout_dask, "task"),
@@ -677,6 +542,7 @@ WORKLOADS: dict[str, tuple[Callable[[Lib, int], Prepared], str]] = {
     "short_memory": (short_memory, "run"),
     "short_sqlite": (short_sqlite, "run"),
     "short_async_sqlite": (short_async_sqlite, "run"),
+    "short_async_memory": (short_async_memory, "run"),
     "short_postgres": (short_postgres, "run"),
 }
 
@@ -752,7 +618,7 @@ def run_one(lib_name: str, workload: str, n: int, import_repeats: int) -> dict[s
     result.update(
         seconds=elapsed,
         pass_seconds=passes,
-        us_per_unit=elapsed / n * 1e6,
+        us_per_unit=elapsed / (1 if per == "invoke" else n) * 1e6,
         peak_rss_mb=after,
         peak_rss_delta_mb=after - before,
     )
@@ -769,8 +635,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.list or not args.workload:
         for name, (fn, per) in WORKLOADS.items():
-            print(f"{name:14} per {per:14} {(fn.__doc__ or '').strip().splitlines()[0]}")
-        print(f"{'import':14} {'':18} wall time of `import <lib>.func` in a fresh interpreter")
+            print(f"{name:28} per {per:14} {(fn.__doc__ or '').strip().splitlines()[0]}")
+        print(f"{'import':28} {'':18} wall time of `import <lib>.func` in a fresh interpreter")
         return 0
     try:
         result = run_one(args.lib, args.workload, args.n, args.import_repeats)
