@@ -166,8 +166,7 @@ class _StartSaver:
             time.sleep(START_SAVE_DELAY)
             before = time.time() - START_SAVE_DELAY
             for loop in list(self.loops.values()):
-                if (save := loop.core.attempts.stale(before)) is not None:
-                    loop.perform(save)
+                loop.core.attempts.stale(before, loop.perform)
 
 
 _START_SAVER = _StartSaver()

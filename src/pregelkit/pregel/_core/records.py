@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pregelkit._internal._ids import uuid6
@@ -83,18 +84,22 @@ class AttemptRecords:
         if self.hooks is not None:
             self.hooks.attempt_skipped(task, step, outcome)
 
-    def stale(self, before: float) -> SaveStarts | None:
-        """The save of the buffered records if an attempt started before
+    def stale(self, before: float, perform: Callable[[SaveStarts], object]) -> None:
+        """Have the buffered records saved if an attempt started before
         ``before`` is still running unsaved (asked by the start saver's
-        thread); one at a time."""
+        thread); one at a time. ``perform`` puts the save on the run's lane
+        under the lock ``close`` takes, so a run exiting meanwhile waits for
+        it: handed over after the exit, the save would reach a lane already
+        waited for, or an async run's event loop already closed (the start
+        saver's thread died of that, and no later run saved a start)."""
         log = self.log
         if log is None or not log.stale(before):
-            return None
+            return
         with self._lock:
             if self._closed or self._queued:
-                return None
+                return
             self._queued = True
-        return SaveStarts(self, "async")
+            perform(SaveStarts(self, "async"))
 
     def take_starts(self) -> tuple[str, list[AttemptRow]]:
         """The starts to save now (``SaveStarts`` is being made)."""

@@ -1,0 +1,76 @@
+"""Breaks found by running the same hostile scenarios on the run engine
+before and after it became a sans-I/O core with performers (issue 26).
+
+Each test is one break: a cache write that fails must not cost the run its
+saved results; the start saver's thread must outlive a run that ends while
+it hands over a save; what a run is given is checked where it is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from pregelkit.checkpoint.memory import InMemorySaver
+from pregelkit.func import entrypoint, task
+from pregelkit.pregel._core import perform
+
+
+def _cfg(thread: str = "t") -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+def test_the_start_saver_outlives_a_run_that_ends_while_it_hands_over_a_save(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The start saver's thread decided to save a start, then (preempted, as
+    # here) handed the save over after the async run had ended and its event
+    # loop closed: call_soon_threadsafe raised in the thread, which died,
+    # and no later run in the process saved an attempt's start again.
+    ended = threading.Event()
+    handed = threading.Event()
+    made = perform.AsyncPregelLoop.perform
+
+    def preempted(self: perform.AsyncPregelLoop, effect: Any) -> Any:
+        if threading.current_thread().name == "pregelkit-attempt-starts" and not handed.is_set():
+            handed.set()
+            ended.wait(0.3)
+        return made(self, effect)
+
+    monkeypatch.setattr(perform.AsyncPregelLoop, "perform", preempted)
+    saver = InMemorySaver()
+
+    @task
+    async def slow_async(i: int) -> int:
+        await asyncio.sleep(0.05)
+        return i
+
+    @entrypoint(checkpointer=saver)
+    async def first(n: int) -> int:
+        return await slow_async(n)
+
+    assert asyncio.run(first.ainvoke(1, _cfg("a"))) == 1
+    ended.set()
+    assert handed.wait(1)
+    time.sleep(0.05)
+    thread = perform._START_SAVER.thread
+    assert thread is not None and thread.is_alive()
+
+    seen: list[int] = []
+
+    @task
+    def slow(i: int) -> int:
+        time.sleep(0.1)  # the start saver saves this attempt's start meanwhile
+        seen.append(len(saver.list_attempts("b")))
+        return i
+
+    @entrypoint(checkpointer=saver)
+    def second(n: int) -> int:
+        return slow(n).result()
+
+    assert second.invoke(2, _cfg("b")) == 2
+    assert seen and seen[0] > 0
