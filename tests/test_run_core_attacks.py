@@ -15,13 +15,80 @@ from typing import Any
 
 import pytest
 
+from pregelkit.cache.memory import InMemoryCache
+from pregelkit.channels import LastValue
 from pregelkit.checkpoint.memory import InMemorySaver
 from pregelkit.func import entrypoint, task
+from pregelkit.pregel import NodeBuilder, Pregel
 from pregelkit.pregel._core import perform
+from pregelkit.types import CachePolicy
 
 
 def _cfg(thread: str = "t") -> dict[str, Any]:
     return {"configurable": {"thread_id": thread}}
+
+
+class BrokenCache(InMemoryCache):
+    """Reads work; every write fails, as a cache on a full disk."""
+
+    def set(self, pairs: Any) -> None:
+        raise OSError("cache disk full")
+
+    async def aset(self, pairs: Any) -> None:
+        raise OSError("cache disk full")
+
+
+def _fast_and_slow(saver: InMemorySaver, ran: list[str]) -> Pregel:
+    """Two nodes of one step: ``fast`` is cached (its cache write fails at
+    once), ``slow`` is not and finishes 0.2 s later."""
+
+    def fast(v: str) -> str:
+        ran.append("fast")
+        return v + "!"
+
+    def slow(v: str) -> str:
+        time.sleep(0.2)
+        ran.append("slow")
+        return v + "?"
+
+    return Pregel(
+        nodes={
+            "fast": NodeBuilder().subscribe_only("x").do(fast).write_to("f"),
+            "slow": NodeBuilder().subscribe_only("x").do(slow).write_to("s"),
+        },
+        channels={"x": LastValue(str), "f": LastValue(str), "s": LastValue(str)},
+        input_channels="x",
+        output_channels=["f", "s"],
+        checkpointer=saver,
+        cache=BrokenCache(),
+    )
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_a_failed_cache_write_stops_the_run_but_loses_no_saved_result(
+    durability: str, is_async: bool
+) -> None:
+    # The cache's error was the run's saver failure: every save after it was
+    # dropped, so ``slow``'s finished result was lost (it would run again),
+    # and with durability="exit" the thread kept nothing at all.
+    saver = InMemorySaver()
+    ran: list[str] = []
+    app = _fast_and_slow(saver, ran)
+    node = app.nodes["fast"]
+    node.cache_policy = CachePolicy()
+    with pytest.raises(OSError, match="cache disk full"):
+        if is_async:
+            asyncio.run(app.ainvoke("in", _cfg(), durability=durability))
+        else:
+            app.invoke("in", _cfg(), durability=durability)
+    assert sorted(ran) == ["fast", "slow"]
+    state = app.get_state(_cfg())
+    assert {t.name: t.result for t in state.tasks} == {"fast": {"f": "in!"}, "slow": {"s": "in?"}}
+    # the resume replays both results: nothing runs again
+    node.cache_policy = None
+    assert app.invoke(None, _cfg(), durability=durability) == {"f": "in!", "s": "in?"}
+    assert sorted(ran) == ["fast", "slow"]
 
 
 def test_the_start_saver_outlives_a_run_that_ends_while_it_hands_over_a_save(

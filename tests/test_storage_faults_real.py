@@ -88,10 +88,10 @@ def test_postgres_stopped_mid_run(
     known_at: list[int] = []
     record = RunFaults.record
 
-    def noting(faults: RunFaults, exc: BaseException, what: str) -> None:
+    def noting(faults: RunFaults, exc: BaseException, what: str, *, saver: bool = True) -> None:
         if not known_at:
             known_at.append(len(started))
-        record(faults, exc, what)
+        record(faults, exc, what, saver=saver)
 
     monkeypatch.setattr(RunFaults, "record", noting)
     with PostgresSaver.from_conn_string(server.dsn, retry=QUICK) as saver:

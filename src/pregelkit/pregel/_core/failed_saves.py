@@ -7,6 +7,10 @@ loop records the first failure here; every task boundary (a call being
 scheduled, a body about to start, a step ending) asks ``raise_if_failed``,
 and the saver calls that come after are not made, only listed, so the final
 error can say exactly what was not saved.
+
+A failed cache write stops the run the same way, but the saver's saves go
+on: the cache holds nothing a checkpoint depends on, and dropping them lost
+what the run had finished (with ``durability="exit"``, the whole run).
 """
 
 from __future__ import annotations
@@ -28,19 +32,25 @@ _ID = re.compile(r" \(id [^)]*\)")
 class RunFaults:
     """The first failed save of one run, and every save not made after it."""
 
-    __slots__ = ("_lock", "failure", "not_saved", "thread_id")
+    __slots__ = ("_lock", "failure", "not_saved", "saver_failure", "thread_id")
 
     def __init__(self, thread_id: str | None) -> None:
         self.thread_id = thread_id
         self.failure: BaseException | None = None
+        """The first failed save, of the saver or the cache: the run stops."""
+        self.saver_failure: BaseException | None = None
+        """The first failed saver save: nothing more is saved."""
         self.not_saved: list[str] = []
         self._lock = threading.Lock()
 
-    def record(self, exc: BaseException, what: str) -> None:
-        """A save of ``what`` failed with ``exc`` (only the first failure is kept)."""
+    def record(self, exc: BaseException, what: str, *, saver: bool = True) -> None:
+        """A save of ``what`` failed with ``exc`` (only the first failure is
+        kept); ``saver=False``: a cache write, which stops no save."""
         with self._lock:
             if self.failure is None:
                 self.failure = exc
+            if saver and self.saver_failure is None:
+                self.saver_failure = exc
             self.not_saved.append(what)
 
     def skip(self, what: str) -> None:
@@ -57,7 +67,7 @@ class RunFaults:
         naming the thread, the step and what was not saved, with the
         driver's error as its cause; any other failed save (a value the
         serializer refused) is raised as it is."""
-        failure = self.failure
+        failure = self.saver_failure or self.failure
         assert failure is not None
         if not isinstance(failure, StorageError) or isinstance(failure, LeaseLostError):
             return failure  # a lost lease is the worker's to handle, as it is
@@ -91,7 +101,7 @@ def describe_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
 def save_now(faults: RunFaults, step: int, fn: Callable[..., Any], *args: Any) -> Any:
     """A saver call made on the caller's path (``durability="sync"``): a
     storage failure stops the run; once one has, nothing more is saved."""
-    if faults.failure is not None:
+    if faults.saver_failure is not None:
         faults.skip(describe_call(fn, args))
         raise faults.error(step)
     try:
@@ -103,7 +113,7 @@ def save_now(faults: RunFaults, step: int, fn: Callable[..., Any], *args: Any) -
 
 async def asave_now(faults: RunFaults, step: int, afn: Callable[..., Any], *args: Any) -> Any:
     """The async twin of ``save_now``."""
-    if faults.failure is not None:
+    if faults.saver_failure is not None:
         faults.skip(describe_call(afn, args))
         raise faults.error(step)
     try:

@@ -101,6 +101,15 @@ def _split(
     return together, [(fn, args) for fn, args, apart in calls if apart]
 
 
+def _one_by_one(
+    calls: list[_Call], apart: list[_Call]
+) -> list[tuple[Callable[..., Any], tuple[Any, ...], bool]]:
+    """The calls to make one at a time, each saying whether it is the
+    saver's: a failed cache save (put ``apart``) stops the run but not the
+    saver's saves (``RunFaults.record``)."""
+    return [(fn, args, True) for fn, args in calls] + [(fn, args, False) for fn, args in apart]
+
+
 class SerialLane:
     """Runs submitted calls one after another in the background, in order.
 
@@ -115,10 +124,10 @@ class SerialLane:
     every save that fits is kept, exactly as without groups. Calls put
     ``apart`` (cache saves) are made after the group (see ``_split``).
 
-    Once a save of the run has failed (``faults``), the lane makes no more
-    calls: those queued and those submitted later are only listed as not
-    saved (a checkpoint must never be saved after writes it follows were
-    lost)."""
+    Once a saver save of the run has failed (``faults``), the lane makes no
+    more calls: those queued and those submitted later are only listed as
+    not saved (a checkpoint must never be saved after writes it follows were
+    lost). A failed cache save stops nothing here."""
 
     def __init__(
         self, faults: RunFaults, group: Callable[[], AbstractContextManager[None]]
@@ -131,7 +140,7 @@ class SerialLane:
         """The hand-off draining the queue; None while the lane is idle."""
 
     def put(self, fn: Callable[..., Any], *args: Any, apart: bool = False) -> None:
-        if self.faults.failure is not None:
+        if self.faults.saver_failure is not None:
             self.faults.skip(describe_call(fn, args))
             return
         with self.lock:
@@ -152,7 +161,7 @@ class SerialLane:
                 queued = list(self.queue)
                 self.queue.clear()
             calls, apart = _split(queued)
-            if len(calls) > 1 and faults.failure is None:
+            if len(calls) > 1 and faults.saver_failure is None:
                 try:
                     with self.group():
                         for fn, args in calls:
@@ -160,14 +169,14 @@ class SerialLane:
                     calls = []
                 except BaseException:
                     pass  # rolled back whole: made again one by one, so what fits is saved
-            for fn, args in calls + apart:
-                if faults.failure is not None:
+            for fn, args, saver in _one_by_one(calls, apart):
+                if faults.saver_failure is not None:
                     faults.skip(describe_call(fn, args))
                     continue
                 try:
                     fn(*args)
                 except BaseException as exc:
-                    faults.record(exc, describe_call(fn, args))
+                    faults.record(exc, describe_call(fn, args), saver=saver)
 
     def wait(self) -> None:
         """Wait until every call submitted so far has run or been dropped,
@@ -202,7 +211,7 @@ class AsyncSerialLane:
         self.timer: asyncio.TimerHandle | None = None
 
     def put(self, afn: Callable[..., Any], *args: Any, apart: bool = False) -> None:
-        if self.faults.failure is not None:
+        if self.faults.saver_failure is not None:
             self.faults.skip(describe_call(afn, args))
             return
         self.queue.append((afn, args, apart))
@@ -220,7 +229,7 @@ class AsyncSerialLane:
             while self.queue:
                 queued, self.queue = self.queue, []
                 calls, apart = _split(queued)
-                if len(calls) > 1 and faults.failure is None:
+                if len(calls) > 1 and faults.saver_failure is None:
                     try:
                         async with self.group():
                             for afn, args in calls:
@@ -228,14 +237,14 @@ class AsyncSerialLane:
                         calls = []
                     except BaseException:
                         pass  # rolled back whole: made again one by one, as in SerialLane
-                for afn, args in calls + apart:
-                    if faults.failure is not None:
+                for afn, args, saver in _one_by_one(calls, apart):
+                    if faults.saver_failure is not None:
                         faults.skip(describe_call(afn, args))
                         continue
                     try:
                         await afn(*args)
                     except BaseException as exc:
-                        faults.record(exc, describe_call(afn, args))
+                        faults.record(exc, describe_call(afn, args), saver=saver)
         finally:
             self.task = None
 
