@@ -141,3 +141,51 @@ def test_the_start_saver_outlives_a_run_that_ends_while_it_hands_over_a_save(
 
     assert second.invoke(2, _cfg("b")) == 2
     assert seen and seen[0] > 0
+
+
+def _chain() -> Pregel:
+    return Pregel(
+        nodes={
+            "a": NodeBuilder().subscribe_only("x").do(lambda v: v + "a").write_to("ya"),
+            "ab": NodeBuilder().subscribe_only("ya").do(lambda v: v + "b").write_to("yb"),
+        },
+        channels={"x": LastValue(str), "ya": LastValue(str), "yb": LastValue(str)},
+        input_channels="x",
+        output_channels=["ya", "yb"],
+        checkpointer=InMemorySaver(),
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "error"),
+    [
+        ({"configurable": {"thread_id": "t", "checkpoint_ns": 5}}, "checkpoint_ns'] must be a str"),
+        ({"configurable": {"thread_id": "t", "checkpoint_ns": None}}, "checkpoint_ns'] must be"),
+        ({"configurable": {"thread_id": "t"}, "metadata": ["x"]}, r"config\['metadata'\] must"),
+    ],
+)
+def test_a_wrong_config_value_is_named_before_the_run(config: dict[str, Any], error: str) -> None:
+    # an AttributeError or TypeError from deep inside the run before
+    with pytest.raises(TypeError, match=error):
+        _chain().invoke("in", config)
+
+
+def test_interrupt_nodes_of_a_run_are_checked_and_a_lone_name_is_one_node() -> None:
+    app = _chain()
+    # a lone name matched every node whose name it contains ("ab" stopped before "a")
+    assert app.invoke("in", _cfg("1"), interrupt_before="ab") == {"ya": "ina"}
+    assert app.get_state(_cfg("1")).next == ("ab",)
+    with pytest.raises(TypeError, match="interrupt_before= must be '\\*', a node name"):
+        app.invoke("in", _cfg("2"), interrupt_before=5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="interrupt_after names unknown node 'b'"):
+        app.invoke("in", _cfg("3"), interrupt_after=["b"])
+    graph_level = Pregel(
+        nodes={"node1": NodeBuilder().subscribe_only("x").do(lambda v: v).write_to("y")},
+        channels={"x": LastValue(str), "y": LastValue(str)},
+        input_channels="x",
+        output_channels="y",
+        interrupt_before_nodes="node1",
+        checkpointer=InMemorySaver(),
+    )  # its letters were checked as node names: "unknown node 'n'"
+    assert graph_level.invoke("in", _cfg()) is None
+    assert graph_level.get_state(_cfg()).next == ("node1",)

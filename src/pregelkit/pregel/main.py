@@ -30,6 +30,7 @@ from pregelkit.pregel._graph.validate import (
     check_config,
     check_copy_fields,
     check_durability,
+    check_interrupt_nodes,
     check_keywords,
     check_stream_mode,
 )
@@ -201,16 +202,12 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
                 f"{which} subscribed to by any node; subscribe a node to it "
                 "(NodeBuilder().subscribe_only(...)) or make a channel a node reads the input"
             )
-        for label, sel in (
-            ("interrupt_before", self.interrupt_before_nodes),
-            ("interrupt_after", self.interrupt_after_nodes),
-        ):
-            if sel != "*":
-                for node_name in sel:
-                    if node_name not in self.nodes:
-                        raise ValueError(
-                            f"{label} names unknown node {node_name!r}; nodes: {sorted(self.nodes)}"
-                        )
+        self.interrupt_before_nodes = check_interrupt_nodes(
+            "interrupt_before", self.interrupt_before_nodes, self.nodes
+        )
+        self.interrupt_after_nodes = check_interrupt_nodes(
+            "interrupt_after", self.interrupt_after_nodes, self.nodes
+        )
         return self
 
     def copy(self, update: Mapping[str, Any] | None = None, **fields: Any) -> Pregel:
@@ -301,12 +298,16 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
             shape.modes | extra_modes,
             live=live,
             durability=durability,
-            interrupt_before=args.interrupt_before,
-            interrupt_after=args.interrupt_after,
+            interrupt_before=self._interrupt_nodes("interrupt_before", args.interrupt_before),
+            interrupt_after=self._interrupt_nodes("interrupt_after", args.interrupt_after),
             subgraphs=shape.subgraphs,
             control=args.control,
         )
         return driver, shape
+
+    def _interrupt_nodes(self, label: str, value: Any) -> Sequence[str] | str | None:
+        """A run's ``interrupt_before``/``_after``, checked (None: the graph's)."""
+        return None if value is None else check_interrupt_nodes(label, value, self.nodes)
 
     def _shape(
         self,

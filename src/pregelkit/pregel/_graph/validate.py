@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any, get_args
 
-from pregelkit._internal._constants import CONF
+from pregelkit._internal._constants import CONF, CONFIG_KEY_CHECKPOINT_NS
 from pregelkit._internal._policy_checks import describe
 from pregelkit.types import CachePolicy, RetryPolicy, StreamMode
 
@@ -26,6 +26,7 @@ __all__ = [
     "check_checkpointer",
     "check_config",
     "check_durability",
+    "check_interrupt_nodes",
     "check_keywords",
     "check_retry_policy",
     "check_store",
@@ -195,6 +196,15 @@ def check_config(config: Any) -> None:
             f"config['configurable'] must be a dict, e.g. {{'thread_id': '1'}}, "
             f"got {describe(conf)}"
         )
+    ns = conf.get(CONFIG_KEY_CHECKPOINT_NS, "")
+    if type(ns) is not str:
+        raise TypeError(
+            "config['configurable']['checkpoint_ns'] must be a str ('' for the root graph, "
+            f"or leave it out), got {describe(ns)}"
+        )
+    meta = config.get("metadata")
+    if meta is not None and not isinstance(meta, Mapping):
+        raise TypeError(f"config['metadata'] must be a dict, got {describe(meta)}")
     if "recursion_limit" in config:
         limit = config["recursion_limit"]
         if type(limit) is not int and not _is_integral(limit):
@@ -207,6 +217,25 @@ def check_config(config: Any) -> None:
                 f"config['recursion_limit'] must be 1 or more (the number of supersteps a "
                 f"run may take), got {limit}"
             )
+
+
+def check_interrupt_nodes(label: str, value: Any, nodes: Iterable[str]) -> Sequence[str] | str:
+    """``interrupt_before``/``interrupt_after``: ``"*"``, a node name or a
+    list of them, each a node of the graph. A lone name is that node (not a
+    string whose substrings name nodes); returns the names as a tuple."""
+    if value == "*":
+        return "*"
+    names = (value,) if isinstance(value, str) else value
+    if not isinstance(names, (Sequence, Set)) or isinstance(names, bytes):
+        raise TypeError(
+            f"{label}= must be '*', a node name or a list of them, got {describe(value)}"
+        )
+    known = set(nodes)
+    for name in names:
+        if not isinstance(name, str) or name not in known:
+            shown = name if isinstance(name, str) else describe(name)
+            raise ValueError(f"{label} names unknown node {shown!r}; nodes: {sorted(known)}")
+    return tuple(names)
 
 
 def check_stream_mode(mode: Any) -> None:
