@@ -4,15 +4,16 @@ The run core (``_core.loop.PregelLoop``) and its parts never call a saver, a
 cache, a lock, a thread or an event loop: where a run needs I/O they return
 one of these, and a performer (``_core.perform.SyncPregelLoop`` or
 ``AsyncPregelLoop``) makes it. One effect is one saver or cache call, so
-the hot path pays one small tuple per call it would make anyway.
+the hot path pays one small object per call it would make anyway.
 
 Effects, and what the performer makes of each:
 
 - ``ReadThreadGate``: the thread's run-control mark, and with ``queued``
   the state of its queued run (``get_thread_gate``; a worker's lease reads
-  only the mark, ``get_thread_control``). Start-up; the answer is sent back.
-- ``PollMark``: poll the mark while the run runs (``WATCHER``, or the
-  event loop's ``awatch``), until the run ends. Start-up.
+  only the mark, ``get_thread_control``); then the mark is polled while the
+  run runs (``WATCHER``, or the event loop's ``awatch``), until it ends.
+  Start-up; the answer is sent back (a run refused by it stops polling as
+  it releases the thread).
 - ``LoadCheckpoint``: ``get_tuple``. Start-up; the answer is sent back.
 - ``SaveCheckpoint``: ``put``.
 - ``SaveWrites``: ``put_writes``, with the attempt records of the task in
@@ -41,7 +42,7 @@ handed to the stream-output part when the run is built.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 if TYPE_CHECKING:
     from pregelkit.checkpoint.attempts import AttemptRow
@@ -52,7 +53,6 @@ __all__ = [
     "CacheKey",
     "Effect",
     "LoadCheckpoint",
-    "PollMark",
     "ReadCache",
     "ReadThreadGate",
     "SaveAttempts",
@@ -69,65 +69,107 @@ Wait = Literal["now", "sync", "async"]
 CacheKey = tuple[Any, str]
 
 
-class ReadThreadGate(NamedTuple):
-    thread_id: str
-    queued: bool
-    """Read the queued run's state too (not when a worker's lease holds the thread)."""
+class _Effect:
+    """An effect's fields are its ``__slots__``: a plain class with an
+    ``__init__`` is made in half the time of a ``NamedTuple`` (whose
+    ``__new__`` is a Python function called through ``type``), and the hot
+    path makes one per task and per step."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({fields})"
 
 
-class PollMark(NamedTuple):
-    """Poll the thread's mark while the run runs (its answers go to ``ThreadMark.seen``)."""
+class ReadThreadGate(_Effect):
+    """Read the thread's mark (with ``queued``, the queued run's state too: not
+    when a worker's lease holds the thread), then poll the mark while the
+    run runs (its answers go to ``ThreadMark.seen``), until the run ends."""
 
-    thread_id: str
+    __slots__ = ("queued", "thread_id")
 
-
-class LoadCheckpoint(NamedTuple):
-    config: dict[str, Any]
-
-
-class SaveCheckpoint(NamedTuple):
-    config: dict[str, Any]
-    checkpoint: Checkpoint
-    metadata: dict[str, Any]
-    versions: dict[str, Any]
-    wait: Wait
+    def __init__(self, thread_id: str, queued: bool) -> None:
+        self.thread_id, self.queued = thread_id, queued
 
 
-class SaveWrites(NamedTuple):
-    config: dict[str, Any]
-    writes: list[tuple[str, Any]]
-    task_id: str
-    path: str
-    who: str
-    attempts: Sequence[AttemptRow]
-    wait: Wait
+class LoadCheckpoint(_Effect):
+    __slots__ = ("config",)
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
 
 
-class SaveAttempts(NamedTuple):
-    thread_id: str
-    rows: list[AttemptRow]
-    wait: Wait
+class SaveCheckpoint(_Effect):
+    __slots__ = ("checkpoint", "config", "metadata", "versions", "wait")
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        checkpoint: Checkpoint,
+        metadata: dict[str, Any],
+        versions: dict[str, Any],
+        wait: Wait,
+    ) -> None:
+        self.config, self.checkpoint, self.metadata = config, checkpoint, metadata
+        self.versions, self.wait = versions, wait
 
 
-class SaveStarts(NamedTuple):
-    records: AttemptRecords
-    wait: Wait
+class SaveWrites(_Effect):
+    __slots__ = ("attempts", "config", "path", "task_id", "wait", "who", "writes")
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        writes: list[tuple[str, Any]],
+        task_id: str,
+        path: str,
+        who: str,
+        attempts: Sequence[AttemptRow],
+        wait: Wait,
+    ) -> None:
+        self.config, self.writes, self.task_id, self.path = config, writes, task_id, path
+        self.who, self.attempts, self.wait = who, attempts, wait
 
 
-class SetMark(NamedTuple):
-    thread_id: str
-    mark: str | None
-    wait: Wait
+class SaveAttempts(_Effect):
+    __slots__ = ("rows", "thread_id", "wait")
+
+    def __init__(self, thread_id: str, rows: list[AttemptRow], wait: Wait) -> None:
+        self.thread_id, self.rows, self.wait = thread_id, rows, wait
 
 
-class ReadCache(NamedTuple):
-    keys: list[CacheKey]
+class SaveStarts(_Effect):
+    __slots__ = ("records", "wait")
+
+    def __init__(self, records: AttemptRecords, wait: Wait) -> None:
+        self.records, self.wait = records, wait
 
 
-class WriteCache(NamedTuple):
-    pairs: Mapping[CacheKey, tuple[list[tuple[str, Any]], int | None]]
-    fresh: dict[CacheKey, list[tuple[str, Any]]]
-    wait: Wait
+class SetMark(_Effect):
+    __slots__ = ("mark", "thread_id", "wait")
+
+    def __init__(self, thread_id: str, mark: str | None, wait: Wait) -> None:
+        self.thread_id, self.mark, self.wait = thread_id, mark, wait
+
+
+class ReadCache(_Effect):
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: list[CacheKey]) -> None:
+        self.keys = keys
+
+
+class WriteCache(_Effect):
+    __slots__ = ("fresh", "pairs", "wait")
+
+    def __init__(
+        self,
+        pairs: Mapping[CacheKey, tuple[list[tuple[str, Any]], int | None]],
+        fresh: dict[CacheKey, list[tuple[str, Any]]],
+        wait: Wait,
+    ) -> None:
+        self.pairs, self.fresh, self.wait = pairs, fresh, wait
 
 
 Save = Union[SaveCheckpoint, SaveWrites, SaveAttempts, SaveStarts, SetMark, WriteCache]
@@ -135,7 +177,6 @@ Save = Union[SaveCheckpoint, SaveWrites, SaveAttempts, SaveStarts, SetMark, Writ
 
 Effect = Union[
     ReadThreadGate,
-    PollMark,
     LoadCheckpoint,
     SaveCheckpoint,
     SaveWrites,

@@ -41,26 +41,28 @@ __all__ = [
 def put_writes(saver: BaseCheckpointSaver[Any], effect: SaveWrites) -> None:
     """Save a task's writes (with its attempt records, in the same call); a
     value the serializer refuses names who wrote it (``effect.who``)."""
-    config, writes, task_id, path, who, attempts, _ = effect
+    writes, attempts = effect.writes, effect.attempts
     try:
         if attempts:
-            saver.put_writes(config, writes, task_id, path, attempts=attempts)
+            saver.put_writes(effect.config, writes, effect.task_id, effect.path, attempts=attempts)
         else:
-            saver.put_writes(config, writes, task_id, path)
+            saver.put_writes(effect.config, writes, effect.task_id, effect.path)
     except SerdeError as exc:
-        raise _explain(exc, writes, who) from exc
+        raise _explain(exc, writes, effect.who) from exc
 
 
 async def aput_writes(saver: BaseCheckpointSaver[Any], effect: SaveWrites) -> None:
     """The async twin of ``put_writes``."""
-    config, writes, task_id, path, who, attempts, _ = effect
+    writes, attempts = effect.writes, effect.attempts
     try:
         if attempts:
-            await saver.aput_writes(config, writes, task_id, path, attempts=attempts)
+            await saver.aput_writes(
+                effect.config, writes, effect.task_id, effect.path, attempts=attempts
+            )
         else:
-            await saver.aput_writes(config, writes, task_id, path)
+            await saver.aput_writes(effect.config, writes, effect.task_id, effect.path)
     except SerdeError as exc:
-        raise _explain(exc, writes, who) from exc
+        raise _explain(exc, writes, effect.who) from exc
 
 
 def _explain(exc: SerdeError, writes: Sequence[tuple[str, Any]], who: str) -> SerdeError:
@@ -139,7 +141,8 @@ class SerialLane:
         self.job: Future[None] | None = None
         """The hand-off draining the queue; None while the lane is idle."""
 
-    def put(self, fn: Callable[..., Any], *args: Any, apart: bool = False) -> None:
+    def put(self, fn: Callable[..., Any], args: tuple[Any, ...], apart: bool = False) -> None:
+        """Queue ``fn(*args)``; ``apart``: a cache save (see ``_split``)."""
         if self.faults.saver_failure is not None:
             self.faults.skip(describe_call(fn, args))
             return
@@ -210,7 +213,8 @@ class AsyncSerialLane:
         self.task: asyncio.Task[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
 
-    def put(self, afn: Callable[..., Any], *args: Any, apart: bool = False) -> None:
+    def put(self, afn: Callable[..., Any], args: tuple[Any, ...], apart: bool = False) -> None:
+        """Queue ``afn(*args)``; ``apart``: a cache save (see ``_split``)."""
         if self.faults.saver_failure is not None:
             self.faults.skip(describe_call(afn, args))
             return

@@ -54,7 +54,6 @@ from pregelkit.pregel._core.effects import (
     CacheKey,
     Effect,
     LoadCheckpoint,
-    PollMark,
     ReadCache,
     Save,
     SaveCheckpoint,
@@ -255,14 +254,13 @@ class PregelLoop:
     # start-up
     def start(self) -> Generator[Effect, Any, None]:
         """The run's start: read the thread's mark, load its checkpoint (and
-        the latest, when the caller names a past one), take the input and
-        save what it writes; the answers of reads are sent back (nothing
-        is sent for a save)."""
+        the latest, when the caller names a past one), take the input
+        (``RunInput`` says how) and save what it writes; the answers of
+        reads are sent back (nothing is sent for a save)."""
         gate = self.mark.gate()
         if gate is not None:
             mark, queued = yield gate
             self.mark.opened(mark, queued)
-            yield PollMark(gate.thread_id)
         saved: CheckpointTuple | None = None
         newest: CheckpointTuple | None = None
         if self.checkpointer is not None:
@@ -271,14 +269,40 @@ class PregelLoop:
             if saved is not None and latest is not None:
                 newest = yield LoadCheckpoint(latest)
                 saved = self.input.replay(saved, newest)
-        yield from self._setup(saved, newest)
+        self._setup(saved, newest)
+        start = self.input.start(
+            self.run,
+            self.checkpoint["channel_versions"],
+            self.checkpoint_pending_writes,
+            self.calls.done,
+            self.channels,
+            self.checkpoint_metadata.get("source"),
+        )
+        for writes in (start.resume, start.update):
+            if writes:
+                yield from self.put_writes(NULL_TASK_ID, writes)
+        if start.update:
+            self.calls.null.extend(start.update)
+        if start.input is None:
+            self.updated_channels = yield from self._resume(start.forks)
+        else:
+            self.checkpoint_pending_writes = []
+            self.calls.clear()
+            self.run.resume_writes.clear()
+            changed: set[str] = set()
+            # no values chunk for the input itself: LangGraph shows values after
+            # each step (and where a resumed run stands), not the input written
+            self.updated_channels = self._apply(
+                [PregelTaskWrites((), INPUT, start.input, ())], changed
+            )
+            if (checkpoint := self._put_checkpoint({"source": "input"}, changed)) is not None:
+                yield checkpoint
         accepted = self.mark.accepted()
         if accepted is not None:
             yield accepted
 
-    def _setup(
-        self, saved: CheckpointTuple | None, latest: CheckpointTuple | None
-    ) -> Generator[Effect, Any, None]:
+    def _setup(self, saved: CheckpointTuple | None, latest: CheckpointTuple | None) -> None:
+        """The run's state from the checkpoint it starts from (``saved``)."""
         asked = self.checkpoint_config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
         if saved is None and asked and not self.is_nested:
             raise ValueError(
@@ -336,36 +360,7 @@ class PregelLoop:
         self.calls.index(pending, self.run.resume_writes)
         if PREVIOUS in channels and channels[PREVIOUS].is_available():
             self.run.previous = channels[PREVIOUS].get()
-        self.updated_channels = yield from self._first()
         self.run.checkpoint_id = self.checkpoint["id"]
-
-    def _first(self) -> Generator[Effect, Any, set[str] | None]:
-        """Take the input (``RunInput`` says how) and save what it writes."""
-        start = self.input.start(
-            self.run,
-            self.checkpoint["channel_versions"],
-            self.checkpoint_pending_writes,
-            self.calls.done,
-            self.channels,
-            self.checkpoint_metadata.get("source"),
-        )
-        for writes in (start.resume, start.update):
-            if writes:
-                yield from self.put_writes(NULL_TASK_ID, writes)
-        if start.update:
-            self.calls.null.extend(start.update)
-        if start.input is None:
-            return (yield from self._resume(start.forks))
-        self.checkpoint_pending_writes = []
-        self.calls.clear()
-        self.run.resume_writes.clear()
-        changed: set[str] = set()
-        # no values chunk for the input itself: LangGraph shows values after
-        # each step (and where a resumed run stands), not the input written
-        updated = self._apply([PregelTaskWrites((), INPUT, start.input, ())], changed)
-        if (checkpoint := self._put_checkpoint({"source": "input"}, changed)) is not None:
-            yield checkpoint
-        return updated
 
     def _resume(self, forks: bool) -> Generator[Effect, Any, set[str] | None]:
         """Resuming: plan every node, as nothing says what changed last.

@@ -31,7 +31,6 @@ from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.pregel._core.effects import (
     Effect,
     LoadCheckpoint,
-    PollMark,
     ReadCache,
     ReadThreadGate,
     Save,
@@ -102,13 +101,14 @@ def _call_of(
     """The saver or cache call that makes a saving ``effect`` (awaitable with ``aio``)."""
     if type(effect) is SaveWrites:  # the per-task one first
         return (aput_writes if aio else put_writes), (saver, effect)
+    if type(effect) is SaveCheckpoint:  # the per-step one
+        assert saver is not None
+        c = effect
+        return (saver.aput if aio else saver.put), (c.config, c.checkpoint, c.metadata, c.versions)
     if isinstance(effect, WriteCache):
         assert cache is not None
         return (_acache_set if aio else _cache_set), (cache, effect)
     assert saver is not None
-    if isinstance(effect, SaveCheckpoint):
-        c = effect
-        return (saver.aput if aio else saver.put), (c.config, c.checkpoint, c.metadata, c.versions)
     if isinstance(effect, SaveAttempts):
         fn = saver.aput_attempts if aio else saver.put_attempts
         return fn, (effect.thread_id, effect.rows)
@@ -264,18 +264,18 @@ class SyncPregelLoop(_Performer):
     def _answer(self, effect: Effect) -> Any:
         """Make a start-up effect; its answer."""
         saver = self.checkpointer
-        if isinstance(effect, LoadCheckpoint):
+        if type(effect) is LoadCheckpoint:
             assert saver is not None
             return saver.get_tuple(effect.config)
         if isinstance(effect, ReadThreadGate):
             assert saver is not None
             if effect.queued:
-                return saver.get_thread_gate(effect.thread_id)
-            return saver.get_thread_control(effect.thread_id), None
-        if isinstance(effect, PollMark):
+                gate = saver.get_thread_gate(effect.thread_id)
+            else:
+                gate = saver.get_thread_control(effect.thread_id), None
             self._unwatch = WATCHER.add(self._poll)
-            return None
-        assert not isinstance(effect, ReadCache)
+            return gate
+        assert not isinstance(effect, (ReadCache, LoadCheckpoint))
         self.perform(effect)
         return None
 
@@ -325,7 +325,7 @@ class SyncPregelLoop(_Performer):
             fn, args = _call_of(effect, self.checkpointer, self.cache, False)
         wait = effect.wait
         if wait == "async":
-            self._lane.put(fn, *args, apart=type(effect) is WriteCache)
+            self._lane.put(fn, args, type(effect) is WriteCache)
         elif wait == "sync":
             save_now(self.core.faults, self.core.step, fn, *args)
         else:
@@ -407,18 +407,18 @@ class AsyncPregelLoop(_Performer):
     async def _answer(self, effect: Effect) -> Any:
         """Make a start-up effect; its answer (saves of the input wait for ``settle``)."""
         saver = self.checkpointer
-        if isinstance(effect, LoadCheckpoint):
+        if type(effect) is LoadCheckpoint:
             assert saver is not None
             return await saver.aget_tuple(effect.config)
         if isinstance(effect, ReadThreadGate):
             assert saver is not None
             if effect.queued:
-                return await saver.aget_thread_gate(effect.thread_id)
-            return await saver.aget_thread_control(effect.thread_id), None
-        if isinstance(effect, PollMark):
+                gate = await saver.aget_thread_gate(effect.thread_id)
+            else:
+                gate = await saver.aget_thread_control(effect.thread_id), None
             self._aunwatch = awatch(self._aloop, self._apoll, self.run_stop)
-            return None
-        assert not isinstance(effect, ReadCache)
+            return gate
+        assert not isinstance(effect, (ReadCache, LoadCheckpoint))
         if effect.wait == "now":
             afn, args = _call_of(effect, saver, self.cache, True)
             await afn(*args)
@@ -494,7 +494,7 @@ class AsyncPregelLoop(_Performer):
             return None
         if on_loop(self._aloop):
             afn, args = _call_of(effect, self.checkpointer, self.cache, True)
-            self._lane.put(afn, *args, apart=type(effect) is WriteCache)
+            self._lane.put(afn, args, type(effect) is WriteCache)
         else:
             self._aloop.call_soon_threadsafe(self.perform, effect)
         return None
