@@ -160,7 +160,7 @@ class RunDriver:
         graph = self.graph
         core = self._core(emit, True)
         loop = AsyncPregelLoop(core)
-        stop = core.run_stop
+        stop = loop.run_stop
         if not core.is_nested:
             stop.owner = asyncio.current_task()
         with _Running(self, core):

@@ -11,7 +11,7 @@ Its parts are objects built here, each with its own state: the input
 (``_core.input.RunInput``), call records and replay (``_core.calls``), the
 cache (``_core.cache``), run control (``_core.mark.ThreadMark``) and
 attempt records (``_core.records``), stream output (``_core.stream``);
-``_core.lineage`` holds the ids of its checkpoints and the channel versions.
+``_core.lineage`` holds the ids of its checkpoints and how their channels are versioned.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from pregelkit.pregel._core.effects import (
 from pregelkit.pregel._core.failed_saves import RunFaults
 from pregelkit.pregel._core.input import RunInput
 from pregelkit.pregel._core.lanes import writer_name
-from pregelkit.pregel._core.lineage import Lineage, Versions
+from pregelkit.pregel._core.lineage import Lineage
 from pregelkit.pregel._core.mark import ThreadMark
 from pregelkit.pregel._core.records import AttemptRecords
 from pregelkit.pregel._core.stream import (
@@ -73,13 +73,13 @@ from pregelkit.pregel._core.stream import (
     interrupted_values,
     tee,
 )
-from pregelkit.pregel._exec.attempts import AttemptEvents
 from pregelkit.pregel._exec.stop import DRAINED, RunStop
 from pregelkit.pregel._graph.call import Call
 from pregelkit.pregel._graph.scope import RunContext, TaskScope
 from pregelkit.pregel._plan.algo import (
     Planner,
     PregelTaskWrites,
+    apply_writes,
     increment,
     prepare_next_tasks,
     prepare_push_call,
@@ -210,9 +210,6 @@ class PregelLoop:
             self.run,
             starts=durability != "exit",
         )
-        self.versions = Versions(
-            checkpointer.get_next_version if checkpointer is not None else increment
-        )
 
     # what the core is asked about
     @property
@@ -334,15 +331,17 @@ class PregelLoop:
             pns = pconf.get(CONFIG_KEY_CHECKPOINT_NS, "")
             if (pid := self.parent_scope.run.checkpoint_id) is not None:
                 parents[pns] = pid
-        self.lineage = Lineage(
+        saver = self.checkpointer
+        self.lineage = lineage = Lineage(
             max(cp["id"], latest.checkpoint["id"] if latest else ""),
             cp["id"] if saved.pending_writes is not None else None,
             saved.parent_config,
             parents,
+            saver.get_next_version if saver is not None else increment,
         )
         values = self.checkpoint["channel_values"]
         channels: dict[str, BaseChannel[Any, Any, Any]] = {}
-        live = self.versions.live_ephemeral
+        live = lineage.live_ephemeral
         for name, spec in self.graph.channels.items():
             c = spec.from_checkpoint(values.get(name, MISSING))
             c.key = name
@@ -351,7 +350,7 @@ class PregelLoop:
                 live.add(name)
         self.channels = channels
         versions = self.checkpoint["channel_versions"]
-        self.versions.max = max(versions.values()) if versions else None
+        lineage.max_version = max(versions.values()) if versions else None
         self.step = int(saved.metadata.get("step", -2)) + 1
         recursion_limit = int(self.run.base_config.get("recursion_limit", 25))
         self.stop = self.step + recursion_limit + 1
@@ -381,8 +380,22 @@ class PregelLoop:
         return None
 
     def _apply(self, tasks: Sequence[Any], changed: set[str]) -> set[str]:
-        trigger_to_nodes = self.graph.trigger_to_nodes
-        return self.versions.apply(self.checkpoint, self.channels, tasks, trigger_to_nodes, changed)
+        """Apply ``tasks``' writes; the channels updated (``changed``: whose version moved)."""
+        lineage = self.lineage
+        updated = apply_writes(
+            self.checkpoint,
+            self.channels,
+            tasks,
+            lineage.next_version,
+            self.graph.trigger_to_nodes,
+            live_ephemeral=lineage.live_ephemeral,
+            changed=changed,
+            max_version=lineage.max_version,
+        )
+        if changed:
+            versions = self.checkpoint["channel_versions"]
+            lineage.max_version = max(versions[c] for c in changed if c in versions)
+        return updated
 
     # steps
     def tick(self) -> bool:
@@ -730,10 +743,6 @@ class PregelLoop:
     def remember_call(self, task_id: str, writes: list[tuple[str, Any]]) -> None:
         """A finished call, replayed if its caller runs again in this step."""
         self.calls.remember(task_id, writes)
-
-    def attempt_events(self) -> AttemptEvents | None:
-        """What the runner tells of attempts, or None when nobody listens."""
-        return self.attempts.events(self)
 
     def check_saved(self) -> None:
         """Raise the run's storage failure, if a save has failed: asked before

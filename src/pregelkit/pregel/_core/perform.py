@@ -214,14 +214,17 @@ class _Performer(ABC):
         return result
 
     def attempt_events(self) -> AttemptEvents | None:
-        events = self.core.attempt_events()
-        if self.core.attempts.watch():
+        attempts = self.core.attempts
+        events = attempts.events(self.core)
+        if attempts.watch():
             _START_SAVER.watch(self)  # have the start saver look at this run
         return events
 
     def after_tick(self) -> None:
-        self.perform_all(self.core.after_tick())
-        self.core.go_on()
+        core = self.core
+        for effect in core.after_tick():  # perform_all, written out: once per step
+            self.perform(effect)
+        core.go_on()
 
     def _finish(self, exc: BaseException | None) -> bool:
         if self.core.attempts.close():
@@ -318,9 +321,15 @@ class SyncPregelLoop(_Performer):
         return suppress
 
     def perform(self, effect: Save) -> Any:
-        if type(effect) is SaveWrites:  # _call_of's first case, inline: once per task
-            fn: Callable[..., Any] = put_writes
-            args: tuple[Any, ...] = (self.checkpointer, effect)
+        # _call_of's first cases, inline: once per task and once per step
+        fn: Callable[..., Any]
+        args: tuple[Any, ...]
+        if type(effect) is SaveWrites:
+            fn, args = put_writes, (self.checkpointer, effect)
+        elif type(effect) is SaveCheckpoint:
+            assert self.checkpointer is not None
+            c = effect
+            fn, args = self.checkpointer.put, (c.config, c.checkpoint, c.metadata, c.versions)
         else:
             fn, args = _call_of(effect, self.checkpointer, self.cache, False)
         wait = effect.wait

@@ -171,7 +171,7 @@ def interrupted_values(run: PregelLoop) -> Any:
         copy_checkpoint(run.checkpoint),
         channels,
         run.tasks.values(),
-        run.versions.next,
+        run.lineage.next_version,
         run.graph.trigger_to_nodes,
     )
     keys = (run.output_keys,) if isinstance(run.output_keys, str) else run.output_keys
