@@ -233,7 +233,7 @@ class _Running:
                 raise outcome from (None if isinstance(exc, StopRequested) else exc)
         finally:
             self.detach()
-            core.run_stop.forget(core.run.runner)
+            _end(core)
 
 
 def _nothing() -> None:
@@ -276,6 +276,17 @@ def _runner(loop: SyncPregelLoop | AsyncPregelLoop, *, is_async: bool) -> Pregel
     loop.core.run.runner = runner
     loop.run_stop.runners.append(runner)
     return runner
+
+
+def _end(core: PregelLoop) -> None:
+    """The run is over: its runner leaves its stop and its run context. A task
+    call made after this (from an attempt abandoned at a timeout, still
+    running) finds no runner and is refused; and since the runner holds the
+    performer, which holds the core, which holds the context, dropping it lets
+    the run's objects go as soon as the caller lets go of them, instead of
+    waiting, as one cycle, for the garbage collector."""
+    core.run_stop.forget(core.run.runner)
+    core.run.runner = None
 
 
 def _final_output(modes: frozenset[str], loop: PregelLoop) -> tuple[Raw, ...]:

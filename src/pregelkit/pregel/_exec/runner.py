@@ -260,11 +260,16 @@ class PregelRunner:
         """An async run with a cache reads it for a call ``schedule_task``
         left unread, off the event loop (``LoopPort.alookup_call``)."""
         self.is_async = is_async
-        self._perform: Callable[[PregelExecutableTask], Any] = (
-            self._arun_and_commit if is_async else self._run_and_commit
+        # functions, called with the runner: a runner holding bound methods of
+        # its own is a reference cycle, and the whole run hanging from it would
+        # wait for the garbage collector instead of going when the run ends
+        self._perform: Callable[[PregelRunner, PregelExecutableTask], Any] = (
+            PregelRunner._arun_and_commit if is_async else PregelRunner._run_and_commit
         )
         """Runs a task and commits how it ended: what the executor is given."""
-        self._twin: Callable[..., Any] = self._arun_twin if is_async else self._run_twin
+        self._twin: Callable[..., Any] = (
+            PregelRunner._arun_twin if is_async else PregelRunner._run_twin
+        )
         self.retry_policy: Sequence[RetryPolicy] | None = None
         self.schedule_task: ScheduleTask | None = None
         self.futures: FuturesDict | None = None
@@ -432,10 +437,12 @@ class PregelRunner:
             )
         elif first is not None:
             fut = self.submit(
-                self._twin, task, *first, __next_tick__=True, __reraise_on_exit__=False
+                self._twin, self, task, *first, __next_tick__=True, __reraise_on_exit__=False
             )
         else:
-            fut = self.submit(self._perform, task, __next_tick__=True, __reraise_on_exit__=False)
+            fut = self.submit(
+                self._perform, self, task, __next_tick__=True, __reraise_on_exit__=False
+            )
         if first is None and task.cache_key is not None:
             self.running.track(task, fut)
         SKIP_RERAISE_SET.add(fut)
@@ -566,7 +573,7 @@ class PregelRunner:
                 return
         else:
             for t in tasks:
-                futures[self.submit(self._perform, t)] = t
+                futures[self.submit(self._perform, self, t)] = t
         deadline = None if step is None else step.started + (timeout or 0.0)
         while futures.counter > 0 and not futures.failed:
             if self.timeouts:
