@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from types import ModuleType, TracebackType
-from typing import Any, Generic, Literal, NamedTuple, TypeAlias, TypeVar
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 __all__ = [
     "all_statements",
@@ -48,7 +48,7 @@ Plan: TypeAlias = Generator[Any, Any, T]
 Fetch: TypeAlias = Literal["one", "all", "many", "count"] | None
 
 
-class Statement(NamedTuple):
+class Statement:
     """Run ``sql`` with ``params``. ``fetch``: ``"one"`` sends back the first
     row (or ``None``), ``"all"`` every row, ``"many"`` runs the statement once
     per parameter row (``executemany``), ``"count"`` sends back how many rows
@@ -56,13 +56,20 @@ class Statement(NamedTuple):
     (restarting TTLs), which a driver may run in a transaction of its own
     after the plan's.
 
-    A tuple, not a dataclass: a run makes a dozen, and a frozen dataclass
-    costs several times more to build."""
+    A class with slots, neither a dataclass nor a NamedTuple: a run makes a
+    dozen, a frozen dataclass costs several times more to build, and a
+    NamedTuple's ``__new__`` is a Python function called through ``type``
+    (twice the cost of this ``__init__``)."""
 
-    sql: str
-    params: Any = ()
-    fetch: Fetch = None
-    later: bool = False
+    __slots__ = ("fetch", "later", "params", "sql")
+
+    def __init__(
+        self, sql: str, params: Any = (), fetch: Fetch = None, later: bool = False
+    ) -> None:
+        self.sql, self.params, self.fetch, self.later = sql, params, fetch, later
+
+    def __repr__(self) -> str:
+        return f"Statement({self.sql!r}, {self.params!r}, {self.fetch!r}, later={self.later!r})"
 
 
 class Dialect:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from types import ModuleType
-from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pregelkit._internal._plan import Dialect, Plan, Statement
 from pregelkit.checkpoint import _runqueue
@@ -216,19 +216,35 @@ def put_thread_control(sql: SaverSQL, thread_id: str, mark: str | None) -> Plan[
         yield Statement(sql.upsert_thread_control, (thread_id, mark))
 
 
-class Call(NamedTuple, Generic[T]):
+class Call(Generic[T]):
     """A saver call: the plan ``make()`` builds, and how to run it.
     ``writes``: the plan writes; ``single``: it runs one statement, which
     needs no transaction of its own (SQLite takes the shortcut);
     ``pipelined``: its statements may go out as one pipeline (PostgreSQL).
-    ``thread_id`` names the thread in errors."""
+    ``about``: the thread it is about (its id, or the config that names it),
+    for errors: its ``thread_id`` is read only when one needs it. (A class
+    with slots: a saver makes one a call, and a NamedTuple costs twice as
+    much to build.)"""
 
-    make: Callable[[], Plan[T]]
-    operation: str
-    thread_id: str | None = None
-    writes: bool = False
-    single: bool = False
-    pipelined: bool = False
+    __slots__ = ("about", "make", "operation", "pipelined", "single", "writes")
+
+    def __init__(
+        self,
+        make: Callable[[], Plan[T]],
+        operation: str,
+        about: RunnableConfig | str | None = None,
+        writes: bool = False,
+        single: bool = False,
+        pipelined: bool = False,
+    ) -> None:
+        self.make, self.operation, self.about = make, operation, about
+        self.writes, self.single, self.pipelined = writes, single, pipelined
+
+    @property
+    def thread_id(self) -> str | None:
+        """The thread the call is about, named in its errors."""
+        about = self.about
+        return thread_of(about) if isinstance(about, dict) else about
 
 
 class SqlSaver(BaseCheckpointSaver[str]):
@@ -254,7 +270,7 @@ class SqlSaver(BaseCheckpointSaver[str]):
         """The checkpoint ``config`` names, or the latest of its thread and
         namespace; ``None`` if there is none."""
         stored = self._run(
-            Call(partial(read_checkpoint, self._statements, config), "get_tuple", thread_of(config))
+            Call(partial(read_checkpoint, self._statements, config), "get_tuple", config)
         )
         return None if stored is None else decode_checkpoint(self.serde, stored)
 
@@ -304,7 +320,7 @@ class SqlSaver(BaseCheckpointSaver[str]):
                     self._keep_latest,
                 ),
                 "put",
-                thread_of(config),
+                config,
                 writes=True,
             )
         )
@@ -334,7 +350,7 @@ class SqlSaver(BaseCheckpointSaver[str]):
                     attempts,
                 ),
                 "put_writes",
-                thread_of(config),
+                config,
                 writes=True,
                 # the common case, a task that made one write: one statement
                 single=len(writes) == 1 and not attempts and _runqueue.lease_of(config) is None,

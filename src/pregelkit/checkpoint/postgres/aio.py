@@ -238,7 +238,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
             Call(
                 partial(_plans.read_checkpoint, self._statements, config),
                 "get_tuple",
-                _plans.thread_of(config),
+                config,
             )
         )
         return None if stored is None else decode_checkpoint(self.serde, stored)
@@ -255,9 +255,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
         fetched in one query, and no connection is held while the caller
         iterates."""
         query = _sql.list_query(list_scope(config, before), check_filter(filter), limit)
-        for row in await self._arun(
-            Call(partial(_plans.fetch_all, *query), "list", _plans.thread_of(config))
-        ):
+        for row in await self._arun(Call(partial(_plans.fetch_all, *query), "list", config)):
             yield decode_checkpoint(self.serde, _sql.stored_checkpoint(row))
 
     async def aput(
@@ -282,7 +280,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
                     self._keep_latest,
                 ),
                 "put",
-                _plans.thread_of(config),
+                config,
                 writes=True,
             )
         )
@@ -312,7 +310,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
                     attempts,
                 ),
                 "put_writes",
-                _plans.thread_of(config),
+                config,
                 writes=True,
             )
         )

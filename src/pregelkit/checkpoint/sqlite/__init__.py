@@ -331,15 +331,15 @@ class SqliteSaverCore(GroupedSaves, _plans.SqlSaver):
 
         Inside this context's group, the plan runs in the group's
         transaction, once: a fault loses the whole group's transaction."""
-        make, operation, thread_id, writes, single, _ = call
+        make, writes = call.make, call.writes
         plan = make()
         group = open_group(self)
         if group is not None:
-            return self._run_in_group(group, plan, operation, thread_id)
+            return self._run_in_group(group, plan, call)
         run = Run(plan)
         if run.effect is None:
             return run.result
-        if single:
+        if call.single:
             try:
                 with self._connection() as conn:
                     result = drive(run, partial(execute, conn))
@@ -360,7 +360,8 @@ class SqliteSaverCore(GroupedSaves, _plans.SqlSaver):
                     raise
                 delay = attempts.pause_after_failure(code in _BUSY)
                 if delay is None:
-                    raise self._storage_error(operation, thread_id, exc, attempts.tries) from exc
+                    error = self._storage_error(call.operation, call.thread_id, exc, attempts.tries)
+                    raise error from exc
                 time.sleep(delay)
                 run = Run(make())
 

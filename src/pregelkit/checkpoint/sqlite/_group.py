@@ -14,10 +14,13 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pregelkit._internal._plan import Plan, execute
 from pregelkit.errors import StorageError
+
+if TYPE_CHECKING:
+    from pregelkit.checkpoint._plans import Call
 
 __all__ = ["GroupedSaves", "in_group", "open_group"]
 
@@ -181,9 +184,7 @@ class GroupedSaves:
             group.failed = exc  # its rows are gone, whatever SQLite kept
             raise
 
-    def _run_in_group(
-        self, group: Group, plan: Plan[T], operation: str, thread_id: str | None
-    ) -> T:
+    def _run_in_group(self, group: Group, plan: Plan[T], call: Call[T]) -> T:
         """Drive ``plan`` in ``group``, once: the rows of a per-row write
         (``"many"``) are held, to run with the group's other rows of that
         statement; any other statement runs after the held rows are written,
@@ -212,7 +213,7 @@ class GroupedSaves:
             result: T = done.value
             return result
         except BaseException as exc:
-            fault = group.failed = self._group_fault(exc, operation, thread_id)
+            fault = group.failed = self._group_fault(exc, call.operation, call.thread_id)
             if fault is exc:
                 raise
             raise fault from exc
