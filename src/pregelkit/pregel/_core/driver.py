@@ -11,13 +11,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import CONF, EVENTS
 from pregelkit._internal._threads import on_loop
 from pregelkit.errors import GraphRecursionError
 from pregelkit.pregel._core.output import DONE, Raw
-from pregelkit.pregel._exec.stop import StopRequested
+from pregelkit.pregel._exec.stop import RunStop, StopRequested
 from pregelkit.pregel._graph.validate import check_config
 from pregelkit.runtime import RunControl
 
@@ -122,14 +122,13 @@ class RunDriver:
             try:
                 runner = _runner(loop, is_async=False)
                 rules = _step_rules(graph, loop, wake)
-                for then in _plan(core):
-                    if then == "run":
-                        loop.match_cached_writes()
-                        for _ in runner.tick(core.pending(), rules, wake):
-                            yield from self._drain()
-                    else:
-                        loop.after_tick()
+                while _next_step(core, stop):
+                    loop.match_cached_writes()
+                    for _ in runner.tick(core.pending(), rules, wake):
                         yield from self._drain()
+                    _step_ran(core, stop)
+                    loop.after_tick()
+                    yield from self._drain()
             except BaseException as exc:
                 stop.aborted(exc)
                 raise
@@ -168,18 +167,17 @@ class RunDriver:
                 try:
                     runner = _runner(loop, is_async=True)
                     rules = _step_rules(graph, loop, wake)
-                    for then in _plan(core):
-                        if then == "run":
-                            await loop.amatch_cached_writes()
-                            await loop.settle()
-                            async for _ in runner.atick(core.pending(), rules, wake):
-                                for event in self._drain():
-                                    yield event
-                            await loop.settle()
-                        else:
-                            await loop.aafter_tick()
+                    while _next_step(core, stop):
+                        await loop.amatch_cached_writes()
+                        await loop.settle()
+                        async for _ in runner.atick(core.pending(), rules, wake):
                             for event in self._drain():
                                 yield event
+                        await loop.settle()
+                        _step_ran(core, stop)
+                        await loop.aafter_tick()
+                        for event in self._drain():
+                            yield event
                 except BaseException as exc:
                     stop.aborted(exc)
                     raise
@@ -240,20 +238,23 @@ def _nothing() -> None:
     return None
 
 
-def _plan(core: PregelLoop) -> Iterator[Literal["run", "save"]]:
-    """The run loop's decisions, written once for ``events`` and ``aevents``
-    (which only wait differently): plan a step, refused once the run is
-    asked to stop; have its tasks run (``"run"``: the driver reads the cache
-    first); refuse to go on from a step a stop left unfinished; have the
-    step's saves made (``"save"``)."""
-    stop = core.run_stop
-    while core.tick():
-        if stop.reason is not None:
-            raise stop.refuse(None)
-        yield "run"
-        if stop.reason is not None and stop.unfinished(core.tasks):
-            raise stop.refuse(None)
-        yield "save"
+def _next_step(core: PregelLoop, stop: RunStop) -> bool:
+    """Plan the run's next step; False when the run is over. Refused once the
+    run is asked to stop. (With ``_step_ran``, the run loop's decisions,
+    written once for ``events`` and ``aevents``, which only wait differently:
+    between the two, the driver reads the cache and has the step's tasks run;
+    after ``_step_ran``, it has the step's saves made.)"""
+    if not core.tick():
+        return False
+    if stop.reason is not None:
+        raise stop.refuse(None)
+    return True
+
+
+def _step_ran(core: PregelLoop, stop: RunStop) -> None:
+    """Refuse to go on from a step a stop left unfinished."""
+    if stop.reason is not None and stop.unfinished(core.tasks):
+        raise stop.refuse(None)
 
 
 def _step_rules(

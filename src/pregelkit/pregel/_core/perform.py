@@ -230,7 +230,8 @@ class _Performer(ABC):
         if self.core.attempts.close():
             _START_SAVER.forget(self)
         suppress, effects = self.core.finish(exc)
-        self.perform_all(effects)
+        for effect in effects:
+            self.perform(effect)
         return suppress
 
 
@@ -490,9 +491,9 @@ class AsyncPregelLoop(_Performer):
         return suppress
 
     def perform(self, effect: Save) -> Any:
-        import asyncio
-
         if effect.wait == "sync":
+            import asyncio
+
             afn, args = _call_of(effect, self.checkpointer, self.cache, True)
             core = self.core
             if on_loop(self._aloop):
@@ -518,9 +519,11 @@ class AsyncPregelLoop(_Performer):
         return pushed
 
     async def aafter_tick(self) -> None:
-        self.perform_all(self.core.after_tick())
+        core = self.core
+        for effect in core.after_tick():  # perform_all, written out: once per step
+            self.perform(effect)
         await self.settle()
-        self.core.go_on()
+        core.go_on()
 
     async def amatch_cached_writes(self) -> None:
         core = self.core
