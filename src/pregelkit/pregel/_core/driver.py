@@ -76,10 +76,12 @@ class RunDriver:
         self.emit: Callable[[tuple[str, ...], str, Any], None] | None = None
 
     def _core(self, emit: Callable[..., None], is_async: bool) -> PregelLoop:
-        from pregelkit.pregel._core.loop import PregelLoop
+        # imported as a module: ``from`` a module that is no package first asks
+        # it for ``__path__``, and the miss is a formatted AttributeError, ~1 us
+        import pregelkit.pregel._core.loop as core_loop
 
         graph = self.graph
-        return PregelLoop(
+        return core_loop.PregelLoop(
             self.input,
             graph=graph,
             config=self.config,
@@ -111,12 +113,13 @@ class RunDriver:
             if wake is not None:
                 wake.set()
 
-        # the run machinery (threads, futures, logging) loads on first run, not on import
-        from pregelkit.pregel._core.perform import SyncPregelLoop
+        # the run machinery (threads, futures, logging) loads on first run, not on
+        # import (as a module: see _core)
+        import pregelkit.pregel._core.perform as performers
 
         graph = self.graph
         core = self._core(emit, False)
-        loop = SyncPregelLoop(core)
+        loop = performers.SyncPregelLoop(core)
         stop = core.run_stop
         with _Running(self, core), loop:
             try:
@@ -154,11 +157,11 @@ class RunDriver:
                     aloop.call_soon_threadsafe(wake.set)
 
         self.emit = emit
-        from pregelkit.pregel._core.perform import AsyncPregelLoop
+        import pregelkit.pregel._core.perform as performers
 
         graph = self.graph
         core = self._core(emit, True)
-        loop = AsyncPregelLoop(core)
+        loop = performers.AsyncPregelLoop(core)
         stop = loop.run_stop
         if not core.is_nested:
             stop.owner = asyncio.current_task()
@@ -271,9 +274,9 @@ def _step_rules(
 
 def _runner(loop: SyncPregelLoop | AsyncPregelLoop, *, is_async: bool) -> PregelRunner:
     """The runner of ``loop``'s run, built on the loop it saves, replays and stops through."""
-    from pregelkit.pregel._exec.runner import PregelRunner
+    import pregelkit.pregel._exec.runner as runners  # as a module: see RunDriver._core
 
-    runner = PregelRunner(loop, is_async=is_async)
+    runner = runners.PregelRunner(loop, is_async=is_async)
     loop.core.run.runner = runner
     loop.run_stop.runners.append(runner)
     return runner
