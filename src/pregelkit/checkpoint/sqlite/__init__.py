@@ -28,7 +28,6 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from contextvars import ContextVar
 from functools import partial
 from typing import Any, TypeVar
 
@@ -49,6 +48,7 @@ from pregelkit.checkpoint.sqlite._filelock import (
     range_is_held,
 )
 from pregelkit.checkpoint.sqlite._group import GroupedSaves, open_group
+from pregelkit.checkpoint.sqlite._held import BUSY, Held, InTransaction, result_code
 from pregelkit.checkpoint.sqlite._walcheckpoint import BACKSTOP_PAGES, WalCheckpointer
 from pregelkit.errors import StorageError
 
@@ -60,20 +60,9 @@ BUSY_TIMEOUT = 30.0
 T = TypeVar("T")
 
 # SQLite's primary result codes that mean the file, not the statement, failed
-_BUSY = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED: another connection holds it
 _FILE_FAULTS = frozenset(
     {3, 8, 10, 11, 13, 14, 26}
 )  # PERM READONLY IOERR CORRUPT FULL CANTOPEN NOTADB
-
-NO_WAIT: ContextVar[bool] = ContextVar("pregelkit_sqlite_no_wait", default=False)
-"""Set by the async saver around a call it makes on the event loop: SQLite
-must not wait for another connection's lock then (busy timeout 0)."""
-
-
-class WouldWait(Exception):
-    """A call made under ``NO_WAIT`` found the database locked by another
-    connection; nothing was written, and the caller makes it again where
-    waiting is allowed."""
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -216,64 +205,13 @@ class SqliteSaverCore(GroupedSaves, _plans.SqlSaver):
             raise
         self._ready = True
 
-    @contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        """The connection, set up, under the saver's lock. Its busy timeout is
-        0 while ``NO_WAIT`` is set (a locked database is then ``WouldWait``),
-        ``busy_timeout`` otherwise; it is changed only when the wish changes."""
-        group = self._join()
-        if group is not None:
-            with self._in_group(group):
-                yield self.conn  # inside this thread's group: its transaction, its lock
-            return
-        me = threading.get_ident()
-        if self._holder == me:
-            raise RuntimeError(
-                "this thread already holds the saver's connection, in a grouped() block "
-                "that is waiting (another asyncio task's agrouped(), paused at an await): "
-                "a sync call here would wait for it forever; from a coroutine, call the "
-                "async method (aget_tuple for get_tuple, ...)"
-            )
-        with self._lock:
-            self._holder = me
-            try:
-                conn = self.conn
-                no_wait = NO_WAIT.get()
-                want = 0 if no_wait else round(self.busy_timeout * 1000)
-                if want != self._busy_ms:
-                    conn.execute(f"PRAGMA busy_timeout = {want}")
-                    self._busy_ms = want
-                if not self._ready:
-                    self._setup_locked()
-                yield conn
-            except sqlite3.DatabaseError as exc:
-                if no_wait and _result_code(exc) in _BUSY:
-                    raise WouldWait(str(exc)) from exc
-                raise
-            finally:
-                self._holder = None
+    def _connection(self) -> Held:
+        """The connection, set up, under the saver's lock (see ``Held``)."""
+        return Held(self)
 
-    @contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
-        """One transaction under the saver's lock. Writes start IMMEDIATE so a
-        busy database makes them wait at BEGIN (``busy_timeout``) rather than
-        fail halfway; reads get one consistent snapshot."""
-        group = self._join()
-        if group is not None:
-            with self._in_group(group):
-                yield self.conn  # part of the group's transaction
-            return
-        with self._connection() as conn:
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            if write:
-                self._committed()
+    def _transaction(self, *, write: bool) -> InTransaction:
+        """One transaction under the saver's lock (see ``InTransaction``)."""
+        return InTransaction(self, write)
 
     def _group_fault(
         self, exc: BaseException, operation: str, thread_id: str | None = None
@@ -282,8 +220,8 @@ class SqliteSaverCore(GroupedSaves, _plans.SqlSaver):
         fault of the file, a ``StorageError`` (the group's transaction is
         lost whole, and is not tried again); anything else as it is."""
         if isinstance(exc, sqlite3.DatabaseError):
-            code = _result_code(exc)
-            if code in _BUSY or code in _FILE_FAULTS:
+            code = result_code(exc)
+            if code in BUSY or code in _FILE_FAULTS:
                 return self._storage_error(operation, thread_id, exc, 1)
         return exc
 
@@ -308,10 +246,10 @@ class SqliteSaverCore(GroupedSaves, _plans.SqlSaver):
                 held.__exit__(type(exc), exc, exc.__traceback__)
                 if not isinstance(exc, sqlite3.DatabaseError):
                     raise
-                code = _result_code(exc)
-                if code not in _BUSY and code not in _FILE_FAULTS:
+                code = result_code(exc)
+                if code not in BUSY and code not in _FILE_FAULTS:
                     raise
-                delay = attempts.pause_after_failure(code in _BUSY)
+                delay = attempts.pause_after_failure(code in BUSY)
                 if delay is None:
                     raise self._storage_error("begin", None, exc, attempts.tries) from exc
                 time.sleep(delay)
@@ -355,10 +293,10 @@ class SqliteSaverCore(GroupedSaves, _plans.SqlSaver):
                 with self._transaction(write=writes) as conn:
                     return drive(run, partial(execute, conn))
             except sqlite3.DatabaseError as exc:
-                code = _result_code(exc)
-                if code not in _BUSY and code not in _FILE_FAULTS:
+                code = result_code(exc)
+                if code not in BUSY and code not in _FILE_FAULTS:
                     raise
-                delay = attempts.pause_after_failure(code in _BUSY)
+                delay = attempts.pause_after_failure(code in BUSY)
                 if delay is None:
                     error = self._storage_error(call.operation, call.thread_id, exc, attempts.tries)
                     raise error from exc
@@ -454,9 +392,3 @@ class SqliteSaver(SqliteSaverCore):
         """Create or migrate the tables; idempotent, and done on first use
         anyway. Also sets WAL mode, ``synchronous=NORMAL`` and ``busy_timeout``."""
         self._setup()
-
-
-def _result_code(exc: sqlite3.DatabaseError) -> int:
-    """SQLite's primary result code of ``exc`` (-1 if it has none)."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    return -1 if code is None else code & 0xFF

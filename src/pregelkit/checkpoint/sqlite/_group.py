@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pregelkit._internal._plan import Plan, execute
@@ -59,6 +60,29 @@ class Group:
         self.owner = threading.get_ident()
         self.rows: dict[str, list[Sequence[Any]]] = {}
         self.failed: BaseException | None = None
+
+
+class GroupFaults:
+    """Around statements of a group itself: a failure is what ``_group_fault``
+    makes of it. (A class, not a ``@contextmanager``: ~1.2 us less a use, two
+    a group.)"""
+
+    __slots__ = ("operation", "saver")
+
+    def __init__(self, saver: GroupedSaves, operation: str) -> None:
+        self.saver = saver
+        self.operation = operation
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is not None:
+            fault = self.saver._group_fault(exc, self.operation)
+            if fault is not exc:
+                raise fault from exc
 
 
 IN_GROUP: ContextVar[tuple[Group, ...]] = ContextVar("pregelkit_sqlite_groups", default=())
@@ -148,26 +172,10 @@ class GroupedSaves:
             self._flush(group)
         return group
 
-    @contextmanager
-    def _faults_in_group(self, operation: str) -> Iterator[None]:
+    def _faults_in_group(self, operation: str) -> GroupFaults:
         """Statements of the group itself (its held rows, its commit); see
         ``_group_fault``."""
-        try:
-            yield
-        except BaseException as exc:
-            fault = self._group_fault(exc, operation)
-            if fault is exc:
-                raise
-            raise fault from exc
-
-    @contextmanager
-    def _in_group(self, group: Group) -> Iterator[None]:
-        """A joined call's statements: a call that fails fails the group."""
-        try:
-            yield
-        except BaseException as exc:
-            group.failed = exc
-            raise
+        return GroupFaults(self, operation)
 
     def _group_lost(self, group: Group) -> StorageError:
         assert group.failed is not None

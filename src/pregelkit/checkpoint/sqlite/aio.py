@@ -33,14 +33,9 @@ from typing import Any, ParamSpec, TypeVar
 from pregelkit._internal._threads import on_executor
 from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint.serde.base import SerializerProtocol
-from pregelkit.checkpoint.sqlite import (
-    BUSY_TIMEOUT,
-    NO_WAIT,
-    SqliteSaverCore,
-    WouldWait,
-    connect,
-)
+from pregelkit.checkpoint.sqlite import BUSY_TIMEOUT, SqliteSaverCore, connect
 from pregelkit.checkpoint.sqlite._group import in_group
+from pregelkit.checkpoint.sqlite._held import NO_WAIT, WouldWait
 
 __all__ = ["AsyncSqliteSaver"]
 
