@@ -162,7 +162,7 @@ class RunDriver:
         graph = self.graph
         core = self._core(emit, True)
         loop = performers.AsyncPregelLoop(core)
-        stop = loop.run_stop
+        stop = core.run_stop
         if not core.is_nested:
             stop.owner = asyncio.current_task()
         with _Running(self, core):
@@ -234,7 +234,14 @@ class _Running:
                 raise outcome from (None if isinstance(exc, StopRequested) else exc)
         finally:
             self.detach()
-            _end(core)
+            # the run is over: its runner leaves its stop and its context. A task
+            # call made after this (from an attempt abandoned at a timeout, still
+            # running) finds no runner and is refused; and as the runner holds the
+            # performer, which holds the core, which holds the context, the run's
+            # objects go as soon as the caller lets go of them, instead of waiting,
+            # one cycle, for the garbage collector
+            core.run_stop.forget(core.run.runner)
+            core.run.runner = None
 
 
 def _nothing() -> None:
@@ -280,17 +287,6 @@ def _runner(loop: SyncPregelLoop | AsyncPregelLoop, *, is_async: bool) -> Pregel
     loop.core.run.runner = runner
     loop.run_stop.runners.append(runner)
     return runner
-
-
-def _end(core: PregelLoop) -> None:
-    """The run is over: its runner leaves its stop and its run context. A task
-    call made after this (from an attempt abandoned at a timeout, still
-    running) finds no runner and is refused; and since the runner holds the
-    performer, which holds the core, which holds the context, dropping it lets
-    the run's objects go as soon as the caller lets go of them, instead of
-    waiting, as one cycle, for the garbage collector."""
-    core.run_stop.forget(core.run.runner)
-    core.run.runner = None
 
 
 def _final_output(modes: frozenset[str], loop: PregelLoop) -> tuple[Raw, ...]:
