@@ -5,7 +5,7 @@ Whole-workload A/B runs cannot see a few microseconds on a loaded machine
 itself, in CPU time, best of several rounds:
 
 - the run's side: an attempt's start and end as the runner reports them
-  (``AttemptEvents``), its end from the task's writes, and the rows taken
+  (``AttemptRecorder``), its end from the task's writes, and the rows taken
   by the save (``AttemptLog``);
 - the saver's side: ``put_writes`` of a functional-API task's two writes
   (its return value and its call record) with and without its attempt row,
@@ -28,7 +28,7 @@ from typing import Any
 from pregelkit.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from pregelkit.checkpoint.memory import InMemorySaver
 from pregelkit.checkpoint.sqlite import SqliteSaver
-from pregelkit.pregel._exec.attempts import AttemptEvents, AttemptLog
+from pregelkit.pregel._exec.recorder import AttemptLog, AttemptRecorder
 
 ROUNDS = 7
 N = 3000
@@ -54,13 +54,13 @@ def best_us(fn: Callable[[int], Any]) -> float:
 
 
 class _Run:
-    """What ``AttemptEvents`` reads of the loop."""
+    """What ``AttemptRecorder`` reads of the loop."""
 
     step = 0
 
 
-def _events(log: AttemptLog) -> AttemptEvents:
-    return AttemptEvents(log, _Run(), None, lambda task, outcome: None)
+def _events(log: AttemptLog) -> AttemptRecorder:
+    return AttemptRecorder(log, _Run(), None, lambda task, outcome: None)
 
 
 def run_side() -> float:

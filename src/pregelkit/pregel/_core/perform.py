@@ -51,8 +51,8 @@ from pregelkit.pregel._core.lanes import (
 )
 from pregelkit.pregel._core.loop import PregelLoop
 from pregelkit.pregel._core.records import AttemptRecords
-from pregelkit.pregel._exec.attempts import START_SAVE_DELAY, AttemptEvents
 from pregelkit.pregel._exec.executor import AsyncBackgroundExecutor, BackgroundExecutor
+from pregelkit.pregel._exec.recorder import START_SAVE_DELAY, AttemptRecorder
 from pregelkit.pregel._exec.stop import WATCHER, RunStop, awatch
 from pregelkit.pregel._graph.call import Call
 from pregelkit.types import PregelExecutableTask
@@ -213,7 +213,7 @@ class _Performer(ABC):
             result = self.perform(effect)
         return result
 
-    def attempt_events(self) -> AttemptEvents | None:
+    def attempt_recorder(self) -> AttemptRecorder | None:
         attempts = self.core.attempts
         events = attempts.events(self.core)
         if attempts.watch():

@@ -22,8 +22,8 @@ from pregelkit.checkpoint.attempts import AttemptRow, Outcome
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.errors import GraphInterrupt, NondeterminismError
 from pregelkit.pregel._core.effects import SaveAttempts, SaveStarts, Wait
-from pregelkit.pregel._exec.attempts import START_SAVE_DELAY, AttemptEvents, AttemptLog, _Run
 from pregelkit.pregel._exec.hooks import AttemptHooks, run_hooks
+from pregelkit.pregel._exec.recorder import START_SAVE_DELAY, AttemptLog, AttemptRecorder, _Run
 from pregelkit.pregel._graph.scope import RunContext, TaskScope
 from pregelkit.types import PregelExecutableTask
 
@@ -62,11 +62,11 @@ class AttemptRecords:
         if self.hooks is not None:
             self.hooks.run_started(run_id)
 
-    def events(self, run: _Run) -> AttemptEvents | None:
+    def events(self, run: _Run) -> AttemptRecorder | None:
         """What the runner tells of attempts, or None when nobody listens."""
         if self.log is None and self.hooks is None:
             return None
-        return AttemptEvents(
+        return AttemptRecorder(
             self.log, run, self.hooks, lambda task, outcome: self.instant(task, run.step, outcome)
         )
 

@@ -5,7 +5,7 @@ commits each task's writes through the run it serves (`port.LoopPort`),
 `retry` decides when to try again, `attempt` runs one attempt, `timeout`
 bounds it, `executor` holds the threads and event-loop tasks, `remote` ships
 an attempt to an external executor, `twins` tracks duplicate calls, `stop`
-carries Ctrl-C and cancellation to running tasks, `attempts` and `hooks` are
+carries Ctrl-C and cancellation to running tasks, `recorder` and `hooks` are
 what each attempt reports.
 
 Knows nothing of checkpoints or savers: what a task's writes become is the

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from pregelkit.pregel._exec.attempts import AttemptEvents
+    from pregelkit.pregel._exec.recorder import AttemptRecorder
     from pregelkit.pregel._exec.stop import RunStop
     from pregelkit.types import PregelExecutableTask
 
@@ -54,5 +54,5 @@ class LoopPort(Protocol):
     def alookup_call(self, pushed: PregelExecutableTask) -> Awaitable[bool]:
         """Read the cache for a call; whether it was a hit."""
 
-    def attempt_events(self) -> AttemptEvents | None:
+    def attempt_recorder(self) -> AttemptRecorder | None:
         """Where attempts are told, or None when nobody listens."""

@@ -16,7 +16,7 @@ from typing import Any
 from pregelkit._internal._current import CURRENT
 from pregelkit.errors import GraphBubbleUp, NodeTimeoutError, ParentCommand
 from pregelkit.pregel._exec.attempt import arun_task, run_task
-from pregelkit.pregel._exec.attempts import AttemptEvents
+from pregelkit.pregel._exec.recorder import AttemptRecorder
 from pregelkit.pregel._exec.remote import arun_remote, run_remote, ships
 from pregelkit.pregel._exec.timeout import abound, bound, is_bounded
 from pregelkit.types import Command, PregelExecutableTask, RetryPolicy
@@ -105,7 +105,7 @@ def _parent_command_writes(task: PregelExecutableTask, exc: ParentCommand) -> bo
 
 
 def _begin(
-    task: PregelExecutableTask, number: int, retries: bool, events: AttemptEvents | None
+    task: PregelExecutableTask, number: int, retries: bool, events: AttemptRecorder | None
 ) -> Any:
     """Start attempt ``number``; returns what ``events`` wants back when it ends.
 
@@ -128,7 +128,7 @@ def _begin(
 
 
 def _ended(
-    events: AttemptEvents | None,
+    events: AttemptRecorder | None,
     task: PregelExecutableTask,
     token: Any,
     exc: BaseException | None,
@@ -148,7 +148,7 @@ def _after_failure(
     exc: BaseException,
     attempts: int,
     policies: Sequence[RetryPolicy],
-    events: AttemptEvents | None,
+    events: AttemptRecorder | None,
     token: Any,
 ) -> float | None:
     """The decision after attempt ``attempts`` raised ``exc``: the seconds to
@@ -204,7 +204,7 @@ def run_with_retry(
     task: PregelExecutableTask,
     retry_policy: Sequence[RetryPolicy] | None = None,
     attempt_failed: Callable[[PregelExecutableTask, BaseException], Any] | None = None,
-    events: AttemptEvents | None = None,
+    events: AttemptRecorder | None = None,
 ) -> Any:
     """Run ``task`` until it succeeds or its retry policies give up.
 
@@ -237,7 +237,7 @@ async def arun_with_retry(
     task: PregelExecutableTask,
     retry_policy: Sequence[RetryPolicy] | None = None,
     attempt_failed: Callable[[PregelExecutableTask, BaseException], Any] | None = None,
-    events: AttemptEvents | None = None,
+    events: AttemptRecorder | None = None,
 ) -> Any:
     """``run_with_retry`` on the event loop: the attempt and the pause are awaited."""
     import asyncio

@@ -18,8 +18,8 @@ from pregelkit._internal._constants import CALL, ERROR, INTERRUPT, NO_WRITES, RE
 from pregelkit._internal._current import CURRENT
 from pregelkit._internal._threads import on_loop
 from pregelkit.errors import GraphBubbleUp, GraphInterrupt, NodeTimeoutError, NondeterminismError
-from pregelkit.pregel._exec.attempts import AttemptEvents
 from pregelkit.pregel._exec.executor import Done, abandon
+from pregelkit.pregel._exec.recorder import AttemptRecorder
 from pregelkit.pregel._exec.retry import arun_with_retry, run_with_retry
 from pregelkit.pregel._exec.timeout import Attempt, step_attempt, step_error
 from pregelkit.pregel._exec.twins import RunningCalls
@@ -248,7 +248,7 @@ class PregelRunner:
         """The id of a call position and the identity recorded there."""
         self.aborted = port.run_stop.aborted
         """Told of a task ended by Ctrl-C or cancellation (``RunStop.aborted``)."""
-        self.attempts: AttemptEvents | None = port.attempt_events()
+        self.attempts: AttemptRecorder | None = port.attempt_recorder()
         """Told of each attempt when attempts are recorded or traced."""
         self.records = port.checkpointer is not None
         """Whether calls are recorded (the run has a checkpointer). Without one

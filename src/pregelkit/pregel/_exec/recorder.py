@@ -30,7 +30,7 @@ from pregelkit.errors import GraphInterrupt, NodeTimeoutError
 from pregelkit.pregel._exec.hooks import AttemptHooks
 from pregelkit.types import PregelExecutableTask
 
-__all__ = ["START_SAVE_DELAY", "AttemptEvents", "AttemptLog", "outcome_of"]
+__all__ = ["START_SAVE_DELAY", "AttemptRecorder", "AttemptLog", "outcome_of"]
 
 
 def _hostname() -> str:
@@ -223,12 +223,12 @@ class AttemptLog:
 
 
 class _Run(Protocol):
-    """What ``AttemptEvents`` reads of the loop: the step running now."""
+    """What ``AttemptRecorder`` reads of the loop: the step running now."""
 
     step: int
 
 
-class AttemptEvents:
+class AttemptRecorder:
     """What the runner tells the loop of attempts: one object for records
     (``log``) and tracing (``hooks``)."""
 
