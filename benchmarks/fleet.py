@@ -140,12 +140,12 @@ def live_workers(saver: BaseCheckpointSaver[Any]) -> int:
     return len(workers)
 
 
-def wait_until(check: Callable[[], bool], timeout: float = 120.0) -> None:
+def wait_until(check: Callable[[], bool], timeout: float = 120.0, pause: float = 0.01) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
             raise TimeoutError("benchmark step timed out")
-        time.sleep(0.01)
+        time.sleep(pause)
 
 
 def _cpu_seconds(pids: list[int]) -> float:
@@ -161,19 +161,48 @@ def _cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def _server_pids(url: str) -> list[int]:
-    """The PostgreSQL server's processes (postmaster and backends); none for SQLite,
-    whose database work is done inside the worker processes."""
+def _postmaster(url: str) -> int | None:
+    """The PostgreSQL server's main process; none for SQLite, whose database
+    work is done inside the worker processes."""
     if not url.startswith("postgresql://"):
-        return []
+        return None
     import psycopg
 
     with psycopg.connect(url) as conn:
         backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
         with open(f"/proc/{backend}/stat") as f:  # while the backend lives
-            postmaster = int(f.read().rsplit(")", 1)[1].split()[1])
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _server_cpu_seconds(postmaster: int | None) -> float:
+    """CPU time the server has used so far, over every backend: those alive
+    now (the workers open theirs after the clock starts) and, through the
+    postmaster's count of its reaped children, those that have exited."""
+    if postmaster is None:
+        return 0.0
+    with open(f"/proc/{postmaster}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    reaped = (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
     with open(f"/proc/{postmaster}/task/{postmaster}/children") as f:
-        return [postmaster, *map(int, f.read().split())]
+        children = list(map(int, f.read().split()))
+    return reaped + _cpu_seconds([postmaster, *children])
+
+
+@dataclass
+class Wire:
+    """What the workers sent PostgreSQL per run (``pg_wire.WireCounter``)."""
+
+    statements: float
+    transactions: float
+    """BEGINs, plus statements run outside an explicit transaction (each
+    its own transaction on the server)."""
+    round_trips: float
+
+    def __str__(self) -> str:
+        return (
+            f"{self.statements:.1f} statements in {self.transactions:.1f} transactions, "
+            f"{self.round_trips:.1f} round trips"
+        )
 
 
 @dataclass
@@ -183,30 +212,95 @@ class Rate:
     """CPU milliseconds per run in the worker processes (SQLite's work included)."""
     server_ms: float
     """CPU milliseconds per run in the PostgreSQL server."""
+    wire: Wire | None = None
 
 
-def throughput(url: str, workers: int, runs: int, workflow: str = "short") -> Rate:
+def throughput(
+    url: str, workers: int, runs: int, workflow: str = "short", counter: Any = None
+) -> Rate:
     """Runs per second of ``workflow`` through ``workers`` worker processes,
-    and the CPU each run cost the workers and the database server."""
+    and the CPU each run cost the workers and the database server, measured
+    as an operator would: ``runs`` queued first, then the workers started;
+    the clock (the database's) runs from the first worker's start of
+    serving to the last run's end, each worker's CPU from its start of
+    serving (its imports and connecting left out). With ``counter`` (a
+    ``pg_wire.WireCounter``) the workers connect through it and the rate
+    says what they sent per run; its hop slows them, so such a pass is not
+    a timed figure."""
     reset(url)
-    procs = start_workers(url, workers, f"fleet_workload:{workflow}")
+    target = f"fleet_workload:{workflow}"
+    with saver_for(url) as saver:
+        wf = getattr(fleet_workload, workflow).copy(checkpointer=saver)
+        handles = [wf.submit(i, cfg(f"t{i}")) for i in range(runs)]
+        postmaster = _postmaster(url)
+        db0 = _server_cpu_seconds(postmaster)
+        sent0 = counter.snapshot() if counter else None
+        procs = start_workers(counter.dsn if counter else url, workers, target)
+        try:
+            cpu0: dict[int, float] = {}
+            started: list[float] = []
+
+            def serving() -> bool:
+                for pid, since in _serving(saver):
+                    if pid not in cpu0:
+                        cpu0[pid] = _cpu_seconds([pid])
+                        started.append(since)
+                return len(cpu0) == workers
+
+            wait_until(serving, 60)
+            # the clock is the database's: asked seldom, the server's CPU is the workers'
+            wait_until(lambda: _done(saver) == runs, 600, pause=0.1)
+            cpu = _cpu_seconds(list(cpu0)) - sum(cpu0.values())
+            db = _server_cpu_seconds(postmaster) - db0
+            sent = counter.snapshot() - sent0 if counter else None
+            elapsed = _last_end(saver) - min(started)
+            assert handles[-1].result() == runs - 1 + 2
+        finally:
+            stop(procs)
+    rate = Rate(runs / elapsed, cpu / runs * 1e3, db / runs * 1e3)
+    if sent is not None:
+        rate.wire = Wire(
+            sent["statements"] / runs,
+            (sent["begin"] + sent["autocommit"]) / runs,
+            sent["round_trips"] / runs,
+        )
+    return rate
+
+
+def _serving(saver: BaseCheckpointSaver[Any]) -> list[tuple[int, float]]:
+    """The workers serving: each one's pid (its id is ``host:pid:suffix``)
+    and when it started serving, by the database's clock (its first
+    heartbeat, which registers it; read before its next one)."""
+
+    def workers(d: Any) -> Any:
+        rows = yield d.q("SELECT worker_id, seen_at FROM pregelkit_workers", (), "all")
+        return [(int(str(w).split(":")[-2]), float(seen)) for w, seen in rows]
+
+    found: list[tuple[int, float]] = saver.run_queue(workers, "bench: workers")
+    return found
+
+
+def _last_end(saver: BaseCheckpointSaver[Any]) -> float:
+    def last(d: Any) -> Any:
+        row = yield d.q("SELECT max(finished_at) FROM pregelkit_runs", (), "one")
+        return float(row[0])
+
+    end: float = saver.run_queue(last, "bench: last end")
+    return end
+
+
+def wire(url: str, runs: int, workflow: str = "short") -> Wire:
+    """Statements, transactions and round trips per run one worker sends
+    (its start and stop left out), counted in a pass of its own."""
+    from pg_wire import WireCounter
+
+    counter = WireCounter(url)
     try:
-        with saver_for(url) as saver:
-            wait_until(lambda: live_workers(saver) == workers, 60)
-            wf = getattr(fleet_workload, workflow).copy(checkpointer=saver)
-            pids = [p.pid for p in procs]
-            server = _server_pids(url)
-            cpu0, db0 = _cpu_seconds(pids), _cpu_seconds(server)
-            started = time.perf_counter()
-            handles = [wf.submit(i, cfg(f"t{i}")) for i in range(runs)]
-            last = handles[-1]
-            wait_until(lambda: _done(saver) == runs, 600)
-            elapsed = time.perf_counter() - started
-            cpu, db = _cpu_seconds(pids) - cpu0, _cpu_seconds(server) - db0
-            assert last.result() == runs - 1 + 2
-        return Rate(runs / elapsed, cpu / runs * 1e3, db / runs * 1e3)
+        counted = throughput(url, 1, runs, workflow, counter).wire
+        assert counted is not None
+        return counted
     finally:
-        stop(procs)
+        counter.close()
 
 
 def _done(saver: BaseCheckpointSaver[Any]) -> int:
@@ -314,18 +408,31 @@ def _rate_row(name: str, what: str, rates: dict[int, Rate]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small run; writes nothing")
+    parser.add_argument(
+        "--only", choices=("SQLite", "PostgreSQL"), help="one database; writes nothing"
+    )
     args = parser.parse_args()
     runs = {"short": 60 if args.quick else 400, "waits": 40 if args.quick else 160}
     load = os.getloadavg()[0]
     rows: list[str] = []
     takeovers: list[str] = []
     fences: list[str] = []
+    sent: list[str] = []
     with tempfile.TemporaryDirectory() as tmp, postgres() as pg:
         for name, url in (("SQLite", os.path.join(tmp, "fleet.db")), ("PostgreSQL", pg)):
+            if args.only not in (None, name):
+                continue
             for workflow, what in WORKLOADS:
                 rates = {n: throughput(url, n, runs[workflow], workflow) for n in (1, 2, 4)}
                 rows.append(_rate_row(name, what.split(":")[0], rates))
                 print(rows[-1], flush=True)
+                if name == "PostgreSQL":
+                    counted = wire(url, runs[workflow], workflow)
+                    sent.append(
+                        f"| {what.split(':')[0]} | {counted.statements:.1f} "
+                        f"| {counted.transactions:.1f} | {counted.round_trips:.1f} |"
+                    )
+                    print(sent[-1], flush=True)
             times = [takeover(url) for _ in range(1 if args.quick else 3)]
             takeovers.append(
                 f"| {name} | {LEASE:g} s | {LEASE * 5 / 3:.2f} s | "
@@ -355,6 +462,16 @@ def main() -> None:
             "| --- | --- | --- | --- | --- | --- | --- |",
             *rows,
             "",
+            "What a worker sends PostgreSQL per run (a pass of its own, one worker, "
+            "through `benchmarks/pg_wire.py`'s counting proxy; transactions are BEGINs "
+            "plus statements outside one; goal for the CPU-light workflow: at most 15 "
+            "statements in 6 transactions, at least 400 runs/s and at most 2 ms of "
+            "worker CPU per run):",
+            "",
+            "| workflow | statements | transactions | round trips |",
+            "| --- | --- | --- | --- |",
+            *sent,
+            "",
             "Time from SIGKILL of the worker holding a run to another worker claiming it "
             "(goal: at most lease + two heartbeats):",
             "",
@@ -374,7 +491,7 @@ def main() -> None:
             END,
         ]
     )
-    if args.quick:
+    if args.quick or args.only:
         print(section)
         return
     text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
