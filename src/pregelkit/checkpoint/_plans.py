@@ -61,6 +61,11 @@ class SaverSQL(Dialect):
         self.insert_blob: str = sql.INSERT_BLOB
         self.upsert_write: str = sql.UPSERT_WRITE
         self.upsert_attempt: str = sql.UPSERT_ATTEMPT
+        self.fenced_checkpoint = _runqueue.fenced_insert(queue, sql.UPSERT_CHECKPOINT)
+        self.fenced_write = _runqueue.fenced_insert(queue, sql.UPSERT_WRITE)
+        self.fenced_attempt = _runqueue.fenced_insert(queue, sql.UPSERT_ATTEMPT)
+        """The upserts of a leased run: each checks the lease (see
+        ``_runqueue.fenced``); params: the row's, then run id and fence."""
         self.select_attempts: str = sql.SELECT_ATTEMPTS
         self.select_thread_control: str = sql.SELECT_THREAD_CONTROL
         self.select_thread_gate: str = sql.SELECT_THREAD_GATE
@@ -122,12 +127,13 @@ def put(
     """The checkpoint row and the blobs of its new versions; ``keep_latest``
     (the shallow savers): then the thread's history before it goes."""
     row, blobs = encode_checkpoint(serde, config, checkpoint, metadata, new_versions)
-    lease = _runqueue.lease_of(config)
-    if lease is not None:
-        yield from _runqueue.check_fence(sql.queue, lease, "put")
     if blobs:
         yield Statement(sql.insert_blob, blobs, "many")
-    yield sql.one_row(sql.upsert_checkpoint, row)
+    lease = _runqueue.lease_of(config)
+    if lease is None:
+        yield sql.one_row(sql.upsert_checkpoint, row)
+    else:
+        yield from _runqueue.fenced(sql.queue, sql.fenced_checkpoint, row, lease, "put")
     if keep_latest:
         yield from prune(sql, [row.thread_id], "keep_latest")
     return checkpoint_config(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
@@ -142,16 +148,24 @@ def put_writes(
     task_path: str,
     attempts: Sequence[AttemptRow] = (),
 ) -> Plan[None]:
-    """A task's writes and attempt rows; a leased run's checks its fence
-    first, in the same transaction. Nothing to save runs no statement."""
-    rows = encode_writes(serde, config, writes, task_id, task_path)
+    """A task's writes and attempt rows; a leased run's last row checks its
+    fence, in the same transaction. Nothing to save runs no statement."""
+    rows = sql.write_rows(encode_writes(serde, config, writes, task_id, task_path))
     lease = _runqueue.lease_of(config)
-    if lease is not None and (rows or attempts):
-        yield from _runqueue.check_fence(sql.queue, lease, "put_writes")
+    last: tuple[str, Any] | None = None
+    if lease is not None:
+        # the transaction's last row carries the fence check
+        if attempts:
+            attempts, last = attempts[:-1], (sql.fenced_attempt, attempts[-1])
+        elif rows:
+            rows, last = rows[:-1], (sql.fenced_write, rows[-1])
     if rows:
-        yield Statement(sql.upsert_write, sql.write_rows(rows), "many")
+        yield Statement(sql.upsert_write, rows, "many")
     if attempts:
         yield Statement(sql.upsert_attempt, list(attempts), "many")
+    if last is not None:
+        assert lease is not None
+        yield from _runqueue.fenced(sql.queue, *last, lease, "put_writes")
 
 
 def put_attempts(sql: SaverSQL, records: Sequence[AttemptRow]) -> Plan[None]:

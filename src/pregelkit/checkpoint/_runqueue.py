@@ -9,8 +9,9 @@ UPDATE SKIP LOCKED``, so workers claim different rows without waiting for
 each other). Only the SQL spelling differs, in :class:`Dialect`.
 
 Each claim adds one to the run's ``fence``. A worker's checkpoint and write
-transactions of that run check the fence they were given (``check_fence``):
-once another worker has claimed the run, the old one can write nothing.
+transactions of that run check the fence they were given, inside one of
+their inserts (``fenced_insert``): once another worker has claimed the run,
+the old one can write nothing.
 """
 
 from __future__ import annotations
@@ -131,6 +132,31 @@ def check_fence(d: Dialect, lease: tuple[str, int], operation: str) -> RunPlan[N
     row = yield Statement(d.fence, lease, "one")
     if row is None:
         raise LeaseLostError(lease[0], lease[1], operation)
+
+
+def fenced_insert(d: Dialect, insert: str) -> str:
+    """``insert`` (``INSERT INTO t (...) VALUES (...) ...``, one row) made to
+    insert nothing unless the lease whose (run id, fence) follow its
+    parameters is the run's current one: the fence check inside the write
+    it guards, no statement of its own. On PostgreSQL the check locks the
+    run's row (``FOR SHARE``), so a claim waits for the transaction."""
+    head, values, tail = insert.partition("VALUES (")
+    row, close, rest = tail.partition(")")
+    if not (values and close) or "(" in row:
+        raise ValueError(f"not a one-row INSERT ... VALUES (...): {insert!r}")
+    return f"{head}SELECT {row} WHERE EXISTS ({d.fence}){rest}"
+
+
+def fenced(
+    d: Dialect, insert: str, row: Sequence[Any], lease: tuple[str, int], operation: str
+) -> RunPlan[None]:
+    """The last write of a leased run's transaction: ``row`` inserted by
+    ``insert`` (a :func:`fenced_insert`) if the lease is still ours. It
+    changing nothing means the lease was lost, or an upsert kept the row it
+    met (a task's write saved before, a start record after its end): only
+    then is the fence asked on its own, to tell which."""
+    if (yield Statement(insert, (*row, *lease), "count")) == 0:
+        yield from check_fence(d, lease, operation)
 
 
 # submitting and looking
