@@ -14,9 +14,11 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from contextvars import copy_context
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import CALL, NULL_TASK_ID
+from pregelkit._internal._eager import start_eagerly
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.serde.base import SerdeError
 from pregelkit.pregel._core.failed_saves import RunFaults, describe_call
@@ -197,7 +199,9 @@ class AsyncSerialLane:
     loop makes the queued saver calls in order, the calls found queued
     together inside ``group`` (the saver's ``agrouped``). As in the sync
     lane, the calls wait up to ``DEFER_SECONDS`` to be taken, unless the run
-    waits for them first (at its end): a short run saves in one group.
+    waits for them first (at its end), which then starts making them in its
+    own stack (``start_eagerly``): a short run saves in one group, and on an
+    in-memory saver without a trip through the event loop.
     Called on the event loop's thread only."""
 
     def __init__(
@@ -259,7 +263,11 @@ class AsyncSerialLane:
 
         if self.timer is not None:
             self.timer.cancel()
-            self._start()
+            self.timer = None
+            if self.task is None and self.queue:
+                # made here, as SerialLane.wait makes them: a task only from
+                # the first call that has to wait (an in-memory saver's none)
+                self.task = start_eagerly(self.loop, self._drain(), copy_context())
         while self.task is not None:
             await asyncio.shield(self.task)
 
