@@ -670,6 +670,10 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
         self.tasks = {}
         limit = (config or {}).get("max_concurrency")
         self.semaphore = asyncio.Semaphore(int(limit)) if limit else None
+        # asyncio is imported with the first async run, and the call futures with it
+        import pregelkit.pregel._exec.deferred as deferred
+
+        self.deferred = deferred.DeferredCall
 
     def submit(
         self,
@@ -683,18 +687,24 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
         **kwargs: Any,
     ) -> asyncio.Future[T] | concurrent.futures.Future[T]:
         """Start ``fn(*args)`` as a task. From the event loop's thread this returns
-        an asyncio task; from another thread (a sync function running in a
-        worker) a concurrent future it can block on."""
+        an asyncio task, or for a task call (``__next_tick__``) a ``DeferredCall``
+        that its awaiter runs; from another thread (a sync function running in
+        a worker) a concurrent future it can block on."""
         import asyncio
 
         coro: Coroutine[Any, Any, T] = fn(*args, **kwargs)
-        if self.semaphore is not None:
-            coro = _gated(self.semaphore, coro)
         fut: asyncio.Future[T] | concurrent.futures.Future[T]
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
+        if running is self.loop and __next_tick__:
+            call = self.deferred(self.loop, coro, copy_context(), self.semaphore)
+            self.tasks[call] = (__cancel_on_exit__, __reraise_on_exit__)
+            call.when_done(self._done)
+            return call
+        if self.semaphore is not None:
+            coro = _gated(self.semaphore, coro)
         if running is self.loop:
             fut = self.loop.create_task(coro, name=__name__, context=copy_context())
         else:

@@ -142,7 +142,11 @@ class FuturesDict(dict[Any, PregelExecutableTask]):
         super().__setitem__(fut, task)
         with self.lock:
             self.counter += 1
-        fut.add_done_callback(self.on_done)
+        when_done = getattr(fut, "when_done", None)  # a DeferredCall: at once, not next turn
+        if when_done is not None:
+            when_done(self.on_done)
+        else:
+            fut.add_done_callback(self.on_done)
 
     def on_done(self, fut: AnyFuture) -> None:
         # Finished futures are dropped at once (only the ones that raised are

@@ -186,9 +186,12 @@ class RunStop:
         import asyncio
 
         try:
-            return asyncio.current_task() is self.owner
+            current = asyncio.current_task()
         except RuntimeError:
             return False
+        # asked to cancel (a task call run in the owner's stack may end
+        # cancelled on its own: that stops nothing, as in a task of its own)
+        return current is self.owner and current.cancelling() > 0
 
     def outcome(self, exc: BaseException, thread_id: str | None) -> BaseException | None:
         """What the caller sees instead of ``exc`` once the run has stopped:
