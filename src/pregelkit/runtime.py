@@ -4,7 +4,7 @@ or get with ``get_runtime()``."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pregelkit._internal._current import require_scope
 from pregelkit._internal._dataclass import lazy_dataclass, replace
@@ -181,13 +181,14 @@ class RunControl:
     One control may serve many runs; once drained it stays drained.
     """
 
-    __slots__ = ("_listeners", "_lock", "_reason")
+    __slots__ = ("_cancelled", "_lock", "_reason", "_runs")
 
     def __init__(self) -> None:
         import threading
 
         self._reason: str | None = None
-        self._listeners: list[Callable[[str], None]] = []
+        self._cancelled = False
+        self._runs: list[_Stoppable] = []
         # reentrant: a signal handler may call request_drain while the same
         # thread is inside _attach
         self._lock = threading.RLock()
@@ -206,19 +207,43 @@ class RunControl:
         with self._lock:
             if self._reason is None:
                 self._reason = reason
-            listeners = list(self._listeners)
-        for listener in listeners:
-            listener(self._reason)
+            runs = list(self._runs)
+        for run in runs:
+            run.drain(self._reason)
 
-    def _attach(self, listener: Callable[[str], None]) -> None:
-        """A run listens for a drain; one already requested reaches it at once."""
+    def _cancel(self) -> None:
+        """Stop the runs using this control as ``cancel()`` does (they end
+        with ``RunCancelledError``): how a worker, which watches the cancel
+        marks of all its runs at once, stops one of them. Internal."""
         with self._lock:
-            self._listeners.append(listener)
-            reason = self._reason
+            self._cancelled = True
+            runs = list(self._runs)
+        for run in runs:
+            run.request(_CANCELLED)
+
+    def _attach(self, run: _Stoppable) -> None:
+        """A run listens; a drain or cancel already requested reaches it at once."""
+        with self._lock:
+            self._runs.append(run)
+            reason, cancelled = self._reason, self._cancelled
+        if cancelled:
+            run.request(_CANCELLED)
         if reason is not None:
-            listener(reason)
+            run.drain(reason)
 
-    def _detach(self, listener: Callable[[str], None]) -> None:
+    def _detach(self, run: _Stoppable) -> None:
         with self._lock:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+            if run in self._runs:
+                self._runs.remove(run)
+
+
+_CANCELLED = "cancelled"
+"""``pregel._exec.stop.CANCELLED``, spelled here: this module loads first."""
+
+
+class _Stoppable(Protocol):
+    """What a ``RunControl`` tells a run (``pregel._exec.stop.RunStop``)."""
+
+    def drain(self, reason: str) -> None: ...
+
+    def request(self, reason: str, detail: str | None = None) -> None: ...

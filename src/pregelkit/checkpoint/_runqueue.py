@@ -252,7 +252,7 @@ def list_runs(
 
 def cancel(d: Dialect, run_id: str) -> RunPlan[str | None]:
     """A queued run is cancelled at once; a running one is asked to stop (its
-    thread is marked, which the run polls). Returns the status it has then."""
+    thread is marked, which its worker watches). Returns the status it has then."""
     row = yield d.q(
         "UPDATE pregelkit_runs SET status = 'cancelled', finished_at = {now}, "
         "updated_at = {now}, error = 'cancelled before it started' "
@@ -384,6 +384,26 @@ def heartbeat(
         )
         renewed.update((str(run_id), int(fence)) for run_id, fence in rows)
     return {(str(run_id), int(fence)) for run_id, fence in held} - renewed
+
+
+def cancels(d: Dialect, run_ids: Sequence[str]) -> RunPlan[set[str]]:
+    """Which of ``run_ids`` are asked to stop: cancelled through the queue
+    (``RunHandle.cancel``), or their thread marked cancelled
+    (``cancel(config)``, ``pregelkit cancel``). One read for all the runs a
+    worker holds, instead of one per run."""
+    found: set[str] = set()
+    for start in range(0, len(run_ids), HEARTBEAT_BATCH):
+        batch = run_ids[start : start + HEARTBEAT_BATCH]
+        names = ", ".join("?" for _ in batch)
+        rows = yield d.q(
+            f"SELECT run_id FROM pregelkit_runs AS r WHERE run_id IN ({names}) "
+            "AND (cancel_requested = 1 OR EXISTS (SELECT 1 FROM pregelkit_thread_control AS c "
+            "WHERE c.thread_id = r.thread_id AND c.mark = 'cancelled'))",
+            tuple(batch),
+            "all",
+        )
+        found.update(str(run_id) for (run_id,) in rows)
+    return found
 
 
 def finish(

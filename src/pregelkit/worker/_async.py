@@ -11,7 +11,14 @@ from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
 from pregelkit.checkpoint import _runqueue
 from pregelkit.errors import StorageError
 from pregelkit.pregel.main import Pregel
-from pregelkit.worker._core import OUTAGE_PAUSE_SECONDS, Outcome, WorkerFront, log
+from pregelkit.runtime import RunControl
+from pregelkit.worker._core import (
+    CANCEL_POLL_SECONDS,
+    OUTAGE_PAUSE_SECONDS,
+    Outcome,
+    WorkerFront,
+    log,
+)
 
 __all__ = ["AsyncWorker"]
 
@@ -60,6 +67,7 @@ class AsyncWorker(WorkerFront):
         runs: set[asyncio.Task[None]] = set()
         await self._beat()
         beat = asyncio.create_task(self._heartbeats())
+        watch = asyncio.create_task(self._watch())
         pause = OUTAGE_PAUSE_SECONDS[0]
         try:
             while not core.stopping:
@@ -87,6 +95,7 @@ class AsyncWorker(WorkerFront):
                 await asyncio.gather(*runs, return_exceptions=True)
         finally:
             beat.cancel()
+            watch.cancel()
         try:
             await saver.arun_queue(core.stopped_plan(), "worker stopped")
         except Exception as exc:
@@ -102,7 +111,12 @@ class AsyncWorker(WorkerFront):
         return bool(pending == 0)
 
     async def _execute(
-        self, claimed: _runqueue.Claimed, graph: Pregel, input: Any, cfg: Any
+        self,
+        claimed: _runqueue.Claimed,
+        graph: Pregel,
+        input: Any,
+        cfg: Any,
+        control: RunControl,
     ) -> None:
         core = self._core
         result: Any = None
@@ -114,7 +128,7 @@ class AsyncWorker(WorkerFront):
                 )
                 if core.resumes(claimed, latest):
                     input = None
-            result = await graph.ainvoke(input, cfg, control=core.control)
+            result = await graph.ainvoke(input, cfg, control=control)
         except Exception as exc:
             error = exc
         outcome = core.outcome(claimed, result, error)
@@ -135,6 +149,21 @@ class AsyncWorker(WorkerFront):
         while True:
             await asyncio.sleep(self._core.heartbeat_seconds)
             await self._beat()
+
+    async def _watch(self) -> None:
+        """Read whether any run held was cancelled, while runs are held."""
+        core = self._core
+        while True:
+            await asyncio.sleep(CANCEL_POLL_SECONDS)
+            plan = core.cancels_plan()
+            if plan is None:
+                continue
+            try:
+                cancelled = await core.saver.arun_queue(plan, "read cancels")
+            except Exception as exc:  # read again next time; the runs' own saves report
+                log.debug("cannot read cancels (%s)", exc)
+                continue
+            core.cancelled(cancelled)
 
     async def _beat(self) -> None:
         core = self._core

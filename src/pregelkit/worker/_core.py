@@ -4,6 +4,10 @@ The drivers only differ in how they wait: threads and ``threading.Event``
 for ``Worker``, tasks and ``asyncio.Event`` for ``AsyncWorker``. Which runs
 to claim, how a claimed run is started (its input, its config carrying the
 lease), and what each way a run can end means for its row are decided here.
+
+A worker watches the cancel marks of the runs it holds itself, one read
+for all of them every ``CANCEL_POLL_SECONDS`` (its runs poll nothing), and
+stops a cancelled one through the ``RunControl`` the run was started with.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pregelkit.errors import (
     RunCancelledError,
     StorageError,
 )
+from pregelkit.pregel._exec.stop import POLL_SECONDS
 from pregelkit.pregel.main import Pregel
 from pregelkit.runtime import RunControl
 
@@ -49,16 +54,22 @@ workers then ask about 100 times a second, not 500), each pause drawn
 within 20% of it so workers started together do not ask in step."""
 OUTAGE_PAUSE_SECONDS = (0.5, 5.0)
 """Pauses between tries while the database is unreachable, doubling."""
+CANCEL_POLL_SECONDS = POLL_SECONDS
+"""How often a worker reads whether any run it holds was cancelled: as
+often as a run started by ``invoke`` polls its own mark."""
 
 Plan = Callable[[_runqueue.Dialect], _runqueue.RunPlan[Any]]
 
 
 @dataclass(slots=True)
 class Held:
-    """A run this worker holds."""
+    """A run this worker holds, and the control it runs with: the worker
+    drains it, or cancels it when its cancel mark is seen."""
 
     claimed: _runqueue.Claimed
+    control: RunControl = field(default_factory=RunControl)
     lost: bool = False
+    cancelled: bool = False
 
     @property
     def lease(self) -> tuple[str, int]:
@@ -145,7 +156,6 @@ class WorkerCore:
             f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         )
         self.held: dict[str, Held] = {}
-        self.control = RunControl()
         self.stopping = False
         self.stop_reason: str | None = None
         self.finished = 0
@@ -200,16 +210,33 @@ class WorkerCore:
                     held.claimed.thread_id,
                 )
 
+    def cancels_plan(self) -> Plan | None:
+        """The read of which runs held here were cancelled; None when none is held."""
+        if not self.held:
+            return None
+        return partial(_runqueue.cancels, run_ids=list(self.held))
+
+    def cancelled(self, run_ids: set[str]) -> None:
+        """Stop the runs the cancels read found (each once): they end at
+        their next task boundary, what finished saved, as ``cancelled``."""
+        for run_id in run_ids:
+            held = self.held.get(run_id)
+            if held is not None and not held.cancelled:
+                held.cancelled = True
+                held.control._cancel()
+
     def stopped_plan(self) -> Plan:
         return partial(_runqueue.worker_stopped, worker_id=self.worker_id)
 
     # a run
 
-    def start(self, claimed: _runqueue.Claimed) -> tuple[Pregel, Any, dict[str, Any]]:
-        """The graph, input and config a claimed run is invoked with. A run
-        claimed again (its worker died) resumes from its checkpoint when it
-        had saved one: ``input`` is then None."""
-        self.held[claimed.run_id] = Held(claimed)
+    def start(self, claimed: _runqueue.Claimed) -> tuple[Pregel, Any, dict[str, Any], RunControl]:
+        """The graph, input, config and control a claimed run is invoked
+        with. A run claimed again (its worker died) resumes from its
+        checkpoint when it had saved one: ``input`` is then None."""
+        held = self.held[claimed.run_id] = Held(claimed)
+        if self.stopping:  # a stop that came as it was claimed
+            held.control.request_drain(self.stop_reason or "worker stopping")
         serde = self.saver.serde
         config: dict[str, Any] = dict(serde.loads_typed(claimed.config))
         conf = {
@@ -223,7 +250,8 @@ class WorkerCore:
         }
         metadata = {**(config.get("metadata") or {}), METADATA_KEY_RUN: claimed.run_id}
         config = {**config, CONF: conf, "metadata": metadata}
-        return self.graphs[claimed.workflow], serde.loads_typed(claimed.input), config
+        graph = self.graphs[claimed.workflow]
+        return graph, serde.loads_typed(claimed.input), config, held.control
 
     def resumes(self, claimed: _runqueue.Claimed, latest: Any) -> bool:
         """Whether the run already saved a checkpoint (an earlier holder of
@@ -303,7 +331,8 @@ class WorkerCore:
         self.stopping = True
         if self.stop_reason is None:
             self.stop_reason = reason
-        self.control.request_drain(reason)
+        for held in list(self.held.values()):
+            held.control.request_drain(reason)
 
     def log_stopping(self) -> None:
         """Say why the worker stops and what it waits for: logged by the

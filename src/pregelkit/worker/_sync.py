@@ -12,7 +12,14 @@ from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
 from pregelkit.checkpoint import _runqueue
 from pregelkit.errors import StorageError
 from pregelkit.pregel.main import Pregel
-from pregelkit.worker._core import OUTAGE_PAUSE_SECONDS, Outcome, WorkerFront, log
+from pregelkit.runtime import RunControl
+from pregelkit.worker._core import (
+    CANCEL_POLL_SECONDS,
+    OUTAGE_PAUSE_SECONDS,
+    Outcome,
+    WorkerFront,
+    log,
+)
 
 __all__ = ["Worker"]
 
@@ -61,12 +68,16 @@ class Worker(WorkerFront):
         beat = threading.Thread(
             target=self._heartbeats, args=(beating,), name="pregelkit-worker-heartbeat", daemon=True
         )
+        watch = threading.Thread(
+            target=self._watch, args=(beating,), name="pregelkit-worker-cancels", daemon=True
+        )
         pause = OUTAGE_PAUSE_SECONDS[0]
         try:
             # leaving the pool waits for the runs held: they end or drain
             with ThreadPoolExecutor(core.concurrency, thread_name_prefix="pregelkit-run") as pool:
                 self._beat()
                 beat.start()
+                watch.start()
                 while not core.stopping:
                     with self._lock:
                         plan = core.claim_plan()
@@ -108,7 +119,14 @@ class Worker(WorkerFront):
             return False
         return bool(pending == 0)
 
-    def _execute(self, claimed: _runqueue.Claimed, graph: Pregel, input: Any, cfg: Any) -> None:
+    def _execute(
+        self,
+        claimed: _runqueue.Claimed,
+        graph: Pregel,
+        input: Any,
+        cfg: Any,
+        control: RunControl,
+    ) -> None:
         core = self._core
         result: Any = None
         error: BaseException | None = None
@@ -117,7 +135,7 @@ class Worker(WorkerFront):
                 latest = core.saver.get_tuple({CONF: {CONFIG_KEY_THREAD_ID: claimed.thread_id}})
                 if core.resumes(claimed, latest):
                     input = None
-            result = graph.invoke(input, cfg, control=core.control)
+            result = graph.invoke(input, cfg, control=control)
         except BaseException as exc:
             error = exc
         with self._lock:
@@ -139,6 +157,22 @@ class Worker(WorkerFront):
     def _heartbeats(self, done: threading.Event) -> None:
         while not done.wait(self._core.heartbeat_seconds):
             self._beat()
+
+    def _watch(self, done: threading.Event) -> None:
+        """Read whether any run held was cancelled, while runs are held."""
+        core = self._core
+        while not done.wait(CANCEL_POLL_SECONDS):
+            with self._lock:
+                plan = core.cancels_plan()
+            if plan is None:
+                continue
+            try:
+                cancelled = core.saver.run_queue(plan, "read cancels")
+            except Exception as exc:  # read again next time; the runs' own saves report
+                log.debug("cannot read cancels (%s)", exc)
+                continue
+            with self._lock:
+                core.cancelled(cancelled)
 
     def _beat(self) -> None:
         core = self._core

@@ -192,14 +192,14 @@ class RunDriver:
 
     # shared by both
     def _listen(self, loop: PregelLoop) -> Callable[[], None]:
-        """Let the caller's ``RunControl`` drain this run; returns the undo."""
+        """Let the caller's ``RunControl`` drain (or cancel) this run; returns the undo."""
         control = self.control
         if control is None or loop.is_nested:
             return _nothing
-        loop.run_stop.control = control
-        listener = loop.run_stop.drain
-        control._attach(listener)
-        return lambda: control._detach(listener)
+        stop = loop.run_stop
+        stop.control = control
+        control._attach(stop)
+        return lambda: control._detach(stop)
 
     def _outcome(self, loop: PregelLoop, exc: BaseException) -> BaseException:
         """What the caller gets for the exception that ended the run: a stopped

@@ -2,11 +2,13 @@
 
 A root run with a saver that keeps marks reads its thread's mark when it
 starts (a cancelled thread does not run; a drained one runs and its mark is
-cleared), has it polled while it runs and leaves ``"drained"`` behind when a
-drain stopped it. ``ThreadMark`` makes these decisions and returns the
-effects they need; the performer reads and polls (``WATCHER`` or, async, its
-event loop's ``awatch``). Nested runs share the stop of the run they are
-part of and poll nothing.
+cleared), has it polled while it runs (not a worker's run: its worker
+watches the marks of all its runs in one query, and cancels the run through
+its ``RunControl``) and leaves ``"drained"`` behind when a drain stopped
+it. ``ThreadMark`` makes these decisions and returns the effects they
+need; the performer reads and polls (``WATCHER`` or, async, its event
+loop's ``awatch``). Nested runs share the stop of the run they are part of
+and poll nothing.
 """
 
 from __future__ import annotations
@@ -46,6 +48,12 @@ class ThreadMark:
         holder's writes, which a lock held by a paused process could not
         hand over."""
         self.was_drained = False
+
+    @property
+    def polled(self) -> bool:
+        """Whether the mark is polled while the run runs: a worker's run is
+        watched by its worker instead (``worker._core``)."""
+        return not self.leased
 
     def gate(self) -> ReadThreadGate | None:
         """What a controlled run reads before it starts."""

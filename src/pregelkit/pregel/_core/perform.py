@@ -277,7 +277,8 @@ class SyncPregelLoop(_Performer):
                 gate = saver.get_thread_gate(effect.thread_id)
             else:
                 gate = saver.get_thread_control(effect.thread_id), None
-            self._unwatch = WATCHER.add(self._poll)
+            if self.core.mark.polled:
+                self._unwatch = WATCHER.add(self._poll)
             return gate
         assert not isinstance(effect, (ReadCache, LoadCheckpoint))
         self.perform(effect)
@@ -426,7 +427,8 @@ class AsyncPregelLoop(_Performer):
                 gate = await saver.aget_thread_gate(effect.thread_id)
             else:
                 gate = await saver.aget_thread_control(effect.thread_id), None
-            self._aunwatch = awatch(self._aloop, self._apoll, self.run_stop)
+            if self.core.mark.polled:
+                self._aunwatch = awatch(self._aloop, self._apoll, self.run_stop)
             return gate
         assert not isinstance(effect, (ReadCache, LoadCheckpoint))
         if effect.wait == "now":

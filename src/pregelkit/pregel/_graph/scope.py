@@ -250,7 +250,7 @@ class TaskScope:
             control = stop.control
             if control is None:
                 control = stop.control = RunControl()
-                control._attach(stop.drain)
+                control._attach(stop)
         return Runtime(
             context=self.config.get("context"),
             store=self.run.store,
