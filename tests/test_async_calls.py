@@ -168,3 +168,37 @@ def test_a_failed_call_raises_in_its_awaiter_and_is_recorded() -> None:
 
     config = {"configurable": {"thread_id": "fail"}}
     assert asyncio.run(main.ainvoke(3, config)) == "boom 3"
+
+
+def test_runs_that_never_let_the_loop_turn_leave_nothing_behind() -> None:
+    """A short run on an in-memory saver never waits, so the event loop does
+    not turn between runs: what each run left for the loop's next turn (its
+    call's start, its lane's timer) used to pile up, one handle each, with
+    the run's objects, until the caller let the loop turn."""
+    import gc
+
+    from pregelkit.pregel._exec.deferred import DeferredCall
+
+    @task
+    async def one(x: int) -> int:
+        return x + 1
+
+    @entrypoint(checkpointer=InMemorySaver())
+    async def main(x: int) -> int:
+        return await one(x)
+
+    def alive(kind: type) -> int:
+        gc.collect()
+        return sum(1 for obj in gc.get_objects() if isinstance(obj, kind))
+
+    async def go() -> tuple[int, int, int, int]:
+        for i in range(20):
+            await main.ainvoke(i, {"configurable": {"thread_id": f"warm-{i}"}})
+        before = alive(DeferredCall), alive(asyncio.TimerHandle)
+        for i in range(300):
+            await main.ainvoke(i, {"configurable": {"thread_id": f"t-{i}"}})
+        return (*before, alive(DeferredCall), alive(asyncio.TimerHandle))
+
+    calls_before, timers_before, calls_after, timers_after = asyncio.run(go())
+    assert calls_after <= calls_before + 2
+    assert timers_after <= timers_before + 2

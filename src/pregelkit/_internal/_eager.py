@@ -9,20 +9,25 @@ On Python 3.11 the first step runs with the caller's task as
 ``asyncio.current_task()``; from its first wait on, it runs in a task of
 its own. Use it only for the engine's own coroutines (saver and cache
 calls), which do not ask for their task.
+
+What a run leaves for the loop's next turn (a task call nobody awaited, a
+lane's saves) goes on one handle per loop (``NextTurn``), so that runs
+which never let the loop turn leave nothing behind.
 """
 
 from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Coroutine, Generator
+import weakref
+from collections.abc import Callable, Coroutine, Generator
 from contextvars import Context
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["start_eagerly"]
+__all__ = ["NextTurn", "next_turn", "start_eagerly"]
 
 
 def start_eagerly(
@@ -67,3 +72,54 @@ def _driven(coro: Coroutine[Any, Any, Any], waits_for: Any) -> Generator[Any, An
                 waits_for = coro.send(sent)
             except StopIteration as done:
                 return done.value
+
+
+class NextTurn:
+    """Calls for an event loop's next turn (``delay`` seconds on), all on
+    one handle. A handle per call would be dropped by the loop only when it
+    turns, and a caller running short runs one after another, none of which
+    waits, never lets it turn: each run would leave a handle (and what it
+    holds) behind. Here a call taken back (``discard``) is gone at once."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
+        # weak: the registry's value must not keep its key, the loop, alive
+        self.loop = weakref.ref(loop)
+        self.delay = delay
+        self.due: dict[int, Callable[[], None]] = {}
+        self.armed = False
+
+    def add(self, key: int, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` on the loop's next turn, unless ``key`` is discarded first."""
+        self.due[key] = fn
+        if not self.armed and (loop := self.loop()) is not None:
+            self.armed = True
+            # a context of its own: the caller's would be kept alive by the handle
+            if self.delay:
+                loop.call_later(self.delay, self._fire, context=Context())
+            else:
+                loop.call_soon(self._fire, context=Context())
+
+    def discard(self, key: int) -> None:
+        self.due.pop(key, None)
+
+    def _fire(self) -> None:
+        self.armed = False
+        due, self.due = self.due, {}
+        for fn in due.values():
+            fn()
+
+
+_NEXT_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, NextTurn]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def next_turn(loop: asyncio.AbstractEventLoop, delay: float = 0.0) -> NextTurn:
+    """``loop``'s ``NextTurn`` for ``delay``."""
+    turns = _NEXT_TURNS.get(loop)
+    if turns is None:
+        turns = _NEXT_TURNS[loop] = {}
+    turn = turns.get(delay)
+    if turn is None:
+        turn = turns[delay] = NextTurn(loop, delay)
+    return turn

@@ -18,7 +18,7 @@ from contextvars import copy_context
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import CALL, NULL_TASK_ID
-from pregelkit._internal._eager import start_eagerly
+from pregelkit._internal._eager import NextTurn, next_turn, start_eagerly
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.serde.base import SerdeError
 from pregelkit.pregel._core.failed_saves import RunFaults, describe_call
@@ -215,7 +215,8 @@ class AsyncSerialLane:
         self.group = group
         self.queue: list[tuple[Callable[..., Any], tuple[Any, ...], bool]] = []
         self.task: asyncio.Task[None] | None = None
-        self.timer: asyncio.TimerHandle | None = None
+        self.timer: NextTurn | None = None
+        """The turn that starts the queued saves, while they wait for it."""
 
     def put(self, afn: Callable[..., Any], args: tuple[Any, ...], apart: bool = False) -> None:
         """Queue ``afn(*args)``; ``apart``: a cache save (see ``_split``)."""
@@ -224,7 +225,8 @@ class AsyncSerialLane:
             return
         self.queue.append((afn, args, apart))
         if self.task is None and self.timer is None:
-            self.timer = self.loop.call_later(DEFER_SECONDS, self._start)
+            self.timer = next_turn(self.loop, DEFER_SECONDS)
+            self.timer.add(id(self), self._start)
 
     def _start(self) -> None:
         self.timer = None
@@ -262,7 +264,7 @@ class AsyncSerialLane:
         import asyncio
 
         if self.timer is not None:
-            self.timer.cancel()
+            self.timer.discard(id(self))
             self.timer = None
             if self.task is None and self.queue:
                 # made here, as SerialLane.wait makes them: a task only from

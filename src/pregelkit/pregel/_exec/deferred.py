@@ -23,6 +23,8 @@ from collections.abc import Callable, Coroutine, Generator
 from contextvars import Context
 from typing import Any
 
+from pregelkit._internal._eager import next_turn
+
 __all__ = ["DeferredCall"]
 
 
@@ -48,7 +50,8 @@ class DeferredCall(asyncio.Future[Any]):
         """What the call waits for there (its awaiter's task waits for it)."""
         self._must_cancel = False
         self._now: list[Callable[[DeferredCall], None]] = []
-        loop.call_soon(self._start, context=context)
+        self._turn = next_turn(loop)
+        self._turn.add(id(self), self._start)
 
     def when_done(self, fn: Callable[[DeferredCall], None]) -> None:
         """Call ``fn(self)`` when the call ends (now, if it has)."""
@@ -59,6 +62,8 @@ class DeferredCall(asyncio.Future[Any]):
 
     def _claim(self) -> Coroutine[Any, Any, Any] | None:
         coro, self._coro = self._coro, None
+        if coro is not None:
+            self._turn.discard(id(self))
         return coro
 
     def _start(self) -> None:
