@@ -136,3 +136,29 @@ def test_async_worker_cancels_through_its_watch(
     assert other.result(timeout=1) == pytest.approx(0.6)
     assert counting.polled == 0
     assert counting.watches >= 3
+
+
+def test_the_watch_reads_every_run_held_in_batches(
+    queue_db: tuple[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More runs held than one statement takes: a read per batch, each a
+    statement of its own, and only the cancelled run is stopped (once)."""
+    from pregelkit.worker._core import WorkerCore
+
+    _, saver = queue_db
+    monkeypatch.setattr(_runqueue, "HEARTBEAT_BATCH", 2)
+    chain = fleet_flows.chain.copy(checkpointer=saver)
+    handles = [chain.submit(1, cfg(f"b{i}")) for i in range(5)]
+    core = WorkerCore([chain], saver, concurrency=5, lease_seconds=30, worker_id="w")
+    claimed = saver.run_queue(core.claim_plan(), "claim", single=True)
+    controls = {run.run_id: core.start(run)[3] for run in claimed}
+    assert handles[3].cancel() == "running"
+    saver.put_thread_control("b4", "cancelled")
+    plans = core.cancels_plans()
+    assert len(plans) == 3
+    for _ in range(2):  # seen twice, stopped once
+        for plan in plans:
+            core.cancelled(saver.run_queue(plan, "read cancels", single=True))
+    stopped = {run_id for run_id, held in core.held.items() if held.cancelled}
+    assert stopped == {handles[3].run_id, handles[4].run_id}
+    assert all(controls[r]._cancelled == (r in stopped) for r in controls)

@@ -434,9 +434,17 @@ class SqlSaver(BaseCheckpointSaver[str]):
             )
         )
 
-    def run_queue(self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str) -> T:
+    def run_queue(
+        self,
+        make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]],
+        op: str,
+        *,
+        single: bool = False,
+    ) -> T:
         """Run a queue plan in one transaction: on SQLite ``BEGIN IMMEDIATE``,
         so claims by several worker processes are serialized by its write
         lock; on PostgreSQL claims use ``FOR UPDATE SKIP LOCKED``, so workers
         take different runs without waiting for each other."""
-        return self._run(Call(partial(make, self._statements.queue), op, writes=True))
+        return self._run(
+            Call(partial(make, self._statements.queue), op, writes=True, single=single)
+        )

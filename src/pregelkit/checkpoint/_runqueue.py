@@ -387,23 +387,19 @@ def heartbeat(
 
 
 def cancels(d: Dialect, run_ids: Sequence[str]) -> RunPlan[set[str]]:
-    """Which of ``run_ids`` are asked to stop: cancelled through the queue
-    (``RunHandle.cancel``), or their thread marked cancelled
-    (``cancel(config)``, ``pregelkit cancel``). One read for all the runs a
-    worker holds, instead of one per run."""
-    found: set[str] = set()
-    for start in range(0, len(run_ids), HEARTBEAT_BATCH):
-        batch = run_ids[start : start + HEARTBEAT_BATCH]
-        names = ", ".join("?" for _ in batch)
-        rows = yield d.q(
-            f"SELECT run_id FROM pregelkit_runs AS r WHERE run_id IN ({names}) "
-            "AND (cancel_requested = 1 OR EXISTS (SELECT 1 FROM pregelkit_thread_control AS c "
-            "WHERE c.thread_id = r.thread_id AND c.mark = 'cancelled'))",
-            tuple(batch),
-            "all",
-        )
-        found.update(str(run_id) for (run_id,) in rows)
-    return found
+    """Which of ``run_ids`` (at most ``HEARTBEAT_BATCH``) are asked to stop:
+    cancelled through the queue (``RunHandle.cancel``), or their thread
+    marked cancelled (``cancel(config)``, ``pregelkit cancel``). One read for
+    all the runs a worker holds, instead of one per run."""
+    names = ", ".join("?" for _ in run_ids)
+    rows = yield d.q(
+        f"SELECT run_id FROM pregelkit_runs AS r WHERE run_id IN ({names}) "
+        "AND (cancel_requested = 1 OR EXISTS (SELECT 1 FROM pregelkit_thread_control AS c "
+        "WHERE c.thread_id = r.thread_id AND c.mark = 'cancelled'))",
+        tuple(run_ids),
+        "all",
+    )
+    return {str(run_id) for (run_id,) in rows}
 
 
 def finish(

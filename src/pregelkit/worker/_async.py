@@ -75,7 +75,7 @@ class AsyncWorker(WorkerFront):
                 claimed: list[_runqueue.Claimed] = []
                 if plan is not None:
                     try:
-                        claimed = await saver.arun_queue(plan, "claim runs")
+                        claimed = await saver.arun_queue(plan, "claim runs", single=True)
                         pause = OUTAGE_PAUSE_SECONDS[0]
                     except StorageError as exc:
                         log.warning("cannot reach the queue (%s); trying again", exc)
@@ -97,7 +97,7 @@ class AsyncWorker(WorkerFront):
             beat.cancel()
             watch.cancel()
         try:
-            await saver.arun_queue(core.stopped_plan(), "worker stopped")
+            await saver.arun_queue(core.stopped_plan(), "worker stopped", single=True)
         except Exception as exc:
             log.warning("cannot record that the worker stopped (%s)", exc)
 
@@ -105,7 +105,9 @@ class AsyncWorker(WorkerFront):
         if self._core.held:
             return False
         try:
-            pending = await self._core.saver.arun_queue(self._core.pending_plan(), "count runs")
+            pending = await self._core.saver.arun_queue(
+                self._core.pending_plan(), "count runs", single=True
+            )
         except StorageError:
             return False
         return bool(pending == 0)
@@ -141,7 +143,7 @@ class AsyncWorker(WorkerFront):
         if outcome.plan is None:
             return
         try:
-            await self._core.saver.arun_queue(outcome.plan, "record a run's end")
+            await self._core.saver.arun_queue(outcome.plan, "record a run's end", single=True)
         except Exception as exc:
             self._core.settle_failed(outcome, exc)
 
@@ -155,15 +157,13 @@ class AsyncWorker(WorkerFront):
         core = self._core
         while True:
             await asyncio.sleep(CANCEL_POLL_SECONDS)
-            plan = core.cancels_plan()
-            if plan is None:
-                continue
-            try:
-                cancelled = await core.saver.arun_queue(plan, "read cancels")
-            except Exception as exc:  # read again next time; the runs' own saves report
-                log.debug("cannot read cancels (%s)", exc)
-                continue
-            core.cancelled(cancelled)
+            for plan in core.cancels_plans():
+                try:
+                    cancelled = await core.saver.arun_queue(plan, "read cancels", single=True)
+                except Exception as exc:  # read again next time; the runs' own saves report
+                    log.debug("cannot read cancels (%s)", exc)
+                    break
+                core.cancelled(cancelled)
 
     async def _beat(self) -> None:
         core = self._core

@@ -210,11 +210,14 @@ class WorkerCore:
                     held.claimed.thread_id,
                 )
 
-    def cancels_plan(self) -> Plan | None:
-        """The read of which runs held here were cancelled; None when none is held."""
-        if not self.held:
-            return None
-        return partial(_runqueue.cancels, run_ids=list(self.held))
+    def cancels_plans(self) -> list[Plan]:
+        """The reads of which runs held here were cancelled: one statement
+        each, for up to ``HEARTBEAT_BATCH`` runs; none when none is held."""
+        held, batch = list(self.held), _runqueue.HEARTBEAT_BATCH
+        return [
+            partial(_runqueue.cancels, run_ids=held[start : start + batch])
+            for start in range(0, len(held), batch)
+        ]
 
     def cancelled(self, run_ids: set[str]) -> None:
         """Stop the runs the cancels read found (each once): they end at

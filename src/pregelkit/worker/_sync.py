@@ -84,7 +84,7 @@ class Worker(WorkerFront):
                     claimed: list[_runqueue.Claimed] = []
                     if plan is not None:
                         try:
-                            claimed = saver.run_queue(plan, "claim runs")
+                            claimed = saver.run_queue(plan, "claim runs", single=True)
                             pause = OUTAGE_PAUSE_SECONDS[0]
                         except StorageError as exc:
                             log.warning("cannot reach the queue (%s); trying again", exc)
@@ -114,7 +114,9 @@ class Worker(WorkerFront):
             if self._core.held:
                 return False
         try:
-            pending = self._core.saver.run_queue(self._core.pending_plan(), "count runs")
+            pending = self._core.saver.run_queue(
+                self._core.pending_plan(), "count runs", single=True
+            )
         except StorageError:
             return False
         return bool(pending == 0)
@@ -150,7 +152,7 @@ class Worker(WorkerFront):
         if outcome.plan is None:
             return
         try:
-            self._core.saver.run_queue(outcome.plan, "record a run's end")
+            self._core.saver.run_queue(outcome.plan, "record a run's end", single=True)
         except Exception as exc:
             self._core.settle_failed(outcome, exc)
 
@@ -163,16 +165,15 @@ class Worker(WorkerFront):
         core = self._core
         while not done.wait(CANCEL_POLL_SECONDS):
             with self._lock:
-                plan = core.cancels_plan()
-            if plan is None:
-                continue
-            try:
-                cancelled = core.saver.run_queue(plan, "read cancels")
-            except Exception as exc:  # read again next time; the runs' own saves report
-                log.debug("cannot read cancels (%s)", exc)
-                continue
-            with self._lock:
-                core.cancelled(cancelled)
+                plans = core.cancels_plans()
+            for plan in plans:
+                try:
+                    cancelled = core.saver.run_queue(plan, "read cancels", single=True)
+                except Exception as exc:  # read again next time; the runs' own saves report
+                    log.debug("cannot read cancels (%s)", exc)
+                    break
+                with self._lock:
+                    core.cancelled(cancelled)
 
     def _beat(self) -> None:
         core = self._core
@@ -188,7 +189,7 @@ class Worker(WorkerFront):
 
     def _stopped(self) -> None:
         try:
-            self._core.saver.run_queue(self._core.stopped_plan(), "worker stopped")
+            self._core.saver.run_queue(self._core.stopped_plan(), "worker stopped", single=True)
         except Exception as exc:
             log.warning("cannot record that the worker stopped (%s)", exc)
 

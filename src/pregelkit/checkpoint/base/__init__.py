@@ -490,18 +490,24 @@ class BaseCheckpointSaver(Generic[V]):
         yield
 
     # one run per thread
-    def run_queue(self, make: Callable[[Dialect], RunPlan[T]], op: str) -> T:
+    def run_queue(
+        self, make: Callable[[Dialect], RunPlan[T]], op: str, *, single: bool = False
+    ) -> T:
         """Run a plan of the durable run queue (``wf.submit``, workers) in one
-        transaction of this saver's database. Only savers of a database every
-        worker process can reach keep a queue."""
+        transaction of this saver's database; ``single``: the plan runs one
+        statement, which is a transaction of its own (no BEGIN and COMMIT
+        around it). Only savers of a database every worker process can reach
+        keep a queue."""
         raise no_run_queue(self)
 
     @property
     def has_run_queue(self) -> bool:
         return type(self).run_queue is not BaseCheckpointSaver.run_queue
 
-    async def arun_queue(self, make: Callable[[Dialect], RunPlan[T]], op: str) -> T:
-        return await self._in_thread(self.run_queue, make, op)
+    async def arun_queue(
+        self, make: Callable[[Dialect], RunPlan[T]], op: str, *, single: bool = False
+    ) -> T:
+        return await self._in_thread(self.run_queue, make, op, single=single)
 
     def lock_thread(self, thread_id: str, *, wait: bool = False) -> AbstractContextManager[None]:
         """Hold ``thread_id`` for one run; a second run of it fails fast

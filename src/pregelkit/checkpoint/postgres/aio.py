@@ -393,10 +393,14 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
         await self._arun(Call(partial(_plans.prune, _sql.SQL, targets, strategy), "prune"))
 
     async def arun_queue(
-        self, make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]], op: str
+        self,
+        make: Callable[[_runqueue.Dialect], _runqueue.RunPlan[T]],
+        op: str,
+        *,
+        single: bool = False,
     ) -> T:
         """Run a queue plan in one transaction (see ``PostgresSaver.run_queue``)."""
-        return await self._arun(Call(lambda: make(_runqueue.POSTGRES), op))
+        return await self._arun(Call(lambda: make(_runqueue.POSTGRES), op, single=single))
 
     def alock_thread(
         self, thread_id: str, *, wait: bool = False
