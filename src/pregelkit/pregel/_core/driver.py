@@ -274,9 +274,11 @@ def _step_rules(
 ) -> StepRules:
     """How the runner runs each step of ``loop``'s run (live when the caller
     is woken as output comes)."""
-    from pregelkit.pregel._exec.runner import StepRules
+    import pregelkit.pregel._exec.runner as runners  # as a module: see RunDriver._core
 
-    return StepRules(graph.step_timeout, graph.retry_policy, loop.accept_push, wake is not None)
+    return runners.StepRules(
+        graph.step_timeout, graph.retry_policy, loop.accept_push, wake is not None
+    )
 
 
 def _runner(loop: SyncPregelLoop | AsyncPregelLoop, *, is_async: bool) -> PregelRunner:
