@@ -167,6 +167,8 @@ class PregelLoop:
             relay,
             graph.output_channels,
         )
+        modes = self.out.modes
+        self._checkpoints_shown = "checkpoints" in modes or "debug" in modes
         self.checkpointer = checkpointer
         thread_id = conf.get(CONFIG_KEY_THREAD_ID)
         self.faults = RunFaults(None if thread_id is None else str(thread_id))
@@ -516,6 +518,13 @@ class PregelLoop:
     def _put_checkpoint(
         self, metadata: CheckpointMetadata, changed: set[str]
     ) -> SaveCheckpoint | None:
+        if self.checkpointer is None and not self._checkpoints_shown:
+            # nothing saves or shows this checkpoint: the versions it would
+            # hold are the ones already kept, and its id would only name the
+            # step's tasks, whose ids hold the step already. The run's first
+            # checkpoint stands for all its steps (no id, time or values a step)
+            self.step += 1
+            return None
         lineage = self.lineage
         metadata["step"] = self.step
         metadata["parents"] = lineage.parents
