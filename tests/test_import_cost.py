@@ -121,6 +121,26 @@ def test_import_func_compiles_nothing() -> None:
     assert _fresh(code) == "[]"
 
 
+def test_a_plain_first_run_loads_no_thread_pool() -> None:
+    """A chain of nodes with no saver runs every task in the driver: its first
+    ``invoke`` loads the engine, not the thread pool, ``concurrent.futures``
+    and its ``logging``, nor ``random`` (a retry's jitter)."""
+    code = (
+        "import sys\n"
+        "from pregelkit.channels import LastValue\n"
+        "from pregelkit.pregel import NodeBuilder, Pregel\n"
+        "nodes = {f'n{i}': NodeBuilder().subscribe_only(f'c{i}').do(lambda x: x + 1)"
+        ".write_to(f'c{i + 1}') for i in range(3)}\n"
+        "app = Pregel(nodes=nodes, channels={f'c{i}': LastValue(int) for i in range(4)}, "
+        "input_channels='c0', output_channels='c3')\n"
+        "assert app.invoke(0) == 3\n"
+        "lazy = ('concurrent.futures', 'logging', 'queue', 'random', "
+        "'pregelkit.pregel._exec.executor')\n"
+        "print(sorted(m for m in lazy if m in sys.modules))\n"
+    )
+    assert _fresh(code) == "[]"
+
+
 def test_submit_still_finds_the_run_queue(tmp_path) -> None:
     """The lazy import is the submit path's: queueing a run works."""
     from pregelkit.checkpoint.sqlite import SqliteSaver

@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from contextvars import copy_context
 from typing import TYPE_CHECKING, Any
@@ -22,11 +21,11 @@ from pregelkit._internal._eager import NextTurn, next_turn, start_eagerly
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.serde.base import SerdeError
 from pregelkit.pregel._core.failed_saves import RunFaults, describe_call
-from pregelkit.pregel._exec.executor import DEFER_SECONDS, in_background
 from pregelkit.types import PregelExecutableTask
 
 if TYPE_CHECKING:
     import asyncio
+    from concurrent.futures import Future
 
     from pregelkit.pregel._core.effects import SaveWrites
 
@@ -152,7 +151,10 @@ class SerialLane:
             self.queue.append((fn, args, apart))
             if self.job is not None:
                 return
-            self.job = in_background(self._drain)
+            # the pool loads with a run's first background save, not with the run
+            import pregelkit.pregel._exec.executor as executor
+
+            self.job = executor.in_background(self._drain)
 
     def _drain(self) -> None:
         # No pause to gather calls: what queues while a call runs is taken by
@@ -225,7 +227,9 @@ class AsyncSerialLane:
             return
         self.queue.append((afn, args, apart))
         if self.task is None and self.timer is None:
-            self.timer = next_turn(self.loop, DEFER_SECONDS)
+            import pregelkit.pregel._exec.executor as executor
+
+            self.timer = next_turn(self.loop, executor.DEFER_SECONDS)
             self.timer.add(id(self), self._start)
 
     def _start(self) -> None:

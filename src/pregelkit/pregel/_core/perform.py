@@ -51,8 +51,8 @@ from pregelkit.pregel._core.lanes import (
 )
 from pregelkit.pregel._core.loop import PregelLoop
 from pregelkit.pregel._core.records import AttemptRecords
-from pregelkit.pregel._exec.executor import AsyncBackgroundExecutor, BackgroundExecutor
 from pregelkit.pregel._exec.recorder import START_SAVE_DELAY, AttemptRecorder
+from pregelkit.pregel._exec.run_executor import AsyncBackgroundExecutor, BackgroundExecutor
 from pregelkit.pregel._exec.stop import WATCHER, RunStop, awatch
 from pregelkit.pregel._graph.call import Call
 from pregelkit.types import PregelExecutableTask

@@ -3,7 +3,8 @@
 Owns how tasks run once they are planned: `runner` runs a step's tasks and
 commits each task's writes through the run it serves (`port.LoopPort`),
 `retry` decides when to try again, `attempt` runs one attempt, `timeout`
-bounds it, `executor` holds the threads and event-loop tasks, `remote` ships
+bounds it, `run_executor` is a run's executor (threads or event-loop
+tasks) and `executor` the shared thread pool and its futures, `remote` ships
 an attempt to an external executor, `twins` tracks duplicate calls, `stop`
 carries Ctrl-C and cancellation to running tasks, `recorder` and `hooks` are
 what each attempt reports.

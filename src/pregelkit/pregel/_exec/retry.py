@@ -7,7 +7,6 @@ async drivers differ only in how they call the task and how they sleep.
 from __future__ import annotations
 
 import functools
-import random
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -61,7 +60,11 @@ def next_retry_delay(
                 policy.max_interval,
                 policy.initial_interval * policy.backoff_factor ** (attempts - 1),
             )
-            return interval + random.uniform(0, 1) if policy.jitter else interval
+            if not policy.jitter:
+                return interval
+            import random  # a retry's jitter only: no run pays its import
+
+            return interval + random.uniform(0, 1)
     return None
 
 

@@ -7,7 +7,6 @@ which writes to record, whether to stop the others, what to raise.
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 import time
 import weakref
@@ -18,7 +17,6 @@ from pregelkit._internal._constants import CALL, ERROR, INTERRUPT, NO_WRITES, RE
 from pregelkit._internal._current import CURRENT
 from pregelkit._internal._threads import on_loop
 from pregelkit.errors import GraphBubbleUp, GraphInterrupt, NodeTimeoutError, NondeterminismError
-from pregelkit.pregel._exec.executor import Done, abandon
 from pregelkit.pregel._exec.recorder import AttemptRecorder
 from pregelkit.pregel._exec.retry import arun_with_retry, run_with_retry
 from pregelkit.pregel._exec.timeout import Attempt, step_attempt, step_error
@@ -36,6 +34,7 @@ from pregelkit.types import Interrupt, PregelExecutableTask, RetryPolicy
 
 if TYPE_CHECKING:
     import asyncio
+    import concurrent.futures
 
     from pregelkit.pregel._exec.port import LoopPort
 
@@ -182,7 +181,9 @@ class FuturesDict(dict[Any, PregelExecutableTask]):
             self.dropped.add(fut)
             self.counter -= 1
             last = self.counter == 0
-        abandon(fut)
+        import pregelkit.pregel._exec.executor as executor
+
+        executor.abandon(fut)
         if last:
             self.wake()
 
@@ -501,6 +502,7 @@ class PregelRunner:
         self, task: PregelExecutableTask, first: AnyFuture, first_task: PregelExecutableTask
     ) -> Any:
         import asyncio
+        import concurrent.futures
 
         try:
             if isinstance(first, concurrent.futures.Future):
@@ -541,7 +543,10 @@ class PregelRunner:
             else:
                 fut.set_result(value)
             return fut
-        return Done(value, failure)
+        # the pool's module: loaded by then, as a run that replays saves
+        import pregelkit.pregel._exec.executor as executor
+
+        return executor.Done(value, failure)
 
     # a step: the plan decides, ``tick`` and ``atick`` perform its effects
     def _step(
@@ -620,6 +625,8 @@ class PregelRunner:
                 effect.woken = event.wait(effect.seconds)
                 event.clear()
             elif isinstance(effect, _Join):
+                import concurrent.futures
+
                 concurrent.futures.wait(
                     [f for f in effect.running if isinstance(f, concurrent.futures.Future)],
                     timeout=effect.seconds,
@@ -639,6 +646,7 @@ class PregelRunner:
         """``tick`` on the event loop: this task awaits a lone task, and
         otherwise waits on an ``asyncio.Event`` that worker threads may set."""
         import asyncio
+        import concurrent.futures
 
         loop = self.loop = asyncio.get_running_loop()
         event = wake or asyncio.Event()

@@ -19,13 +19,13 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from pregelkit.errors import NodeTimeoutError
-from pregelkit.pregel._exec.executor import Detached, detach
 from pregelkit.pregel._graph.scope import TaskScope
 from pregelkit.types import TimeoutPolicy
 
 if TYPE_CHECKING:
     import asyncio
 
+    from pregelkit.pregel._exec.executor import Detached
     from pregelkit.types import PregelExecutableTask
 
 __all__ = ["Attempt", "abound", "bound", "in_thread", "is_bounded", "step_attempt", "step_error"]
@@ -241,7 +241,9 @@ def _timed_out(task: PregelExecutableTask, error: NodeTimeoutError) -> NodeTimeo
 def bound(task: PregelExecutableTask, run: Any) -> Any:
     """``run(copy)`` in a thread of its own; wait for it until the deadline."""
     attempt, twin = _start(task)
-    handle: Detached = detach(run, twin)
+    import pregelkit.pregel._exec.executor as executor  # the pool: loaded when needed
+
+    handle: Detached = executor.detach(run, twin)
     wait = handle.wait
     try:
         while not wait(attempt.remaining()):
@@ -310,5 +312,7 @@ async def in_thread(fn: Any, *args: Any) -> Any:
         if not loop.is_closed():
             loop.call_soon_threadsafe(settle, handle)
 
-    detach(fn, *args, on_done=done)
+    import pregelkit.pregel._exec.executor as executor
+
+    executor.detach(fn, *args, on_done=done)
     return await fut

@@ -1,0 +1,248 @@
+"""The executor of one run: where its runner submits the tasks it does not
+run itself, settled when the run exits.
+
+Kept apart from ``executor`` (the shared thread pool and its futures) so a
+run that submits nothing, a chain whose lone tasks run in the driver, never
+loads the pool, ``concurrent.futures`` and the ``logging`` it brings: half
+the imports of such a run's first ``invoke`` (28M of 55M instructions).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, suppress
+from contextvars import copy_context
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pregelkit.errors import GraphBubbleUp
+
+if TYPE_CHECKING:
+    import asyncio
+    import concurrent.futures
+
+    from pregelkit.pregel._exec.executor import Job, _Pool
+
+T = TypeVar("T")
+
+__all__ = ["AsyncBackgroundExecutor", "BackgroundExecutor"]
+
+
+class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
+    """Runs callables on worker threads for one run, and settles them on exit.
+
+    On exit it cancels what was marked ``__cancel_on_exit__``, waits for the
+    rest, and re-raises the first failure marked ``__reraise_on_exit__``.
+    ``max_concurrency`` (from the config) caps how many run at once. The
+    shared pool is found at the first ``submit``.
+    """
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self.pool: _Pool | None = None
+        self.job: type[Job[Any]] | None = None
+        self.tasks: dict[concurrent.futures.Future[Any], tuple[bool, bool]] = {}
+        self.lock = threading.Lock()
+        limit = (config or {}).get("max_concurrency")
+        self.limit: int | None = int(limit) if limit else None
+        self.running = 0
+        self.backlog: deque[Job[Any]] = deque()
+
+    def _start(self) -> _Pool:
+        """The first submit: load the pool and its futures."""
+        from pregelkit.pregel._exec import executor
+
+        self.job = executor.Job
+        self.pool = pool = executor._get_pool()
+        return pool
+
+    def submit(
+        self,
+        fn: Callable[..., T],
+        /,
+        *args: Any,
+        __name__: str | None = None,
+        __cancel_on_exit__: bool = False,
+        __reraise_on_exit__: bool = True,
+        __next_tick__: bool = False,
+        **kwargs: Any,
+    ) -> Job[T]:
+        """Schedule ``fn``. Work is always queued, never run inside ``submit``, so
+        ``__next_tick__`` holds by construction: the submitter finishes what it
+        is doing (e.g. registering the task) before the work can start."""
+        pool = self.pool
+        if pool is None:
+            pool = self._start()
+        assert self.job is not None
+        job: Job[T] = self.job(fn, args, kwargs)
+        if __cancel_on_exit__ or not __reraise_on_exit__:
+            with self.lock:
+                self.tasks[job] = (__cancel_on_exit__, __reraise_on_exit__)
+        elif __reraise_on_exit__:
+            with self.lock:
+                self.tasks[job] = (False, True)
+        job.add_done_callback(self._done)
+        if self.limit is None:
+            if __next_tick__:
+                pool.defer(job)
+            else:
+                pool.put(job)
+        else:
+            job._on_start = self._started
+            with self.lock:
+                if self.running < self.limit:
+                    self.running += 1
+                    job._on_start = None
+                    pool.put(job)
+                else:
+                    self.backlog.append(job)
+        return job
+
+    def _started(self) -> None:
+        # a backlogged job taken by a waiting caller: it now counts as running
+        with self.lock:
+            self.running += 1
+
+    def _done(self, job: concurrent.futures.Future[Any]) -> None:
+        with self.lock:
+            flags = self.tasks.get(job)
+            if flags is not None and (job.cancelled() or job.exception() is None):
+                del self.tasks[job]
+            if self.limit is None:
+                return
+            from concurrent.futures._base import PENDING
+
+            assert self.pool is not None
+            self.running -= 1
+            while self.backlog and self.running < self.limit:
+                nxt = self.backlog.popleft()
+                if nxt.done() or nxt._state != PENDING:
+                    continue
+                nxt._on_start = None
+                self.running += 1
+                self.pool.put(nxt)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        with self.lock:
+            tasks = dict(self.tasks)
+        if not tasks:
+            return
+        import concurrent.futures
+
+        from pregelkit.pregel._exec.executor import ABANDONED
+
+        for job, (cancel, _) in tasks.items():
+            if cancel:
+                job.cancel()
+        tasks = {t: f for t, f in tasks.items() if t not in ABANDONED}
+        pending = [t for t in tasks if not t.done()]
+        for job in pending:
+            if job in ABANDONED:  # a second Ctrl-C meanwhile walked away from it
+                continue
+            # waits (or runs it, not started) without raising its own exception:
+            # a KeyboardInterrupt from here is a Ctrl-C, the caller's to handle
+            with suppress(concurrent.futures.CancelledError):
+                job.exception()
+        if exc_type is None:
+            for job, (_, reraise) in tasks.items():
+                exc = None if job.cancelled() else job.exception()
+                if reraise and exc is not None and not isinstance(exc, GraphBubbleUp):
+                    raise exc
+
+
+async def _gated(semaphore: asyncio.Semaphore, coro: Awaitable[T]) -> T:
+    async with semaphore:
+        return await coro
+
+
+class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecutor"]):
+    """Runs coroutines as asyncio tasks for one run, and settles them on exit."""
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        import asyncio
+
+        self.loop = asyncio.get_running_loop()
+        self.tasks: dict[asyncio.Future[Any] | concurrent.futures.Future[Any], tuple[bool, bool]]
+        self.tasks = {}
+        limit = (config or {}).get("max_concurrency")
+        self.semaphore = asyncio.Semaphore(int(limit)) if limit else None
+        # asyncio is imported with the first async run, and the call futures with it
+        import pregelkit.pregel._exec.deferred as deferred
+
+        self.deferred = deferred.DeferredCall
+
+    def submit(
+        self,
+        fn: Callable[..., Coroutine[Any, Any, T]],
+        /,
+        *args: Any,
+        __name__: str | None = None,
+        __cancel_on_exit__: bool = False,
+        __reraise_on_exit__: bool = True,
+        __next_tick__: bool = False,
+        **kwargs: Any,
+    ) -> asyncio.Future[T] | concurrent.futures.Future[T]:
+        """Start ``fn(*args)`` as a task. From the event loop's thread this returns
+        an asyncio task, or for a task call (``__next_tick__``) a ``DeferredCall``
+        that its awaiter runs; from another thread (a sync function running in
+        a worker) a concurrent future it can block on."""
+        import asyncio
+
+        coro: Coroutine[Any, Any, T] = fn(*args, **kwargs)
+        fut: asyncio.Future[T] | concurrent.futures.Future[T]
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop and __next_tick__:
+            call = self.deferred(self.loop, coro, copy_context(), self.semaphore)
+            self.tasks[call] = (__cancel_on_exit__, __reraise_on_exit__)
+            call.when_done(self._done)
+            return call
+        if self.semaphore is not None:
+            coro = _gated(self.semaphore, coro)
+        if running is self.loop:
+            fut = self.loop.create_task(coro, name=__name__, context=copy_context())
+        else:
+            fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        self.tasks[fut] = (__cancel_on_exit__, __reraise_on_exit__)
+        fut.add_done_callback(self._done)
+        return fut
+
+    def _done(self, fut: asyncio.Future[Any] | concurrent.futures.Future[Any]) -> None:
+        if fut.cancelled() or fut.exception() is None:
+            self.tasks.pop(fut, None)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        import asyncio
+        import concurrent.futures
+
+        from pregelkit.pregel._exec.executor import ABANDONED
+
+        tasks = {t: f for t, f in self.tasks.items() if t not in ABANDONED}
+        for fut, (cancel, _) in tasks.items():
+            if cancel:
+                fut.cancel()
+        pending = [
+            asyncio.wrap_future(f) if isinstance(f, concurrent.futures.Future) else f
+            for f in tasks
+            if not f.done()
+        ]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        if exc_type is None:
+            for fut, (_, reraise) in tasks.items():
+                exc = None if fut.cancelled() else fut.exception()
+                if reraise and exc is not None and not isinstance(exc, GraphBubbleUp):
+                    raise exc
