@@ -80,6 +80,7 @@ from pregelkit.pregel._plan.algo import (
     Planner,
     PregelTaskWrites,
     apply_writes,
+    call_position,
     increment,
     prepare_next_tasks,
     prepare_push_call,
@@ -658,11 +659,13 @@ class PregelLoop:
         stop = self.mark.stop
         if stop.reason is not None:
             raise stop.refuse(parent)
-        pushed = prepare_push_call(self.planner, parent, idx, call)
+        planner = self.planner
+        position = call_position(planner, parent, idx)
         calls = self.calls
         if (calls.done or calls.records) and (
-            replayed := calls.replayed(self.planner, parent, idx, call, pushed.id)
+            replayed := calls.replayed(planner, parent, idx, call, position[0])
         ) is not None:
+            pushed = prepare_push_call(planner, parent, idx, call, position, scoped=False)
             pushed.writes.extend(replayed)
             attempts = self.attempts
             if attempts.log is not None or attempts.hooks is not None:
@@ -672,6 +675,7 @@ class PregelLoop:
                 # comes from the record (no task_result event)
                 self.out.started(pushed, self.step)
             return pushed, _NONE
+        pushed = prepare_push_call(planner, parent, idx, call, position, scoped=True)
         if pushed.cache_key is not None and self.cached.cache is not None:
             key = (pushed.cache_key.ns, pushed.cache_key.key)
             hit = self.cached.fresh.get(key)

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "WritesProtocol",
     "apply_writes",
+    "call_position",
     "increment",
     "prepare_next_tasks",
     "prepare_push_call",
@@ -164,6 +165,7 @@ class Planner:
         key_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
         cache_id: str | None = None,
         cache_salt: Callable[[], bytes] | None = None,
+        scoped: bool = True,
     ) -> PregelExecutableTask:
         cache_key = None
         policy = cache_policy or self.cache_policy
@@ -187,7 +189,7 @@ class Planner:
             node.flat_writers if node is not None else (),
             node.subgraphs if node is not None else (),
         )
-        if self.run is not None:
+        if self.run is not None and scoped:
             task.scope = TaskScope(self.run, task, _ns_for(self.ns, name, tid), self.step)
         return task
 
@@ -360,13 +362,15 @@ def prepare_push_call(
     parent: PregelExecutableTask,
     idx: int,
     call: Any,
+    position: tuple[str, str],
+    *,
+    scoped: bool,
 ) -> PregelExecutableTask:
-    """The task for a functional-API call made by ``parent``: its id depends only
-    on the parent's path and the call's position, not on what is called, so a
-    replay finds the call recorded at that position and can check it is the
-    same call (see ``_plan.replay``)."""
+    """The task for a functional-API call made by ``parent`` at ``position``
+    (``call_position``). A replayed call, which never runs, needs no scope
+    (``scoped``): nor the reference cycle a task and its scope make."""
     path: tuple[Any, ...] = (PUSH, parent.path, idx, parent.id)
-    tid, parent_path_str = _push_call_id(planner, parent, idx)
+    tid, parent_path_str = position
     task = planner.make(
         call.name,
         call.input,
@@ -380,6 +384,7 @@ def prepare_push_call(
         key_args=(call.args, call.kwargs),
         cache_id=call.identity,
         cache_salt=call.cache_salt,
+        scoped=scoped,
     )
     task.path_str = f"~{PUSH}, {parent_path_str}, {idx:010d}, {parent.id}"
     if task.scope is not None:
@@ -389,10 +394,14 @@ def prepare_push_call(
 
 def push_call_id(planner: Planner, parent: PregelExecutableTask, idx: int) -> str:
     """The id of the call ``parent`` makes at position ``idx``."""
-    return _push_call_id(planner, parent, idx)[0]
+    return call_position(planner, parent, idx)[0]
 
 
-def _push_call_id(planner: Planner, parent: PregelExecutableTask, idx: int) -> tuple[str, str]:
+def call_position(planner: Planner, parent: PregelExecutableTask, idx: int) -> tuple[str, str]:
+    """The id of the call ``parent`` makes at position ``idx``, and ``parent``'s
+    path as a string: the id depends only on the parent's path and the call's
+    position, not on what is called, so a replay finds the call recorded at
+    that position and can check it is the same call (see ``_plan.replay``)."""
     scope = parent.scope
     parent_path_str = scope.path_str if scope is not None else None
     if parent_path_str is None:
@@ -413,7 +422,7 @@ def _push_call_id(planner: Planner, parent: PregelExecutableTask, idx: int) -> t
 def legacy_push_call_id(planner: Planner, parent: PregelExecutableTask, idx: int, name: str) -> str:
     """The id a call had before ids left the task name out: threads recorded
     then still find their results (unchecked, as they carry no identity)."""
-    parent_path_str = _push_call_id(planner, parent, idx)[1]
+    parent_path_str = call_position(planner, parent, idx)[1]
     return make_task_id(
         planner.checkpoint_id,
         planner.ns,
