@@ -33,9 +33,11 @@ __all__ = [
     "Statement",
     "adrive",
     "aexecute",
+    "afetched",
     "done",
     "drive",
     "execute",
+    "fetched",
     "migrate",
     "sequence",
 ]
@@ -214,15 +216,19 @@ def execute(cursor: Any, statement: Statement) -> Any:
         else:
             cursor.executemany(statement.sql, rows)
         return None
-    cur = cursor.execute(statement.sql, statement.params)
+    return fetched(cursor.execute(statement.sql, statement.params), statement)
+
+
+def fetched(cursor: Any, statement: Statement) -> Any:
+    """What ``statement`` sends back, from the ``cursor`` that ran it."""
     fetch = statement.fetch
     if fetch is None:
         return None
     if fetch == "one":
-        return cur.fetchone()
+        return cursor.fetchone()
     if fetch == "all":
-        return cur.fetchall()
-    return cur.rowcount
+        return cursor.fetchall()
+    return cursor.rowcount
 
 
 async def aexecute(cursor: Any, statement: Statement) -> Any:
@@ -235,6 +241,11 @@ async def aexecute(cursor: Any, statement: Statement) -> Any:
             await cursor.executemany(statement.sql, rows)
         return None
     await cursor.execute(statement.sql, statement.params)
+    return await afetched(cursor, statement)
+
+
+async def afetched(cursor: Any, statement: Statement) -> Any:
+    """:func:`fetched` from an async cursor."""
     fetch = statement.fetch
     if fetch is None:
         return None

@@ -17,7 +17,7 @@ from functools import partial
 from types import ModuleType
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
-from pregelkit._internal._plan import Dialect, Plan, Statement
+from pregelkit._internal._plan import Dialect, Plan, Run, Statement
 from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._rows import (
     RESEAL_SELECTS,
@@ -39,10 +39,12 @@ from pregelkit.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    OpenedThread,
     RunnableConfig,
     prune_targets,
     thread_coordinates,
 )
+from pregelkit.checkpoint.base._open import Gate
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 
 __all__ = ["Call", "SaverSQL", "SqlSaver"]
@@ -53,6 +55,10 @@ T = TypeVar("T")
 class SaverSQL(Dialect):
     """One database's statements for the plans of this module, taken from
     the module that spells them (its upper-case names, and ``list_query``)."""
+
+    checkpoint_in_one_statement: bool = False
+    """``read_checkpoint`` is one SELECT (the row holds its blobs and writes):
+    a ``single`` call."""
 
     def __init__(self, sql: ModuleType, queue: _runqueue.Dialect) -> None:
         self.queue = queue
@@ -106,13 +112,17 @@ def thread_of(config: RunnableConfig | None) -> str | None:
 
 def read_checkpoint(sql: SaverSQL, config: RunnableConfig) -> Plan[StoredCheckpoint | None]:
     """The checkpoint ``config`` names, or the latest of its thread and namespace."""
+    row = yield checkpoint_select(sql, config)
+    return None if row is None else (yield from sql.stored(row))
+
+
+def checkpoint_select(sql: SaverSQL, config: RunnableConfig) -> Statement:
+    """The SELECT of the checkpoint row ``config`` names (the latest of its
+    thread and namespace without a checkpoint id)."""
     thread_id, checkpoint_ns, checkpoint_id = thread_coordinates(config)
     if checkpoint_id:
-        params: tuple[str, ...] = (thread_id, checkpoint_ns, checkpoint_id)
-        row = yield Statement(sql.select_checkpoint, params, "one")
-    else:
-        row = yield Statement(sql.select_latest_checkpoint, (thread_id, checkpoint_ns), "one")
-    return None if row is None else (yield from sql.stored(row))
+        return Statement(sql.select_checkpoint, (thread_id, checkpoint_ns, checkpoint_id), "one")
+    return Statement(sql.select_latest_checkpoint, (thread_id, checkpoint_ns), "one")
 
 
 def put(
@@ -214,13 +224,58 @@ def prune(sql: SaverSQL, thread_ids: Sequence[str], strategy: str) -> Plan[None]
 
 def get_thread_control(sql: SaverSQL, thread_id: str) -> Plan[str | None]:
     row = yield Statement(sql.select_thread_control, (thread_id,), "one")
+    return mark_of(row)
+
+
+def mark_of(row: Sequence[Any] | None) -> str | None:
+    """The mark in a row of ``select_thread_control``."""
     return None if row is None else str(row[0])
 
 
 def get_thread_gate(sql: SaverSQL, thread_id: str) -> Plan[tuple[str | None, str | None]]:
     row = yield Statement(sql.select_thread_gate, (thread_id, thread_id), "one")
+    return gate_of(row)
+
+
+def gate_of(row: Sequence[Any] | None) -> tuple[str | None, str | None]:
+    """The mark and queued state in a row of ``select_thread_gate``."""
     mark, run = row if row is not None else (None, None)
     return (None if mark is None else str(mark)), (None if run is None else str(run))
+
+
+def opening_reads(
+    sql: SaverSQL, thread_id: str, config: RunnableConfig, gate: Gate
+) -> tuple[Statement, ...]:
+    """What ``open_thread`` reads with the lock: the ``gate``, then the
+    checkpoint (a dialect whose checkpoint is one SELECT)."""
+    checkpoint = checkpoint_select(sql, config)
+    if gate == "gate":
+        return Statement(sql.select_thread_gate, (thread_id, thread_id), "one"), checkpoint
+    if gate == "mark":
+        return Statement(sql.select_thread_control, (thread_id,), "one"), checkpoint
+    return (checkpoint,)
+
+
+def opened_thread(
+    sql: SaverSQL, serde: SerializerProtocol, lock: Any, gate: Gate, rows: Sequence[Any]
+) -> OpenedThread:
+    """``open_thread``'s answer from the rows of ``opening_reads``; the
+    checkpoint is decoded only if the run asks for it."""
+    read = None
+    if gate == "gate":
+        read = gate_of(rows[0])
+    elif gate == "mark":
+        read = mark_of(rows[0]), None
+    row = rows[-1]
+
+    def checkpoint() -> CheckpointTuple | None:
+        if row is None:
+            return None
+        stored = Run(sql.stored(row))  # one row holds it all: no statement to run
+        assert stored.effect is None
+        return decode_checkpoint(serde, stored.result)
+
+    return OpenedThread(lock, read, checkpoint)
 
 
 def put_thread_control(sql: SaverSQL, thread_id: str, mark: str | None) -> Plan[None]:
@@ -284,7 +339,12 @@ class SqlSaver(BaseCheckpointSaver[str]):
         """The checkpoint ``config`` names, or the latest of its thread and
         namespace; ``None`` if there is none."""
         stored = self._run(
-            Call(partial(read_checkpoint, self._statements, config), "get_tuple", config)
+            Call(
+                partial(read_checkpoint, self._statements, config),
+                "get_tuple",
+                config,
+                single=self._statements.checkpoint_in_one_statement,
+            )
         )
         return None if stored is None else decode_checkpoint(self.serde, stored)
 
@@ -308,7 +368,7 @@ class SqlSaver(BaseCheckpointSaver[str]):
     def _iter_list(
         self, query: tuple[str, Sequence[Any]], thread_id: str | None
     ) -> Iterator[CheckpointTuple]:
-        for row in self._run(Call(partial(fetch_all, *query), "list", thread_id)):
+        for row in self._run(Call(partial(fetch_all, *query), "list", thread_id, single=True)):
             stored = self._run(Call(partial(self._statements.stored, row), "list", str(row[0])))
             yield decode_checkpoint(self.serde, stored)
 

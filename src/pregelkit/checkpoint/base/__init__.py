@@ -35,6 +35,7 @@ from pregelkit._internal._threads import to_thread
 from pregelkit._internal._typing import MISSING
 from pregelkit.checkpoint.base import _delta
 from pregelkit.checkpoint.base._delta import DeltaChannelHistory, writes_sort_key
+from pregelkit.checkpoint.base._open import Gate, OpenedThread, aopen_one_by_one, open_one_by_one
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
 
@@ -52,6 +53,7 @@ __all__ = [
     "DeltaChannelHistory",
     "EXCLUDED_METADATA_KEYS",
     "EmptyChannelError",
+    "OpenedThread",
     "PendingWrite",
     "RunnableConfig",
     "copy_checkpoint",
@@ -515,6 +517,23 @@ class BaseCheckpointSaver(Generic[V]):
         self, thread_id: str, *, wait: bool = False
     ) -> AbstractAsyncContextManager[None]:
         return _async_held(self, thread_id, wait)
+
+    def open_thread(
+        self, thread_id: str, config: RunnableConfig, *, lock: bool, wait: bool, gate: Gate
+    ) -> OpenedThread:
+        """A run's start in one call, which a saver of a remote database may
+        make in one round trip (``checkpoint.base._open``): take the thread's
+        lock (``lock``; ``wait`` as ``lock_thread``), read its ``gate``, and
+        perhaps the checkpoint ``config`` names. This default takes the lock
+        and reads the gate, one call each, and leaves the checkpoint to
+        ``get_tuple``."""
+        return open_one_by_one(self, thread_id, lock, wait, gate)
+
+    async def aopen_thread(
+        self, thread_id: str, config: RunnableConfig, *, lock: bool, wait: bool, gate: Gate
+    ) -> OpenedThread:
+        """The async twin of ``open_thread`` (its lock is an async context manager)."""
+        return await aopen_one_by_one(self, thread_id, lock, wait, gate)
 
     # async twins
     async def aget(self, config: RunnableConfig) -> Checkpoint | None:

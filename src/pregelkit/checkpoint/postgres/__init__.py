@@ -39,11 +39,20 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
-from pregelkit._internal._plan import Plan, Run, Statement, all_statements, drive, execute
+from pregelkit._internal._plan import (
+    Plan,
+    Run,
+    Statement,
+    all_statements,
+    drive,
+    execute,
+    fetched,
+)
 from pregelkit.checkpoint import _plans
 from pregelkit.checkpoint._faults import StorageRetry
 from pregelkit.checkpoint._plans import Call
-from pregelkit.checkpoint.base import BaseCheckpointSaver
+from pregelkit.checkpoint.base import BaseCheckpointSaver, OpenedThread, RunnableConfig
+from pregelkit.checkpoint.base._open import Gate
 from pregelkit.checkpoint.postgres import _core, _sql
 from pregelkit.checkpoint.postgres._connect import Connections, reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
@@ -135,16 +144,19 @@ class PostgresSaver(Connections, _plans.SqlSaver):
             self._in_transaction(Run(_core.setup()))
             self._ready = True
 
-    def _transaction(self, run: Run[T], pipelined: bool = False) -> T:
+    def _transaction(self, run: Run[T], pipelined: bool = False, single: bool = False) -> T:
         self._ensure_ready()
-        return self._in_transaction(run, pipelined)
+        return self._in_transaction(run, pipelined, single)
 
-    def _in_transaction(self, run: Run[T], pipelined: bool = False) -> T:
-        if self.pipe is None and pipelined:
+    def _in_transaction(self, run: Run[T], pipelined: bool = False, single: bool = False) -> T:
+        if self.pipe is None and (pipelined or single):
             with self._connection() as conn:
-                if conn.autocommit:
-                    return self._pipelined(conn, run)
-                with conn.pipeline(), conn.transaction():
+                if single and conn.autocommit:  # its own transaction on the server
+                    return drive(run, partial(_execute_alone, conn))
+                if pipelined:
+                    with _pipelined_transaction(conn):
+                        return drive(run, partial(_execute_alone, conn))
+                with conn.transaction():
                     return drive(run, partial(_execute_alone, conn))
         with self._connection() as conn, conn.transaction():
             if self.pipe is None:
@@ -157,21 +169,6 @@ class PostgresSaver(Connections, _plans.SqlSaver):
             result = drive(run, partial(_execute_alone, conn))
         self.pipe.sync()
         return result
-
-    def _pipelined(self, conn: psycopg.Connection[Any], run: Run[T]) -> T:
-        """``run`` in one pipeline, its own BEGIN and COMMIT included: one
-        round trip, plus one per row fetched. (``conn.transaction()`` would
-        wait for the server after BEGIN and after COMMIT.)"""
-        try:
-            with conn.pipeline():
-                _execute_alone(conn, _core.BEGIN)
-                result = drive(run, partial(_execute_alone, conn))
-                _execute_alone(conn, _core.COMMIT)
-            return result
-        except BaseException:
-            if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
-                conn.execute("ROLLBACK")
-            raise
 
     @contextmanager
     def grouped(self) -> Iterator[None]:
@@ -187,8 +184,7 @@ class PostgresSaver(Connections, _plans.SqlSaver):
         with (
             _core.block_faults(),
             self._connection() as conn,
-            conn.pipeline(),
-            conn.transaction(),
+            _pipelined_transaction(conn),
             _core.in_group(self, conn),
         ):
             yield
@@ -211,15 +207,11 @@ class PostgresSaver(Connections, _plans.SqlSaver):
                 return self.conn.getconn() if isinstance(self.conn, ConnectionPool) else self.conn
             case _core.GiveBack(conn) if isinstance(self.conn, ConnectionPool):
                 self.conn.putconn(conn)
-            case _core.OnConnection(held, statement):
-                with (
-                    self._connection(held) as conn,
-                    conn.transaction(),
-                    conn.cursor(row_factory=tuple_row) as cur,
-                ):
-                    return execute(cur, statement)
-            case _core.Transaction(run, pipelined):
-                return self._transaction(run, pipelined)
+            case _core.OnConnection(held, statements):
+                with self._connection(held) as conn:
+                    return _together(conn, statements)
+            case _core.Transaction(run, pipelined, single):
+                return self._transaction(run, pipelined, single)
             case _core.Reconnect():
                 self._reconnect()
         return None
@@ -231,6 +223,7 @@ class PostgresSaver(Connections, _plans.SqlSaver):
                 partial(_plans.get_thread_control, _sql.SQL, str(thread_id)),
                 "get_thread_control",
                 str(thread_id),
+                single=True,
             )
         )
 
@@ -241,6 +234,7 @@ class PostgresSaver(Connections, _plans.SqlSaver):
                 partial(_plans.get_thread_gate, _sql.SQL, str(thread_id)),
                 "get_thread_gate",
                 str(thread_id),
+                single=True,
             )
         )
 
@@ -250,6 +244,7 @@ class PostgresSaver(Connections, _plans.SqlSaver):
                 partial(_plans.put_thread_control, _sql.SQL, str(thread_id), mark),
                 "put_thread_control",
                 str(thread_id),
+                single=True,
             )
         )
 
@@ -264,25 +259,90 @@ class PostgresSaver(Connections, _plans.SqlSaver):
         two connections while runs go on)."""
         return _Held(self, thread_id, wait)
 
+    def open_thread(
+        self, thread_id: str, config: RunnableConfig, *, lock: bool, wait: bool, gate: Gate
+    ) -> OpenedThread:
+        """A run's start in one round trip: the lock, the gate and the
+        checkpoint in one pipeline on the saver's single connection (with a
+        pool, the reads take a second round trip on another connection)."""
+        if self.pipe is not None:
+            return super().open_thread(thread_id, config, lock=lock, wait=wait, gate=gate)
+        self._ensure_ready()
+        reads = _plans.opening_reads(_sql.SQL, thread_id, config, gate)
+        on_lock = not isinstance(self.conn, ConnectionPool)
+        local, rows = self._drive(
+            _core.open_thread(self._locks, thread_id, reads, lock, wait, self.retry, on_lock)
+        )
+        held = None if local is None else _Held(self, thread_id, wait, local)
+        return _plans.opened_thread(_sql.SQL, self.serde, held, gate, rows)
+
 
 class _Held(AbstractContextManager[None]):
-    def __init__(self, saver: PostgresSaver, thread_id: str, wait: bool) -> None:
+    def __init__(
+        self,
+        saver: PostgresSaver,
+        thread_id: str,
+        wait: bool,
+        local: AbstractContextManager[None] | None = None,
+    ) -> None:
         self.saver = saver
         self.thread_id = thread_id
         self.wait = wait
+        self.local = local
+        """The entered in-process lock, once the thread is held."""
 
     def __enter__(self) -> None:
-        self.local = self.saver._drive(
+        self.local, _ = self.saver._drive(
             _core.hold(self.saver._locks, self.thread_id, self.wait, self.saver.retry)
         )
 
     def __exit__(self, *exc: object) -> None:
+        assert self.local is not None
         self.saver._drive(_core.release(self.saver._locks, self.thread_id, self.local))
 
 
 def _execute_alone(conn: psycopg.Connection[Any], statement: Statement) -> Any:
     with conn.cursor(row_factory=tuple_row) as cur:
         return execute(cur, statement)
+
+
+def _together(conn: psycopg.Connection[Any], statements: tuple[Statement, ...]) -> list[Any]:
+    """Each statement's result, all sent before the first is waited for (on an
+    autocommit connection; otherwise in a transaction, one by one)."""
+    if not conn.autocommit:
+        with conn.transaction():
+            return [_execute_alone(conn, statement) for statement in statements]
+    if len(statements) == 1:
+        return [_execute_alone(conn, statements[0])]
+    cursors = []
+    with conn.pipeline():
+        for statement in statements:
+            cursor = conn.cursor(row_factory=tuple_row)
+            cursor.execute(statement.sql, statement.params)
+            cursors.append(cursor)
+    return [fetched(cursor, statement) for cursor, statement in zip(cursors, statements)]
+
+
+@contextmanager
+def _pipelined_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """The block's statements in one pipeline and one transaction: on an
+    autocommit connection its own BEGIN and COMMIT go out in the pipeline
+    too, so the whole block is one round trip, plus one per row fetched
+    (``conn.transaction()`` waits for the server after BEGIN and after
+    COMMIT). A block that fails leaves nothing of it applied."""
+    if not conn.autocommit:
+        with conn.pipeline(), conn.transaction():
+            yield
+        return
+    try:
+        with conn.pipeline():
+            _execute_alone(conn, _core.BEGIN)
+            yield
+            _execute_alone(conn, _core.COMMIT)
+    except BaseException:
+        if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def __getattr__(name: str) -> Any:

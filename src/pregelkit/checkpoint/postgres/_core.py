@@ -80,11 +80,14 @@ class GiveBack:
 
 @dataclass(frozen=True, slots=True)
 class OnConnection:
-    """Run ``statement`` in its own transaction on ``conn`` (under the saver's
-    connection lock when ``conn`` is its single connection)."""
+    """Run ``statements`` on ``conn`` (a connection of the saver's when
+    ``None``; under the saver's connection lock when it is its single
+    connection), all sent before the first result is waited for: one round
+    trip, each its own transaction on an autocommit connection (else one
+    transaction for all). Sends back each one's result."""
 
     conn: Any
-    statement: Statement
+    statements: tuple[Statement, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +96,12 @@ class Transaction:
     saver (creating the tables first if the saver has not yet); sends back
     its result. ``pipelined``: its statements go out as one pipeline, with
     no wait for each result (a round trip per row fetched, one in all for
-    a plan of saves)."""
+    a plan of saves). ``single``: one statement, which needs no transaction
+    of its own on an autocommit connection (no BEGIN/COMMIT round trips)."""
 
     run: Run[Any]
     pipelined: bool = False
+    single: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +143,7 @@ def transaction(call: Call[T], *, retry: StorageRetry, locks: LockState) -> Plan
         if run.effect is None:
             return run.result
         _refuse_if_lost(locks, call)
-        result: T = yield Transaction(run, call.pipelined)
+        result: T = yield Transaction(run, call.pipelined, call.single)
         return result
 
     def after_failure() -> Plan[None]:
@@ -313,7 +318,7 @@ def _probe_locks(state: LockState) -> Plan[bool]:
     if conn is None or not state.held:
         return True
     try:
-        yield OnConnection(conn, Statement("SELECT 1", fetch="one"))
+        yield OnConnection(conn, (Statement("SELECT 1", fetch="one"),))
         return True
     except psycopg.Error as exc:
         state.lost |= state.held
@@ -348,25 +353,36 @@ class LockState:
         """The driver error that took the lost locks' connection."""
 
 
+Held: TypeAlias = tuple[AbstractContextManager[None], list[Any]]
+"""The entered in-process lock, and the results of the reads made with the lock."""
+
+
 def hold(
-    state: LockState, thread_id: str, wait: bool, retry: StorageRetry
-) -> Plan[AbstractContextManager[None]]:
+    state: LockState,
+    thread_id: str,
+    wait: bool,
+    retry: StorageRetry,
+    reads: tuple[Statement, ...] = (),
+) -> Plan[Held]:
     """The in-process lock of ``thread_id``, then its session-level advisory
-    lock, polled (with growing pauses) while ``wait``; sends back the entered
-    in-process lock, for :func:`release`. A connection that drops while the
-    lock is asked for is replaced within ``retry``'s budget."""
+    lock, polled (with growing pauses) while ``wait``; ``reads`` go in the
+    same round trip as the lock (on the lock's connection, read once the
+    lock is taken). Sends back the entered in-process lock, for
+    :func:`release`, and the reads' results. A connection that drops while
+    the lock is asked for is replaced within ``retry``'s budget."""
     local: AbstractContextManager[None] = yield EnterLocal(thread_id, wait)
     try:
         key = _sql.thread_lock_key(thread_id)
         pause, longest = _sql.LOCK_POLL_SECONDS
-        while not (
-            yield from retrying(
-                lambda: _guarded_try_lock(state, key),
+        while True:
+            locked, rows = yield from retrying(
+                lambda: _guarded_try_lock(state, key, reads),
                 retry=retry,
                 operation="lock_thread",
                 thread_id=thread_id,
             )
-        ):
+            if locked:
+                return local, rows
             if not wait:
                 raise ThreadBusyError(thread_id, f"(PostgreSQL advisory lock {key} is held)")
             yield Sleep(pause)
@@ -374,7 +390,41 @@ def hold(
     except BaseException:
         local.__exit__(None, None, None)
         raise
-    return local
+
+
+def open_thread(
+    state: LockState,
+    thread_id: str,
+    reads: tuple[Statement, ...],
+    lock: bool,
+    wait: bool,
+    retry: StorageRetry,
+    reads_on_lock: bool,
+) -> Plan[tuple[AbstractContextManager[None] | None, list[Any]]]:
+    """A run's start (``BaseCheckpointSaver.open_thread``): the thread's lock
+    and ``reads``, in one round trip when they may share the lock's
+    connection (``reads_on_lock``: the saver's single connection; a pool's
+    lock connection serves every run's locks, so a pool reads on another,
+    a second round trip)."""
+    local: AbstractContextManager[None] | None = None
+    if lock:
+        local, rows = yield from hold(state, thread_id, wait, retry, reads if reads_on_lock else ())
+        if reads_on_lock:
+            return local, rows
+    try:
+        rows = yield from retrying(
+            lambda: _read(reads), retry=retry, operation="open_thread", thread_id=thread_id
+        )
+    except BaseException:
+        if local is not None:
+            yield from release(state, thread_id, local)
+        raise
+    return local, rows
+
+
+def _read(reads: tuple[Statement, ...]) -> Plan[list[Any]]:
+    rows: list[Any] = yield OnConnection(None, reads)
+    return rows
 
 
 def release(state: LockState, thread_id: str, local: AbstractContextManager[None]) -> Plan[None]:
@@ -386,26 +436,44 @@ def release(state: LockState, thread_id: str, local: AbstractContextManager[None
         local.__exit__(None, None, None)
 
 
-def _guarded_try_lock(state: LockState, key: int) -> Plan[bool]:
-    locked: bool = yield Guarded(_try_lock(state, key))
+def _guarded_try_lock(
+    state: LockState, key: int, reads: tuple[Statement, ...]
+) -> Plan[tuple[bool, list[Any]]]:
+    locked: tuple[bool, list[Any]] = yield Guarded(_try_lock(state, key, reads))
     return locked
 
 
-def _try_lock(state: LockState, key: int) -> Plan[bool]:
+def _try_lock(
+    state: LockState, key: int, reads: tuple[Statement, ...]
+) -> Plan[tuple[bool, list[Any]]]:
     conn = state.conn
     if conn is None:
         conn = state.conn = yield Borrow()
     try:
-        row = yield OnConnection(conn, Statement(_sql.TRY_LOCK_THREAD, (key,), fetch="one"))
+        results = yield OnConnection(
+            conn, (Statement(_sql.TRY_LOCK_THREAD, (key,), fetch="one"), *reads)
+        )
+        row = results[0]
         locked = bool(row and row[0])
     except BaseException:
+        if reads and not conn.closed:
+            yield from _unlock_after_failed_read(conn, key)
         yield from _after_lock_query_failed(state, conn)
         raise
     if locked:
         state.held.add(key)
     elif not state.held:
         yield from _give_back(state)
-    return locked
+    return locked, results[1:]
+
+
+def _unlock_after_failed_read(conn: Any, key: int) -> Plan[None]:
+    """The lock may have been taken before a read of its round trip failed:
+    give it back (the error of the read is the one raised)."""
+    try:
+        yield OnConnection(conn, (Statement(_sql.UNLOCK_THREAD, (key,), fetch="one"),))
+    except psycopg.Error:
+        pass
 
 
 def _unlock(state: LockState, key: int) -> Plan[None]:
@@ -414,7 +482,7 @@ def _unlock(state: LockState, key: int) -> Plan[None]:
         return  # lost with a connection that broke
     state.held.discard(key)
     try:
-        yield OnConnection(conn, Statement(_sql.UNLOCK_THREAD, (key,), fetch="one"))
+        yield OnConnection(conn, (Statement(_sql.UNLOCK_THREAD, (key,), fetch="one"),))
     except psycopg.OperationalError:
         yield from _after_lock_query_failed(state, conn)
     if not state.held:

@@ -385,6 +385,8 @@ def stored_checkpoint(row: Sequence[Any]) -> StoredCheckpoint:
 
 
 class _PostgresSQL(SaverSQL):
+    checkpoint_in_one_statement = True
+
     def stored(self, row: Sequence[Any]) -> Plan[StoredCheckpoint]:
         """No more queries: the row holds the blobs and the writes."""
         return done(stored_checkpoint(row))

@@ -30,7 +30,15 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from pregelkit._internal._loop_thread import SyncCallOnLoopError
-from pregelkit._internal._plan import Plan, Run, Statement, adrive, aexecute, all_statements
+from pregelkit._internal._plan import (
+    Plan,
+    Run,
+    Statement,
+    adrive,
+    aexecute,
+    afetched,
+    all_statements,
+)
 from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint import _plans, _runqueue
 from pregelkit.checkpoint._faults import StorageRetry
@@ -43,9 +51,11 @@ from pregelkit.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    OpenedThread,
     RunnableConfig,
     prune_targets,
 )
+from pregelkit.checkpoint.base._open import Gate
 from pregelkit.checkpoint.postgres import _core, _sql
 from pregelkit.checkpoint.postgres._connect import AsyncConnections, reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
@@ -138,16 +148,21 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
             await self._in_transaction(Run(_core.setup()))
             self._ready = True
 
-    async def _transaction(self, run: Run[T], pipelined: bool = False) -> T:
+    async def _transaction(self, run: Run[T], pipelined: bool = False, single: bool = False) -> T:
         await self._ensure_ready()
-        return await self._in_transaction(run, pipelined)
+        return await self._in_transaction(run, pipelined, single)
 
-    async def _in_transaction(self, run: Run[T], pipelined: bool = False) -> T:
-        if self.pipe is None and pipelined:
+    async def _in_transaction(
+        self, run: Run[T], pipelined: bool = False, single: bool = False
+    ) -> T:
+        if self.pipe is None and (pipelined or single):
             async with self._connection() as conn:
-                if conn.autocommit:
-                    return await self._pipelined(conn, run)
-                async with conn.pipeline(), conn.transaction():
+                if single and conn.autocommit:  # its own transaction on the server
+                    return await adrive(run, partial(_execute_alone, conn))
+                if pipelined:
+                    async with _pipelined_transaction(conn):
+                        return await adrive(run, partial(_execute_alone, conn))
+                async with conn.transaction():
                     return await adrive(run, partial(_execute_alone, conn))
         async with self._connection() as conn, conn.transaction():
             if self.pipe is None:
@@ -161,19 +176,6 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
         await self.pipe.sync()
         return result
 
-    async def _pipelined(self, conn: psycopg.AsyncConnection[Any], run: Run[T]) -> T:
-        """As ``PostgresSaver._pipelined``."""
-        try:
-            async with conn.pipeline():
-                await _execute_alone(conn, _core.BEGIN)
-                result = await adrive(run, partial(_execute_alone, conn))
-                await _execute_alone(conn, _core.COMMIT)
-            return result
-        except BaseException:
-            if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
-                await conn.execute("ROLLBACK")
-            raise
-
     @asynccontextmanager
     async def agrouped(self) -> AsyncIterator[None]:
         """The saver calls this task makes inside the block are one
@@ -184,7 +186,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
             return
         await self._ensure_ready()
         with _core.block_faults():
-            async with self._connection() as conn, conn.pipeline(), conn.transaction():
+            async with self._connection() as conn, _pipelined_transaction(conn):
                 with _core.in_group(self, conn):
                     yield
 
@@ -205,14 +207,10 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
         elif isinstance(effect, _core.GiveBack) and isinstance(self.conn, AsyncConnectionPool):
             await self.conn.putconn(effect.conn)
         elif isinstance(effect, _core.OnConnection):
-            async with (
-                self._connection(effect.conn) as conn,
-                conn.transaction(),
-                conn.cursor(row_factory=tuple_row) as cur,
-            ):
-                return await aexecute(cur, effect.statement)
+            async with self._connection(effect.conn) as conn:
+                return await _together(conn, effect.statements)
         elif isinstance(effect, _core.Transaction):
-            return await self._transaction(effect.run, effect.pipelined)
+            return await self._transaction(effect.run, effect.pipelined, effect.single)
         elif isinstance(effect, _core.Reconnect):
             await self._reconnect()
         return None
@@ -239,6 +237,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
                 partial(_plans.read_checkpoint, self._statements, config),
                 "get_tuple",
                 config,
+                single=True,
             )
         )
         return None if stored is None else decode_checkpoint(self.serde, stored)
@@ -255,7 +254,8 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
         fetched in one query, and no connection is held while the caller
         iterates."""
         query = _sql.list_query(list_scope(config, before), check_filter(filter), limit)
-        for row in await self._arun(Call(partial(_plans.fetch_all, *query), "list", config)):
+        listed = Call(partial(_plans.fetch_all, *query), "list", config, single=True)
+        for row in await self._arun(listed):
             yield decode_checkpoint(self.serde, _sql.stored_checkpoint(row))
 
     async def aput(
@@ -360,6 +360,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
                 partial(_plans.get_thread_control, _sql.SQL, str(thread_id)),
                 "get_thread_control",
                 str(thread_id),
+                single=True,
             )
         )
 
@@ -370,6 +371,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
                 partial(_plans.get_thread_gate, _sql.SQL, str(thread_id)),
                 "get_thread_gate",
                 str(thread_id),
+                single=True,
             )
         )
 
@@ -379,6 +381,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
                 partial(_plans.put_thread_control, _sql.SQL, str(thread_id), mark),
                 "put_thread_control",
                 str(thread_id),
+                single=True,
             )
         )
 
@@ -409,12 +412,36 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
         return self._held(thread_id, wait)
 
     @asynccontextmanager
-    async def _held(self, thread_id: str, wait: bool) -> AsyncIterator[None]:
-        local = await self._drive(_core.hold(self._locks, thread_id, wait, self.retry))
+    async def _held(
+        self, thread_id: str, wait: bool, local: AbstractContextManager[None] | None = None
+    ) -> AsyncIterator[None]:
+        """The thread's lock; ``local``: already taken (``aopen_thread``)."""
+        if local is None:
+            entered, _ = await self._drive(_core.hold(self._locks, thread_id, wait, self.retry))
+        else:
+            entered = local
         try:
             yield
         finally:
-            await self._drive(_core.release(self._locks, thread_id, local))
+            await self._drive(_core.release(self._locks, thread_id, entered))
+
+    async def aopen_thread(
+        self, thread_id: str, config: RunnableConfig, *, lock: bool, wait: bool, gate: Gate
+    ) -> OpenedThread:
+        """As ``PostgresSaver.open_thread``: one round trip on a single connection."""
+        if self.pipe is not None:
+            return await super().aopen_thread(thread_id, config, lock=lock, wait=wait, gate=gate)
+        await self._ensure_ready()
+        reads = _plans.opening_reads(_sql.SQL, thread_id, config, gate)
+        on_lock = not isinstance(self.conn, AsyncConnectionPool)
+        local, rows = await self._drive(
+            _core.open_thread(self._locks, thread_id, reads, lock, wait, self.retry, on_lock)
+        )
+        held = None
+        if local is not None:
+            held = self._held(thread_id, wait, local)
+            await held.__aenter__()
+        return _plans.opened_thread(_sql.SQL, self.serde, held, gate, rows)
 
     # sync API: runs the async method on the saver's loop from another thread
 
@@ -459,7 +486,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
 
     @contextmanager
     def _sync_held(self, thread_id: str, wait: bool) -> Iterator[None]:
-        local = self._sync(
+        local, _ = self._sync(
             self._drive(_core.hold(self._locks, thread_id, wait, self.retry)), "lock_thread"
         )
         try:
@@ -471,6 +498,42 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
 async def _execute_alone(conn: psycopg.AsyncConnection[Any], statement: Statement) -> Any:
     async with conn.cursor(row_factory=tuple_row) as cur:
         return await aexecute(cur, statement)
+
+
+async def _together(
+    conn: psycopg.AsyncConnection[Any], statements: tuple[Statement, ...]
+) -> list[Any]:
+    """As ``postgres._together``: one round trip on an autocommit connection."""
+    if not conn.autocommit:
+        async with conn.transaction():
+            return [await _execute_alone(conn, statement) for statement in statements]
+    if len(statements) == 1:
+        return [await _execute_alone(conn, statements[0])]
+    cursors = []
+    async with conn.pipeline():
+        for statement in statements:
+            cursor = conn.cursor(row_factory=tuple_row)
+            await cursor.execute(statement.sql, statement.params)
+            cursors.append(cursor)
+    return [await afetched(cursor, statement) for cursor, statement in zip(cursors, statements)]
+
+
+@asynccontextmanager
+async def _pipelined_transaction(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+    """As ``postgres._pipelined_transaction``: one round trip for the block."""
+    if not conn.autocommit:
+        async with conn.pipeline(), conn.transaction():
+            yield
+        return
+    try:
+        async with conn.pipeline():
+            await _execute_alone(conn, _core.BEGIN)
+            yield
+            await _execute_alone(conn, _core.COMMIT)
+    except BaseException:
+        if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
+            await conn.execute("ROLLBACK")
+        raise
 
 
 class AsyncShallowPostgresSaver(AsyncPostgresSaver):

@@ -8,13 +8,16 @@ the hot path pays one small object per call it would make anyway.
 
 Effects, and what the performer makes of each:
 
-- ``ReadThreadGate``: the thread's run-control mark, and with ``queued``
-  the state of its queued run (``get_thread_gate``; a worker's lease reads
-  only the mark, ``get_thread_control``); then the mark is polled while the
+- ``OpenThread``: ``open_thread``: the thread's lock, its run-control
+  mark, and with ``gate="gate"`` the state of its queued run (a worker's
+  lease reads only the mark), perhaps its checkpoint too, in one call a
+  remote saver makes in one round trip; then the mark is polled while the
   run runs (``WATCHER``, or the event loop's ``awatch``), until it ends.
-  Start-up; the answer is sent back (a run refused by it stops polling as
-  it releases the thread).
-- ``LoadCheckpoint``: ``get_tuple``. Start-up; the answer is sent back.
+  Start-up; the gate is sent back (a run refused by it stops polling as it
+  releases the thread).
+- ``LoadCheckpoint``: ``get_tuple`` (the first one answered from what
+  ``open_thread`` read, if it read the checkpoint). Start-up; the answer is
+  sent back.
 - ``SaveCheckpoint``: ``put``.
 - ``SaveWrites``: ``put_writes``, with the attempt records of the task in
   the same call (one transaction), a serializer error naming ``who`` wrote.
@@ -47,14 +50,15 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 if TYPE_CHECKING:
     from pregelkit.checkpoint.attempts import AttemptRow
     from pregelkit.checkpoint.base import Checkpoint
+    from pregelkit.checkpoint.base._open import Gate
     from pregelkit.pregel._core.records import AttemptRecords
 
 __all__ = [
     "CacheKey",
     "Effect",
     "LoadCheckpoint",
+    "OpenThread",
     "ReadCache",
-    "ReadThreadGate",
     "SaveAttempts",
     "SaveCheckpoint",
     "SaveStarts",
@@ -82,15 +86,24 @@ class _Effect:
         return f"{type(self).__name__}({fields})"
 
 
-class ReadThreadGate(_Effect):
-    """Read the thread's mark (with ``queued``, the queued run's state too: not
-    when a worker's lease holds the thread), then poll the mark while the
-    run runs (its answers go to ``ThreadMark.seen``), until the run ends."""
+class OpenThread(_Effect):
+    """Take the thread's lock (``lock``, waiting for it with ``wait``), read
+    its ``gate`` (``checkpoint.base._open.Gate``) and perhaps the checkpoint
+    ``config`` names; then, with a gate, poll the mark while the run runs
+    (its answers go to ``ThreadMark.seen``), until the run ends."""
 
-    __slots__ = ("queued", "thread_id")
+    __slots__ = ("config", "gate", "lock", "thread_id", "wait")
 
-    def __init__(self, thread_id: str, queued: bool) -> None:
-        self.thread_id, self.queued = thread_id, queued
+    def __init__(
+        self, thread_id: str, config: dict[str, Any], lock: bool, wait: bool, gate: Gate
+    ) -> None:
+        self.thread_id, self.config, self.lock, self.wait, self.gate = (
+            thread_id,
+            config,
+            lock,
+            wait,
+            gate,
+        )
 
 
 class LoadCheckpoint(_Effect):
@@ -176,7 +189,7 @@ Save = Union[SaveCheckpoint, SaveWrites, SaveAttempts, SaveStarts, SetMark, Writ
 """The effects that save (each has a ``wait``)."""
 
 Effect = Union[
-    ReadThreadGate,
+    OpenThread,
     LoadCheckpoint,
     SaveCheckpoint,
     SaveWrites,

@@ -253,17 +253,16 @@ class PregelLoop:
 
     # start-up
     def start(self) -> Generator[Effect, Any, None]:
-        """The run's start: read the thread's mark, load its checkpoint (and
+        """The run's start: open the thread (its lock, its mark), load its checkpoint (and
         the latest, when the caller names a past one), take the input
         (``RunInput`` says how) and save what it writes; the answers of
         reads are sent back (nothing is sent for a save)."""
-        gate = self.mark.gate()
-        if gate is not None:
-            mark, queued = yield gate
-            self.mark.opened(mark, queued)
         saved: CheckpointTuple | None = None
         newest: CheckpointTuple | None = None
         if self.checkpointer is not None:
+            gate = yield self.mark.opening(self.checkpoint_config)
+            if gate is not None:
+                self.mark.opened(*gate)
             saved = yield LoadCheckpoint(self.checkpoint_config)
             latest = self.input.latest_config(self.checkpoint_config)
             if saved is not None and latest is not None:

@@ -17,8 +17,9 @@ from typing import Any
 
 from pregelkit._internal._constants import CONF, CONFIG_KEY_LEASE, CONFIG_KEY_THREAD_ID
 from pregelkit.checkpoint.base import BaseCheckpointSaver
+from pregelkit.checkpoint.base._open import Gate
 from pregelkit.errors import RunCancelledError, ThreadBusyError, ThreadStateError
-from pregelkit.pregel._core.effects import ReadThreadGate, SetMark, Wait
+from pregelkit.pregel._core.effects import OpenThread, SetMark, Wait
 from pregelkit.pregel._exec.stop import CANCELLED, DRAINED, RunStop, StopRequested
 
 __all__ = ["ThreadMark"]
@@ -27,7 +28,7 @@ __all__ = ["ThreadMark"]
 class ThreadMark:
     """The run-control mark of one run's thread, and the run's stop."""
 
-    __slots__ = ("controlled", "leased", "locks", "stop", "thread_id", "was_drained")
+    __slots__ = ("controlled", "leased", "locks", "stop", "thread_id", "waits", "was_drained")
 
     def __init__(
         self,
@@ -47,6 +48,8 @@ class ThreadMark:
         lease holds the thread: the lease's fence then refuses a stale
         holder's writes, which a lock held by a paused process could not
         hand over."""
+        self.waits = bool(conf.get("wait_for_thread", False))
+        """Taking the lock waits for another run of the thread to free it."""
         self.was_drained = False
 
     @property
@@ -55,11 +58,13 @@ class ThreadMark:
         watched by its worker instead (``worker._core``)."""
         return not self.leased
 
-    def gate(self) -> ReadThreadGate | None:
-        """What a controlled run reads before it starts."""
-        if not self.controlled:
-            return None
-        return ReadThreadGate(self.thread_id, queued=not self.leased)
+    def opening(self, config: dict[str, Any]) -> OpenThread:
+        """What a run with a saver does first: its lock (a root run's), its
+        gate (a controlled run's) and the checkpoint ``config`` names."""
+        gate: Gate = None
+        if self.controlled:
+            gate = "mark" if self.leased else "gate"
+        return OpenThread(self.thread_id, config, self.locks, self.waits, gate)
 
     def opened(self, mark: str | None, queued: str | None) -> None:
         """At the start of a run: a cancelled thread does not run (until

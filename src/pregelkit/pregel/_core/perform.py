@@ -27,12 +27,12 @@ from typing import Any
 
 from pregelkit._internal._threads import on_loop
 from pregelkit.cache.base import BaseCache
-from pregelkit.checkpoint.base import BaseCheckpointSaver
+from pregelkit.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, OpenedThread
 from pregelkit.pregel._core.effects import (
     Effect,
     LoadCheckpoint,
+    OpenThread,
     ReadCache,
-    ReadThreadGate,
     Save,
     SaveAttempts,
     SaveCheckpoint,
@@ -186,14 +186,22 @@ class _Performer(ABC):
         self.check_saved = core.check_saved
         self.remember_call = core.remember_call
         self.recorded_call = core.recorded_call
+        self._thread_lock: Any = None
+        self._first_read: tuple[dict[str, Any], Callable[[], CheckpointTuple | None]] | None = None
 
-    def _locks(self) -> bool:
-        """Whether the run holds its thread's lock (``ThreadMark.locks``)."""
-        return self.core.mark.locks
+    def _opened(self, effect: OpenThread, opened: OpenedThread) -> None:
+        """Keep the thread's lock, and the checkpoint ``open_thread`` read with
+        it for the first ``LoadCheckpoint`` of the same config."""
+        self._thread_lock = opened.lock
+        if opened.checkpoint is not None:
+            self._first_read = (effect.config, opened.checkpoint)
 
-    def _waits(self) -> bool:
-        """Whether taking the thread's lock waits for another run to free it."""
-        return bool(self.core.config["configurable"].get("wait_for_thread", False))
+    def _read_with(self, effect: LoadCheckpoint) -> Callable[[], CheckpointTuple | None] | None:
+        """The checkpoint read at the thread's opening, if ``effect`` asks for it."""
+        first, self._first_read = self._first_read, None
+        if first is not None and first[0] is effect.config:
+            return first[1]
+        return None
 
     @abstractmethod
     def perform(self, effect: Save) -> Any:
@@ -243,7 +251,6 @@ class SyncPregelLoop(_Performer):
         saver = core.checkpointer
         self._executor = BackgroundExecutor(core.config)
         self._lane = SerialLane(core.faults, nullcontext if saver is None else saver.grouped)
-        self._thread_lock: Any = None
         self._unwatch: Callable[[], None] | None = None
 
     @property
@@ -251,13 +258,8 @@ class SyncPregelLoop(_Performer):
         return self._executor.submit
 
     def __enter__(self) -> SyncPregelLoop:
-        core = self.core
-        saver = self.checkpointer
-        if saver is not None and self._locks():
-            self._thread_lock = saver.lock_thread(core.mark.thread_id, wait=self._waits())
-            self._thread_lock.__enter__()
         try:
-            start, answer = core.start(), None
+            start, answer = self.core.start(), None
             while (effect := _sent(start, answer)) is not None:
                 answer = self._answer(effect)
         except BaseException:
@@ -270,17 +272,17 @@ class SyncPregelLoop(_Performer):
         saver = self.checkpointer
         if type(effect) is LoadCheckpoint:
             assert saver is not None
-            return saver.get_tuple(effect.config)
-        if isinstance(effect, ReadThreadGate):
+            read = self._read_with(effect)
+            return saver.get_tuple(effect.config) if read is None else read()
+        if type(effect) is OpenThread:
             assert saver is not None
-            if effect.queued:
-                gate = saver.get_thread_gate(effect.thread_id)
-            else:
-                gate = saver.get_thread_control(effect.thread_id), None
-            if self.core.mark.polled:
+            e = effect
+            opened = saver.open_thread(e.thread_id, e.config, lock=e.lock, wait=e.wait, gate=e.gate)
+            self._opened(effect, opened)
+            if self.core.mark.polled and e.gate is not None:
                 self._unwatch = WATCHER.add(self._poll)
-            return gate
-        assert not isinstance(effect, (ReadCache, LoadCheckpoint))
+            return opened.gate
+        assert not isinstance(effect, (ReadCache, LoadCheckpoint, OpenThread))
         self.perform(effect)
         return None
 
@@ -391,7 +393,6 @@ class AsyncPregelLoop(_Performer):
         self._lane = AsyncSerialLane(
             core.faults, self._aloop, nullcontext if saver is None else saver.agrouped
         )
-        self._thread_lock: Any = None
         self._aunwatch: Callable[[], Awaitable[None]] | None = None
 
     @property
@@ -401,10 +402,6 @@ class AsyncPregelLoop(_Performer):
     async def __aenter__(self) -> AsyncPregelLoop:
         core = self.core
         await self._executor.__aenter__()
-        saver = self.checkpointer
-        if saver is not None and self._locks():
-            self._thread_lock = saver.alock_thread(core.mark.thread_id, wait=self._waits())
-            await self._thread_lock.__aenter__()
         try:
             start, answer = core.start(), None
             while (effect := _sent(start, answer)) is not None:
@@ -420,17 +417,19 @@ class AsyncPregelLoop(_Performer):
         saver = self.checkpointer
         if type(effect) is LoadCheckpoint:
             assert saver is not None
-            return await saver.aget_tuple(effect.config)
-        if isinstance(effect, ReadThreadGate):
+            read = self._read_with(effect)
+            return await saver.aget_tuple(effect.config) if read is None else read()
+        if type(effect) is OpenThread:
             assert saver is not None
-            if effect.queued:
-                gate = await saver.aget_thread_gate(effect.thread_id)
-            else:
-                gate = await saver.aget_thread_control(effect.thread_id), None
-            if self.core.mark.polled:
+            e = effect
+            opened = await saver.aopen_thread(
+                e.thread_id, e.config, lock=e.lock, wait=e.wait, gate=e.gate
+            )
+            self._opened(effect, opened)
+            if self.core.mark.polled and e.gate is not None:
                 self._aunwatch = awatch(self._aloop, self._apoll, self.run_stop)
-            return gate
-        assert not isinstance(effect, (ReadCache, LoadCheckpoint))
+            return opened.gate
+        assert not isinstance(effect, (ReadCache, LoadCheckpoint, OpenThread))
         if effect.wait == "now":
             afn, args = _call_of(effect, saver, self.cache, True)
             await afn(*args)
