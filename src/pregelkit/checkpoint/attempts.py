@@ -208,18 +208,30 @@ ATTEMPT_COLUMNS = (
 _KEY = ("thread_id", "run_id", "checkpoint_ns", "task_id", "attempt")
 
 
+ATTEMPT_KEY = tuple(ATTEMPT_COLUMNS.split(", ").index(name) for name in _KEY)
+"""Where the key's columns are in an attempt row."""
+
+
+def attempt_conflict() -> str:
+    """How an attempt row meets one stored under its key: a finished record
+    replaces the start record; a start record replaces nothing."""
+    names = ATTEMPT_COLUMNS.split(", ")
+    updates = ",\n    ".join(f"{n} = excluded.{n}" for n in names if n not in _KEY)
+    return (
+        f"ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET\n    {updates}\n"
+        "WHERE excluded.outcome IS NOT NULL"
+    )
+
+
 def attempt_sql(mark: str) -> tuple[str, str, str]:
     """The upsert, the select of a thread's rows, and the copy to another
     thread (parameters: target, source) of the attempt table, with ``mark``
     as the parameter placeholder (``?`` or ``%s``). A finished record
     replaces the start record; a start record replaces nothing."""
     names = ATTEMPT_COLUMNS.split(", ")
-    updates = ",\n    ".join(f"{n} = excluded.{n}" for n in names if n not in _KEY)
     upsert = (
         f"INSERT INTO pregelkit_attempts ({ATTEMPT_COLUMNS})\n"
-        f"VALUES ({', '.join([mark] * len(names))})\n"
-        f"ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET\n    {updates}\n"
-        "WHERE excluded.outcome IS NOT NULL"
+        f"VALUES ({', '.join([mark] * len(names))})\n" + attempt_conflict()
     )
     select = (
         f"SELECT {ATTEMPT_COLUMNS} FROM pregelkit_attempts WHERE thread_id = {mark}\n"

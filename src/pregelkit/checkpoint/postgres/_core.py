@@ -28,6 +28,7 @@ from pregelkit._internal._plan import Plan, Run, Statement, migrate
 from pregelkit.checkpoint._faults import Attempts, StorageRetry, storage_error
 from pregelkit.checkpoint._plans import Call
 from pregelkit.checkpoint.postgres import _sql
+from pregelkit.checkpoint.postgres._batch import Batch
 from pregelkit.checkpoint.postgres._connect import is_storage_fault, is_transient
 from pregelkit.errors import StorageError, ThreadBusyError
 
@@ -213,15 +214,56 @@ class Group:
     cannot be sealed again) leaves them in the transaction; a caller that
     catches the error and goes on must not get them committed with the
     rest: every later call in the block, and its end, raise it again (as
-    SQLite's blocks do)."""
+    SQLite's blocks do).
 
-    __slots__ = ("conn", "failed", "open", "saver")
+    ``batch``: the rows of the block's inserts, kept to be sent as one
+    statement (``_batch``); ``began``: the block's transaction has begun on
+    the server (a block whose saves are one statement needs none). A block
+    that sends only at its end sends one statement, with no pipeline (whose
+    bookkeeping costs psycopg more than the statement); the first statement
+    it must send earlier (a read) puts the rest in a pipeline (``piped``)."""
+
+    __slots__ = ("batch", "began", "conn", "failed", "open", "piped", "saver", "stack")
 
     def __init__(self, saver: object, conn: Any) -> None:
         self.saver = saver
         self.conn = conn
         self.open = True
         self.failed: BaseException | None = None
+        self.batch = Batch()
+        self.began = not conn.autocommit
+        """Without autocommit, psycopg's ``conn.transaction()`` begins it."""
+        self.stack: Any = None
+        """The driver's exit stack for the block, where a pipeline is entered
+        the first time the block sends before its end."""
+        self.piped = False
+
+    def before(self, statement: Statement) -> list[Statement] | None:
+        """What to send before ``statement`` in the block, or ``None``: the
+        statement is kept in the batch, nothing to send now. A statement
+        that is not kept (one that reads, or that no batch combines) needs
+        the block's transaction begun and the rows kept so far sent first."""
+        if self.batch.add(statement):
+            return None
+        sent = self.batch.take()
+        if not self.began:
+            self.began = True
+            sent.insert(0, BEGIN)
+        return sent
+
+    def closing(self) -> list[Statement]:
+        """What to send as the block ends well: the kept rows, in a
+        transaction only if the block has begun one or sends more than one
+        statement (one statement is atomic by itself). A block a call failed
+        in ends with that call's error, nothing of it sent."""
+        if self.failed is not None:
+            raise _group_lost(self.failed) from self.failed
+        sent = self.batch.take()
+        if self.began:
+            return [*sent, COMMIT] if self.conn.autocommit else sent
+        if len(sent) > 1:
+            return [BEGIN, *sent, COMMIT]
+        return sent
 
 
 GROUP: ContextVar[Group | None] = ContextVar("pregelkit_postgres_group", default=None)
@@ -244,11 +286,11 @@ def opens_group(saver: object, pipe: object) -> bool:
 
 
 @contextmanager
-def in_group(saver: object, conn: Any) -> Iterator[None]:
+def in_group(saver: object, conn: Any) -> Iterator[Group]:
     group = Group(saver, conn)
     token = GROUP.set(group)
     try:
-        yield
+        yield group
         if group.failed is not None:
             raise _group_lost(group.failed) from group.failed
     finally:
@@ -420,6 +462,16 @@ def open_thread(
             yield from release(state, thread_id, local)
         raise
     return local, rows
+
+
+def one_query(statements: Sequence[Statement]) -> tuple[str, list[Any]]:
+    """``statements`` as one simple query (``;``-joined, parameters bound
+    by the client), for reads sent together (``OnConnection``)."""
+    params: list[Any] = []
+    for statement in statements:
+        assert statement.fetch != "many", "one simple query runs each statement once"
+        params.extend(statement.params)
+    return "; ".join(statement.sql for statement in statements), params
 
 
 def _read(reads: tuple[Statement, ...]) -> Plan[list[Any]]:

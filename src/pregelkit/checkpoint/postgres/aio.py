@@ -57,6 +57,7 @@ from pregelkit.checkpoint.base import (
 )
 from pregelkit.checkpoint.base._open import Gate
 from pregelkit.checkpoint.postgres import _core, _sql
+from pregelkit.checkpoint.postgres._batch import Combined
 from pregelkit.checkpoint.postgres._connect import AsyncConnections, reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
@@ -135,7 +136,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
         if group is not None:
             run = Run(call.make())
             with _core.failing(group, call):
-                return await adrive(run, partial(_execute_alone, group.conn))
+                return await adrive(run, partial(_in_group, group))
         return await self._drive(_core.transaction(call, retry=self.retry, locks=self._locks))
 
     def _run(self, call: Call[T]) -> T:
@@ -186,9 +187,10 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
             return
         await self._ensure_ready()
         with _core.block_faults():
-            async with self._connection() as conn, _pipelined_transaction(conn):
-                with _core.in_group(self, conn):
-                    yield
+            async with self._connection() as conn:
+                with _core.in_group(self, conn) as group:
+                    async with _group_pipeline(group):
+                        yield
 
     async def _drive(self, plan: Plan[T]) -> T:
         return await adrive(plan, self._perform)
@@ -496,6 +498,10 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
 
 
 async def _execute_alone(conn: psycopg.AsyncConnection[Any], statement: Statement) -> Any:
+    if type(statement) is Combined:  # as in postgres._execute_alone
+        async with psycopg.AsyncRawCursor(conn) as raw:
+            await raw.execute(statement.sql, statement.params)
+        return None
     async with conn.cursor(row_factory=tuple_row) as cur:
         return await aexecute(cur, statement)
 
@@ -516,6 +522,37 @@ async def _together(
             await cursor.execute(statement.sql, statement.params)
             cursors.append(cursor)
     return [await afetched(cursor, statement) for cursor, statement in zip(cursors, statements)]
+
+
+async def _in_group(group: _core.Group, statement: Statement) -> Any:
+    """As ``postgres._in_group``."""
+    before = group.before(statement)
+    if before is None:
+        return None
+    for earlier in before:
+        await _execute_alone(group.conn, earlier)
+    return await _execute_alone(group.conn, statement)
+
+
+@asynccontextmanager
+async def _group_pipeline(group: _core.Group) -> AsyncIterator[None]:
+    """As ``postgres._group_pipeline``: one round trip for a block of saves."""
+    conn = group.conn
+    if not conn.autocommit:
+        async with conn.pipeline(), conn.transaction():
+            yield
+            for statement in group.closing():
+                await _execute_alone(conn, statement)
+        return
+    try:
+        async with conn.pipeline():
+            yield
+            for statement in group.closing():
+                await _execute_alone(conn, statement)
+    except BaseException:
+        if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
+            await conn.execute("ROLLBACK")
+        raise
 
 
 @asynccontextmanager
