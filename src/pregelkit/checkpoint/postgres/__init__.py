@@ -126,8 +126,8 @@ class PostgresSaver(Connections, _plans.SqlSaver):
     def _run(self, call: Call[T]) -> T:
         """Runs ``call``'s plan in a transaction of its own, creating the
         tables first if need be (not at all if it has nothing to execute),
-        retrying transient failures; ``pipelined``, its statements go out as
-        one pipeline. Inside this context's ``grouped`` block, the plan runs
+        retrying transient failures; a plan of saves (``Transaction.batched``)
+        sends its inserts as one statement. Inside this context's ``grouped`` block, the plan runs
         in the block's transaction instead, untried again: a failure fails
         the whole block."""
         group = _core.group_of(self, self._locks, call)
@@ -145,18 +145,19 @@ class PostgresSaver(Connections, _plans.SqlSaver):
             self._in_transaction(Run(_core.setup()))
             self._ready = True
 
-    def _transaction(self, run: Run[T], pipelined: bool = False, single: bool = False) -> T:
+    def _transaction(self, run: Run[T], batched: bool = False, single: bool = False) -> T:
         self._ensure_ready()
-        return self._in_transaction(run, pipelined, single)
+        return self._in_transaction(run, batched, single)
 
-    def _in_transaction(self, run: Run[T], pipelined: bool = False, single: bool = False) -> T:
-        if self.pipe is None and (pipelined or single):
+    def _in_transaction(self, run: Run[T], batched: bool = False, single: bool = False) -> T:
+        if self.pipe is None and (batched or single):
             with self._connection() as conn:
-                if single and conn.autocommit:  # its own transaction on the server
-                    return drive(run, partial(_execute_alone, conn))
-                if pipelined:
-                    with _pipelined_transaction(conn):
+                if conn.autocommit:
+                    if single:  # its own transaction on the server
                         return drive(run, partial(_execute_alone, conn))
+                    group = _core.Group(self, conn)
+                    with _group_pipeline(group):
+                        return drive(run, partial(_in_group, group))
                 with conn.transaction():
                     return drive(run, partial(_execute_alone, conn))
         with self._connection() as conn, conn.transaction():
@@ -211,8 +212,8 @@ class PostgresSaver(Connections, _plans.SqlSaver):
             case _core.OnConnection(held, statements):
                 with self._connection(held) as conn:
                     return _together(conn, statements)
-            case _core.Transaction(run, pipelined, single):
-                return self._transaction(run, pipelined, single)
+            case _core.Transaction(run, batched, single):
+                return self._transaction(run, batched, single)
             case _core.Reconnect():
                 self._reconnect()
         return None
@@ -367,28 +368,6 @@ def _group_pipeline(group: _core.Group) -> Iterator[None]:
                 group.stack.enter_context(conn.pipeline())
             for statement in closing:
                 _execute_alone(conn, statement)
-    except BaseException:
-        if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
-            conn.execute("ROLLBACK")
-        raise
-
-
-@contextmanager
-def _pipelined_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
-    """The block's statements in one pipeline and one transaction: on an
-    autocommit connection its own BEGIN and COMMIT go out in the pipeline
-    too, so the whole block is one round trip, plus one per row fetched
-    (``conn.transaction()`` waits for the server after BEGIN and after
-    COMMIT). A block that fails leaves nothing of it applied."""
-    if not conn.autocommit:
-        with conn.pipeline(), conn.transaction():
-            yield
-        return
-    try:
-        with conn.pipeline():
-            _execute_alone(conn, _core.BEGIN)
-            yield
-            _execute_alone(conn, _core.COMMIT)
     except BaseException:
         if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
             conn.execute("ROLLBACK")

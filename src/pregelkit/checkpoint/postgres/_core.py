@@ -95,13 +95,14 @@ class OnConnection:
 class Transaction:
     """Drive ``run`` to its end in one transaction on a connection of the
     saver (creating the tables first if the saver has not yet); sends back
-    its result. ``pipelined``: its statements go out as one pipeline, with
-    no wait for each result (a round trip per row fetched, one in all for
-    a plan of saves). ``single``: one statement, which needs no transaction
-    of its own on an autocommit connection (no BEGIN/COMMIT round trips)."""
+    its result. ``batched``: a plan of saves, whose inserts are kept and
+    sent as one statement at its end (as a ``grouped`` block's: one round
+    trip, no BEGIN/COMMIT unless it reads on the way). ``single``: one
+    statement, which needs no transaction of its own on an autocommit
+    connection."""
 
     run: Run[Any]
-    pipelined: bool = False
+    batched: bool = False
     single: bool = False
 
 
@@ -113,6 +114,9 @@ class Reconnect:
 
 # faults
 
+
+BATCHED = frozenset({"put", "put_writes", "put_attempts"})
+"""The saves whose inserts go as one statement (``Transaction.batched``)."""
 
 NOT_OF_THE_RUN = frozenset({"delete_thread", "copy_thread", "put_thread_control"})
 """Writes for a thread that do not come from its run: not refused after the
@@ -144,7 +148,8 @@ def transaction(call: Call[T], *, retry: StorageRetry, locks: LockState) -> Plan
         if run.effect is None:
             return run.result
         _refuse_if_lost(locks, call)
-        result: T = yield Transaction(run, call.pipelined, call.single)
+        batched = call.pipelined or call.operation in BATCHED
+        result: T = yield Transaction(run, batched, call.single)
         return result
 
     def after_failure() -> Plan[None]:

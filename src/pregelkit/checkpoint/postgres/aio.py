@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequen
 from contextlib import (
     AbstractAsyncContextManager,
     AbstractContextManager,
+    AsyncExitStack,
     asynccontextmanager,
     contextmanager,
 )
@@ -149,20 +150,19 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
             await self._in_transaction(Run(_core.setup()))
             self._ready = True
 
-    async def _transaction(self, run: Run[T], pipelined: bool = False, single: bool = False) -> T:
+    async def _transaction(self, run: Run[T], batched: bool = False, single: bool = False) -> T:
         await self._ensure_ready()
-        return await self._in_transaction(run, pipelined, single)
+        return await self._in_transaction(run, batched, single)
 
-    async def _in_transaction(
-        self, run: Run[T], pipelined: bool = False, single: bool = False
-    ) -> T:
-        if self.pipe is None and (pipelined or single):
+    async def _in_transaction(self, run: Run[T], batched: bool = False, single: bool = False) -> T:
+        if self.pipe is None and (batched or single):
             async with self._connection() as conn:
-                if single and conn.autocommit:  # its own transaction on the server
-                    return await adrive(run, partial(_execute_alone, conn))
-                if pipelined:
-                    async with _pipelined_transaction(conn):
+                if conn.autocommit:
+                    if single:  # its own transaction on the server
                         return await adrive(run, partial(_execute_alone, conn))
+                    group = _core.Group(self, conn)
+                    async with _group_pipeline(group):
+                        return await adrive(run, partial(_in_group, group))
                 async with conn.transaction():
                     return await adrive(run, partial(_execute_alone, conn))
         async with self._connection() as conn, conn.transaction():
@@ -212,7 +212,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
             async with self._connection(effect.conn) as conn:
                 return await _together(conn, effect.statements)
         elif isinstance(effect, _core.Transaction):
-            return await self._transaction(effect.run, effect.pipelined, effect.single)
+            return await self._transaction(effect.run, effect.batched, effect.single)
         elif isinstance(effect, _core.Reconnect):
             await self._reconnect()
         return None
@@ -509,19 +509,20 @@ async def _execute_alone(conn: psycopg.AsyncConnection[Any], statement: Statemen
 async def _together(
     conn: psycopg.AsyncConnection[Any], statements: tuple[Statement, ...]
 ) -> list[Any]:
-    """As ``postgres._together``: one round trip on an autocommit connection."""
+    """As ``postgres._together``: one simple query on an autocommit connection."""
     if not conn.autocommit:
         async with conn.transaction():
             return [await _execute_alone(conn, statement) for statement in statements]
     if len(statements) == 1:
         return [await _execute_alone(conn, statements[0])]
-    cursors = []
-    async with conn.pipeline():
-        for statement in statements:
-            cursor = conn.cursor(row_factory=tuple_row)
-            await cursor.execute(statement.sql, statement.params)
-            cursors.append(cursor)
-    return [await afetched(cursor, statement) for cursor, statement in zip(cursors, statements)]
+    query, params = _core.one_query(statements)
+    async with psycopg.AsyncClientCursor(conn, row_factory=tuple_row) as cur:
+        await cur.execute(query, params)
+        results = [await afetched(cur, statements[0])]
+        for statement in statements[1:]:
+            cur.nextset()
+            results.append(await afetched(cur, statement))
+    return results
 
 
 async def _in_group(group: _core.Group, statement: Statement) -> Any:
@@ -529,6 +530,9 @@ async def _in_group(group: _core.Group, statement: Statement) -> Any:
     before = group.before(statement)
     if before is None:
         return None
+    if not group.piped:
+        await group.stack.enter_async_context(group.conn.pipeline())
+        group.piped = True
     for earlier in before:
         await _execute_alone(group.conn, earlier)
     return await _execute_alone(group.conn, statement)
@@ -545,28 +549,13 @@ async def _group_pipeline(group: _core.Group) -> AsyncIterator[None]:
                 await _execute_alone(conn, statement)
         return
     try:
-        async with conn.pipeline():
+        async with AsyncExitStack() as group.stack:
             yield
-            for statement in group.closing():
+            closing = group.closing()
+            if len(closing) > 1 and not group.piped:
+                await group.stack.enter_async_context(conn.pipeline())
+            for statement in closing:
                 await _execute_alone(conn, statement)
-    except BaseException:
-        if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
-            await conn.execute("ROLLBACK")
-        raise
-
-
-@asynccontextmanager
-async def _pipelined_transaction(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
-    """As ``postgres._pipelined_transaction``: one round trip for the block."""
-    if not conn.autocommit:
-        async with conn.pipeline(), conn.transaction():
-            yield
-        return
-    try:
-        async with conn.pipeline():
-            await _execute_alone(conn, _core.BEGIN)
-            yield
-            await _execute_alone(conn, _core.COMMIT)
     except BaseException:
         if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
             await conn.execute("ROLLBACK")
