@@ -8,6 +8,9 @@ client, or to lose its connection, while its saves are on the wire.
 - ``"freeze"``: nothing more goes to the server (the chunk is held back),
   ``hit`` is set; the test then kills the client, and the server sees the
   connection close with the statement never received;
+- ``"mute"``: the chunk goes to the server, whose answers no longer reach
+  the client: the server commits, the client never hears of it (the test
+  kills it then);
 - ``"cut"``: half of the chunk goes to the server, then both connections
   close: the server gets a truncated message, the client a broken
   connection.
@@ -25,7 +28,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 
 class FaultProxy:
-    def __init__(self, dsn: str, marker: bytes, action: Literal["freeze", "cut"]) -> None:
+    def __init__(self, dsn: str, marker: bytes, action: Literal["freeze", "mute", "cut"]) -> None:
         params = conninfo_to_dict(dsn)
         self._target = (str(params.get("host") or "localhost"), int(params.get("port") or 5432))
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -36,6 +39,7 @@ class FaultProxy:
         self.marker = marker
         self.action = action
         self.hit = threading.Event()
+        self._muted: socket.socket | None = None
         self._sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -59,6 +63,11 @@ class FaultProxy:
                         self.hit.set()
                         _close(client, server)
                         return
+                    if self.action == "mute":
+                        self._muted = client
+                        server.sendall(data)
+                        self.hit.set()
+                        continue
                     self.hit.set()
                     client.recv(65536)  # held until the client dies
                     return
@@ -68,11 +77,11 @@ class FaultProxy:
         finally:
             _close(client, server)
 
-    @staticmethod
-    def _down(server: socket.socket, client: socket.socket) -> None:
+    def _down(self, server: socket.socket, client: socket.socket) -> None:
         try:
             while data := server.recv(65536):
-                client.sendall(data)
+                if self._muted is not client:
+                    client.sendall(data)
         except OSError:
             pass
         finally:
