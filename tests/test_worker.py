@@ -177,6 +177,8 @@ def test_fence_refuses_a_stale_holders_writes(queue_db: tuple[str, Any]) -> None
         saver.put_writes(stale, [("x", 1)], "task-1")
     with pytest.raises(LeaseLostError):
         saver.put_writes(stale, [("x", 1), ("y", 2)], "task-1")
+    with pytest.raises(LeaseLostError), saver.grouped():  # in a block of saves too
+        saver.put_writes(stale, [("x", 1)], "task-1")
     assert saver.get_tuple({"configurable": {"thread_id": "f"}}) is None
     assert handle.status() == "running"
     # the old holder cannot record an end either

@@ -339,12 +339,17 @@ def _in_group(group: _core.Group, statement: Statement) -> Any:
     before = group.before(statement)
     if before is None:
         return None
-    if not group.piped:
-        group.stack.enter_context(group.conn.pipeline())
-        group.piped = True
+    conn = group.conn
+    if group.pipeline is None:
+        group.pipeline = group.stack.enter_context(conn.pipeline())
     for earlier in before:
-        _execute_alone(group.conn, earlier)
-    return _execute_alone(group.conn, statement)
+        _execute_alone(conn, earlier)
+    if statement.fetch != "count":
+        return _execute_alone(conn, statement)
+    with conn.cursor() as cur:  # a pipeline's row count is known once synced
+        cur.execute(statement.sql, statement.params)
+        group.pipeline.sync()
+        return cur.rowcount
 
 
 @contextmanager
@@ -364,7 +369,7 @@ def _group_pipeline(group: _core.Group) -> Iterator[None]:
         with ExitStack() as group.stack:
             yield
             closing = group.closing()
-            if len(closing) > 1 and not group.piped:
+            if len(closing) > 1 and group.pipeline is None:
                 group.stack.enter_context(conn.pipeline())
             for statement in closing:
                 _execute_alone(conn, statement)

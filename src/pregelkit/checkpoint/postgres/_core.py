@@ -226,9 +226,9 @@ class Group:
     the server (a block whose saves are one statement needs none). A block
     that sends only at its end sends one statement, with no pipeline (whose
     bookkeeping costs psycopg more than the statement); the first statement
-    it must send earlier (a read) puts the rest in a pipeline (``piped``)."""
+    it must send earlier (a read) puts the rest in a pipeline (``pipeline``)."""
 
-    __slots__ = ("batch", "began", "conn", "failed", "open", "piped", "saver", "stack")
+    __slots__ = ("batch", "began", "conn", "failed", "open", "pipeline", "saver", "stack")
 
     def __init__(self, saver: object, conn: Any) -> None:
         self.saver = saver
@@ -241,7 +241,8 @@ class Group:
         self.stack: Any = None
         """The driver's exit stack for the block, where a pipeline is entered
         the first time the block sends before its end."""
-        self.piped = False
+        self.pipeline: Any = None
+        """That pipeline, once entered."""
 
     def before(self, statement: Statement) -> list[Statement] | None:
         """What to send before ``statement`` in the block, or ``None``: the

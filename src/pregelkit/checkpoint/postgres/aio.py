@@ -530,12 +530,17 @@ async def _in_group(group: _core.Group, statement: Statement) -> Any:
     before = group.before(statement)
     if before is None:
         return None
-    if not group.piped:
-        await group.stack.enter_async_context(group.conn.pipeline())
-        group.piped = True
+    conn = group.conn
+    if group.pipeline is None:
+        group.pipeline = await group.stack.enter_async_context(conn.pipeline())
     for earlier in before:
-        await _execute_alone(group.conn, earlier)
-    return await _execute_alone(group.conn, statement)
+        await _execute_alone(conn, earlier)
+    if statement.fetch != "count":
+        return await _execute_alone(conn, statement)
+    async with conn.cursor() as cur:  # as in postgres._in_group
+        await cur.execute(statement.sql, statement.params)
+        await group.pipeline.sync()
+        return cur.rowcount
 
 
 @asynccontextmanager
@@ -552,7 +557,7 @@ async def _group_pipeline(group: _core.Group) -> AsyncIterator[None]:
         async with AsyncExitStack() as group.stack:
             yield
             closing = group.closing()
-            if len(closing) > 1 and not group.piped:
+            if len(closing) > 1 and group.pipeline is None:
                 await group.stack.enter_async_context(conn.pipeline())
             for statement in closing:
                 await _execute_alone(conn, statement)
