@@ -154,6 +154,26 @@ def test_a_thread_locked_elsewhere_is_refused_and_nothing_leaks(dsn: str) -> Non
         assert _lock_is_free(dsn, "busy")
 
 
+def test_a_subclass_that_reads_its_own_way_is_asked_to(dsn: str) -> None:
+    """``open_thread`` reads the checkpoint in place of ``get_tuple``: not
+    for a subclass whose ``get_tuple`` does more (logs, caches)."""
+    asked: list[str] = []
+
+    class Logged(PostgresSaver):
+        def get_tuple(self, config: dict[str, Any]) -> Any:
+            asked.append(config["configurable"]["thread_id"])
+            return super().get_tuple(config)
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+
+        @entrypoint(checkpointer=Logged(conn))
+        def main(x: int) -> int:
+            return _one(x).result()
+
+        assert main.invoke(1, _config("logged")) == 2
+    assert asked == ["logged"]
+
+
 # batched saves == the same calls one by one
 
 _CHANNELS = ["a", "b", "__error__", "__interrupt__"]

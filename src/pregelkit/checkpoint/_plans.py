@@ -243,6 +243,13 @@ def gate_of(row: Sequence[Any] | None) -> tuple[str | None, str | None]:
     return (None if mark is None else str(mark)), (None if run is None else str(run))
 
 
+def overrides(saver: object, cls: type, names: Sequence[str]) -> bool:
+    """Whether ``saver``'s class replaces one of ``cls``'s methods ``names``
+    (a subclass that logs or caches its reads must still be asked for them)."""
+    kind = type(saver)
+    return kind is not cls and any(getattr(kind, n) is not getattr(cls, n) for n in names)
+
+
 def opening_reads(
     sql: SaverSQL, thread_id: str, config: RunnableConfig, gate: Gate
 ) -> tuple[Statement, ...]:

@@ -265,9 +265,10 @@ class PostgresSaver(Connections, _plans.SqlSaver):
         self, thread_id: str, config: RunnableConfig, *, lock: bool, wait: bool, gate: Gate
     ) -> OpenedThread:
         """A run's start in one round trip: the lock, the gate and the
-        checkpoint in one pipeline on the saver's single connection (with a
-        pool, the reads take a second round trip on another connection)."""
-        if self.pipe is not None:
+        checkpoint in one query on the saver's single connection (with a
+        pool, the reads take a second round trip on another connection). A
+        subclass that changes how one of them is made is asked one by one."""
+        if self.pipe is not None or _plans.overrides(self, PostgresSaver, _OPENING):
             return super().open_thread(thread_id, config, lock=lock, wait=wait, gate=gate)
         self._ensure_ready()
         reads = _plans.opening_reads(_sql.SQL, thread_id, config, gate)
@@ -277,6 +278,10 @@ class PostgresSaver(Connections, _plans.SqlSaver):
         )
         held = None if local is None else _Held(self, thread_id, wait, local)
         return _plans.opened_thread(_sql.SQL, self.serde, held, gate, rows)
+
+
+_OPENING = ("lock_thread", "get_thread_gate", "get_thread_control", "get_tuple")
+"""What ``open_thread`` makes in one round trip in place of these methods."""
 
 
 class _Held(AbstractContextManager[None]):

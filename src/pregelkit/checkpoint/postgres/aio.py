@@ -431,7 +431,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
         self, thread_id: str, config: RunnableConfig, *, lock: bool, wait: bool, gate: Gate
     ) -> OpenedThread:
         """As ``PostgresSaver.open_thread``: one round trip on a single connection."""
-        if self.pipe is not None:
+        if self.pipe is not None or _plans.overrides(self, AsyncPostgresSaver, _AOPENING):
             return await super().aopen_thread(thread_id, config, lock=lock, wait=wait, gate=gate)
         await self._ensure_ready()
         reads = _plans.opening_reads(_sql.SQL, thread_id, config, gate)
@@ -565,6 +565,10 @@ async def _group_pipeline(group: _core.Group) -> AsyncIterator[None]:
         if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
             await conn.execute("ROLLBACK")
         raise
+
+
+_AOPENING = ("alock_thread", "aget_thread_gate", "aget_thread_control", "aget_tuple")
+"""What ``aopen_thread`` makes in one round trip in place of these methods."""
 
 
 class AsyncShallowPostgresSaver(AsyncPostgresSaver):
