@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from _pg_proxy import FaultProxy
 from pregelkit.checkpoint.base import empty_checkpoint
-from pregelkit.checkpoint.postgres import PostgresSaver, _sql
+from pregelkit.checkpoint.postgres import PostgresSaver, _batch, _sql
 from pregelkit.checkpoint.postgres.aio import AsyncPostgresSaver
 from pregelkit.errors import StorageError, ThreadBusyError
 from pregelkit.func import entrypoint, task
@@ -237,6 +237,42 @@ def test_batched_saves_leave_what_the_same_calls_one_by_one_leave(
         with saver.grouped():
             _apply(saver, "batched", calls)
         for call in calls:  # each call its own transaction, outside any block
+            _apply(saver, "alone", [call])
+        assert _state(saver, "batched") == _state(saver, "alone")
+
+
+def test_saves_of_more_parameters_than_a_statement_takes(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL takes 65,535 parameters a statement: 8,000 writes of one
+    task (72,000) go as several statements, in order, in one transaction;
+    and with a tiny limit the batch splits anywhere and still leaves what
+    the calls one by one leave."""
+    config = {"configurable": {"thread_id": "wide", "checkpoint_ns": "", "checkpoint_id": "c"}}
+    writes = [(f"ch{i}", i) for i in range(8_000)]
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.delete_thread("wide")
+        checkpoint = empty_checkpoint()
+        checkpoint["id"] = "c"
+        saver.put(_config("wide"), checkpoint, {}, {})
+        saver.put_writes(config, writes, "task")
+        found = saver.get_tuple(_config("wide"))
+        assert found is not None
+        assert [(c, v) for _, c, v in found.pending_writes or ()] == writes
+        monkeypatch.setattr(_batch, "MOST_PARAMETERS", 25)
+        calls: list[tuple[Any, ...]] = [
+            ("put", 1),
+            ("writes", 1, "t1", [("a", 1), ("b", 2), ("__error__", 3)]),
+            ("attempt", "t1", 1, False),
+            ("put", 2),
+            ("writes", 2, "t2", [("a", 4), ("a", 5)]),
+            ("attempt", "t2", 1, True),
+        ]
+        for thread_id in ("batched", "alone"):
+            saver.delete_thread(thread_id)
+        with saver.grouped():
+            _apply(saver, "batched", calls)
+        for call in calls:
             _apply(saver, "alone", [call])
         assert _state(saver, "batched") == _state(saver, "alone")
 

@@ -153,41 +153,61 @@ class Batch:
 
     def take(self) -> list[Statement]:
         """The kept rows as statements to send now, and none kept any more:
-        one combined statement, and the rows of tables that repeat a key
-        one by one."""
+        the combined statement (more than one when the rows have more
+        parameters than one statement may: PostgreSQL takes 65,535), then
+        the rows of tables that repeat a key, one by one."""
+        combined: list[Statement] = []
         shape: list[tuple[str, int]] = []
         params: list[Any] = []
         alone: list[Statement] = []
         for sql, rows in self.rows.items():
-            if _repeats(rows, _TABLES[sql]):
+            table = _TABLES[sql]
+            if _repeats(rows, table):
                 alone.append(Statement(sql, rows, "many"))
                 continue
-            shape.append((sql, len(rows)))
-            for row in rows:
-                params.extend(row)
+            width = len(table.casts)
+            start = 0
+            while start < len(rows):
+                room = (MOST_PARAMETERS - len(params)) // width
+                if room == 0 and shape:
+                    combined.append(Combined(_combined(tuple(shape)), params))
+                    shape, params, room = [], [], MOST_PARAMETERS // width
+                chunk = rows[start : start + max(room, 1)]
+                shape.append((sql, len(chunk)))
+                for row in chunk:
+                    params.extend(row)
+                start += len(chunk)
         self.rows = {}
-        if not shape:
-            return alone
-        return [Combined(_combined(tuple(shape)), params), *alone]
+        if shape:
+            combined.append(Combined(_combined(tuple(shape)), params))
+        return combined + alone
 
+
+MOST_PARAMETERS = 30_000
+"""Parameters of one combined statement at most (PostgreSQL's limit is
+65,535; a statement this large is parsed in a few milliseconds anyway)."""
 
 _SHAPES: dict[tuple[tuple[str, int], ...], str] = {}
-"""The combined statement of each shape met (tables and row counts): a
-workflow's steps come in a few shapes, met again and again."""
+"""The combined statement of each small shape met (tables and row counts):
+a workflow's steps come in a few shapes, met again and again."""
 _MOST_SHAPES = 256
+_CACHED_ROWS = 64
+"""Shapes of more rows are rare and their SQL long: built each time."""
 
 
 def _combined(shape: tuple[tuple[str, int], ...]) -> str:
     sql = _SHAPES.get(shape)
-    if sql is None:
-        clauses, first = [], 1
-        for insert, rows in shape:
-            table = _TABLES[insert]
-            clauses.append(table.clause(rows, first))
-            first += rows * len(table.casts)
-        *firsts, last = clauses
-        head = ",\n".join(f"t{i} AS (\n{clause}\n)" for i, clause in enumerate(firsts))
-        sql = f"WITH {head}\n{last}" if head else last
+    if sql is not None:
+        return sql
+    clauses, first = [], 1
+    for insert, rows in shape:
+        table = _TABLES[insert]
+        clauses.append(table.clause(rows, first))
+        first += rows * len(table.casts)
+    *firsts, last = clauses
+    head = ",\n".join(f"t{i} AS (\n{clause}\n)" for i, clause in enumerate(firsts))
+    sql = f"WITH {head}\n{last}" if head else last
+    if sum(rows for _, rows in shape) <= _CACHED_ROWS:
         if len(_SHAPES) >= _MOST_SHAPES:
             _SHAPES.clear()
         _SHAPES[shape] = sql
