@@ -108,12 +108,13 @@ def test_an_upsert_that_keeps_its_row_is_no_lost_lease(queue_db: tuple[str, Any]
     assert [a.outcome for a in saver.list_attempts("k")] == ["ok"]
 
 
-def test_a_fenced_write_holds_its_run_until_it_commits(queue_db: tuple[str, Any]) -> None:
-    """PostgreSQL: the fence check inside the write locks the run's row
-    (FOR SHARE) until the transaction ends, so a worker taking the run over
-    cannot claim it meanwhile (its claim skips locked rows) and takes it
-    once the stale holder's transaction has ended: what that wrote
-    happened under its lease."""
+def test_a_block_of_saves_taken_over_before_it_ends_saves_nothing(
+    queue_db: tuple[str, Any],
+) -> None:
+    """PostgreSQL: a grouped() block keeps a leased run's rows and sends
+    them as one statement at its end, the fence a clause of it. A worker
+    that took the run over meanwhile wins: the block fails with
+    ``LeaseLostError`` and nothing of it is written."""
     url, saver = queue_db
     if not url.startswith("postgresql://"):
         pytest.skip("SQLite serializes writers: no claim runs during a write")
@@ -133,9 +134,34 @@ def test_a_fenced_write_holds_its_run_until_it_commits(queue_db: tuple[str, Any]
         taker.join(10)
         return claimed
 
-    with saver.grouped():
-        saver.put_writes(config, [("a", 1)], "task-1")  # the row is locked from here
-        time.sleep(0.2)  # the lease expires while the transaction is open
-        assert claim() == []
-    assert [(c.run_id, c.fence) for c in claim()] == [(first.run_id, first.fence + 1)]
-    assert [w[1:] for w in saver.get_tuple(cfg("c")).pending_writes] == [("a", 1)]
+    with pytest.raises(LeaseLostError), saver.grouped():
+        saver.put_writes(config, [("a", 1)], "task-1")
+        saver.put_writes(config, [("b", 2)], "task-2", attempts=[_attempt("c", first.run_id, "ok")])
+        time.sleep(0.2)  # the lease expires while the block is open
+        assert [(c.run_id, c.fence) for c in claim()] == [(first.run_id, first.fence + 1)]
+    assert saver.get_tuple(cfg("c")).pending_writes == []
+    assert saver.list_attempts("c") == []
+
+
+def test_every_statement_of_a_split_batch_is_fenced(
+    queue_db: tuple[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL: a save with more parameters than one statement takes is
+    several statements, each carrying the fence: a stale lease writes none."""
+    url, saver = queue_db
+    if not url.startswith("postgresql://"):
+        pytest.skip("PostgreSQL's combined statements")
+    from pregelkit.checkpoint.postgres import _batch
+
+    monkeypatch.setattr(_batch, "MOST_PARAMETERS", 20)  # two write rows a statement
+    first = _claimed(saver, "m", lease_seconds=0.1)
+    lease = (first.run_id, first.fence)
+    saved = saver.put(_leased("m", lease), empty_checkpoint(), {}, {})
+    config = _leased("m", lease, saved["configurable"]["checkpoint_id"])
+    writes = [(f"c{i}", i) for i in range(7)]
+    saver.put_writes(config, writes, "task-1")
+    assert len(saver.get_tuple(cfg("m")).pending_writes) == 7
+    _take_over(saver, first)
+    with pytest.raises(LeaseLostError):
+        saver.put_writes(config, writes, "task-2")
+    assert len(saver.get_tuple(cfg("m")).pending_writes) == 7

@@ -54,7 +54,7 @@ from pregelkit.checkpoint._plans import Call
 from pregelkit.checkpoint.base import BaseCheckpointSaver, OpenedThread, RunnableConfig
 from pregelkit.checkpoint.base._open import Gate
 from pregelkit.checkpoint.postgres import _core, _sql
-from pregelkit.checkpoint.postgres._batch import Combined
+from pregelkit.checkpoint.postgres._batch import Combined, refusing
 from pregelkit.checkpoint.postgres._connect import Connections, reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 
@@ -156,7 +156,7 @@ class PostgresSaver(Connections, _plans.SqlSaver):
                     if single:  # its own transaction on the server
                         return drive(run, partial(_execute_alone, conn))
                     group = _core.Group(self, conn)
-                    with _group_pipeline(group):
+                    with refusing(group.batch), _group_pipeline(group):
                         return drive(run, partial(_in_group, group))
                 with conn.transaction():
                     return drive(run, partial(_execute_alone, conn))
@@ -187,6 +187,7 @@ class PostgresSaver(Connections, _plans.SqlSaver):
             _core.block_faults(),
             self._connection() as conn,
             _core.in_group(self, conn) as group,
+            refusing(group.batch),
             _group_pipeline(group),
         ):
             yield

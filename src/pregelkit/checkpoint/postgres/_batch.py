@@ -20,28 +20,56 @@ row by row, in order, as it was before.
 
 Pending writes keep their insertion order (``seq``): a ``VALUES`` list is
 inserted in its order.
+
+A leased run's rows come with its lease (the fenced inserts of
+``_runqueue.fenced``): the combined statement then checks the fence in a
+``WITH`` clause of its own (``FOR SHARE``) and ends by dividing by the
+count of it, so a lost lease fails the statement, nothing of it written,
+with a division by zero that the saver reports as ``LeaseLostError``. No
+BEGIN/COMMIT and no separate fence read: a worker's save is one statement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
+
+import psycopg
 
 from pregelkit._internal._plan import Statement
 from pregelkit.checkpoint._rows import ON_CHECKPOINT_CONFLICT, ON_WRITE_CONFLICT
 from pregelkit.checkpoint.attempts import ATTEMPT_COLUMNS, ATTEMPT_KEY, attempt_conflict
 from pregelkit.checkpoint.postgres import _sql
+from pregelkit.errors import LeaseLostError
 
-__all__ = ["Batch", "Combined"]
+__all__ = ["Batch", "Combined", "refusing"]
 
 
 class Combined(Statement):
     """The batch's statement, written with PostgreSQL's own ``$n``
     placeholders, for a raw cursor: psycopg parses a ``%s`` query of more
     than 50 parameters again at each execute (its cache stops there), and
-    a run's saves have a hundred."""
+    a run's saves have a hundred. ``lease``: the (run id, fence) it checks."""
 
-    __slots__ = ()
+    __slots__ = ("lease",)
+
+    def __init__(self, sql: str, params: Any, lease: tuple[str, int] | None = None) -> None:
+        super().__init__(sql, params)
+        self.lease = lease
+
+
+@contextmanager
+def refusing(batch: Batch) -> Iterator[None]:
+    """Around the statements ``batch`` sent: a fenced one that found its
+    lease lost (a division by zero, nothing of it written) raises
+    ``LeaseLostError``."""
+    try:
+        yield
+    except psycopg.errors.DivisionByZero as exc:
+        if batch.fenced is None:
+            raise
+        raise LeaseLostError(*batch.fenced, "saving") from exc
 
 
 class _Table:
@@ -124,6 +152,20 @@ _TABLES: dict[str, _Table] = {
 }
 
 
+_FENCED = {
+    _sql.SQL.fenced_checkpoint: _sql.UPSERT_CHECKPOINT,
+    _sql.SQL.fenced_write: _sql.UPSERT_WRITE,
+    _sql.SQL.fenced_attempt: _sql.UPSERT_ATTEMPT,
+}
+"""A leased run's fenced insert of a row, and the insert the batch keeps
+the row for (the lease goes to the batch)."""
+
+_FENCE = (
+    "f AS (SELECT 1 FROM pregelkit_runs WHERE run_id = ${} AND fence = ${} "
+    "AND status = 'running' FOR SHARE)"
+)
+
+
 def _repeats(rows: list[Sequence[Any]], table: _Table) -> bool:
     """Whether two rows share the conflict key of a ``DO UPDATE`` table."""
     key = table.key
@@ -135,16 +177,29 @@ def _repeats(rows: list[Sequence[Any]], table: _Table) -> bool:
 class Batch:
     """The rows of a block's inserts, by statement, in the order they came."""
 
-    __slots__ = ("rows",)
+    __slots__ = ("fenced", "lease", "rows")
 
     def __init__(self) -> None:
         self.rows: dict[str, list[Sequence[Any]]] = {}
+        self.lease: tuple[str, int] | None = None
+        """The lease the kept rows are fenced by, if a leased run sent them."""
+        self.fenced: tuple[str, int] | None = None
+        """The lease of the last fenced statement taken (see ``refusing``)."""
 
     def add(self, statement: Statement) -> bool:
-        """Keep ``statement``'s rows if it is an insert this module combines."""
-        if statement.sql not in _TABLES:
+        """Keep ``statement``'s rows if it is an insert this module combines
+        (a fenced one's lease too, if it is the lease of the rows kept)."""
+        sql = statement.sql
+        if sql in _FENCED:
+            *row, run_id, fence = statement.params
+            if self.lease is not None and self.lease != (run_id, fence):
+                return False
+            self.lease = (run_id, fence)
+            self.rows.setdefault(_FENCED[sql], []).append(row)
+            return True
+        if sql not in _TABLES:
             return False
-        rows = self.rows.setdefault(statement.sql, [])
+        rows = self.rows.setdefault(sql, [])
         if statement.fetch == "many":
             rows.extend(statement.params)
         else:
@@ -170,7 +225,7 @@ class Batch:
             while start < len(rows):
                 room = (MOST_PARAMETERS - len(params)) // width
                 if room == 0 and shape:
-                    combined.append(Combined(_combined(tuple(shape)), params))
+                    combined.append(self._combined(shape, params))
                     shape, params, room = [], [], MOST_PARAMETERS // width
                 chunk = rows[start : start + max(room, 1)]
                 shape.append((sql, len(chunk)))
@@ -178,16 +233,28 @@ class Batch:
                     params.extend(row)
                 start += len(chunk)
         self.rows = {}
+        lease = self.lease
         if shape:
-            combined.append(Combined(_combined(tuple(shape)), params))
+            combined.append(self._combined(shape, params))
+        elif lease is not None and alone:  # the rows sent alone are fenced too
+            combined.append(self._combined([], []))
+        if lease is not None:
+            self.fenced, self.lease = lease, None
         return combined + alone
+
+    def _combined(self, shape: list[tuple[str, int]], params: list[Any]) -> Combined:
+        """One combined statement; a leased run's checks the lease first."""
+        lease = self.lease
+        if lease is None:
+            return Combined(_combined(tuple(shape)), params)
+        return Combined(_combined(tuple(shape), fenced=True), [*params, *lease], lease)
 
 
 MOST_PARAMETERS = 30_000
 """Parameters of one combined statement at most (PostgreSQL's limit is
 65,535; a statement this large is parsed in a few milliseconds anyway)."""
 
-_SHAPES: dict[tuple[tuple[str, int], ...], str] = {}
+_SHAPES: dict[tuple[tuple[tuple[str, int], ...], bool], str] = {}
 """The combined statement of each small shape met (tables and row counts):
 a workflow's steps come in a few shapes, met again and again."""
 _MOST_SHAPES = 256
@@ -195,8 +262,11 @@ _CACHED_ROWS = 64
 """Shapes of more rows are rare and their SQL long: built each time."""
 
 
-def _combined(shape: tuple[tuple[str, int], ...]) -> str:
-    sql = _SHAPES.get(shape)
+def _combined(shape: tuple[tuple[str, int], ...], fenced: bool = False) -> str:
+    """The statement of ``shape``; ``fenced``: its last two parameters are
+    the lease, and it fails with a division by zero if the lease is lost
+    (every insert a ``WITH`` clause, run whatever the main query reads)."""
+    sql = _SHAPES.get((shape, fenced))
     if sql is not None:
         return sql
     clauses, first = [], 1
@@ -204,11 +274,16 @@ def _combined(shape: tuple[tuple[str, int], ...]) -> str:
         table = _TABLES[insert]
         clauses.append(table.clause(rows, first))
         first += rows * len(table.casts)
-    *firsts, last = clauses
-    head = ",\n".join(f"t{i} AS (\n{clause}\n)" for i, clause in enumerate(firsts))
-    sql = f"WITH {head}\n{last}" if head else last
+    if fenced:
+        withs = [_FENCE.format(first, first + 1)]
+        withs += [f"t{i} AS (\n{clause}\n)" for i, clause in enumerate(clauses)]
+        sql = "WITH " + ",\n".join(withs) + "\nSELECT 1 / (SELECT count(*) FROM f)"
+    else:
+        *firsts, last = clauses
+        head = ",\n".join(f"t{i} AS (\n{clause}\n)" for i, clause in enumerate(firsts))
+        sql = f"WITH {head}\n{last}" if head else last
     if sum(rows for _, rows in shape) <= _CACHED_ROWS:
         if len(_SHAPES) >= _MOST_SHAPES:
             _SHAPES.clear()
-        _SHAPES[shape] = sql
+        _SHAPES[(shape, fenced)] = sql
     return sql

@@ -58,7 +58,7 @@ from pregelkit.checkpoint.base import (
 )
 from pregelkit.checkpoint.base._open import Gate
 from pregelkit.checkpoint.postgres import _core, _sql
-from pregelkit.checkpoint.postgres._batch import Combined
+from pregelkit.checkpoint.postgres._batch import Combined, refusing
 from pregelkit.checkpoint.postgres._connect import AsyncConnections, reopen_args
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
@@ -161,8 +161,9 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
                     if single:  # its own transaction on the server
                         return await adrive(run, partial(_execute_alone, conn))
                     group = _core.Group(self, conn)
-                    async with _group_pipeline(group):
-                        return await adrive(run, partial(_in_group, group))
+                    with refusing(group.batch):
+                        async with _group_pipeline(group):
+                            return await adrive(run, partial(_in_group, group))
                 async with conn.transaction():
                     return await adrive(run, partial(_execute_alone, conn))
         async with self._connection() as conn, conn.transaction():
@@ -188,7 +189,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
         await self._ensure_ready()
         with _core.block_faults():
             async with self._connection() as conn:
-                with _core.in_group(self, conn) as group:
+                with _core.in_group(self, conn) as group, refusing(group.batch):
                     async with _group_pipeline(group):
                         yield
 
