@@ -16,7 +16,6 @@ from pregelkit._internal._current import CURRENT
 from pregelkit.errors import GraphBubbleUp, NodeTimeoutError, ParentCommand
 from pregelkit.pregel._exec.attempt import arun_task, run_task
 from pregelkit.pregel._exec.recorder import AttemptRecorder
-from pregelkit.pregel._exec.remote import arun_remote, run_remote, ships
 from pregelkit.pregel._exec.timeout import abound, bound, is_bounded
 from pregelkit.types import Command, PregelExecutableTask, RetryPolicy
 
@@ -184,20 +183,25 @@ def _plan(
     task: PregelExecutableTask,
     retry_policy: Sequence[RetryPolicy] | None,
     local: Callable[..., Any],
-    remote: Callable[..., Any],
+    aio: bool,
     bounder: Callable[..., Any],
 ) -> tuple[Callable[[PregelExecutableTask], Any], Sequence[RetryPolicy]]:
     """What runs each attempt of ``task``, and the policies that retry it.
 
-    An attempt runs ``local``ly, or ``remote``ly on the graph's executor when
-    the task ships; under ``bounder`` (a thread or asyncio task of its own,
+    An attempt runs ``local``ly, or remotely on the graph's executor when
+    the task ships (``_exec.remote``, loaded only for a graph with one: ``aio``
+    picks its awaitable twin); under ``bounder`` (a thread or asyncio task of its own,
     waited for with a deadline) when it is bounded (a ``TimeoutPolicy``, or a
     step with ``step_timeout``). The task's own policies win over the graph's."""
     run = local
     scope = task.scope
     executor = scope.run.executor if scope is not None else None
-    if executor is not None and ships(task):
-        run = functools.partial(remote, executor=executor)
+    if executor is not None:
+        import pregelkit.pregel._exec.remote as remote
+
+        if remote.ships(task):
+            body = remote.arun_remote if aio else remote.run_remote
+            run = functools.partial(body, executor=executor)
     if is_bounded(task):
         run = functools.partial(bounder, run=run)
     return run, task.retry_policy or retry_policy or ()
@@ -215,7 +219,7 @@ def run_with_retry(
     (the runner records which of the task's calls it handled); ``events``
     hears each attempt start and end (timelines, tracing). The decisions are
     ``_plan`` and ``_after_failure``; this thread calls and sleeps."""
-    run, policies = _plan(task, retry_policy, run_task, run_remote, bound)
+    run, policies = _plan(task, retry_policy, run_task, False, bound)
     number = 1
     while True:
         token = _begin(task, number, bool(policies), events)
@@ -245,7 +249,7 @@ async def arun_with_retry(
     """``run_with_retry`` on the event loop: the attempt and the pause are awaited."""
     import asyncio
 
-    arun, policies = _plan(task, retry_policy, arun_task, arun_remote, abound)
+    arun, policies = _plan(task, retry_policy, arun_task, True, abound)
     number = 1
     while True:
         token = _begin(task, number, bool(policies), events)
