@@ -32,6 +32,18 @@ class DeferredCall(asyncio.Future[Any]):
     """The future of one call; ``when_done`` callbacks (the engine's
     bookkeeping) run as soon as it ends, not on the loop's next turn."""
 
+    __slots__ = (
+        "_context",
+        "_coro",
+        "_gate",
+        "_inline",
+        "_must_cancel",
+        "_now",
+        "_task",
+        "_turn",
+        "_waits_for",
+    )
+
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,

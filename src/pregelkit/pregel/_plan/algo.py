@@ -101,7 +101,14 @@ def increment(current: int | None, channel: Any = None) -> int:
 def task_path_str(path: str | int | tuple[Any, ...]) -> str:
     """A task path as a string that sorts in execution order."""
     if isinstance(path, tuple):
-        return "~" + ", ".join(task_path_str(p) for p in path)
+        # the parts of a path are mostly names and indexes: formatted here,
+        # without a generator and a call each (a task call's id needs its
+        # caller's path, and each step's writes are sorted by their tasks')
+        parts = []
+        for p in path:
+            kind = type(p)
+            parts.append(p if kind is str else f"{p:010d}" if kind is int else task_path_str(p))
+        return "~" + ", ".join(parts)
     if isinstance(path, int):
         return f"{path:010d}"
     return str(path)
