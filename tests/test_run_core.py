@@ -30,6 +30,7 @@ from pregelkit.pregel import NodeBuilder, Pregel
 from pregelkit.pregel._core.effects import (
     Effect,
     LoadCheckpoint,
+    OpenThread,
     ReadCache,
     Save,
     SaveCheckpoint,
@@ -127,8 +128,11 @@ def test_an_input_is_saved_then_each_step_saves_its_writes_then_its_checkpoint()
     events: list[tuple[str, Any]] = []
     run = core(graph(), 3, events=events)
     effects, run = start(run)
-    load, first = effects
+    opening, load, first = effects
+    # a root run with a saver opens its thread first: its lock and its gate in one call
+    assert isinstance(opening, OpenThread) and (opening.thread_id, opening.lock) == ("t", True)
     assert isinstance(load, LoadCheckpoint) and load.config[CONF]["thread_id"] == "t"
+    assert load.config is opening.config  # what open_thread may read ahead
     assert isinstance(first, SaveCheckpoint) and first.wait == "sync"
     assert first.metadata["source"] == "input" and first.metadata["step"] == -1
     assert first.checkpoint["channel_values"] == {"a": 3}
@@ -186,7 +190,7 @@ def test_an_interrupt_is_saved_and_a_resume_answers_it() -> None:
 
     # the resume: checked against the saved interrupt, then saved as the input's
     effects, again = start(core(app, Command(resume="because")), saved)
-    _, resume = effects
+    _, _, resume = effects
     assert isinstance(resume, SaveWrites) and resume.task_id == NULL_TASK_ID
     assert resume.writes == [(RESUME, "because")] and resume.wait == "sync"
     assert again.run.resume_slot.value == "because" and again.run.resuming
@@ -202,7 +206,8 @@ def test_a_resume_with_nothing_waiting_is_refused_before_anything_is_saved() -> 
     task.writes.append(("b", 1))
     saves += run.after_tick()
     steps = core(app, Command(resume="late")).start()
-    assert isinstance(next(steps), LoadCheckpoint)
+    assert isinstance(next(steps), OpenThread)
+    assert isinstance(steps.send(None), LoadCheckpoint)
     with pytest.raises(NothingToResumeError):
         steps.send(saved_state(run, saves))
 
