@@ -15,8 +15,10 @@ LangGraph without touching either library or the server (any
   server has not answered the previous one yet (psycopg ends a pipeline with
   a ``Sync`` and a ``Flush`` at once); the statements of one pipeline before
   its ``Sync`` are one round trip;
-- BEGIN / COMMIT / ROLLBACK statements, and statements outside an explicit
-  transaction (each its own transaction on the server);
+- BEGIN / COMMIT / ROLLBACK statements, statements outside an explicit
+  transaction, and the implicit transactions they make up on the server
+  (``implicit``: those of one simple ``Query``, or sent before one
+  ``Sync``, are one transaction);
 - connections opened (each costs its own handshakes).
 
 Checked against the server's own log (``log_statement=all``, 20 short
@@ -49,6 +51,7 @@ class _ClientStream:
         self.statements: dict[bytes, str] = {}  # prepared name -> SQL
         self.portals: dict[bytes, str] = {}  # portal name -> SQL
         self.in_transaction = False
+        self.implicit = False  # a statement ran outside BEGIN since the last Sync
         self.waiting = False  # a wait sent and no answer seen since
 
     def feed(self, data: bytes) -> None:
@@ -79,6 +82,7 @@ class _ClientStream:
             sql = body.rstrip(b"\0").decode()
             for part in filter(str.strip, sql.split(";")):
                 self._statement(part)
+            self._end_implicit()
         elif kind == b"P":
             name, rest = body.split(b"\0", 1)
             self.statements[name] = rest.split(b"\0", 1)[0].decode()
@@ -88,6 +92,8 @@ class _ClientStream:
         elif kind == b"E":
             self._statement(self.portals.get(body.split(b"\0", 1)[0], ""))
         elif kind in WAITS:
+            if kind == b"S":
+                self._end_implicit()
             self._wait()
 
     def _wait(self) -> None:
@@ -117,6 +123,14 @@ class _ClientStream:
             self.in_transaction = False
         elif not self.in_transaction:
             self.counts["autocommit"] += 1
+            self.implicit = True
+
+    def _end_implicit(self) -> None:
+        """A Sync, or a simple Query's end: the statements run outside BEGIN
+        since the last one were one transaction on the server."""
+        if self.implicit:
+            self.counts["implicit"] += 1
+            self.implicit = False
 
 
 class WireCounter:
