@@ -646,14 +646,15 @@ class PregelLoop:
     # task calls (functional API)
     def accept_push(
         self, parent: PregelExecutableTask, idx: int, call: Call
-    ) -> tuple[PregelExecutableTask, Sequence[Save | ReadCache]]:
+    ) -> tuple[PregelExecutableTask | Writes, Sequence[Save | ReadCache]]:
         """Create the task for a call made by a running task, with what the
-        performer must do for it: a call whose writes were saved before (a
-        replay) gets them back and will not run; a cache hit likewise. A
-        call with a cache key not answered from this run's fresh results
-        comes with a ``ReadCache`` (the performer then hands the answer to
-        ``take_call``; an async run's runner reads it later, ``alookup_call``).
-        Once the run is asked to stop, no call starts."""
+        performer must do for it. A call whose writes were saved before (a
+        replay) gets them back instead of a task: it will not run, and its
+        caller needs only its result. A cache hit is a task holding its
+        writes. A call with a cache key not answered from this run's fresh
+        results comes with a ``ReadCache`` (the performer then hands the
+        answer to ``take_call``; an async run's runner reads it later,
+        ``alookup_call``). Once the run is asked to stop, no call starts."""
         self.faults.raise_if_failed(self.step)
         stop = self.mark.stop
         if stop.reason is not None:
@@ -664,16 +665,8 @@ class PregelLoop:
         if (calls.done or calls.records) and (
             replayed := calls.replayed(planner, parent, idx, call, position[0])
         ) is not None:
-            pushed = prepare_push_call(planner, parent, idx, call, position, scoped=False)
-            pushed.writes.extend(replayed)
-            attempts = self.attempts
-            if attempts.log is not None or attempts.hooks is not None:
-                attempts.instant(pushed, self.step, "replayed")
-            if "tasks" in self.out.modes or "debug" in self.out.modes:
-                # as LangGraph streams it: the call starts again, its result
-                # comes from the record (no task_result event)
-                self.out.started(pushed, self.step)
-            return pushed, _NONE
+            self._replayed_call(parent, idx, call, position, replayed)
+            return replayed, _NONE
         pushed = prepare_push_call(planner, parent, idx, call, position, scoped=True)
         if pushed.cache_key is not None and self.cached.cache is not None:
             key = (pushed.cache_key.ns, pushed.cache_key.key)
@@ -686,6 +679,31 @@ class PregelLoop:
                 return pushed, _NONE
             return pushed, [ReadCache([key])]
         return self._push_new(pushed), _NONE
+
+    def _replayed_call(
+        self,
+        parent: PregelExecutableTask,
+        idx: int,
+        call: Call,
+        position: tuple[str, str],
+        writes: Writes,
+    ) -> None:
+        """Record and stream a replayed call as a task that ended at once.
+        Its task is made only for whom it is shown to (attempt hooks, the
+        ``tasks`` and ``debug`` streams): the attempt log needs its id and name."""
+        attempts = self.attempts
+        out = self.out
+        shown = "tasks" in out.modes or "debug" in out.modes
+        if attempts.hooks is not None or shown:
+            pushed = prepare_push_call(self.planner, parent, idx, call, position, scoped=False)
+            pushed.writes.extend(writes)
+            attempts.instant(pushed, self.step, "replayed")
+            if shown:
+                # as LangGraph streams it: the call starts again, its result
+                # comes from the record (no task_result event)
+                out.started(pushed, self.step)
+        elif attempts.log is not None:
+            attempts.log.instant(position[0], call.name, self.step, "replayed")
 
     def call_key(self, pushed: PregelExecutableTask) -> tuple[CacheKey, Writes | None]:
         """The cache key of a call ``accept_push`` left unread, and the

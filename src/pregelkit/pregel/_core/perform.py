@@ -49,7 +49,7 @@ from pregelkit.pregel._core.lanes import (
     aput_writes,
     put_writes,
 )
-from pregelkit.pregel._core.loop import PregelLoop
+from pregelkit.pregel._core.loop import PregelLoop, Writes
 from pregelkit.pregel._core.records import AttemptRecords
 from pregelkit.pregel._exec.recorder import START_SAVE_DELAY, AttemptRecorder
 from pregelkit.pregel._exec.run_executor import AsyncBackgroundExecutor, BackgroundExecutor
@@ -347,12 +347,12 @@ class SyncPregelLoop(_Performer):
 
     def accept_push(
         self, parent: PregelExecutableTask, idx: int, call: Call
-    ) -> PregelExecutableTask | None:
+    ) -> PregelExecutableTask | Writes | None:
         core = self.core
         pushed, effects = core.accept_push(parent, idx, call)
         for effect in effects:
             if isinstance(effect, ReadCache):
-                assert self.cache is not None
+                assert self.cache is not None and not isinstance(pushed, list)
                 keys = effect.keys
                 self.perform_all(core.take_call(pushed, self.cache.get(keys).get(keys[0]))[1])
             else:
@@ -512,7 +512,7 @@ class AsyncPregelLoop(_Performer):
 
     def accept_push(
         self, parent: PregelExecutableTask, idx: int, call: Call
-    ) -> PregelExecutableTask | None:
+    ) -> PregelExecutableTask | Writes | None:
         pushed, effects = self.core.accept_push(parent, idx, call)
         for effect in effects:
             assert not isinstance(effect, ReadCache)  # read later, by alookup_call

@@ -80,7 +80,7 @@ class AttemptRecords:
     def instant(self, task: PregelExecutableTask, step: int, outcome: Outcome) -> None:
         """A task's result came without running it (``cached``, ``replayed``)."""
         if self.log is not None:
-            self.log.instant(task, step, outcome)
+            self.log.instant(task.id, task.name, step, outcome)
         if self.hooks is not None:
             self.hooks.attempt_skipped(task, step, outcome)
 

@@ -183,12 +183,30 @@ class AttemptLog:
         outcome, exc = _outcome_of_writes(writes, begun[2])
         return self.end(task_id, outcome, exc)
 
-    def instant(self, task: PregelExecutableTask, step: int, outcome: Outcome) -> None:
+    def instant(self, task_id: str, name: str, step: int, outcome: Outcome) -> None:
         """A task whose result came without running it (``replayed``, ``cached``):
         attempt 0, started and ended now."""
         now = time.time()
-        row = (*self.head, step, task.id, task.name, 0, now, now, outcome)
-        self.done.append((*row, None, None, _PID, _HOST, _worker()))
+        thread_id, ns, run_id = self.head
+        self.done.append(
+            (
+                thread_id,
+                ns,
+                run_id,
+                step,
+                task_id,
+                name,
+                0,
+                now,
+                now,
+                outcome,
+                None,
+                None,
+                _PID,
+                _HOST,
+                _worker(),
+            )
+        )
 
     def stale(self, before: float) -> bool:
         """Whether an attempt that started before ``before`` runs with its

@@ -47,7 +47,11 @@ SKIP_RERAISE_SET: weakref.WeakSet[AnyFuture] = weakref.WeakSet()
 gets it from ``.result()``; it neither stops sibling tasks nor is re-raised by
 the runner."""
 
-ScheduleTask = Callable[[PregelExecutableTask, int, Call], PregelExecutableTask | None]
+ScheduleTask = Callable[
+    [PregelExecutableTask, int, Call], PregelExecutableTask | list[tuple[str, Any]] | None
+]
+"""Makes the task of a call; for a replayed call, which does not run, gives
+the writes saved for it instead."""
 
 
 class StepRules:
@@ -426,10 +430,12 @@ class PregelRunner:
             if self.poisoned is None:
                 self.poisoned = exc
             raise
+        if isinstance(task, list):
+            return self._finished(task)
         if task is None:
             raise RuntimeError(f"could not schedule task {call.name!r}")
         if task.writes:
-            return self._finished(task)
+            return self._finished(task.writes)
         if parent.retry_policy or self.retry_policy:
             self._kept_for_retry.add(task.id)
         if attempt is not None:
@@ -526,7 +532,7 @@ class PregelRunner:
         assert self.alookup is not None
         if await self.alookup(task):
             task.scope = None
-            value, failure = _outcome(task)
+            value, failure = _outcome(task.writes)
             if failure is not None:
                 raise failure
             return value
@@ -534,8 +540,8 @@ class PregelRunner:
             return await self._arun_twin(task, *first)
         return await self._arun_and_commit(task)
 
-    def _finished(self, task: PregelExecutableTask) -> AnyFuture:
-        value, failure = _outcome(task)
+    def _finished(self, writes: Iterable[tuple[str, Any]]) -> AnyFuture:
+        value, failure = _outcome(writes)
         if self.is_async and self.loop is not None and on_loop(self.loop):
             fut = self.loop.create_future()
             if failure is not None:
@@ -709,11 +715,11 @@ class _Join:
 Effect = Union[PregelExecutableTask, _Wait, _Join, None]
 
 
-def _outcome(task: PregelExecutableTask) -> tuple[Any, BaseException | None]:
+def _outcome(writes: Iterable[tuple[str, Any]]) -> tuple[Any, BaseException | None]:
     """The value, or the failure, that a call's saved or cached writes hold."""
     value = None
     failure: BaseException | None = None
-    for chan, v in task.writes:
+    for chan, v in writes:
         if chan == RETURN:
             value = v
         elif chan == CALL and is_failure(v):
