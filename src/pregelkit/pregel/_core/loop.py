@@ -445,7 +445,7 @@ class PregelLoop:
             self.status = "interrupt_before"
             raise GraphInterrupt()
         out = self.out
-        if "tasks" in out.modes or "debug" in out.modes:
+        if out.shows_starts:
             # every task of the step, as LangGraph: those a resume replays too
             for task in self.tasks.values():
                 out.started(task, self.step)
@@ -693,7 +693,7 @@ class PregelLoop:
         ``tasks`` and ``debug`` streams): the attempt log needs its id and name."""
         attempts = self.attempts
         out = self.out
-        shown = "tasks" in out.modes or "debug" in out.modes
+        shown = out.shows_starts
         if attempts.hooks is not None or shown:
             pushed = prepare_push_call(self.planner, parent, idx, call, position, scoped=False)
             pushed.writes.extend(writes)
@@ -735,7 +735,7 @@ class PregelLoop:
 
     def _push_new(self, pushed: PregelExecutableTask) -> PregelExecutableTask:
         self.tasks[pushed.id] = pushed
-        if "tasks" in self.out.modes or "debug" in self.out.modes:
+        if self.out.shows_starts:
             self.out.started(pushed, self.step)
         return pushed
 

@@ -60,7 +60,17 @@ def tee(
 class StreamOutput:
     """The stream parts of one run, sent to its caller's sink (and a parent's)."""
 
-    __slots__ = ("_ids", "_lock", "interrupts", "modes", "ns", "output_keys", "relay", "sink")
+    __slots__ = (
+        "_ids",
+        "_lock",
+        "interrupts",
+        "modes",
+        "ns",
+        "output_keys",
+        "relay",
+        "shows_starts",
+        "sink",
+    )
 
     def __init__(
         self,
@@ -73,6 +83,8 @@ class StreamOutput:
         # ``relay``: a nested run's parent stream, and the modes it wants
         self.sink, self.modes, self.ns, self.relay = sink, modes, ns, relay
         self.output_keys = output_keys
+        self.shows_starts = "tasks" in modes or "debug" in modes
+        """Whether task starts are streamed (asked for every replayed call)."""
         self.interrupts: list[Interrupt] = []
         """The run's interrupts, each once."""
         self._ids: set[str] = set()

@@ -416,12 +416,14 @@ class PregelRunner:
         future without running or saving anything again.
         """
         assert self.schedule_task is not None and self.futures is not None
-        attempt: Attempt | None = parent.scope.attempt
+        scope = parent.scope
+        attempt: Attempt | None = scope.attempt
         if attempt is not None:
             if attempt.is_dead():
                 raise attempt.refusal()  # the caller's attempt timed out: it starts nothing
             attempt.progress()
-        idx = parent.scope.next_call_index()
+        idx = scope.call_counter  # ``next_call_index``, inline: once per call
+        scope.call_counter = idx + 1
         if self.records:
             call.call_id = call_identity(call.name, call.args, call.kwargs)
         try:
@@ -549,10 +551,10 @@ class PregelRunner:
             else:
                 fut.set_result(value)
             return fut
-        # the pool's module: loaded by then, as a run that replays saves
-        import pregelkit.pregel._exec.executor as executor
-
-        return executor.Done(value, failure)
+        done = _DONE
+        if done is None:
+            done = _done_class()
+        return done(value, failure)
 
     # a step: the plan decides, ``tick`` and ``atick`` perform its effects
     def _step(
@@ -713,6 +715,20 @@ class _Join:
 
 
 Effect = Union[PregelExecutableTask, _Wait, _Join, None]
+
+
+_DONE: Callable[[Any, BaseException | None], AnyFuture] | None = None
+"""``executor.Done``, kept once a run has a replayed or cached call: an
+import statement per call cost a replayed call ~3% of its time."""
+
+
+def _done_class() -> Callable[[Any, BaseException | None], AnyFuture]:
+    # the pool's module: loaded by then, as a run that replays saves
+    import pregelkit.pregel._exec.executor as executor
+
+    global _DONE
+    _DONE = executor.Done
+    return _DONE
 
 
 def _outcome(writes: Iterable[tuple[str, Any]]) -> tuple[Any, BaseException | None]:
