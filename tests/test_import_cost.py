@@ -125,7 +125,8 @@ def test_a_plain_first_run_loads_no_thread_pool() -> None:
     """A chain of nodes with no saver runs every task in the driver: its first
     ``invoke`` loads the engine, not the thread pool, ``concurrent.futures``
     and its ``logging``, nor ``random`` (a retry's jitter), nor what ships
-    bodies to a remote executor."""
+    bodies to a remote executor; built with no store, it loads no store
+    (whose filters bring ``json`` and ``dataclasses``)."""
     code = (
         "import sys\n"
         "from pregelkit.channels import LastValue\n"
@@ -136,7 +137,8 @@ def test_a_plain_first_run_loads_no_thread_pool() -> None:
         "input_channels='c0', output_channels='c3')\n"
         "assert app.invoke(0) == 3\n"
         "lazy = ('concurrent.futures', 'logging', 'queue', 'random', "
-        "'pregelkit.pregel._exec.executor', 'pregelkit.pregel._exec.remote')\n"
+        "'pregelkit.pregel._exec.executor', 'pregelkit.pregel._exec.remote', "
+        "'pregelkit.store.base', 'json', 'dataclasses')\n"
         "print(sorted(m for m in lazy if m in sys.modules))\n"
     )
     assert _fresh(code) == "[]"

@@ -121,7 +121,11 @@ def _check_component(
 
 
 def check_checkpointer(value: Any) -> None:
-    """A saver, None, or True/False (a subgraph uses / never uses its parent's)."""
+    """A saver, None, or True/False (a subgraph uses / never uses its parent's).
+    (Each check imports its base class only for a value to check: a graph
+    built without a store never loads the store's modules.)"""
+    if value is None or isinstance(value, bool):
+        return
     from pregelkit.checkpoint.base import BaseCheckpointSaver
 
     _check_component(
@@ -134,12 +138,16 @@ def check_checkpointer(value: Any) -> None:
 
 
 def check_store(value: Any) -> None:
+    if value is None:
+        return
     from pregelkit.store.base import BaseStore
 
     _check_component("store", value, BaseStore, "InMemoryStore()")
 
 
 def check_cache(value: Any) -> None:
+    if value is None:
+        return
     from pregelkit.cache.base import BaseCache
 
     _check_component("cache", value, BaseCache, 'InMemoryCache() or SqliteCache(path="...")')
