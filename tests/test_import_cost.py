@@ -126,7 +126,8 @@ def test_a_plain_first_run_loads_no_thread_pool() -> None:
     ``invoke`` loads the engine, not the thread pool, ``concurrent.futures``
     and its ``logging``, nor ``random`` (a retry's jitter), nor what ships
     bodies to a remote executor; built with no store, it loads no store
-    (whose filters bring ``json`` and ``dataclasses``)."""
+    (whose filters bring ``json`` and ``dataclasses``); its nodes being
+    plain functions, it reads them without ``inspect``."""
     code = (
         "import sys\n"
         "from pregelkit.channels import LastValue\n"
@@ -138,7 +139,7 @@ def test_a_plain_first_run_loads_no_thread_pool() -> None:
         "assert app.invoke(0) == 3\n"
         "lazy = ('concurrent.futures', 'logging', 'queue', 'random', "
         "'pregelkit.pregel._exec.executor', 'pregelkit.pregel._exec.remote', "
-        "'pregelkit.store.base', 'json', 'dataclasses')\n"
+        "'pregelkit.store.base', 'json', 'dataclasses', 'inspect')\n"
         "print(sorted(m for m in lazy if m in sys.modules))\n"
     )
     assert _fresh(code) == "[]"

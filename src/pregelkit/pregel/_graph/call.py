@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from types import FunctionType
 from typing import Any
 
 INJECTABLE = ("config", "writer", "store", "runtime", "previous")
@@ -22,21 +23,43 @@ class FnSpec:
     def __init__(self, fn: Callable[..., Any], *, skip_first: bool = True) -> None:
         if not callable(fn):
             raise TypeError(f"expected a callable, got {type(fn).__name__}: {fn!r}")
-        import inspect  # when a graph is built, not at `import pregelkit`
-
         self.fn = fn
         self.name = getattr(fn, "__name__", type(fn).__name__)
-        target = inspect.unwrap(fn) if inspect.isfunction(fn) or inspect.ismethod(fn) else fn
-        call = target if inspect.isroutine(target) else getattr(target, "__call__", target)  # noqa: B004
-        self.is_async = inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(target)
-        self.is_gen = inspect.isgeneratorfunction(call) or inspect.isasyncgenfunction(call)
+        if _plain(fn):
+            flags = fn.__code__.co_flags
+            self.is_async = bool(flags & _CO_COROUTINE)
+            self.is_gen = bool(flags & (_CO_GENERATOR | _CO_ASYNC_GENERATOR))
+        else:
+            import inspect  # when a graph is built, not at `import pregelkit`
+
+            target = inspect.unwrap(fn) if inspect.isfunction(fn) or inspect.ismethod(fn) else fn
+            call = target if inspect.isroutine(target) else getattr(target, "__call__", target)  # noqa: B004
+            self.is_async = inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(target)
+            self.is_gen = inspect.isgeneratorfunction(call) or inspect.isasyncgenfunction(call)
         pairs = _injectables(fn, skip_first)
         self.inject = tuple(name for name, _ in pairs)
         self.inject_pos = tuple(pos for _, pos in pairs)
 
 
+_CO_GENERATOR, _CO_COROUTINE, _CO_ASYNC_GENERATOR = 0x20, 0x80, 0x200
+"""The code flags ``inspect`` reads for these (``inspect.CO_*``)."""
+
+
+def _plain(fn: Any) -> bool:
+    """A function ``def`` or ``lambda`` made, with no attribute set on it (no
+    ``__wrapped__``, ``__signature__`` or coroutine mark): its code object
+    says all that ``inspect`` would, and the first graph a process builds
+    need not import ``inspect`` (and ``ast``, ``dis``, ``tokenize``) for it."""
+    return type(fn) is FunctionType and not fn.__dict__
+
+
 @functools.lru_cache(maxsize=4096)
 def _params(fn: Callable[..., Any]) -> tuple[str, ...]:
+    if _plain(fn):  # what inspect.signature lists as positional-or-keyword, then keyword-only
+        code = fn.__code__
+        names = code.co_varnames
+        end = code.co_argcount
+        return names[code.co_posonlyargcount : end] + names[end : end + code.co_kwonlyargcount]
     import inspect
 
     try:
