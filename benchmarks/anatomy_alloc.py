@@ -1,0 +1,167 @@
+"""What a short run, a fan-out's task and a Pregel chain's step allocate.
+
+    python benchmarks/anatomy.py --alloc      # or: python benchmarks/anatomy_alloc.py
+
+Three measures, each of a workload repeated after a warm-up:
+
+- allocated (DHAT): every block asked of the allocator and its bytes, under
+  ``valgrind --tool=dhat`` with ``PYTHONMALLOC=malloc`` (so each Python
+  object's block goes through ``malloc``; blocks from free lists, as
+  small tuples and frames, are not allocations). Two processes repeat the
+  workload a different number of times; the difference divided by the
+  extra repetitions is what one costs, without start-up and imports.
+- peak (tracemalloc): the most a run held above where it started.
+- leaks (``sys.getallocatedblocks()``): blocks still alive after 1,000 more
+  runs and a collection; the in-memory saver's threads are deleted after
+  each run so what it keeps by design is not counted.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tracemalloc
+import uuid
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+# name: (what one repetition is, units per repetition)
+WORKLOADS = {
+    "short-memory": ("short run, InMemorySaver", 1),
+    "short-sqlite": ("short run, SqliteSaver", 1),
+    "fanout": ("task of a 1,000-task fan-out", 1000),
+    "pregel_chain": ("step of a 1,000-node Pregel chain", 1000),
+}
+DHAT_REPEATS = (10, 40)
+TOTAL = re.compile(r"Total:\s+([\d,]+) bytes in ([\d,]+) blocks")
+
+
+def repeater(name: str, stack: ExitStack) -> Callable[[], None]:
+    """One repetition of workload ``name``, warmed up."""
+    if name.startswith("short-"):
+        from anatomy import saver_of, short_run
+
+        saver = stack.enter_context(saver_of(name.removeprefix("short-")))
+        main, _ = short_run(saver)
+        memory = name == "short-memory"
+
+        def run() -> None:
+            tid = uuid.uuid4().hex
+            main.invoke(1, {"configurable": {"thread_id": tid}})
+            if memory:
+                saver.delete_thread(tid)
+
+    else:
+        from workloads import WORKLOADS as ALL
+        from workloads import Lib
+
+        prepared = ALL[name][0](Lib("pregelkit"), 1000)
+        prepared.warmup()
+
+        def run() -> None:
+            prepared.check(prepared.run())
+
+    for _ in range(20):
+        run()
+    return run
+
+
+def repeat(name: str, times: int) -> None:
+    """What DHAT runs: the workload ``times`` times."""
+    with ExitStack() as stack:
+        run = repeater(name, stack)
+        for _ in range(times):
+            run()
+
+
+def start_dhat(name: str) -> list[subprocess.Popen[str]]:
+    """DHAT processes repeating ``name`` (``dhat_result`` reads them); they
+    run while the rest is measured (start-up under valgrind takes minutes)."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("DHAT needs valgrind (apt-get install valgrind)")
+    env = {**os.environ, "PYTHONMALLOC": "malloc"}
+    # niced: the rest is measured meanwhile
+    tool = ["nice", valgrind, "--tool=dhat", "--dhat-out-file=/dev/null"]
+    return [
+        subprocess.Popen(
+            [*tool, sys.executable, __file__, "--repeat", name, str(times)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for times in _repeats(name)
+    ]
+
+
+def _repeats(name: str) -> tuple[int, int]:
+    return DHAT_REPEATS if WORKLOADS[name][1] == 1 else (2, 6)
+
+
+def dhat_result(name: str, procs: list[subprocess.Popen[str]]) -> tuple[float, float]:
+    """(blocks, bytes) allocated per repetition of ``name``."""
+    totals = []
+    for proc in procs:
+        _, err = proc.communicate()
+        found = TOTAL.search(err)
+        if proc.returncode or found is None:
+            raise RuntimeError(f"DHAT of {name} failed:\n{err[-2000:]}")
+        totals.append([int(x.replace(",", "")) for x in found.groups()])
+    low, high = _repeats(name)
+    return (totals[1][1] - totals[0][1]) / (high - low), (totals[1][0] - totals[0][0]) / (
+        high - low
+    )
+
+
+def peak_and_leak(name: str, leak_runs: int = 1000) -> tuple[float, float]:
+    """(peak bytes held above the start of a run, median of 50; blocks left
+    per run after ``leak_runs`` more runs)."""
+    with ExitStack() as stack:
+        run = repeater(name, stack)
+        peaks = []
+        tracemalloc.start()
+        try:
+            for _ in range(50):
+                before = tracemalloc.get_traced_memory()[0]
+                tracemalloc.reset_peak()
+                run()
+                peaks.append(tracemalloc.get_traced_memory()[1] - before)
+        finally:
+            tracemalloc.stop()
+        gc.collect()
+        blocks = sys.getallocatedblocks()
+        for _ in range(leak_runs if name.startswith("short-") else leak_runs // 20):
+            run()
+        gc.collect()
+        left = sys.getallocatedblocks() - blocks
+        runs = leak_runs if name.startswith("short-") else leak_runs // 20
+    return sorted(peaks)[len(peaks) // 2], left / runs
+
+
+def report() -> None:
+    print("| per | blocks allocated | bytes allocated | peak held | blocks left per run |")
+    print("|---|---:|---:|---:|---:|")
+    running = {name: start_dhat(name) for name in WORKLOADS}
+    for name, (what, units) in WORKLOADS.items():
+        peak, left = peak_and_leak(name)
+        blocks, size = dhat_result(name, running[name])
+        print(
+            f"| {what} | {blocks / units:,.0f} | {size / units:,.0f} | "
+            f"{peak / units:,.0f} | {left:+.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--repeat"]:
+        repeat(sys.argv[2], int(sys.argv[3]))
+    else:
+        report()
