@@ -342,9 +342,12 @@ def short_run(saver: Any) -> tuple[Any, dict[str, Any]]:
 
 
 class Cost:
-    """What a wrapper adds to a call (ns): ``inside`` is charged to its own
-    label (an empty function's recorded time), ``total`` to the run; the
-    rest of ``total`` lands in the label of the wrapper around it."""
+    """What a wrapper adds to a call (ns), timed in a loop by the thread's
+    CPU clock (a loaded machine's wall clock measures its other work):
+    ``inside`` is charged to its own label (an empty function's recorded
+    time), ``total`` to the run; the rest of ``total`` lands in the label
+    of the wrapper around it. Wall and CPU alike: a part's median wall time
+    is a stretch the thread was not preempted in."""
 
     def __init__(self, cpu: bool, n: int = 100_000) -> None:
         probe = Probe(cpu)
@@ -355,20 +358,18 @@ class Cost:
         timed = probe.timed("other", "calibration", empty)
         inside, total = [], []
         for _ in range(5):
-            w0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+            c0 = time.thread_time_ns()
             for _ in range(n):
                 empty()
-            w1, c1 = time.perf_counter_ns(), time.thread_time_ns()
+            c1 = time.thread_time_ns()
             for _ in range(n):
                 timed()
-            w2, c2 = time.perf_counter_ns(), time.thread_time_ns()
+            c2 = time.thread_time_ns()
             wall, cpu_spent, calls, _ = probe.take()["other", "calibration"]
-            inside.append((wall / calls, cpu_spent / calls))
-            total.append(((w2 - w1 - (w1 - w0)) / n, (c2 - c1 - (c1 - c0)) / n))
-        self.inside = tuple(min(x[i] for x in inside) for i in (0, 1))
-        self.total = tuple(min(x[i] for x in total) for i in (0, 1))
-        if not cpu:
-            self.inside = (self.inside[0], 0.0)
+            inside.append(min(wall, cpu_spent) / calls if cpu else wall / calls)
+            total.append((c2 - c1 - (c1 - c0)) / n)
+        self.total = (min(total),) * 2
+        self.inside = (min(inside), min(inside) if cpu else 0.0)
 
     def corrected(self, slot: list[int]) -> tuple[float, float]:
         """A label's (wall, CPU) ns with its wrappers' own cost taken out."""
@@ -415,6 +416,8 @@ def measure(kind: str, runs: int, rounds: int, cost: Cost) -> dict[str, Any]:
                 installed.remove()
             process_cpu[1] += time.process_time() - p0
     keys = sorted({key for part in parts for key in part}, key=_order)
+    calls = statistics.median(sum(slot[2] for slot in part.values()) for part in parts)
+    bare_m, wrapped_m = _medians(bare), _medians(wrapped)
     per_run = [{key: cost.corrected(slot) for key, slot in part.items()} for part in parts]
     table = {
         key: tuple(
@@ -422,12 +425,11 @@ def measure(kind: str, runs: int, rounds: int, cost: Cost) -> dict[str, Any]:
         )
         for key in keys
     }
-    calls = statistics.median(sum(slot[2] for slot in part.values()) for part in parts)
     return {
         "saver": kind,
         "table": table,
-        "bare": _medians(bare),
-        "wrapped": _medians(wrapped),
+        "bare": bare_m,
+        "wrapped": wrapped_m,
         "process_cpu_us": [c / (runs * rounds) * 1e6 for c in process_cpu],
         "wrapper_calls": calls,
         "runs": runs * rounds,
@@ -452,18 +454,19 @@ def print_table(result: dict[str, Any], cost: Cost) -> None:
     wrap_w, wrap_c = result["wrapped"]
     table = result["table"]
     calls = result["wrapper_calls"]
-    own_w, own_c = (calls * cost.total[0] / 1e3, calls * cost.total[1] / 1e3)
     total_w = sum(w for w, _ in table.values())
     total_c = sum(c for _, c in table.values())
     cpu = cost.inside[1] != 0.0
     print(f"\n### {result['saver']}: {result['runs']} runs, medians, µs")
-    print("| phase | part | wall | CPU | share |" if cpu else "| phase | part | wall | share |")
-    print("|---|---|---:|---:|---:|" if cpu else "|---|---|---:|---:|")
+    print("(of a bare run: the share times an unwrapped run's CPU time, its thread's)")
+    head = "| phase | part | wall | CPU | share | of a bare run |"
+    print(head if cpu else head.replace(" CPU |", ""))
+    print("|---|---|---:|---:|---:|---:|" if cpu else "|---|---|---:|---:|---:|")
 
     def row(phase: str, label: str, w: float, c: float) -> None:
         share = (c / total_c) if cpu else (w / total_w)
         middle = f"{w:,.1f} | {c:,.1f}" if cpu else f"{w:,.1f}"
-        print(f"| {phase} | {label} | {middle} | {share:.1%} |")
+        print(f"| {phase} | {label} | {middle} | {share:.1%} | {share * bare_c:,.0f} |")
 
     for phase in ORDER:
         rows = [(label, v) for (p, label), v in table.items() if p == phase]
@@ -471,13 +474,14 @@ def print_table(result: dict[str, Any], cost: Cost) -> None:
             row(phase, label, w, c)
         if rows:
             row(f"**{phase}**", "", sum(v[0] for _, v in rows), sum(v[1] for _, v in rows))
-    row("sum of the medians", "", total_w, total_c)
-    row("run, wrapped, less the wrappers' cost", "", wrap_w - own_w, wrap_c - own_c)
+    row("sum of the parts", "", total_w, total_c)
     row("run, not wrapped", "", bare_w, bare_c)
+    row("run, wrapped", "", wrap_w, wrap_c)
     print(
-        f"\nwrappers: {calls:.0f} calls a run, {cost.total[0] / 1e3:.2f} µs wall "
-        f"({cost.total[1] / 1e3:.2f} µs CPU) each, taken out of the parts above; "
-        f"run {wrap_w:,.0f} µs wall wrapped. Process CPU per run (all threads): "
+        f"\nwrappers: {calls:.0f} calls a run, {cost.total[0] / 1e3:.2f} µs each (CPU, in a "
+        f"loop), {cost.inside[0] / 1e3:.2f} µs of it inside the part, taken out of the parts "
+        f"by their calls. A run's CPU (its thread): {bare_c:,.0f} µs not wrapped, "
+        f"{wrap_c:,.0f} µs wrapped; process CPU per run (all threads): "
         f"{result['process_cpu_us'][0]:,.0f} µs not wrapped, "
         f"{result['process_cpu_us'][1]:,.0f} µs wrapped"
     )

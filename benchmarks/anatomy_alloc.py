@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import tracemalloc
 import uuid
 from collections.abc import Callable
@@ -82,39 +83,40 @@ def repeat(name: str, times: int) -> None:
             run()
 
 
-def start_dhat(name: str) -> list[subprocess.Popen[str]]:
-    """DHAT processes repeating ``name`` (``dhat_result`` reads them); they
-    run while the rest is measured (start-up under valgrind takes minutes)."""
+def start_dhat(name: str, logs: Path) -> list[tuple[subprocess.Popen[bytes], Path]]:
+    """DHAT processes repeating ``name``, each with its log in ``logs``
+    (``dhat_result`` reads them); they run while the rest is measured
+    (start-up under valgrind takes minutes)."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         raise SystemExit("DHAT needs valgrind (apt-get install valgrind)")
     env = {**os.environ, "PYTHONMALLOC": "malloc"}
-    # niced: the rest is measured meanwhile
-    tool = ["nice", valgrind, "--tool=dhat", "--dhat-out-file=/dev/null"]
-    return [
-        subprocess.Popen(
-            [*tool, sys.executable, __file__, "--repeat", name, str(times)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for times in _repeats(name)
-    ]
+    started = []
+    for times in _repeats(name):
+        log = logs / f"{name}-{times}.log"
+        # niced: the rest is measured meanwhile
+        tool = ["nice", valgrind, "--tool=dhat", "--dhat-out-file=/dev/null", f"--log-file={log}"]
+        cmd = [*tool, sys.executable, __file__, "--repeat", name, str(times)]
+        started.append((subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL), log))
+    return started
 
 
 def _repeats(name: str) -> tuple[int, int]:
-    return DHAT_REPEATS if WORKLOADS[name][1] == 1 else (2, 6)
+    return DHAT_REPEATS if WORKLOADS[name][1] == 1 else (1, 3)
 
 
-def dhat_result(name: str, procs: list[subprocess.Popen[str]]) -> tuple[float, float]:
-    """(blocks, bytes) allocated per repetition of ``name``."""
+def dhat_result(
+    name: str, started: list[tuple[subprocess.Popen[bytes], Path]]
+) -> tuple[float, float] | None:
+    """(blocks, bytes) allocated per repetition of ``name``; None if a
+    process failed (its log says why)."""
     totals = []
-    for proc in procs:
-        _, err = proc.communicate()
-        found = TOTAL.search(err)
+    for proc, log in started:
+        proc.wait()
+        found = TOTAL.search(log.read_text(errors="replace"))
         if proc.returncode or found is None:
-            raise RuntimeError(f"DHAT of {name} failed:\n{err[-2000:]}")
+            print(f"DHAT of {name} failed: see {log}", file=sys.stderr)
+            return None
         totals.append([int(x.replace(",", "")) for x in found.groups()])
     low, high = _repeats(name)
     return (totals[1][1] - totals[0][1]) / (high - low), (totals[1][0] - totals[0][0]) / (
@@ -150,14 +152,17 @@ def peak_and_leak(name: str, leak_runs: int = 1000) -> tuple[float, float]:
 def report() -> None:
     print("| per | blocks allocated | bytes allocated | peak held | blocks left per run |")
     print("|---|---:|---:|---:|---:|")
-    running = {name: start_dhat(name) for name in WORKLOADS}
+    logs = Path(tempfile.mkdtemp(prefix="anatomy-dhat-"))
+    running = {name: start_dhat(name, logs) for name in WORKLOADS}
     for name, (what, units) in WORKLOADS.items():
         peak, left = peak_and_leak(name)
-        blocks, size = dhat_result(name, running[name])
-        print(
-            f"| {what} | {blocks / units:,.0f} | {size / units:,.0f} | "
-            f"{peak / units:,.0f} | {left:+.2f} |"
+        allocated = dhat_result(name, running[name])
+        blocks, size = (
+            ("failed", "failed")
+            if allocated is None
+            else (f"{allocated[0] / units:,.0f}", f"{allocated[1] / units:,.0f}")
         )
+        print(f"| {what} | {blocks} | {size} | {peak / units:,.0f} | {left:+.2f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ from report_tables import (
 from short_runs import WIRE_RUNS
 
 ROOT = Path(__file__).resolve().parent.parent
+# the short run's anatomy (benchmarks/anatomy.py), written by hand
+ANATOMY = (ROOT / "benchmarks" / "anatomy_section.md").read_text(encoding="utf-8")
 
 
 def machine_info() -> dict[str, str]:
@@ -265,6 +267,9 @@ round can be off by 2-3x; the targets are checked on the medians.
 {samples_table(results)}
 
 ## Short runs: where a run's time goes
+
+{ANATOMY}
+### Instruction counts (callgrind) and SQLite's part
 
 Counted with callgrind (`valgrind --tool=callgrind --separate-threads=yes`,
 instructions of all threads, 250 runs minus 50 runs, per run), which a
