@@ -285,7 +285,9 @@ class BaseCheckpointSaver(Generic[V]):
 
             serde = JsonPlusSerializer()
         self.serde = serde
-        self._thread_locks: dict[str, threading.Lock] = {}
+        self._thread_locks: dict[str, _ThreadLock] = {}
+        """The lock of each thread a run holds or waits for (and no other: a
+        process that runs a million threads keeps no million locks)."""
         self._thread_locks_guard = threading.Lock()
 
     @property
@@ -509,9 +511,7 @@ class BaseCheckpointSaver(Generic[V]):
         """Hold ``thread_id`` for one run; a second run of it fails fast
         (``ThreadBusyError``) or waits. This default covers one process;
         savers shared between processes hold a lock in their store."""
-        with self._thread_locks_guard:
-            lock = self._thread_locks.setdefault(thread_id, threading.Lock())
-        return _held(lock, thread_id, wait)
+        return _held(self, thread_id, wait)
 
     def alock_thread(
         self, thread_id: str, *, wait: bool = False
@@ -641,20 +641,49 @@ def _no_attempts(saver: BaseCheckpointSaver[Any]) -> str:
     )
 
 
-class _held(AbstractContextManager[None]):
-    __slots__ = ("lock", "thread_id", "wait")
+class _ThreadLock:
+    """A thread's in-process lock and how many runs hold or wait for it."""
 
-    def __init__(self, lock: threading.Lock, thread_id: str, wait: bool) -> None:
-        self.lock = lock
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+
+
+class _held(AbstractContextManager[None]):
+    """``lock_thread``'s lock: the thread's entry in ``_thread_locks`` lives
+    while a run holds or waits for it, and goes with the last one."""
+
+    __slots__ = ("entry", "saver", "thread_id", "wait")
+
+    def __init__(self, saver: BaseCheckpointSaver[Any], thread_id: str, wait: bool) -> None:
+        self.saver = saver
         self.thread_id = thread_id
         self.wait = wait
 
     def __enter__(self) -> None:
-        if not self.lock.acquire(blocking=self.wait):
+        saver = self.saver
+        with saver._thread_locks_guard:
+            entry = saver._thread_locks.get(self.thread_id)
+            if entry is None:
+                entry = saver._thread_locks[self.thread_id] = _ThreadLock()
+            entry.users += 1
+        self.entry = entry
+        if not entry.lock.acquire(blocking=self.wait):
+            self._leave()
             raise ThreadBusyError(self.thread_id)
 
     def __exit__(self, *exc: object) -> None:
-        self.lock.release()
+        self.entry.lock.release()
+        self._leave()
+
+    def _leave(self) -> None:
+        entry, locks = self.entry, self.saver._thread_locks
+        with self.saver._thread_locks_guard:
+            entry.users -= 1
+            if not entry.users and locks.get(self.thread_id) is entry:
+                del locks[self.thread_id]
 
 
 class _async_held(AbstractAsyncContextManager[None]):
