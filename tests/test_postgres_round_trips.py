@@ -405,6 +405,7 @@ def test_a_connection_cut_mid_statement_applies_nothing(
     finally:
         proxy.close()
     assert _returns(url) == 0
+    _wait_for(lambda: _lock_is_free(url, "t"))  # the server has seen the connection go
     with PostgresSaver.from_conn_string(url) as saver:
         assert workflow(saver).invoke(None, _config("t")) == 8
     assert ran == ["a", "a"]
