@@ -394,6 +394,10 @@ class AsyncPregelLoop(_Performer):
             core.faults, self._aloop, nullcontext if saver is None else saver.agrouped
         )
         self._aunwatch: Callable[[], Awaitable[None]] | None = None
+        self._saved_all = False
+        """The run's exit has waited for its lane: a start record the start
+        saver's thread handed over just before (``call_soon_threadsafe``
+        lands after) is dropped, not left to start a save after the run."""
 
     @property
     def submit(self) -> Callable[..., Any]:
@@ -486,6 +490,7 @@ class AsyncPregelLoop(_Performer):
                 await self.settle()
             finally:
                 await self._lane.wait()
+                self._saved_all = True
             core.faults.raise_if_failed(core.step)
         finally:
             await self._release()
@@ -504,6 +509,8 @@ class AsyncPregelLoop(_Performer):
             ).result()
             return None
         if on_loop(self._aloop):
+            if self._saved_all and type(effect) is SaveStarts:
+                return None  # the run has ended: its attempts' records are saved
             afn, args = _call_of(effect, self.checkpointer, self.cache, True)
             self._lane.put(afn, args, type(effect) is WriteCache)
         else:
