@@ -239,6 +239,11 @@ centre) to the local time.
 
 - Every measurement runs in a fresh subprocess (`benchmarks/workloads.py`), so
   imports, caches and memory never carry over between workloads or libraries.
+  Bytecode caching is on in every one, as on a user's machine: the
+  environment's `PYTHONDONTWRITEBYTECODE` is dropped, and before the first
+  round each library's packages are compiled to `.pyc` files as `pip install`
+  does (an editable pregelkit has none otherwise, and its cold invokes would
+  be timed compiling the engine's modules: 135 against 69 ms on 2026-11-29).
 - pregelkit and LangGraph are installed in two separate virtual environments.
 - In each process the workload is built, warmed up once on a tiny input (8 tasks)
   so lazy imports and first-call paths are not timed, then timed once with
