@@ -69,6 +69,7 @@ class Submit(Protocol):
         __cancel_on_exit__: bool = False,
         __reraise_on_exit__: bool = True,
         __next_tick__: bool = False,
+        __limited__: bool = True,
         **kwargs: Any,
     ) -> concurrent.futures.Future[Any] | asyncio.Future[Any]: ...
 

@@ -48,6 +48,8 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
         self.limit: int | None = int(limit) if limit else None
         self.running = 0
         self.backlog: deque[Job[Any]] = deque()
+        self.unlimited: set[concurrent.futures.Future[Any]] = set()
+        """Work that takes no slot (``__limited__=False``): its end frees none."""
 
     def _start(self) -> _Pool:
         """The first submit: load the pool and its futures."""
@@ -66,11 +68,13 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
         __cancel_on_exit__: bool = False,
         __reraise_on_exit__: bool = True,
         __next_tick__: bool = False,
+        __limited__: bool = True,
         **kwargs: Any,
     ) -> Job[T]:
         """Schedule ``fn``. Work is always queued, never run inside ``submit``, so
         ``__next_tick__`` holds by construction: the submitter finishes what it
-        is doing (e.g. registering the task) before the work can start."""
+        is doing (e.g. registering the task) before the work can start.
+        ``__limited__=False``: the work takes none of ``max_concurrency``'s slots."""
         pool = self.pool
         if pool is None:
             pool = self._start()
@@ -83,11 +87,13 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
             with self.lock:
                 self.tasks[job] = (False, True)
         job.add_done_callback(self._done)
-        if self.limit is None:
+        if self.limit is None or not __limited__:
             if __next_tick__:
                 pool.defer(job)
             else:
                 pool.put(job)
+            if self.limit is not None:
+                self.unlimited.add(job)
         else:
             job._on_start = self._started
             with self.lock:
@@ -110,6 +116,9 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
             if flags is not None and (job.cancelled() or job.exception() is None):
                 del self.tasks[job]
             if self.limit is None:
+                return
+            if job in self.unlimited:
+                self.unlimited.discard(job)
                 return
             from concurrent.futures._base import PENDING
 
@@ -186,6 +195,7 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
         __cancel_on_exit__: bool = False,
         __reraise_on_exit__: bool = True,
         __next_tick__: bool = False,
+        __limited__: bool = True,
         **kwargs: Any,
     ) -> asyncio.Future[T] | concurrent.futures.Future[T]:
         """Start ``fn(*args)`` as a task. From the event loop's thread this returns
@@ -205,7 +215,7 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
             self.tasks[call] = (__cancel_on_exit__, __reraise_on_exit__)
             call.when_done(self._done)
             return call
-        if self.semaphore is not None:
+        if self.semaphore is not None and __limited__:
             coro = _gated(self.semaphore, coro)
         if running is self.loop:
             fut = self.loop.create_task(coro, name=__name__, context=copy_context())

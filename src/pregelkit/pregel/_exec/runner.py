@@ -427,8 +427,13 @@ class PregelRunner:
                 _refuse_if_dead(root)
                 return
         else:
+            # a lone task takes no slot of ``max_concurrency``, as when it runs
+            # in the driver: its calls share them, and a body that waits for
+            # its calls together (``asyncio.gather``) while holding the only
+            # slot would wait for ever
+            limited = len(tasks) > 1
             for t in tasks:
-                futures[self.submit(self._perform, self, t)] = t
+                futures[self.submit(self._perform, self, t, __limited__=limited)] = t
         deadline = None if step is None else step.started + (timeout or 0.0)
         while futures.counter > 0 and not futures.failed:
             if self.timeouts:
