@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -295,3 +295,46 @@ def test_a_context_copied_inside_a_block_does_not_join_it_after_the_block_ends(
                 "SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction'"
             ).fetchone()
         assert idle == (0,)
+
+
+@pytest.mark.parametrize("saving", ["pregelkit_writes", "pregelkit_attempts"])
+def test_a_run_cancelled_while_its_gathered_calls_save_ends_cancelled(
+    postgres_database: Callable[[str], str], saving: str
+) -> None:
+    """``task.cancel()`` on an async run whose entrypoint gathered its calls,
+    while their saves are on the wire (a slow insert). The gather cancels the
+    calls, then the run's stop cancelled them again: the second cancel cut
+    short psycopg's cancelling of the statement, which closed the saver's
+    connection and the thread's lock with it. The run then ended with a
+    StorageError (its exit's saves refused: lock lost) instead of
+    CancelledError, and resuming met ThreadBusyError while the server still
+    held the lock for the closed connection's busy backend."""
+    dsn = postgres_database("pregelkit_cancel_gathered")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        PostgresSaver(conn).setup()
+        conn.execute(
+            "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_sleep(0.1); RETURN NEW; END $$"
+        )
+        conn.execute(f"CREATE TRIGGER slow BEFORE INSERT ON {saving} EXECUTE FUNCTION slow()")
+
+    @task
+    async def leaf(i: int) -> int:
+        return i
+
+    async def main() -> None:
+        async with AsyncPostgresSaver.from_conn_string(dsn) as saver:
+
+            @entrypoint(checkpointer=saver)
+            async def gathered(n: int) -> int:
+                return sum(await asyncio.gather(*[leaf(i) for i in range(n)]))
+
+            config = _cfg("cancelled")
+            run = asyncio.ensure_future(gathered.ainvoke(3, config, durability="sync"))
+            await asyncio.sleep(0.15)  # the calls' saves are on the wire
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+            assert await gathered.ainvoke(None, config, durability="sync") == 3
+
+    asyncio.run(main())

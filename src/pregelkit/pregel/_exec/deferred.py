@@ -132,8 +132,15 @@ class DeferredCall(asyncio.Future[Any]):
             if waits_for is None or not waits_for.cancel(msg):
                 self._must_cancel = True
             return True
-        assert self._task is not None
-        return self._task.cancel(msg)
+        task = self._task
+        assert task is not None
+        if task.cancelling():
+            # cancelled already (its caller's gather, then the run's stop): a
+            # second cancel would cut short what it does about the first, such
+            # as a PostgreSQL save cancelling its statement, which then closes
+            # the connection, and the thread's lock with it
+            return True
+        return task.cancel(msg)
 
     def __await__(self) -> Generator[Any, None, Any]:
         coro = self._claim()
