@@ -20,6 +20,7 @@ import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
+from unittest import mock
 
 import psycopg
 import pytest
@@ -172,6 +173,36 @@ def test_a_subclass_that_reads_its_own_way_is_asked_to(dsn: str) -> None:
 
         assert main.invoke(1, _config("logged")) == 2
     assert asked == ["logged"]
+
+
+def test_a_read_patched_on_the_saver_is_asked(dsn: str) -> None:
+    """A test spying on one saver's ``get_tuple`` (or making it fail) with
+    ``mock.patch.object`` sees the run's start ask it, sync and async, as on
+    the other savers; ``open_thread`` read the checkpoint in its place."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        saver = PostgresSaver(conn)
+
+        @entrypoint(checkpointer=saver)
+        def main(x: int) -> int:
+            return _one(x).result()
+
+        with mock.patch.object(saver, "get_tuple", wraps=saver.get_tuple) as spy:
+            assert main.invoke(1, _config("spied")) == 2
+        assert spy.call_count == 1
+
+    async def amain() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            saver = AsyncPostgresSaver(conn)
+
+            @entrypoint(checkpointer=saver)
+            async def main(x: int) -> int:
+                return x + 1
+
+            with mock.patch.object(saver, "aget_tuple", wraps=saver.aget_tuple) as spy:
+                assert await main.ainvoke(1, _config("aspied")) == 2
+            assert spy.call_count == 1
+
+    asyncio.run(amain())
 
 
 # batched saves == the same calls one by one

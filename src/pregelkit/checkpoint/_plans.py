@@ -244,10 +244,15 @@ def gate_of(row: Sequence[Any] | None) -> tuple[str | None, str | None]:
 
 
 def overrides(saver: object, cls: type, names: Sequence[str]) -> bool:
-    """Whether ``saver``'s class replaces one of ``cls``'s methods ``names``
-    (a subclass that logs or caches its reads must still be asked for them)."""
+    """Whether ``saver``'s class, or ``saver`` itself, replaces one of
+    ``cls``'s methods ``names`` (a subclass that logs or caches its reads,
+    or a test's ``mock.patch.object(saver, "get_tuple")``, must still be
+    asked for them)."""
     kind = type(saver)
-    return kind is not cls and any(getattr(kind, n) is not getattr(cls, n) for n in names)
+    if kind is not cls and any(getattr(kind, n) is not getattr(cls, n) for n in names):
+        return True
+    own = getattr(saver, "__dict__", None)
+    return bool(own) and any(n in own for n in names)
 
 
 def opening_reads(
