@@ -251,8 +251,8 @@ def overrides(saver: object, cls: type, names: Sequence[str]) -> bool:
     kind = type(saver)
     if kind is not cls and any(getattr(kind, n) is not getattr(cls, n) for n in names):
         return True
-    own = getattr(saver, "__dict__", None)
-    return bool(own) and any(n in own for n in names)
+    own: dict[str, Any] = getattr(saver, "__dict__", {})
+    return any(n in own for n in names)
 
 
 def opening_reads(
