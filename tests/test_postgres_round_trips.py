@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _pg_proxy import FaultProxy
+from pregelkit._internal._plan import Statement
 from pregelkit.checkpoint.base import empty_checkpoint
 from pregelkit.checkpoint.postgres import PostgresSaver, _batch, _sql
 from pregelkit.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -306,6 +307,35 @@ def test_saves_of_more_parameters_than_a_statement_takes(
         for call in calls:
             _apply(saver, "alone", [call])
         assert _state(saver, "batched") == _state(saver, "alone")
+
+
+def test_saves_of_more_bytes_than_a_message_takes(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL refuses a message of more than 1 GB ("invalid message
+    length") and closes the connection: twelve task results of 100 MB saved
+    at a run's exit went as one statement, and the run failed (its lock gone
+    with the connection). A batch's statement takes no more rows once its
+    large values pass ``MOST_BYTES`` (here 1,000 bytes: two writes of 600
+    each), and the writes are all saved, in order."""
+    monkeypatch.setattr(_batch, "MOST_BYTES", 1_000)
+    rows = [("t", "", "c", "task", i, f"ch{i}", "bytes", b"x" * 600, "") for i in range(5)]
+    batch = _batch.Batch()
+    assert batch.add(Statement(_sql.UPSERT_WRITE, rows, "many"))
+    assert [len(s.params) // len(rows[0]) for s in batch.take()] == [2, 2, 1]
+
+    config = {"configurable": {"thread_id": "heavy", "checkpoint_ns": "", "checkpoint_id": "c"}}
+    writes = [(f"ch{i}", bytes([i]) * 600) for i in range(5)]
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.delete_thread("heavy")
+        checkpoint = empty_checkpoint()
+        checkpoint["id"] = "c"
+        with saver.grouped():
+            saver.put(_config("heavy"), checkpoint, {}, {})
+            saver.put_writes(config, writes, "task")
+        found = saver.get_tuple(_config("heavy"))
+        assert found is not None
+        assert [(c, v) for _, c, v in found.pending_writes or ()] == writes
 
 
 # killed or cut off while the saves are on the wire

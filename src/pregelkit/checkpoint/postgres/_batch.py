@@ -75,7 +75,7 @@ def refusing(batch: Batch) -> Iterator[None]:
 class _Table:
     """How the rows of one single-row insert go into the combined statement."""
 
-    __slots__ = ("casts", "conflict", "head", "key")
+    __slots__ = ("casts", "conflict", "head", "key", "large")
 
     def __init__(
         self,
@@ -91,6 +91,8 @@ class _Table:
         self.head = f"INSERT INTO {table} ({', '.join(columns)})\nVALUES "
         self.casts = [(casts or {}).get(column, "") for column in columns]
         self.conflict = conflict
+        self.large = tuple(i for i, column in enumerate(columns) if column in _LARGE)
+        """Where a row's values of any size are (see ``MOST_BYTES``)."""
 
     def clause(self, rows: int, first: int) -> str:
         """The insert of ``rows`` rows (a VALUES row each, inserted in order)
@@ -106,6 +108,7 @@ class _Table:
 
 
 _JSON = {"metadata_json": "::jsonb", "channel_versions": "::jsonb"}
+_LARGE = {"blob", "checkpoint", "metadata", "metadata_json", "value", "error_message"}
 _TABLES: dict[str, _Table] = {
     _sql.INSERT_BLOB: _Table(
         "pregelkit_blobs",
@@ -214,24 +217,28 @@ class Batch:
         combined: list[Statement] = []
         shape: list[tuple[str, int]] = []
         params: list[Any] = []
+        size = 0  # bytes of the large values in params
         alone: list[Statement] = []
         for sql, rows in self.rows.items():
             table = _TABLES[sql]
             if _repeats(rows, table):
                 alone.append(Statement(sql, rows, "many"))
                 continue
-            width = len(table.casts)
-            start = 0
-            while start < len(rows):
-                room = (MOST_PARAMETERS - len(params)) // width
-                if room == 0 and shape:
+            width, large = len(table.casts), table.large
+            count = 0  # rows of this table in params
+            for row in rows:
+                if params and (len(params) + width > MOST_PARAMETERS or size > MOST_BYTES):
+                    if count:
+                        shape.append((sql, count))
                     combined.append(self._combined(shape, params))
-                    shape, params, room = [], [], MOST_PARAMETERS // width
-                chunk = rows[start : start + max(room, 1)]
-                shape.append((sql, len(chunk)))
-                for row in chunk:
-                    params.extend(row)
-                start += len(chunk)
+                    shape, params, size, count = [], [], 0, 0
+                params.extend(row)
+                count += 1
+                for i in large:
+                    if (value := row[i]) is not None:
+                        size += len(value)
+            if count:
+                shape.append((sql, count))
         self.rows = {}
         lease = self.lease
         if shape:
@@ -253,6 +260,14 @@ class Batch:
 MOST_PARAMETERS = 30_000
 """Parameters of one combined statement at most (PostgreSQL's limit is
 65,535; a statement this large is parsed in a few milliseconds anyway)."""
+
+MOST_BYTES = 128 * 2**20
+"""Once its large values (blobs, serialized values, metadata, error
+messages) pass this many bytes (characters, for text: up to 4 bytes each),
+a combined statement takes no more rows:
+PostgreSQL refuses a message of more than 1 GB ("invalid message length")
+and closes the connection, and the rows of one statement are one message.
+Twelve task results of 100 MB saved at a run's exit failed so."""
 
 _SHAPES: dict[tuple[tuple[tuple[str, int], ...], bool], str] = {}
 """The combined statement of each small shape met (tables and row counts):
