@@ -156,6 +156,38 @@ def test_a_thread_locked_elsewhere_is_refused_and_nothing_leaks(dsn: str) -> Non
         assert _lock_is_free(dsn, "busy")
 
 
+def test_two_savers_on_one_connection_run_a_thread_once_at_a_time(dsn: str) -> None:
+    """The connection's session takes an advisory lock it holds again
+    (PostgreSQL counts them): two savers made on one connection, each with
+    in-process locks of its own, ran one thread twice at once. They share
+    the connection's in-process locks now; sync and async."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        first, second = PostgresSaver(conn), PostgresSaver(conn)
+
+        @entrypoint(checkpointer=second)
+        def main(x: int) -> int:
+            return x + 1
+
+        with first.lock_thread("twice", wait=False), pytest.raises(ThreadBusyError):
+            main.invoke(1, _config("twice"))
+        assert main.invoke(1, _config("twice")) == 2
+
+    async def amain() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            first, second = AsyncPostgresSaver(conn), AsyncPostgresSaver(conn)
+
+            @entrypoint(checkpointer=second)
+            async def main(x: int) -> int:
+                return x + 1
+
+            async with first.alock_thread("atwice", wait=False):
+                with pytest.raises(ThreadBusyError):
+                    await main.ainvoke(1, _config("atwice"))
+            assert await main.ainvoke(1, _config("atwice")) == 2
+
+    asyncio.run(amain())
+
+
 def test_a_subclass_that_reads_its_own_way_is_asked_to(dsn: str) -> None:
     """``open_thread`` reads the checkpoint in place of ``get_tuple``: not
     for a subclass whose ``get_tuple`` does more (logs, caches)."""

@@ -55,7 +55,7 @@ from pregelkit.checkpoint.base import BaseCheckpointSaver, OpenedThread, Runnabl
 from pregelkit.checkpoint.base._open import Gate
 from pregelkit.checkpoint.postgres import _core, _sql
 from pregelkit.checkpoint.postgres._batch import Combined, refusing
-from pregelkit.checkpoint.postgres._connect import Connections, reopen_args
+from pregelkit.checkpoint.postgres._connect import Connections, reopen_args, share_thread_locks
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 
 __all__ = ["PostgresSaver", "ShallowPostgresSaver"]
@@ -89,6 +89,7 @@ class PostgresSaver(Connections, _plans.SqlSaver):
                 "ConnectionPool: pass PostgresSaver(conn, pipe=conn.pipeline())"
             )
         self.conn = conn
+        share_thread_locks(self, conn)
         self.retry = retry or StorageRetry()
         self._reopen = reopen_args(conn)
         self.pipe = pipe

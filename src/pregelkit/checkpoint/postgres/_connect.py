@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -22,7 +23,29 @@ __all__ = [
     "is_transient",
     "pause_or_raise",
     "reopen_args",
+    "share_thread_locks",
 ]
+
+
+_SHARED: weakref.WeakKeyDictionary[Any, tuple[dict[str, Any], threading.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+_SHARED_GUARD = threading.Lock()
+
+
+def share_thread_locks(saver: Any, conn: Any) -> None:
+    """Give ``saver`` the in-process thread locks of the savers made before
+    on the same single connection. Its session takes an advisory lock it
+    already holds again (PostgreSQL counts them), so two savers on one
+    connection, each with locks of its own, ran one thread twice at once.
+    A pool's savers each hold their locks on a connection of their own."""
+    if isinstance(conn, ConnectionPool | AsyncConnectionPool):
+        return
+    with _SHARED_GUARD:
+        shared = _SHARED.get(conn)
+        if shared is None:
+            shared = _SHARED[conn] = (saver._thread_locks, saver._thread_locks_guard)
+    saver._thread_locks, saver._thread_locks_guard = shared
 
 
 def reopen_args(conn: Any) -> dict[str, Any] | None:

@@ -59,7 +59,11 @@ from pregelkit.checkpoint.base import (
 from pregelkit.checkpoint.base._open import Gate
 from pregelkit.checkpoint.postgres import _core, _sql
 from pregelkit.checkpoint.postgres._batch import Combined, refusing
-from pregelkit.checkpoint.postgres._connect import AsyncConnections, reopen_args
+from pregelkit.checkpoint.postgres._connect import (
+    AsyncConnections,
+    reopen_args,
+    share_thread_locks,
+)
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
 
@@ -95,6 +99,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
                 "AsyncConnectionPool: pass AsyncPostgresSaver(conn, pipe=conn.pipeline())"
             )
         self.conn = conn
+        share_thread_locks(self, conn)
         self.retry = retry or StorageRetry()
         self._reopen = reopen_args(conn)
         self.pipe = pipe
