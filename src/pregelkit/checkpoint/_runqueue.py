@@ -76,6 +76,9 @@ class Dialect(_plan.Dialect):
     share_lock: str
     mark_cancelled: str
     placeholder: str = "?"
+    writable_ctes: bool = False
+    """Whether a ``WITH`` may hold an ``UPDATE`` (PostgreSQL), so two
+    writes can be one statement."""
     fence: str = field(init=False)
     """The fence check's SQL, spelled once: it runs in every write
     transaction of a leased run, so no per-call rewriting."""
@@ -112,6 +115,7 @@ POSTGRES = Dialect(
     # fence to commit: what they wrote happened while the lease was theirs
     share_lock=" FOR SHARE",
     placeholder="%s",
+    writable_ctes=True,
     mark_cancelled="""
         INSERT INTO pregelkit_thread_control (thread_id, mark) VALUES (?, 'cancelled')
         ON CONFLICT (thread_id) DO UPDATE SET mark = excluded.mark, updated_at = now()
@@ -291,6 +295,26 @@ class Claimed:
     config: tuple[str, bytes]
 
 
+# a claim's parts, shared by ``claim`` and ``finish_and_claim``
+_CLAIM_SET = """
+    UPDATE pregelkit_runs SET status = 'running', fence = fence + 1, worker = ?,
+        lease_until = {now} + ?, attempts = attempts + 1, updated_at = {now}
+    WHERE run_id IN (
+        SELECT run_id FROM pregelkit_runs
+        WHERE workflow IN (%s)%s
+          AND (status = 'queued' OR (status = 'running' AND lease_until < {now}))
+        ORDER BY priority DESC, created_at, run_id
+        LIMIT ?{skip_locked})
+    RETURNING priority, created_at, run_id, thread_id, workflow, fence, attempts,
+        input_type, input, config_type, config
+"""
+_FINISH = """
+    UPDATE pregelkit_runs SET status = ?, result_type = ?, result = ?, error = ?,
+        lease_until = NULL, finished_at = {now}, updated_at = {now}
+    WHERE run_id = ? AND fence = ? AND status = 'running' RETURNING run_id
+"""
+
+
 def claim(
     d: Dialect, worker_id: str, workflows: Sequence[str], limit: int, lease_seconds: float
 ) -> RunPlan[list[Claimed]]:
@@ -302,22 +326,11 @@ def claim(
     # one statement, one round trip however many runs it takes: the rows
     # picked (SKIP LOCKED on PostgreSQL: not those another claim is taking)
     # are leased in the same UPDATE
-    rows = yield d.q(
-        f"""
-        UPDATE pregelkit_runs SET status = 'running', fence = fence + 1, worker = ?,
-            lease_until = {{now}} + ?, attempts = attempts + 1, updated_at = {{now}}
-        WHERE run_id IN (
-            SELECT run_id FROM pregelkit_runs
-            WHERE workflow IN ({names})
-              AND (status = 'queued' OR (status = 'running' AND lease_until < {{now}}))
-            ORDER BY priority DESC, created_at, run_id
-            LIMIT ?{{skip_locked}})
-        RETURNING priority, created_at, run_id, thread_id, workflow, fence, attempts,
-            input_type, input, config_type, config
-        """,
-        (worker_id, lease_seconds, *workflows, limit),
-        "all",
-    )
+    rows = yield d.q(_CLAIM_SET % (names, ""), (worker_id, lease_seconds, *workflows, limit), "all")
+    return _claimed(rows)
+
+
+def _claimed(rows: Sequence[Sequence[Any]]) -> list[Claimed]:
     # RETURNING comes in no set order: started in the order they were taken
     rows = sorted(rows, key=lambda row: (-row[0], row[1], row[2]))
     return [
@@ -410,19 +423,52 @@ def finish(
     error: str | None,
 ) -> RunPlan[None]:
     """Record how a run ended, if the lease is still ours."""
-    run_id, fence = lease
-    rtype, rvalue = result if result is not None else (None, None)
-    row = yield d.q(
-        """
-        UPDATE pregelkit_runs SET status = ?, result_type = ?, result = ?, error = ?,
-            lease_until = NULL, finished_at = {now}, updated_at = {now}
-        WHERE run_id = ? AND fence = ? AND status = 'running' RETURNING run_id
-        """,
-        (status, rtype, rvalue, error, run_id, fence),
-        "one",
-    )
+    row = yield d.q(_FINISH, _finish_params(lease, status, result, error), "one")
     if row is None:
-        raise LeaseLostError(run_id, fence, "recording how the run ended")
+        raise LeaseLostError(lease[0], lease[1], "recording how the run ended")
+
+
+def finish_and_claim(
+    d: Dialect,
+    lease: tuple[str, int],
+    status: str,
+    result: tuple[str, bytes] | None,
+    error: str | None,
+    *,
+    worker_id: str,
+    workflows: Sequence[str],
+    lease_seconds: float,
+) -> RunPlan[tuple[bool, Claimed | None]]:
+    """Record how a run ended, if the lease is still ours, and claim the
+    run that takes its place (as ``claim``, one run): whether the end was
+    recorded (``False``: the lease was lost), and the run claimed, if any.
+    On PostgreSQL one statement, one transaction: a worker's runs end and
+    start without a claim of their own."""
+    names = ", ".join("?" for _ in workflows)
+    finished = _finish_params(lease, status, result, error)
+    asked = (worker_id, lease_seconds, *workflows, lease[0], 1)
+    # the run that ends is never the one taken (its lease may have expired)
+    take = _CLAIM_SET % (names, " AND run_id <> ?")
+    if not d.writable_ctes:
+        ended = yield d.q(_FINISH, finished, "one")
+        taken = yield d.q(take, asked, "all")
+        return ended is not None, next(iter(_claimed(taken)), None)
+    # one row whatever was taken: the count of runs ended, then the run taken or NULLs
+    rows = yield d.q(
+        f"WITH ended AS ({_FINISH}), taken AS ({take}) "
+        "SELECT (SELECT count(*) FROM ended), taken.* FROM (VALUES (1)) AS one "
+        "LEFT JOIN taken ON true",
+        (*finished, *asked),
+        "all",
+    )
+    return bool(rows[0][0]), next(iter(_claimed([r[1:] for r in rows if r[3] is not None])), None)
+
+
+def _finish_params(
+    lease: tuple[str, int], status: str, result: tuple[str, bytes] | None, error: str | None
+) -> tuple[Any, ...]:
+    rtype, rvalue = result if result is not None else (None, None)
+    return (status, rtype, rvalue, error, *lease)
 
 
 def hand_back(d: Dialect, lease: tuple[str, int]) -> RunPlan[bool]:

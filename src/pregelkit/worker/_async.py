@@ -102,7 +102,7 @@ class AsyncWorker(WorkerFront):
             log.warning("cannot record that the worker stopped (%s)", exc)
 
     async def _idle(self) -> bool:
-        if self._core.held:
+        if self._core.held or self._core.refilling:
             return False
         try:
             pending = await self._core.saver.arun_queue(
@@ -121,31 +121,44 @@ class AsyncWorker(WorkerFront):
         control: RunControl,
     ) -> None:
         core = self._core
-        result: Any = None
-        error: BaseException | None = None
-        try:
-            if claimed.attempts > 1:
-                latest = await core.saver.aget_tuple(
-                    {CONF: {CONFIG_KEY_THREAD_ID: claimed.thread_id}}
-                )
-                if core.resumes(claimed, latest):
-                    input = None
-            result = await graph.ainvoke(input, cfg, control=control)
-        except Exception as exc:
-            error = exc
-        outcome = core.outcome(claimed, result, error)
-        await self._record(outcome)
+        while True:
+            result: Any = None
+            error: BaseException | None = None
+            try:
+                if claimed.attempts > 1:
+                    latest = await core.saver.aget_tuple(
+                        {CONF: {CONFIG_KEY_THREAD_ID: claimed.thread_id}}
+                    )
+                    if core.resumes(claimed, latest):
+                        input = None
+                result = await graph.ainvoke(input, cfg, control=control)
+            except Exception as exc:
+                error = exc
+            outcome = core.outcome(claimed, result, error)
+            answer = None
+            try:
+                answer = await self._record(outcome)
+            finally:  # the slot held for the next run is given up if recording fails
+                following = core.recorded(outcome, answer)
+            if following is None:
+                break
+            # claimed with the end of the run before, into its slot: run here
+            claimed, graph, input, cfg, control = following
         if self._wake is not None:
             self._wake.set()
 
-    async def _record(self, outcome: Outcome) -> None:
+    async def _record(self, outcome: Outcome) -> Any:
+        """Record how a run ended; what the plan returned, or ``None``."""
         outcome.log()
         if outcome.plan is None:
-            return
+            return None
         try:
-            await self._core.saver.arun_queue(outcome.plan, "record a run's end", single=True)
+            return await self._core.saver.arun_queue(
+                outcome.plan, "record a run's end", single=True
+            )
         except Exception as exc:
             self._core.settle_failed(outcome, exc)
+            return None
 
     async def _heartbeats(self) -> None:
         while True:

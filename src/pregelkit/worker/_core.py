@@ -85,6 +85,9 @@ class Outcome:
     message: str
     level: int = logging.INFO
     exc: BaseException | None = field(default=None, repr=False)
+    refills: bool = False
+    """The plan also claims the run that takes this one's slot
+    (``_runqueue.finish_and_claim``)."""
 
     def log(self) -> None:
         """A failed run's traceback goes with its message."""
@@ -156,6 +159,9 @@ class WorkerCore:
             f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         )
         self.held: dict[str, Held] = {}
+        self.refilling = 0
+        """Slots of runs that ended whose next run is being claimed with
+        their end: not free for the serving loop's claim meanwhile."""
         self.stopping = False
         self.stop_reason: str | None = None
         self.finished = 0
@@ -163,7 +169,7 @@ class WorkerCore:
     # the queue
 
     def claim_plan(self) -> Plan | None:
-        free = self.concurrency - len(self.held)
+        free = self.concurrency - len(self.held) - self.refilling
         if free <= 0 or self.stopping:
             return None
         return partial(
@@ -272,7 +278,6 @@ class WorkerCore:
         held = self.held.pop(claimed.run_id, None)
         lease = (claimed.run_id, claimed.fence)
         what = f"run {claimed.run_id} (thread {claimed.thread_id}, {claimed.workflow})"
-        finish = partial(_runqueue.finish, lease=lease)
         if isinstance(exc, LeaseLostError) or (held is not None and held.lost):
             return Outcome(None, f"{what}: lease lost, dropped", logging.WARNING, exc)
         if isinstance(exc, GraphDrained):
@@ -289,19 +294,12 @@ class WorkerCore:
                 exc,
             )
         self.finished += 1
+        finish = partial(self._finish, lease, exc)
         if isinstance(exc, RunCancelledError):
-            return Outcome(
-                partial(finish, status=_runqueue.CANCELLED, result=None, error=str(exc)),
-                f"{what}: cancelled",
-            )
+            return finish(_runqueue.CANCELLED, None, str(exc), f"{what}: cancelled")
         if exc is not None:
             error = f"{type(exc).__name__}: {exc}"
-            return Outcome(
-                partial(finish, status=_runqueue.FAILED, result=None, error=error),
-                f"{what}: failed: {error}",
-                logging.ERROR,
-                exc,
-            )
+            return finish(_runqueue.FAILED, None, error, f"{what}: failed: {error}", logging.ERROR)
         status = (
             _runqueue.INTERRUPTED
             if isinstance(result, dict) and INTERRUPT in result
@@ -311,14 +309,52 @@ class WorkerCore:
             stored = self.saver.serde.dumps_typed(result)
         except Exception as err:
             error = f"the run ended but its result cannot be stored: {err}"
-            return Outcome(
-                partial(finish, status=_runqueue.FAILED, result=None, error=error),
-                f"{what}: {error}",
-                logging.ERROR,
-            )
-        return Outcome(
-            partial(finish, status=status, result=stored, error=None), f"{what}: {status}"
+            return finish(_runqueue.FAILED, None, error, f"{what}: {error}", logging.ERROR)
+        return finish(status, stored, None, f"{what}: {status}")
+
+    def _finish(
+        self,
+        lease: tuple[str, int],
+        exc: BaseException | None,
+        status: str,
+        result: tuple[str, bytes] | None,
+        error: str | None,
+        message: str,
+        level: int = logging.INFO,
+    ) -> Outcome:
+        """A run's end recorded with the claim of the run that takes its
+        slot, in one statement (a run's end and the next one's start cost
+        one transaction, not two): unless the worker stops, or the run
+        ended by an exception that stops the worker's thread too."""
+        ending = partial(_runqueue.finish, lease=lease, status=status, result=result, error=error)
+        if self.stopping or not isinstance(exc, Exception | None):
+            return Outcome(ending, message, level, exc)
+        self.refilling += 1
+        plan = partial(
+            _runqueue.finish_and_claim,
+            *ending.args,
+            **ending.keywords,
+            worker_id=self.worker_id,
+            workflows=self.names,
+            lease_seconds=self.lease_seconds,
         )
+        return Outcome(plan, message, level, exc, refills=True)
+
+    def recorded(
+        self, outcome: Outcome, answer: Any
+    ) -> tuple[_runqueue.Claimed, Pregel, Any, dict[str, Any], RunControl] | None:
+        """After a run's end was recorded (``answer``: what its plan
+        returned; ``None`` if that failed): the run claimed with it, started
+        in the slot the ended run leaves, for the same thread or task to run."""
+        if not outcome.refills:
+            return None
+        self.refilling -= 1
+        if answer is None:
+            return None
+        ended, claimed = answer
+        if not ended:
+            log.warning("%s; but the lease was lost before it was recorded", outcome.message)
+        return None if claimed is None else (claimed, *self.start(claimed))
 
     def settle_failed(self, outcome: Outcome, exc: BaseException) -> None:
         """Recording how a run ended failed too: the lease decides (it lapses,

@@ -111,7 +111,7 @@ class Worker(WorkerFront):
         """Nothing held here, and no run of these workflows queued or
         running anywhere (a dead worker's run counts until it is taken)."""
         with self._lock:
-            if self._core.held:
+            if self._core.held or self._core.refilling:
                 return False
         try:
             pending = self._core.saver.run_queue(
@@ -130,31 +130,43 @@ class Worker(WorkerFront):
         control: RunControl,
     ) -> None:
         core = self._core
-        result: Any = None
-        error: BaseException | None = None
-        try:
-            if claimed.attempts > 1:
-                latest = core.saver.get_tuple({CONF: {CONFIG_KEY_THREAD_ID: claimed.thread_id}})
-                if core.resumes(claimed, latest):
-                    input = None
-            result = graph.invoke(input, cfg, control=control)
-        except BaseException as exc:
-            error = exc
-        with self._lock:
-            outcome = core.outcome(claimed, result, error)
-        self._record(outcome)
+        while True:
+            result: Any = None
+            error: BaseException | None = None
+            try:
+                if claimed.attempts > 1:
+                    latest = core.saver.get_tuple({CONF: {CONFIG_KEY_THREAD_ID: claimed.thread_id}})
+                    if core.resumes(claimed, latest):
+                        input = None
+                result = graph.invoke(input, cfg, control=control)
+            except BaseException as exc:
+                error = exc
+            with self._lock:
+                outcome = core.outcome(claimed, result, error)
+            answer = None
+            try:
+                answer = self._record(outcome)
+            finally:  # the slot held for the next run is given up if recording fails
+                with self._lock:
+                    following = core.recorded(outcome, answer)
+            if following is None:
+                break
+            # claimed with the end of the run before, into its slot: run here
+            claimed, graph, input, cfg, control = following
         self._event.set()
         if error is not None and not isinstance(error, Exception):
             raise error
 
-    def _record(self, outcome: Outcome) -> None:
+    def _record(self, outcome: Outcome) -> Any:
+        """Record how a run ended; what the plan returned, or ``None``."""
         outcome.log()
         if outcome.plan is None:
-            return
+            return None
         try:
-            self._core.saver.run_queue(outcome.plan, "record a run's end", single=True)
+            return self._core.saver.run_queue(outcome.plan, "record a run's end", single=True)
         except Exception as exc:
             self._core.settle_failed(outcome, exc)
+            return None
 
     def _heartbeats(self, done: threading.Event) -> None:
         while not done.wait(self._core.heartbeat_seconds):
