@@ -909,8 +909,8 @@ def test_sqlite_file_settings_and_schema_version(tmp_path: Path) -> None:
         assert saver.conn.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
         assert saver.conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
         versions = saver.conn.execute("SELECT version FROM pregelkit_migrations").fetchall()
-        # 2: run-control marks, 3: attempt records, 4: the run queue
-        assert versions == [(1,), (2,), (3,), (4,)]
+        # 2: run-control marks, 3: attempt records, 4: the run queue, 5: its claim index
+        assert versions == [(1,), (2,), (3,), (4,), (5,)]
         saver.conn.execute("INSERT INTO pregelkit_migrations VALUES (99, 'future')")
     with (
         SqliteSaver.from_conn_string(path) as saver,
@@ -967,6 +967,7 @@ def test_postgres_setup_is_safe_to_run_concurrently(
             (2,),
             (3,),
             (4,),
+            (5,),
         ]
         conn.execute("INSERT INTO pregelkit_migrations (version) VALUES (99)")
         conn.commit()

@@ -295,13 +295,15 @@ class Claimed:
     config: tuple[str, bytes]
 
 
-# a claim's parts, shared by ``claim`` and ``finish_and_claim``
+# a claim's parts, shared by ``claim`` and ``finish_and_claim``; the runs it
+# may take are read through the index ``pregelkit_runs_claim`` (migration 5),
+# whose condition is spelled out for SQLite's planner to see it holds
 _CLAIM_SET = """
     UPDATE pregelkit_runs SET status = 'running', fence = fence + 1, worker = ?,
         lease_until = {now} + ?, attempts = attempts + 1, updated_at = {now}
     WHERE run_id IN (
         SELECT run_id FROM pregelkit_runs
-        WHERE workflow IN (%s)%s
+        WHERE workflow IN (%s)%s AND status IN ('queued', 'running')
           AND (status = 'queued' OR (status = 'running' AND lease_until < {now}))
         ORDER BY priority DESC, created_at, run_id
         LIMIT ?{skip_locked})
