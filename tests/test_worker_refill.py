@@ -185,3 +185,26 @@ def test_a_failed_end_gives_its_slot_back(
     assert outcome.refills and core.claim_plan() is None  # the slot is held for the next run
     assert core.recorded(outcome, None) is None
     assert core.claim_plan() is not None
+
+
+def test_a_run_claimed_with_an_end_that_cannot_start_is_not_held(
+    queue_db: tuple[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its input or config cannot be read (a serializer that does not match
+    the one that queued it): logged, not held (its lease lapses), and the
+    slot is free again."""
+    _, saver = queue_db
+    chain = fleet_flows.chain.copy(checkpointer=saver)
+    chain.submit(2, cfg("ok"))
+    bad = chain.submit(2, cfg("bad"))
+    sql = "UPDATE pregelkit_runs SET config_type = 'no such type' WHERE run_id = ?"
+    saver.run_queue(lambda d: (yield d.q(sql, (bad.run_id,))), "spoil")
+    core = WorkerCore([chain], saver, concurrency=1, lease_seconds=5, worker_id="w")
+    (claimed,) = saver.run_queue(core.claim_plan(), "claim", single=True)
+    core.start(claimed)
+    outcome = core.outcome(claimed, 1, None)
+    answer = saver.run_queue(outcome.plan, "end", single=True)
+    assert answer[1] is not None and answer[1].run_id == bad.run_id
+    assert core.recorded(outcome, answer) is None
+    assert "cannot start it" in caplog.text
+    assert core.held == {} and core.claim_plan() is not None

@@ -242,12 +242,11 @@ class WorkerCore:
     def start(self, claimed: _runqueue.Claimed) -> tuple[Pregel, Any, dict[str, Any], RunControl]:
         """The graph, input, config and control a claimed run is invoked
         with. A run claimed again (its worker died) resumes from its
-        checkpoint when it had saved one: ``input`` is then None."""
-        held = self.held[claimed.run_id] = Held(claimed)
-        if self.stopping:  # a stop that came as it was claimed
-            held.control.request_drain(self.stop_reason or "worker stopping")
+        checkpoint when it had saved one: ``input`` is then None. A run
+        whose input or config cannot be read is not held (its lease lapses)."""
         serde = self.saver.serde
         config: dict[str, Any] = dict(serde.loads_typed(claimed.config))
+        input = serde.loads_typed(claimed.input)
         conf = {
             # a task's result is saved before the run goes on (as Temporal and
             # DBOS record a step): a worker's death re-runs at most the
@@ -259,8 +258,10 @@ class WorkerCore:
         }
         metadata = {**(config.get("metadata") or {}), METADATA_KEY_RUN: claimed.run_id}
         config = {**config, CONF: conf, "metadata": metadata}
-        graph = self.graphs[claimed.workflow]
-        return graph, serde.loads_typed(claimed.input), config, held.control
+        held = self.held[claimed.run_id] = Held(claimed)
+        if self.stopping:  # a stop that came as it was claimed
+            held.control.request_drain(self.stop_reason or "worker stopping")
+        return self.graphs[claimed.workflow], input, config, held.control
 
     def resumes(self, claimed: _runqueue.Claimed, latest: Any) -> bool:
         """Whether the run already saved a checkpoint (an earlier holder of
@@ -354,7 +355,18 @@ class WorkerCore:
         ended, claimed = answer
         if not ended:
             log.warning("%s; but the lease was lost before it was recorded", outcome.message)
-        return None if claimed is None else (claimed, *self.start(claimed))
+        if claimed is None:
+            return None
+        try:
+            return (claimed, *self.start(claimed))
+        except Exception:
+            log.exception(
+                "run %s (thread %s, %s): cannot start it; its lease lapses",
+                claimed.run_id,
+                claimed.thread_id,
+                claimed.workflow,
+            )
+            return None
 
     def settle_failed(self, outcome: Outcome, exc: BaseException) -> None:
         """Recording how a run ended failed too: the lease decides (it lapses,
