@@ -45,6 +45,9 @@ __all__ = [
     "in_background",
 ]
 
+ENDED = frozenset((FINISHED, CANCELLED, CANCELLED_AND_NOTIFIED))
+"""The states a future never leaves."""
+
 _MAX_WORKERS = int(os.environ.get("PREGELKIT_MAX_WORKERS", "64"))
 
 DEFER_SECONDS = 0.0005
@@ -119,7 +122,9 @@ class _Pool:
             while deferred and deferred[0]._state != PENDING:
                 deferred.popleft()  # taken by its caller already
             deferred.append(job)
-            fan_out = not quiet and sum(1 for j in deferred if not j._quiet) > 1
+            fan_out = (
+                not quiet and len(deferred) > 1 and sum(1 for j in deferred if not j._quiet) > 1
+            )
             wake = self.poller_parked
             self.poller_parked = False
             start = self.poller is None
@@ -265,28 +270,27 @@ class Job(concurrent.futures.Future[T]):
             self._waiter_list = []
         return self._waiter_list
 
-    def _claim(self) -> bool:
+    def run(self) -> None:
+        """Run the work unless someone else already did (or it was cancelled).
+
+        Once per task call, often in the caller's own thread: claiming the
+        work and settling the future are written out here, not calls."""
         with _LOCK:
             if self._state != PENDING:
-                return False
+                return
             self._state = RUNNING
-            return True
-
-    def run(self) -> None:
-        """Run the work unless someone else already did (or it was cancelled)."""
-        if not self._claim():
-            return
         fn, self._fn = self._fn, None
         ctx, self._ctx = self._ctx, None
         assert fn is not None and ctx is not None
         if self._on_start is not None:
             self._on_start()
         try:
-            result = ctx.run(fn, *self._args, **self._kwargs)
+            self._result = ctx.run(fn, *self._args, **self._kwargs)
         except BaseException as exc:
-            self.set_exception(exc)
+            self._exception = exc
+            self._finish(FINISHED, "add_exception")
         else:
-            self.set_result(result)
+            self._finish(FINISHED, "add_result")
         finally:
             self._args = ()
             self._kwargs = {}
@@ -300,18 +304,17 @@ class Job(concurrent.futures.Future[T]):
                 for waiter in self._waiter_list:
                     getattr(waiter, notify)(self)
             event = self._event
+            callbacks, self._callbacks = self._callbacks, None
         if event is not None:
             event.set()
-        self._run_callbacks()
+        if callbacks:
+            _call_back(self, callbacks)
 
     def _run_callbacks(self) -> None:
-        callbacks, self._callbacks = self._callbacks, None
+        with _LOCK:
+            callbacks, self._callbacks = self._callbacks, None
         if callbacks:
-            for cb in callbacks:
-                try:
-                    cb(self)
-                except Exception:
-                    concurrent.futures._base.LOGGER.exception("exception calling callback")
+            _call_back(self, callbacks)
 
     def set_result(self, result: T) -> None:
         self._result = result
@@ -333,6 +336,10 @@ class Job(concurrent.futures.Future[T]):
             fn(self)
         except Exception:
             concurrent.futures._base.LOGGER.exception("exception calling callback")
+
+    when_done = add_done_callback
+    """What the step's futures hook (``FuturesDict``): a job's callbacks run
+    in the thread that finishes it, at once, as a ``DeferredCall``'s do."""
 
     def cancel(self) -> bool:
         with _LOCK:
@@ -377,6 +384,8 @@ class Job(concurrent.futures.Future[T]):
             return  # final: no lock needed to know it (the done callbacks ask)
         if state == PENDING:
             self.run()  # nobody started it: run it here rather than wait for a worker
+            if self._state == FINISHED:
+                return
         with _LOCK:
             if self.done():
                 return
@@ -389,22 +398,32 @@ class Job(concurrent.futures.Future[T]):
             raise concurrent.futures.TimeoutError()
 
     def result(self, timeout: float | None = None) -> T:
-        self._wait(timeout)
-        if self.cancelled():
-            raise concurrent.futures.CancelledError()
+        if self._state != FINISHED:  # FINISHED is final: the rest needs no look
+            self._wait(timeout)
+            if self.cancelled():
+                raise concurrent.futures.CancelledError()
         if self._exception is not None:
             raise self._exception
         value: T = self._result
         return value
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        self._wait(timeout)
-        if self.cancelled():
-            raise concurrent.futures.CancelledError()
+        if self._state != FINISHED:
+            self._wait(timeout)
+            if self.cancelled():
+                raise concurrent.futures.CancelledError()
         return self._exception
 
     def __repr__(self) -> str:
         return f"<Job at {id(self):#x} state={self._state}>"
+
+
+def _call_back(job: Job[Any], callbacks: list[Callable[[Any], object]]) -> None:
+    for cb in callbacks:
+        try:
+            cb(job)
+        except Exception:
+            concurrent.futures._base.LOGGER.exception("exception calling callback")
 
 
 class Done(Job[T]):

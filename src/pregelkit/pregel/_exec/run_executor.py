@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+SWEEP_AT = 64
+"""The fewest jobs a run's executor keeps before it sweeps out the finished ones."""
+
 __all__ = ["AsyncBackgroundExecutor", "BackgroundExecutor"]
 
 
@@ -50,12 +53,15 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
         self.backlog: deque[Job[Any]] = deque()
         self.unlimited: set[concurrent.futures.Future[Any]] = set()
         """Work that takes no slot (``__limited__=False``): its end frees none."""
+        self.sweep_at = SWEEP_AT
+        self.ended: frozenset[str] = frozenset()
 
     def _start(self) -> _Pool:
         """The first submit: load the pool and its futures."""
         from pregelkit.pregel._exec import executor
 
         self.job = executor.Job
+        self.ended = executor.ENDED
         self.pool = pool = executor._get_pool()
         return pool
 
@@ -80,20 +86,25 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
             pool = self._start()
         assert self.job is not None
         job: Job[T] = self.job(fn, args, kwargs)
-        if __cancel_on_exit__ or not __reraise_on_exit__:
+        tasks = self.tasks
+        if self.limit is None:
+            # no done callback per job (a task call's cost): finished jobs are
+            # swept here instead, once there are twice as many as last time
             with self.lock:
-                self.tasks[job] = (__cancel_on_exit__, __reraise_on_exit__)
-        elif __reraise_on_exit__:
+                tasks[job] = (__cancel_on_exit__, __reraise_on_exit__)
+                if len(tasks) >= self.sweep_at:
+                    self._sweep()
+        else:
             with self.lock:
-                self.tasks[job] = (False, True)
-        job.add_done_callback(self._done)
+                tasks[job] = (__cancel_on_exit__, __reraise_on_exit__)
+                if not __limited__:
+                    self.unlimited.add(job)  # before it can end
+            job.add_done_callback(self._done)
         if self.limit is None or not __limited__:
             if __next_tick__:
                 pool.defer(job)
             else:
                 pool.put(job)
-            if self.limit is not None:
-                self.unlimited.add(job)
         else:
             job._on_start = self._started
             with self.lock:
@@ -105,24 +116,33 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
                     self.backlog.append(job)
         return job
 
+    def _sweep(self) -> None:
+        """Forget the jobs that ended well or were cancelled (what ``_done``
+        does per job when a limit needs it); the failed ones stay, to be
+        re-raised at exit."""
+        tasks, ended = self.tasks, self.ended
+        for job in [j for j in tasks if j._state in ended and j._exception is None]:
+            del tasks[job]
+        self.sweep_at = max(SWEEP_AT, 2 * len(tasks))
+
     def _started(self) -> None:
         # a backlogged job taken by a waiting caller: it now counts as running
         with self.lock:
             self.running += 1
 
     def _done(self, job: concurrent.futures.Future[Any]) -> None:
+        """A job of a run with ``max_concurrency`` ended: forget it (unless it
+        failed) and, if it took a slot, start the next of the backlog."""
         with self.lock:
             flags = self.tasks.get(job)
             if flags is not None and (job.cancelled() or job.exception() is None):
                 del self.tasks[job]
-            if self.limit is None:
-                return
             if job in self.unlimited:
                 self.unlimited.discard(job)
                 return
             from concurrent.futures._base import PENDING
 
-            assert self.pool is not None
+            assert self.pool is not None and self.limit is not None
             self.running -= 1
             while self.backlog and self.running < self.limit:
                 nxt = self.backlog.popleft()

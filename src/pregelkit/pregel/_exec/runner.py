@@ -19,7 +19,6 @@ from pregelkit.errors import GraphBubbleUp, GraphInterrupt, NodeTimeoutError, No
 from pregelkit.pregel._exec.recorder import AttemptRecorder
 from pregelkit.pregel._exec.retry import arun_with_retry, run_with_retry
 from pregelkit.pregel._exec.step_futures import (
-    SKIP_RERAISE_SET,
     AnyFuture,
     FuturesDict,
     Wake,
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
 
     from pregelkit.pregel._exec.port import LoopPort
 
-__all__ = ["SKIP_RERAISE_SET", "FuturesDict", "PregelRunner", "StepRules"]
+__all__ = ["FuturesDict", "PregelRunner", "StepRules"]
 
 ScheduleTask = Callable[
     [PregelExecutableTask, int, Call], PregelExecutableTask | list[tuple[str, Any]] | None
@@ -281,7 +280,7 @@ class PregelRunner:
         if attempt is not None:
             task.scope.attempt = attempt
         fut: AnyFuture
-        first = self.running.first(task)
+        first = None if task.cache_key is None else self.running.first(task)
         if task.cache_key is not None and self.alookup is not None:
             fut = self.submit(
                 self._alookup_and_run, task, first, __next_tick__=True, __reraise_on_exit__=False
@@ -296,7 +295,6 @@ class PregelRunner:
             )
         if first is None and task.cache_key is not None:
             self.running.track(task, fut)
-        SKIP_RERAISE_SET.add(fut)
         self.futures[fut] = task
         return fut
 
@@ -642,7 +640,7 @@ def _cancel_others(futures: FuturesDict) -> list[AnyFuture]:
     """Cancel what has not started; return what is still running, to wait for."""
     running = []
     for fut in list(futures):
-        if fut not in SKIP_RERAISE_SET and not fut.done():
+        if not fut.done() and not futures.is_call(fut):
             fut.cancel()
         if not fut.done():
             running.append(fut)
@@ -660,13 +658,13 @@ def _settle(
     Tasks still running when ``step_timeout`` passed are walked away from:
     what finished in time is saved, they are not, and a resume runs them."""
     if step is None:
-        panic_or_proceed(list(futures.done), futures.inline)
+        panic_or_proceed(list(futures.done), futures.inline, futures.is_call)
         return
     running = futures.drop_all()
     failed = list(futures.done)
     late = [f for f in failed if _step_timeout(exception_of(f))]
     running = sorted({*running, *(futures[f].name for f in late)})
-    panic_or_proceed([f for f in failed if f not in late], futures.inline)
+    panic_or_proceed([f for f in failed if f not in late], futures.inline, futures.is_call)
     if running or step.dead:
         raise step_error(step, running)
 

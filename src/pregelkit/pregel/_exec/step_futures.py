@@ -5,11 +5,11 @@ interrupts come out of them (the runner's half that holds no task)."""
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Union
 
 from pregelkit.errors import GraphBubbleUp, GraphInterrupt
+from pregelkit.pregel._graph.call import Call
 from pregelkit.types import Interrupt, PregelExecutableTask
 
 if TYPE_CHECKING:
@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     import concurrent.futures
 
 __all__ = [
-    "SKIP_RERAISE_SET",
     "AnyFuture",
     "FuturesDict",
     "Wake",
@@ -26,11 +25,6 @@ __all__ = [
 ]
 
 AnyFuture = Union["concurrent.futures.Future[Any]", "asyncio.Future[Any]"]
-
-SKIP_RERAISE_SET: weakref.WeakSet[AnyFuture] = weakref.WeakSet()
-"""Futures of functional-API calls: their failure belongs to the caller, who
-gets it from ``.result()``; it neither stops sibling tasks nor is re-raised by
-the runner."""
 
 
 def exception_of(fut: AnyFuture) -> BaseException | None:
@@ -99,27 +93,33 @@ class FuturesDict(dict[Any, PregelExecutableTask]):
         super().__setitem__(fut, task)
         with self.lock:
             self.counter += 1
-        when_done = getattr(fut, "when_done", None)  # a DeferredCall: at once, not next turn
+        # a Job or a DeferredCall: at once, in the thread that ends it, not next turn
+        when_done = getattr(fut, "when_done", None)
         if when_done is not None:
             when_done(self.on_done)
         else:
             fut.add_done_callback(self.on_done)
+
+    def is_call(self, fut: AnyFuture) -> bool:
+        """Whether ``fut`` is a functional-API call's: its failure belongs to
+        the caller, who gets it from ``.result()``; it neither stops sibling
+        tasks nor is re-raised by the runner. (Asked of futures still here:
+        running, or kept because they raised.)"""
+        task = self.get(fut)
+        return task is not None and type(task.proc) is Call
 
     def on_done(self, fut: AnyFuture) -> None:
         # Finished futures are dropped at once (only the ones that raised are
         # kept, for panic_or_proceed): a 100k-task run must not keep 100k
         # futures alive for the garbage collector to walk again and again.
         exc = exception_of(fut)  # once: a future's exception() takes its lock
-        failed = (
-            exc is not None and not isinstance(exc, GraphBubbleUp) and fut not in SKIP_RERAISE_SET
-        )
-        raised = exc is not None
+        failed = exc is not None and not isinstance(exc, GraphBubbleUp) and not self.is_call(fut)
         with self.lock:
             if fut in self.dropped:
                 self.dropped.discard(fut)
                 return
             self.counter -= 1
-            if raised:
+            if exc is not None:
                 self.done.append(fut)
             else:
                 self.pop(fut, None)
@@ -171,8 +171,13 @@ def merge_interrupts(excs: Iterable[GraphInterrupt]) -> GraphInterrupt:
     return GraphInterrupt(tuple(seen.values()))
 
 
-def panic_or_proceed(futs: Iterable[AnyFuture], inline: BaseException | None) -> None:
-    """Raise the step's first real failure, else its merged interrupts."""
+def panic_or_proceed(
+    futs: Iterable[AnyFuture],
+    inline: BaseException | None,
+    is_call: Callable[[AnyFuture], bool] | None = None,
+) -> None:
+    """Raise the step's first real failure (a call's is its caller's), else
+    its merged interrupts."""
     interrupts: list[GraphInterrupt] = []
     failures: list[BaseException] = []
     if inline is not None:
@@ -186,7 +191,7 @@ def panic_or_proceed(futs: Iterable[AnyFuture], inline: BaseException | None) ->
             continue
         if isinstance(exc, GraphInterrupt):
             interrupts.append(exc)
-        elif fut not in SKIP_RERAISE_SET:
+        elif is_call is None or not is_call(fut):
             failures.append(exc)
     if failures:
         raise failures[0]
