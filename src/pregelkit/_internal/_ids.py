@@ -32,6 +32,19 @@ def task_id(namespace: bytes, *parts: str) -> str:
     return _fmt(xxhash.xxh3_128_hexdigest(data))
 
 
+def id_prefix(namespace: bytes, *parts: str) -> bytes:
+    """What ``task_id(namespace, *parts, last)`` hashes before ``last``:
+    the ids of one task's calls differ in their position alone, so the
+    rest is joined and encoded once per task (``task_id_after``)."""
+    return namespace + b"\x00" + ("\x00".join(parts) + "\x00").encode()
+
+
+def task_id_after(prefix: bytes, last: str) -> str:
+    """``task_id`` of the parts ``prefix`` (``id_prefix``) holds, then ``last``."""
+    h = xxhash.xxh3_128_hexdigest(prefix + last.encode())
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
 def interrupt_id(namespace: str, index: int = 0) -> str:
     """The id of the ``index``-th ``interrupt()`` call of the task with this
     checkpoint namespace (0 for the first).

@@ -228,7 +228,7 @@ def _adopt(task: PregelExecutableTask, twin: PregelExecutableTask) -> None:
     scope.call_counter = twin_scope.call_counter
     scope.interrupt_counter = twin_scope.interrupt_counter
     scope.resume = twin_scope.resume
-    scope.path_str = twin_scope.path_str
+    scope.call_prefix = twin_scope.call_prefix
 
 
 def _timed_out(task: PregelExecutableTask, error: NodeTimeoutError) -> NodeTimeoutError:

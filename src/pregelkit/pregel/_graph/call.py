@@ -126,7 +126,3 @@ class Call:
         self.cache_salt = cache_salt
         """What the task's code is (see ``_fingerprint``), asked for only when the
         call is cached: part of its cache key."""
-
-    @property
-    def input(self) -> Any:
-        return (self.args, self.kwargs)

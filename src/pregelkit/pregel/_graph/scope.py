@@ -142,11 +142,11 @@ class TaskScope:
         "attempt",
         "attempt_number",
         "call_counter",
+        "call_prefix",
         "caller",
         "first_attempt_time",
         "interrupt_counter",
         "ns",
-        "path_str",
         "resume",
         "run",
         "step",
@@ -160,7 +160,10 @@ class TaskScope:
         self.step = step
         self.call_counter = 0
         self.interrupt_counter = 0
-        self.path_str: str | None = None
+        self.call_prefix: tuple[Any, bytes, str] | None = None
+        """What the ids of this task's calls share: (the step's planner, the
+        bytes hashed before a call's position, this task's path as a string);
+        kept by ``_plan.algo.call_position``."""
         saved = run.resume_writes.get(task.id)
         self.resume: list[Any] = list(saved) if saved else []
         self._config: dict[str, Any] | None = None

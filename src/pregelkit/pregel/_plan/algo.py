@@ -23,6 +23,7 @@ from pregelkit._internal._constants import (
     RESERVED,
     TASKS,
 )
+from pregelkit._internal._ids import id_prefix, task_id_after
 from pregelkit._internal._ids import task_id as make_task_id
 from pregelkit._internal._typing import MISSING
 from pregelkit.channels.base import BaseChannel
@@ -376,27 +377,40 @@ def prepare_push_call(
     """The task for a functional-API call made by ``parent`` at ``position``
     (``call_position``). A replayed call, which never runs, needs no scope
     (``scoped``): nor the reference cycle a task and its scope make."""
-    path: tuple[Any, ...] = (PUSH, parent.path, idx, parent.id)
     tid, parent_path_str = position
-    task = planner.make(
-        call.name,
-        call.input,
+    name = call.name
+    value = (call.args, call.kwargs)
+    run = planner.run
+    cache_key = None
+    policy = call.cache_policy or planner.cache_policy
+    if policy is not None and run is not None and run.cache is not None:
+        salt = b"" if call.cache_salt is None else call.cache_salt()
+        cache_key = _cache_key(policy, name, call.identity, value, value, salt)
+    # the task, built here rather than by ``Planner.make``: a call has no
+    # node, and this is once per call
+    task = PregelExecutableTask(
+        name,
+        value,
         call,
-        (PUSH,),
-        path,
+        deque(),
+        run.base_config if run is not None else {},
+        _PUSH_TRIGGERS,
+        call.retry_policy or planner.retry_policy,
+        cache_key,
         tid,
+        (PUSH, parent.path, idx, parent.id),
+        (),
+        (),
         None,
-        call.cache_policy,
-        call.retry_policy,
-        key_args=(call.args, call.kwargs),
-        cache_id=call.identity,
-        cache_salt=call.cache_salt,
-        scoped=scoped,
+        f"~{PUSH}, {parent_path_str}, {idx:010d}, {parent.id}",
     )
-    task.path_str = f"~{PUSH}, {parent_path_str}, {idx:010d}, {parent.id}"
-    if task.scope is not None:
-        task.scope.caller = parent.scope
+    if run is not None and scoped:
+        scope = task.scope = TaskScope(run, task, _ns_for(planner.ns, name, tid), planner.step)
+        scope.caller = parent.scope
     return task
+
+
+_PUSH_TRIGGERS = (PUSH,)
 
 
 def push_call_id(planner: Planner, parent: PregelExecutableTask, idx: int) -> str:
@@ -408,22 +422,21 @@ def call_position(planner: Planner, parent: PregelExecutableTask, idx: int) -> t
     """The id of the call ``parent`` makes at position ``idx``, and ``parent``'s
     path as a string: the id depends only on the parent's path and the call's
     position, not on what is called, so a replay finds the call recorded at
-    that position and can check it is the same call (see ``_plan.replay``)."""
+    that position and can check it is the same call (see ``_plan.replay``).
+    What the ids of a parent's calls share is kept in its scope, for the step
+    (``planner``) it runs in."""
     scope = parent.scope
-    parent_path_str = scope.path_str if scope is not None else None
-    if parent_path_str is None:
+    known = scope.call_prefix if scope is not None else None
+    if known is None or known[0] is not planner:
         parent_path_str = task_path_str(parent.path)
+        known = (
+            planner,
+            id_prefix(planner.checkpoint_id, planner.ns, planner.step_str, PUSH, parent_path_str),
+            parent_path_str,
+        )
         if scope is not None:
-            scope.path_str = parent_path_str
-    tid = make_task_id(
-        planner.checkpoint_id,
-        planner.ns,
-        planner.step_str,
-        PUSH,
-        parent_path_str,
-        str(idx),
-    )
-    return tid, parent_path_str
+            scope.call_prefix = known
+    return task_id_after(known[1], str(idx)), known[2]
 
 
 def legacy_push_call_id(planner: Planner, parent: PregelExecutableTask, idx: int, name: str) -> str:
