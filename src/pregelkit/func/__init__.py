@@ -251,18 +251,20 @@ def task(
             if instance is not None and not bound and not isinstance(instance, type):
                 args = (instance, *args)
             refuse_futures(task_name, args, kwargs)
-            call = Call(
-                spec,
-                args,
-                kwargs,
-                name=task_name,
-                identity=identity,
-                retry_policy=policies,
-                cache_policy=cache_policy,
-                cache_salt=code_salt,
-                timeout=timeout_policy,
+            return scope.run.runner.call(
+                scope.task,
+                Call(  # positional: once per call, keywords cost it their matching
+                    spec,
+                    args,
+                    kwargs,
+                    task_name,
+                    identity,
+                    policies,
+                    cache_policy,
+                    code_salt,
+                    timeout_policy,
+                ),
             )
-            return scope.run.runner.call(scope.task, call)
 
         wrapper = task_function(fn, call_task)
         wrapper._self_identity = identity

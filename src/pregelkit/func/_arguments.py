@@ -62,6 +62,11 @@ def _all_plain(values: Iterable[Any]) -> bool:
 
 def refuse_futures(task_name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
     """Raise ``TypeError`` naming the argument if any is a task future."""
+    plain = _PLAIN
+    if plain.issuperset(map(type, args)) and (
+        not kwargs or plain.issuperset(map(type, kwargs.values()))
+    ):
+        return  # every argument of a type known plain: once per call, no frame
     if _all_plain(args) and (not kwargs or _all_plain(kwargs.values())):
         return
     for i, arg in enumerate(args):

@@ -249,20 +249,23 @@ class Job(concurrent.futures.Future[T]):
 
     _condition = _CONDITION  # what concurrent.futures.wait/as_completed lock
 
+    # what a job starts with and mostly keeps: read from the class until set
+    # (a job is made per task call: each attribute set in __init__ costs it)
+    _result: Any = None
+    _exception: BaseException | None = None
+    _on_start: Callable[[], None] | None = None
+    _callbacks: list[Callable[[Any], object]] | None = None
+    _event: threading.Event | None = None
+    _waiter_list: list[Any] | None = None
+    _abandoned = False
+    _quiet = False
+
     def __init__(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self._state = PENDING
-        self._result: Any = None
-        self._exception: BaseException | None = None
         self._fn: Callable[..., T] | None = fn
         self._args = args
         self._kwargs = kwargs
         self._ctx: Context | None = copy_context()
-        self._on_start: Callable[[], None] | None = None
-        self._callbacks: list[Callable[[Any], object]] | None = None
-        self._event: threading.Event | None = None
-        self._waiter_list: list[Any] | None = None
-        self._abandoned = False
-        self._quiet = False
 
     @property
     def _waiters(self) -> list[Any]:  # type: ignore[override]
@@ -399,9 +402,12 @@ class Job(concurrent.futures.Future[T]):
 
     def result(self, timeout: float | None = None) -> T:
         if self._state != FINISHED:  # FINISHED is final: the rest needs no look
-            self._wait(timeout)
-            if self.cancelled():
-                raise concurrent.futures.CancelledError()
+            if self._state == PENDING:
+                self.run()  # nobody started it: run it here (``_wait``'s first case)
+            if self._state != FINISHED:
+                self._wait(timeout)
+                if self.cancelled():
+                    raise concurrent.futures.CancelledError()
         if self._exception is not None:
             raise self._exception
         value: T = self._result
@@ -430,20 +436,15 @@ class Done(Job[T]):
     """A future that is finished from birth: the result (or the recorded
     failure) of a replayed or cached call."""
 
+    _fn = None
+    _args: tuple[Any, ...] = ()
+    _ctx = None
+
     def __init__(self, value: T, exception: BaseException | None = None) -> None:
         self._state = FINISHED
         self._result = value
         self._exception = exception
-        self._fn = None
-        self._args = ()
         self._kwargs = {}
-        self._ctx = None
-        self._on_start = None
-        self._callbacks = None
-        self._event = None
-        self._waiter_list = None
-        self._abandoned = False
-        self._quiet = False
 
 
 ABANDONED: weakref.WeakSet[Any] = weakref.WeakSet()

@@ -160,7 +160,8 @@ class PregelRunner:
                     self.remember(task.id, list(task.writes))
             elif not task.writes:
                 task.writes.append((NO_WRITES, None))
-            return _chain(pending, self.put_writes(task.id, task.writes))
+            saved = self.put_writes(task.id, task.writes)
+            return saved if pending is None else _chain(pending, saved)
         if not isinstance(exception, Exception):
             # Ctrl-C or a cancelled asyncio task: no result to record, and the run may stop
             self.aborted(exception)

@@ -105,7 +105,6 @@ class Call:
         spec: FnSpec,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        *,
         name: str,
         identity: str,
         retry_policy: Any = None,
