@@ -23,14 +23,15 @@ from collections.abc import Callable, Coroutine, Generator
 from contextvars import Context
 from typing import Any
 
-from pregelkit._internal._eager import next_turn
+from pregelkit._internal._eager import NextTurn, next_turn
 
 __all__ = ["DeferredCall"]
 
 
 class DeferredCall(asyncio.Future[Any]):
     """The future of one call; ``when_done`` callbacks (the engine's
-    bookkeeping) run as soon as it ends, not on the loop's next turn."""
+    bookkeeping) run as soon as it ends, not on the loop's next turn. ``turn``
+    is ``loop``'s next turn (``next_turn``), if the maker keeps it."""
 
     __slots__ = (
         "_context",
@@ -50,6 +51,7 @@ class DeferredCall(asyncio.Future[Any]):
         coro: Coroutine[Any, Any, Any],
         context: Context,
         gate: asyncio.Semaphore | None,
+        turn: NextTurn | None = None,
     ) -> None:
         super().__init__(loop=loop)
         self._coro: Coroutine[Any, Any, Any] | None = coro
@@ -62,8 +64,8 @@ class DeferredCall(asyncio.Future[Any]):
         """What the call waits for there (its awaiter's task waits for it)."""
         self._must_cancel = False
         self._now: list[Callable[[DeferredCall], None]] = []
-        self._turn = next_turn(loop)
-        self._turn.add(id(self), self._start)
+        self._turn = turn = next_turn(loop) if turn is None else turn
+        turn.add(id(self), self._start)
 
     def when_done(self, fn: Callable[[DeferredCall], None]) -> None:
         """Call ``fn(self)`` when the call ends (now, if it has)."""
@@ -71,6 +73,11 @@ class DeferredCall(asyncio.Future[Any]):
             fn(self)
         else:
             self._now.append(fn)
+
+    def failure(self) -> BaseException | None:
+        """How the finished call ended: its exception, or None if it ended
+        well or was cancelled."""
+        return None if self.cancelled() else self.exception()
 
     def _claim(self) -> Coroutine[Any, Any, Any] | None:
         coro, self._coro = self._coro, None

@@ -340,6 +340,11 @@ class Job(concurrent.futures.Future[T]):
         except Exception:
             concurrent.futures._base.LOGGER.exception("exception calling callback")
 
+    def failure(self) -> BaseException | None:
+        """How a finished job ended: its exception, or None if it ended well
+        or was cancelled (``exception()`` without its waiting and looks)."""
+        return self._exception
+
     when_done = add_done_callback
     """What the step's futures hook (``FuturesDict``): a job's callbacks run
     in the thread that finishes it, at once, as a ``DeferredCall``'s do."""

@@ -203,8 +203,11 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
         self.semaphore = asyncio.Semaphore(int(limit)) if limit else None
         # asyncio is imported with the first async run, and the call futures with it
         import pregelkit.pregel._exec.deferred as deferred
+        from pregelkit._internal._eager import next_turn
 
         self.deferred = deferred.DeferredCall
+        self.turn = next_turn(self.loop)
+        self.sweep_at = SWEEP_AT
 
     def submit(
         self,
@@ -231,9 +234,12 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
         except RuntimeError:
             running = None
         if running is self.loop and __next_tick__:
-            call = self.deferred(self.loop, coro, copy_context(), self.semaphore)
-            self.tasks[call] = (__cancel_on_exit__, __reraise_on_exit__)
-            call.when_done(self._done)
+            call = self.deferred(self.loop, coro, copy_context(), self.semaphore, self.turn)
+            tasks = self.tasks
+            # no done hook per call: finished calls are swept, as a sync run's jobs are
+            tasks[call] = (__cancel_on_exit__, __reraise_on_exit__)
+            if len(tasks) >= self.sweep_at:
+                self._sweep()
             return call
         if self.semaphore is not None and __limited__:
             coro = _gated(self.semaphore, coro)
@@ -248,6 +254,14 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
     def _done(self, fut: asyncio.Future[Any] | concurrent.futures.Future[Any]) -> None:
         if fut.cancelled() or fut.exception() is None:
             self.tasks.pop(fut, None)
+
+    def _sweep(self) -> None:
+        """Forget the calls that ended well or were cancelled; the failed ones
+        stay, to be re-raised at exit."""
+        tasks = self.tasks
+        for fut in [f for f in tasks if f.done() and (f.cancelled() or f.exception() is None)]:
+            del tasks[fut]
+        self.sweep_at = max(SWEEP_AT, 2 * len(tasks))
 
     async def __aexit__(
         self,

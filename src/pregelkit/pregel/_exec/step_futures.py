@@ -112,7 +112,8 @@ class FuturesDict(dict[Any, PregelExecutableTask]):
         # Finished futures are dropped at once (only the ones that raised are
         # kept, for panic_or_proceed): a 100k-task run must not keep 100k
         # futures alive for the garbage collector to walk again and again.
-        exc = exception_of(fut)  # once: a future's exception() takes its lock
+        failure = getattr(fut, "failure", None)  # a Job's or a DeferredCall's: one frame
+        exc = failure() if failure is not None else exception_of(fut)
         failed = exc is not None and not isinstance(exc, GraphBubbleUp) and not self.is_call(fut)
         with self.lock:
             if fut in self.dropped:
