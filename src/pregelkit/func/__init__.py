@@ -92,6 +92,16 @@ class _TaskMethods:
 
     _self_identity: str
     _self_task_name: str
+    _self_wrapper: Callable[..., Any]
+    __wrapped__: Callable[..., Any]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """A call of the task itself (a method bound to its instance is wrapt's
+        ``BoundFunctionWrapper``, not this). ``wrapt`` would look up
+        ``__self__`` on the function first, an ``AttributeError`` made and
+        dropped per call; ``call_task`` needs no instance here (a bound
+        method it was made from carries its own)."""
+        return self._self_wrapper(self.__wrapped__, None, args, kwargs)
 
     def clear_cache(self, cache: Any) -> None:
         """Drop this task's cached results from ``cache``."""
