@@ -23,14 +23,20 @@ __all__ = ["on_executor", "on_loop", "running_loop", "to_thread"]
 T = TypeVar("T")
 
 
+_running: Callable[[], asyncio.AbstractEventLoop | None] | None = None
+"""``asyncio._get_running_loop``, kept at the first look: asked per task
+call and per save of an async run, where an import statement and a caught
+``RuntimeError`` each cost more than the answer."""
+
+
 def running_loop() -> asyncio.AbstractEventLoop | None:
     """The event loop running on this thread, if any."""
-    import asyncio
+    global _running
+    if _running is None:
+        import asyncio
 
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+        _running = asyncio._get_running_loop
+    return _running()
 
 
 def on_loop(loop: asyncio.AbstractEventLoop) -> bool:

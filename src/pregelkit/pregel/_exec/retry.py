@@ -247,8 +247,6 @@ async def arun_with_retry(
     events: AttemptRecorder | None = None,
 ) -> Any:
     """``run_with_retry`` on the event loop: the attempt and the pause are awaited."""
-    import asyncio
-
     arun, policies = _plan(task, retry_policy, arun_task, True, abound)
     number = 1
     while True:
@@ -262,6 +260,8 @@ async def arun_with_retry(
                 raise
             if attempt_failed is not None and (pending := attempt_failed(task, exc)) is not None:
                 await pending
+            import asyncio  # a retry's pause only: not a statement per task
+
             await asyncio.sleep(delay)
             number += 1
         else:

@@ -17,6 +17,7 @@ from contextvars import copy_context
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pregelkit._internal._threads import running_loop
 from pregelkit.errors import GraphBubbleUp
 
 if TYPE_CHECKING:
@@ -225,14 +226,9 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
         an asyncio task, or for a task call (``__next_tick__``) a ``DeferredCall``
         that its awaiter runs; from another thread (a sync function running in
         a worker) a concurrent future it can block on."""
-        import asyncio
-
         coro: Coroutine[Any, Any, T] = fn(*args, **kwargs)
         fut: asyncio.Future[T] | concurrent.futures.Future[T]
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
+        running = running_loop()
         if running is self.loop and __next_tick__:
             call = self.deferred(self.loop, coro, copy_context(), self.semaphore, self.turn)
             tasks = self.tasks
@@ -246,6 +242,8 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
         if running is self.loop:
             fut = self.loop.create_task(coro, name=__name__, context=copy_context())
         else:
+            import asyncio
+
             fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
         self.tasks[fut] = (__cancel_on_exit__, __reraise_on_exit__)
         fut.add_done_callback(self._done)

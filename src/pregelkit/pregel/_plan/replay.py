@@ -91,14 +91,10 @@ def _member(value: Any, left: list[int]) -> str:
 
 def call_identity(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     """``name#digest`` of a call; just ``name`` when its arguments are too big."""
-    for a in args:
-        if type(a) not in _ATOM_TYPES:
-            break
-    else:
-        if not kwargs:
-            # plain arguments (the common case): their repr is already canonical
-            # (1, True, 1.0, '1' and b'1' all differ), so no walk is needed
-            return f"{name}#{xxh3_64_hexdigest(repr(args).encode())}"
+    if not kwargs and _ATOM_TYPES.issuperset(map(type, args)):
+        # plain arguments (the common case): their repr is already canonical
+        # (1, True, 1.0, '1' and b'1' all differ), so no walk is needed
+        return f"{name}#{xxh3_64_hexdigest(repr(args).encode())}"
     out: list[str] = []
     try:
         _canon(args, out, [_BUDGET])
