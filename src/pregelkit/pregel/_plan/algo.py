@@ -402,7 +402,10 @@ def prepare_push_call(
         (),
         (),
         None,
-        f"~{PUSH}, {parent_path_str}, {idx:010d}, {parent.id}",
+        # the path savers store: none to save it without one
+        ""
+        if run is not None and run.checkpointer is None
+        else f"~{PUSH}, {parent_path_str}, {idx:010d}, {parent.id}",
     )
     if run is not None and scoped:
         scope = task.scope = TaskScope(run, task, _ns_for(planner.ns, name, tid), planner.step)
