@@ -1,10 +1,12 @@
 """The shared pool's deferred work: a job its caller does not wait for still
 reaches a worker on its own, after a busy spell and after a quiet one (when
 the poller has backed off or parked), and a run's background saves reach the
-database while a long task body runs inline."""
+database while a long task body runs inline. Workers blocked on each other
+get more workers; a run's executor keeps no finished job."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from pathlib import Path
@@ -78,3 +80,38 @@ def test_the_input_is_saved_while_a_long_task_body_runs_inline(tmp_path: Path) -
 
         assert main.invoke(1, {"configurable": {"thread_id": "t"}}) == 2
     assert seen == [True], "nothing of the run was saved while its task ran"
+
+
+def test_workers_blocked_on_each_other_get_company() -> None:
+    """Beyond its first workers the pool adds threads only when queued jobs
+    stay untaken: jobs that all wait for each other must still all run."""
+    from pregelkit.pregel._exec.executor import Job
+
+    pool = _get_pool()
+    parties = pool.eager_workers + 6
+    barrier = threading.Barrier(parties, timeout=DEADLINE)
+    jobs = [Job(barrier.wait, (), {}) for _ in range(parties)]
+    for job in jobs:
+        pool.put(job)
+    # waits without running a job here (as result() would one not started)
+    _, not_done = concurrent.futures.wait(jobs, timeout=DEADLINE)
+    assert not not_done and not barrier.broken
+
+
+def test_a_runs_executor_forgets_finished_jobs_but_not_a_failure() -> None:
+    """No done callback per job: finished jobs are swept as they pile up, so a
+    long run keeps none alive; a failed job stays, to be raised at exit."""
+    from pregelkit.pregel._exec.run_executor import SWEEP_AT, BackgroundExecutor
+
+    def boom() -> None:
+        raise ValueError("boom")
+
+    executor = BackgroundExecutor()
+    with pytest.raises(ValueError, match="boom"), executor:
+        failed = executor.submit(boom, __next_tick__=True)
+        assert isinstance(failed.exception(), ValueError)
+        for i in range(10 * SWEEP_AT):
+            done = executor.submit(int, i, __next_tick__=True, __reraise_on_exit__=False)
+            assert done.result() == i
+            assert len(executor.tasks) <= 2 * SWEEP_AT
+        assert failed in executor.tasks

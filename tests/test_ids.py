@@ -1,4 +1,5 @@
-"""Checkpoint timestamps: the fast formatter writes what datetime writes."""
+"""Checkpoint timestamps: the fast formatter writes what datetime writes; a
+task call's id hashed from its caller's prefix is the id it always had."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from pregelkit._internal import _ids
-from pregelkit._internal._ids import utc_now_iso
+from pregelkit._internal._ids import id_prefix, task_id, task_id_after, utc_now_iso
 
 
 @pytest.mark.parametrize(
@@ -41,3 +42,21 @@ def test_utc_now_iso_follows_the_clock_across_seconds(monkeypatch: pytest.Monkey
     assert first == "2026-11-26T01:55:31.500000+00:00"
     assert second == "2026-11-26T01:55:32.500000+00:00"
     assert datetime.fromisoformat(second) > datetime.fromisoformat(first)
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        ("", "3", "__pregel_push", "~__pregel_pull, main"),
+        ("outer:1f2e|inner", "12", "__pregel_push", "~__pregel_push, ~__pregel_pull, a, 0000000002"),
+        ("ns", "0", "é", "x"),
+    ],
+)
+def test_a_calls_id_from_its_callers_prefix_is_its_task_id(parts: tuple[str, ...]) -> None:
+    """Task ids are saved: the ids of a task's calls, hashed from a prefix
+    made once per caller, are the ids ``task_id`` gives the same parts."""
+    prefix = id_prefix(b"1ef0c5a2-3b4d-6e7f-8a9b-0c1d2e3f4a5b", *parts)
+    for idx in (0, 1, 9, 10, 12345):
+        assert task_id_after(prefix, str(idx)) == task_id(
+            b"1ef0c5a2-3b4d-6e7f-8a9b-0c1d2e3f4a5b", *parts, str(idx)
+        )
