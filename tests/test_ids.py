@@ -48,7 +48,7 @@ def test_utc_now_iso_follows_the_clock_across_seconds(monkeypatch: pytest.Monkey
     "parts",
     [
         ("", "3", "__pregel_push", "~__pregel_pull, main"),
-        ("outer:1f2e|inner", "12", "__pregel_push", "~__pregel_push, ~__pregel_pull, a, 0000000002"),
+        ("outer:1f2e|inner", "12", "__pregel_push", "~__pregel_push, ~a, 0000000002"),
         ("ns", "0", "é", "x"),
     ],
 )
