@@ -184,6 +184,7 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
                 exc = None if job.cancelled() else job.exception()
                 if reraise and exc is not None and not isinstance(exc, GraphBubbleUp):
                     raise exc
+        self.tasks.clear()  # the run is over: its last calls, not yet swept, go now
 
 
 async def _gated(semaphore: asyncio.Semaphore, coro: Awaitable[T]) -> T:
@@ -288,3 +289,4 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
                 exc = None if fut.cancelled() else fut.exception()
                 if reraise and exc is not None and not isinstance(exc, GraphBubbleUp):
                     raise exc
+        self.tasks.clear()  # the run is over: its last calls, not yet swept, go now
