@@ -301,7 +301,12 @@ class Job(concurrent.futures.Future[T]):
     _exception: BaseException | None = None
     _on_start: Callable[[], None] | None = None
     _callbacks: list[Callable[[Any], object]] | None = None
-    _event: threading.Event | None = None
+    _sleepers: list[_thread.LockType] | None = None
+    """A lock per caller blocked on the job, held until it ends (the job
+    releases them all). Cheaper than a ``threading.Event`` (a condition and
+    a waiter lock per wait), which a fan-out's caller paid for most of the
+    calls a worker had taken; and a caller interrupted while waiting (Ctrl-C)
+    leaves the others' locks alone."""
     _waiter_list: list[Any] | None = None
     _abandoned = False
     _quiet = False
@@ -352,10 +357,11 @@ class Job(concurrent.futures.Future[T]):
             if self._waiter_list:
                 for waiter in self._waiter_list:
                     getattr(waiter, notify)(self)
-            event = self._event
+            sleepers, self._sleepers = self._sleepers, None
             callbacks, self._callbacks = self._callbacks, None
-        if event is not None:
-            event.set()
+        if sleepers:
+            for sleeper in sleepers:
+                sleeper.release()
         if callbacks:
             _call_back(self, callbacks)
 
@@ -404,9 +410,10 @@ class Job(concurrent.futures.Future[T]):
             self._state = CANCELLED
             self._fn = None
             self._ctx = None
-            event = self._event
-        if event is not None:
-            event.set()
+            sleepers, self._sleepers = self._sleepers, None
+        if sleepers:
+            for sleeper in sleepers:
+                sleeper.release()
         self._run_callbacks()
         return True
 
@@ -440,15 +447,18 @@ class Job(concurrent.futures.Future[T]):
             self.run()  # nobody started it: run it here rather than wait for a worker
             if self._state == FINISHED:
                 return
+        sleeper = _thread.allocate_lock()
+        sleeper.acquire()
         with _LOCK:
             if self.done():
                 return
-            if self._event is None:
-                self._event = threading.Event()
-            event = self._event
+            if self._sleepers is None:
+                self._sleepers = [sleeper]
+            else:
+                self._sleepers.append(sleeper)
         if _pool is not None:
             _pool.flush()  # about to block: let deferred work start meanwhile
-        if not event.wait(timeout):
+        if not (sleeper.acquire() if timeout is None else sleeper.acquire(True, max(timeout, 0))):
             raise concurrent.futures.TimeoutError()
 
     def result(self, timeout: float | None = None) -> T:
