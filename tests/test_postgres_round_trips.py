@@ -238,6 +238,59 @@ def test_a_read_patched_on_the_saver_is_asked(dsn: str) -> None:
     asyncio.run(amain())
 
 
+def _prepared(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'pregelkit\\_%'"
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_the_opening_statements_are_prepared_once_per_connection(dsn: str) -> None:
+    """The server plans ``open_thread``'s statements from its plan cache,
+    not again for each run (``postgres/_together.py``)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+
+        @entrypoint(checkpointer=PostgresSaver(conn))
+        def main(x: int) -> int:
+            return _one(x).result()
+
+        assert main.invoke(1, _config("prep-0")) == 2
+        prepared = _prepared(conn)
+        assert prepared == 3  # the lock, the gate, the latest checkpoint
+        for i in range(1, 8):
+            assert main.invoke(i, _config(f"prep-{i}")) == i + 1
+        assert _prepared(conn) == prepared
+
+
+def test_a_connection_that_lost_its_prepared_statements_prepares_them_again(dsn: str) -> None:
+    """``DISCARD ALL`` (a pool's reset, a proxy) drops them: the run's start
+    is tried again, preparing anew, and leaves no lock taken twice."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+
+        @entrypoint(checkpointer=PostgresSaver(conn))
+        def main(x: int) -> int:
+            return _one(x).result()
+
+        assert main.invoke(1, _config("lost-0")) == 2
+        conn.execute("DISCARD ALL")
+        assert main.invoke(2, _config("lost-1")) == 3
+        assert _prepared(conn) == 3
+        assert _lock_is_free(dsn, "lost-1")
+
+
+def test_a_connection_without_prepared_statements_gets_plain_ones(dsn: str) -> None:
+    """``prepare_threshold=None`` (a transaction-pooling proxy) is kept to."""
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as conn:
+
+        @entrypoint(checkpointer=PostgresSaver(conn))
+        def main(x: int) -> int:
+            return _one(x).result()
+
+        assert main.invoke(1, _config("plain-0")) == 2
+        assert _prepared(conn) == 0
+
+
 # batched saves == the same calls one by one
 
 _CHANNELS = ["a", "b", "__error__", "__interrupt__"]

@@ -56,6 +56,7 @@ from pregelkit.checkpoint.base._open import Gate
 from pregelkit.checkpoint.postgres import _core, _sql
 from pregelkit.checkpoint.postgres._batch import Combined, refusing
 from pregelkit.checkpoint.postgres._connect import Connections, reopen_args, share_thread_locks
+from pregelkit.checkpoint.postgres._together import OneQuery, forgetting
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 
 __all__ = ["PostgresSaver", "ShallowPostgresSaver"]
@@ -323,19 +324,23 @@ def _together(conn: psycopg.Connection[Any], statements: tuple[Statement, ...]) 
     """Each statement's result, all sent at once (on an autocommit connection;
     otherwise in a transaction, one by one): one simple query of several
     statements, each its own snapshot, their parameters bound by the
-    client. That costs psycopg a third of a pipeline's CPU."""
+    client (a third of a pipeline's CPU in psycopg), each prepared once on
+    the server (``_together``)."""
     if not conn.autocommit:
         with conn.transaction():
             return [_execute_alone(conn, statement) for statement in statements]
     if len(statements) == 1:
         return [_execute_alone(conn, statements[0])]
-    query, params = _core.one_query(statements)
-    with psycopg.ClientCursor(conn, row_factory=tuple_row) as cur:
-        cur.execute(query, params)
+    one = OneQuery(conn, statements)
+    with psycopg.ClientCursor(conn, row_factory=tuple_row) as cur, forgetting(conn):
+        cur.execute(one.query, one.params)
+        for _ in range(one.skip):
+            cur.nextset()
         results = [fetched(cur, statements[0])]
         for statement in statements[1:]:
             cur.nextset()
             results.append(fetched(cur, statement))
+    one.sent()
     return results
 
 

@@ -69,8 +69,15 @@ def reopen_args(conn: Any) -> dict[str, Any] | None:
 def is_transient(exc: BaseException) -> bool:
     """A failure another try may not meet: the connection dropped or could
     not be made, the server is shutting down or starting, too many
-    connections, or a serialization conflict or deadlock."""
-    if isinstance(exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected):
+    connections, a serialization conflict or deadlock, or a prepared
+    statement the connection lost (``DISCARD ALL`` from a pool or a proxy:
+    the next try prepares it again, ``_together``)."""
+    if isinstance(
+        exc,
+        psycopg.errors.SerializationFailure
+        | psycopg.errors.DeadlockDetected
+        | psycopg.errors.InvalidSqlStatementName,
+    ):
         return True
     if not isinstance(exc, psycopg.OperationalError):
         return False

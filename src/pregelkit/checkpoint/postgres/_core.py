@@ -470,16 +470,6 @@ def open_thread(
     return local, rows
 
 
-def one_query(statements: Sequence[Statement]) -> tuple[str, list[Any]]:
-    """``statements`` as one simple query (``;``-joined, parameters bound
-    by the client), for reads sent together (``OnConnection``)."""
-    params: list[Any] = []
-    for statement in statements:
-        assert statement.fetch != "many", "one simple query runs each statement once"
-        params.extend(statement.params)
-    return "; ".join(statement.sql for statement in statements), params
-
-
 def _read(reads: tuple[Statement, ...]) -> Plan[list[Any]]:
     rows: list[Any] = yield OnConnection(None, reads)
     return rows

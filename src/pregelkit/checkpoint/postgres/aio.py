@@ -64,6 +64,7 @@ from pregelkit.checkpoint.postgres._connect import (
     reopen_args,
     share_thread_locks,
 )
+from pregelkit.checkpoint.postgres._together import OneQuery, forgetting
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
 
@@ -515,19 +516,24 @@ async def _execute_alone(conn: psycopg.AsyncConnection[Any], statement: Statemen
 async def _together(
     conn: psycopg.AsyncConnection[Any], statements: tuple[Statement, ...]
 ) -> list[Any]:
-    """As ``postgres._together``: one simple query on an autocommit connection."""
+    """As ``postgres._together``: one simple query on an autocommit connection,
+    of statements prepared once on the server."""
     if not conn.autocommit:
         async with conn.transaction():
             return [await _execute_alone(conn, statement) for statement in statements]
     if len(statements) == 1:
         return [await _execute_alone(conn, statements[0])]
-    query, params = _core.one_query(statements)
+    one = OneQuery(conn, statements)
     async with psycopg.AsyncClientCursor(conn, row_factory=tuple_row) as cur:
-        await cur.execute(query, params)
+        with forgetting(conn):
+            await cur.execute(one.query, one.params)
+        for _ in range(one.skip):
+            cur.nextset()
         results = [await afetched(cur, statements[0])]
         for statement in statements[1:]:
             cur.nextset()
             results.append(await afetched(cur, statement))
+    one.sent()
     return results
 
 
