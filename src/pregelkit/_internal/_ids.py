@@ -88,7 +88,14 @@ def uuid6(clock_seq: int | None = None, after: str | None = None) -> str:
     value = (time_high_and_time_mid << 80) | (time_low_and_version << 64)
     value |= ((clock_seq & 0x3FFF) | 0x8000) << 48
     value |= node & 0xFFFFFFFFFFFF
-    return _fmt(f"{value:032x}")  # str(uuid.UUID(int=value)), without the object
+    # str(uuid.UUID(int=value)), without the object; bytes.hex rather than a
+    # format spec, which parses the spec on every call (a third of the time)
+    return _fmt(value.to_bytes(16, "big").hex())
+
+
+def random_float() -> float:
+    """``random.random()``, from this module's generator (``random``'s import costs 2 ms)."""
+    return _random.random()
 
 
 def utc_now_iso() -> str:
@@ -104,7 +111,8 @@ def utc_now_iso() -> str:
     if cached != sec:
         text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
         _second = (sec, text)  # one assignment: a racing thread sees old or new, both whole
-    return f"{text}.{us:06d}+00:00" if us else f"{text}+00:00"
+    # zfill rather than a format spec (``{us:06d}``), which costs twice as much
+    return f"{text}.{str(us).zfill(6)}+00:00" if us else f"{text}+00:00"
 
 
 def _timestamp(checkpoint_id: str) -> int:

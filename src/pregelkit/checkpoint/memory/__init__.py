@@ -149,16 +149,17 @@ class InMemorySaver(
             for channel, version in new_versions.items()
         ]
         without_values = without_blob_values(checkpoint)
-        key = (checkpoint["id"],)
-        stored: StoredCheckpoint = (
-            dumps_at(serde, without_values, StoredAt(thread_id, checkpoint_ns, "checkpoint", key)),
-            dumps_at(
-                serde,
-                get_checkpoint_metadata(config, metadata),
-                StoredAt(thread_id, checkpoint_ns, "metadata", key),
-            ),
-            parent_id,
-        )
+        meta = get_checkpoint_metadata(config, metadata)
+        if getattr(serde, "dumps_typed_at", None) is None:  # where it is stored: not asked
+            dumped = serde.dumps_typed(without_values), serde.dumps_typed(meta)
+        else:
+            key = (checkpoint["id"],)
+            at = StoredAt(thread_id, checkpoint_ns, "checkpoint", key)
+            dumped = (
+                dumps_at(serde, without_values, at),
+                dumps_at(serde, meta, at._replace(kind="metadata")),
+            )
+        stored: StoredCheckpoint = (*dumped, parent_id)
         with self._lock:
             self.blobs.update(blobs)
             self.storage[thread_id][checkpoint_ns][checkpoint["id"]] = stored
@@ -568,7 +569,11 @@ def _dump_value(
 ) -> TypedValue:
     """A channel value's blob; a value the serializer refuses names its channel."""
     try:
-        return dumps_at(serde, value, _blob_at(thread_id, ns, channel, version))
+        bound = getattr(serde, "dumps_typed_at", None)
+        if bound is None:  # where it is stored is not asked: no StoredAt made
+            return serde.dumps_typed(value)
+        result: TypedValue = bound(value, _blob_at(thread_id, ns, channel, version))
+        return result
     except SerdeError as exc:
         raise SerdeError(f"cannot store the value of channel {channel!r}: {exc}") from exc
 
