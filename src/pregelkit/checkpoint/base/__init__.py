@@ -30,7 +30,7 @@ from pregelkit._internal._constants import (
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_THREAD_ID,
 )
-from pregelkit._internal._ids import random_float, utc_now_iso, uuid6
+from pregelkit._internal._ids import random_digits, utc_now_iso, uuid6
 from pregelkit._internal._threads import to_thread
 from pregelkit._internal._typing import MISSING
 from pregelkit.checkpoint.base import _delta
@@ -407,10 +407,11 @@ class BaseCheckpointSaver(Generic[V]):
             current_v = current
         else:
             current_v = int(str(current).split(".")[0])
-        # f"{current_v + 1:032}.{random.random():016}", LangGraph's form: zfill
-        # makes the same text (both numbers are not negative) at half the cost
-        # of format specs, parsed again on every call (a run makes two versions)
-        return f"{str(current_v + 1).zfill(32)}.{str(random_float()).zfill(16)}"  # type: ignore[return-value]
+        # LangGraph's form, f"{current_v + 1:032}.{random.random():016}": the
+        # number, then "0." and 16 random digits, as a random float's shortest
+        # text mostly is; made without format specs, parsed again on each call,
+        # or a float's text (~2 us each: a run makes two versions)
+        return f"{str(current_v + 1).zfill(32)}.0.{random_digits()}"  # type: ignore[return-value]
 
     # run control: one mark per thread, read by the run that owns the thread
     def get_thread_gate(self, thread_id: str) -> tuple[str | None, str | None]:

@@ -76,12 +76,8 @@ class RunDriver:
         self.emit: Callable[[tuple[str, ...], str, Any], None] | None = None
 
     def _core(self, emit: Callable[..., None], is_async: bool) -> PregelLoop:
-        # imported as a module: ``from`` a module that is no package first asks
-        # it for ``__path__``, and the miss is a formatted AttributeError, ~1 us
-        import pregelkit.pregel._core.loop as core_loop
-
         graph = self.graph
-        return core_loop.PregelLoop(
+        return (_ENGINE or _load_engine()).PregelLoop(
             self.input,
             graph=graph,
             config=self.config,
@@ -113,13 +109,9 @@ class RunDriver:
             if wake is not None:
                 wake.set()
 
-        # the run machinery (threads, futures, logging) loads on first run, not on
-        # import (as a module: see _core)
-        import pregelkit.pregel._core.perform as performers
-
         graph = self.graph
         core = self._core(emit, False)
-        loop = performers.SyncPregelLoop(core)
+        loop = (_ENGINE or _load_engine()).SyncPregelLoop(core)
         stop = core.run_stop
         with _Running(self, core), loop:
             try:
@@ -157,11 +149,9 @@ class RunDriver:
                     aloop.call_soon_threadsafe(wake.set)
 
         self.emit = emit
-        import pregelkit.pregel._core.perform as performers
-
         graph = self.graph
         core = self._core(emit, True)
-        loop = performers.AsyncPregelLoop(core)
+        loop = (_ENGINE or _load_engine()).AsyncPregelLoop(core)
         stop = core.run_stop
         if not core.is_nested:
             stop.owner = asyncio.current_task()
@@ -209,6 +199,36 @@ class RunDriver:
             return exc
         thread_id = loop.config.get(CONF, {}).get("thread_id")
         return loop.run_stop.outcome(exc, thread_id) or exc
+
+
+class _Engine:
+    """The run machinery's classes (threads, futures, logging come with
+    them): loaded by the first run, not on import, then kept in ``_ENGINE``
+    (an import statement in each run cost ~1.5k instructions)."""
+
+    __slots__ = ("AsyncPregelLoop", "PregelLoop", "PregelRunner", "StepRules", "SyncPregelLoop")
+
+    def __init__(self) -> None:
+        # as modules: ``from`` a module that is no package first asks it for
+        # ``__path__``, and the miss is a formatted AttributeError, ~1 us
+        import pregelkit.pregel._core.loop as core_loop
+        import pregelkit.pregel._core.perform as performers
+        import pregelkit.pregel._exec.runner as runners
+
+        self.PregelLoop = core_loop.PregelLoop
+        self.SyncPregelLoop = performers.SyncPregelLoop
+        self.AsyncPregelLoop = performers.AsyncPregelLoop
+        self.PregelRunner = runners.PregelRunner
+        self.StepRules = runners.StepRules
+
+
+_ENGINE: _Engine | None = None
+
+
+def _load_engine() -> _Engine:
+    global _ENGINE
+    _ENGINE = engine = _Engine()
+    return engine
 
 
 class _Running:
@@ -274,18 +294,14 @@ def _step_rules(
 ) -> StepRules:
     """How the runner runs each step of ``loop``'s run (live when the caller
     is woken as output comes)."""
-    import pregelkit.pregel._exec.runner as runners  # as a module: see RunDriver._core
-
-    return runners.StepRules(
+    return (_ENGINE or _load_engine()).StepRules(
         graph.step_timeout, graph.retry_policy, loop.accept_push, wake is not None
     )
 
 
 def _runner(loop: SyncPregelLoop | AsyncPregelLoop, *, is_async: bool) -> PregelRunner:
     """The runner of ``loop``'s run, built on the loop it saves, replays and stops through."""
-    import pregelkit.pregel._exec.runner as runners  # as a module: see RunDriver._core
-
-    runner = runners.PregelRunner(loop, is_async=is_async)
+    runner = (_ENGINE or _load_engine()).PregelRunner(loop, is_async=is_async)
     loop.core.run.runner = runner
     loop.run_stop.runners.append(runner)
     return runner
