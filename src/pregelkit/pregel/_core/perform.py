@@ -25,7 +25,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
-from pregelkit._internal._threads import on_loop
+from pregelkit._internal._threads import on_loop, running_loop
 from pregelkit.cache.base import BaseCache
 from pregelkit.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, OpenedThread
 from pregelkit.pregel._core.effects import (
@@ -383,11 +383,11 @@ class AsyncPregelLoop(_Performer):
     run's event loop (a task thread's save hops there)."""
 
     def __init__(self, core: PregelLoop) -> None:
-        import asyncio
-
         super().__init__(core)
         saver = core.checkpointer
-        self._aloop = asyncio.get_running_loop()
+        aloop = running_loop()
+        assert aloop is not None, "an async run's performer is made on its event loop"
+        self._aloop = aloop
         self._executor = AsyncBackgroundExecutor(core.config)
         self._io_wait: list[Awaitable[Any]] = []
         self._lane = AsyncSerialLane(
@@ -471,18 +471,19 @@ class AsyncPregelLoop(_Performer):
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> bool:
-        import asyncio
-
         core = self.core
         try:
             if exc_value is not None:
                 self.run_stop.aborted(exc_value)  # as RunStop.settle does for sync runs
             try:
                 await self._executor.__aexit__(exc_type, exc_value, traceback)
-            except asyncio.CancelledError:
-                # cancelled (again) while waiting for tasks still running:
-                # walk away from them, as a second Ctrl-C does
-                self.run_stop.walk_away()
+            except BaseException as exc:
+                import asyncio  # here, not each run: an import statement costs ~1.5k instructions
+
+                if isinstance(exc, asyncio.CancelledError):
+                    # cancelled (again) while waiting for tasks still running:
+                    # walk away from them, as a second Ctrl-C does
+                    self.run_stop.walk_away()
                 raise
             finally:
                 suppress = self._finish(exc_value)

@@ -196,13 +196,17 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
     """Runs coroutines as asyncio tasks for one run, and settles them on exit."""
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
-        import asyncio
-
-        self.loop = asyncio.get_running_loop()
+        loop = running_loop()
+        assert loop is not None, "an async run's executor is made on its event loop"
+        self.loop = loop
         self.tasks: dict[asyncio.Future[Any] | concurrent.futures.Future[Any], tuple[bool, bool]]
         self.tasks = {}
         limit = (config or {}).get("max_concurrency")
-        self.semaphore = asyncio.Semaphore(int(limit)) if limit else None
+        self.semaphore: asyncio.Semaphore | None = None
+        if limit:
+            import asyncio
+
+            self.semaphore = asyncio.Semaphore(int(limit))
         # asyncio is imported with the first async run, and the call futures with it
         import pregelkit.pregel._exec.deferred as deferred
         from pregelkit._internal._eager import next_turn
@@ -268,6 +272,8 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        if not self.tasks:
+            return  # every task ended well: nothing to wait for or raise (most runs)
         import asyncio
         import concurrent.futures
 
