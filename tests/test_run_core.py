@@ -9,6 +9,8 @@ effect made behind the test's back fails it.
 
 from __future__ import annotations
 
+import gc
+import time
 from collections.abc import Generator, Sequence
 from typing import Any
 
@@ -25,7 +27,7 @@ from pregelkit.errors import (
     NothingToResumeError,
     StorageError,
 )
-from pregelkit.func import entrypoint
+from pregelkit.func import entrypoint, task
 from pregelkit.pregel import NodeBuilder, Pregel
 from pregelkit.pregel._core.effects import (
     Effect,
@@ -241,7 +243,7 @@ def test_a_resumed_run_replays_a_recorded_call_and_refuses_another_one_at_its_pl
     app = workflow()
     _, run = start(core(app, 1))
     parent = entry_task(run)
-    pushed, effects = run.accept_push(parent, 0, call("fetch", 1))
+    pushed, effects = run.calls.accept(parent, 0, call("fetch", 1))
     assert effects == () and pushed.id in run.tasks  # a new call: a task of the step
     saves = [*run.put_writes(pushed.id, [(RETURN, 10), (CALL, "fetch")])]
     assert [(e.task_id, e.writes) for e in saves if isinstance(e, SaveWrites)] == [
@@ -250,23 +252,23 @@ def test_a_resumed_run_replays_a_recorded_call_and_refuses_another_one_at_its_pl
     saved = saved_state(run, [*saves, SaveCheckpoint({}, run.checkpoint, {"step": -1}, {}, "sync")])
 
     _, again = start(core(app, None), saved)
-    replayed, effects = again.accept_push(entry_task(again), 0, call("fetch", 1))
+    replayed, effects = again.calls.accept(entry_task(again), 0, call("fetch", 1))
     # a replayed call is its saved writes: no task is made for a call that does not run
     assert effects == () and replayed == [(RETURN, 10)] and pushed.id not in again.tasks
 
     _, other = start(core(app, None), saved)
     with pytest.raises(NondeterminismError):
-        other.accept_push(entry_task(other), 0, call("store", 1))
+        other.calls.accept(entry_task(other), 0, call("store", 1))
 
 
 def test_a_retried_attempt_replays_the_calls_its_first_attempt_finished() -> None:
     _, run = start(core(workflow(), 1))
     parent = entry_task(run)
-    first, _ = run.accept_push(parent, 0, call("fetch", 1))
-    assert run.recorded_call(parent, 0) == (first.id, None)
-    run.remember_call(first.id, [(RETURN, 10), (CALL, "fetch")])
-    assert run.recorded_call(parent, 0) == (first.id, "fetch")
-    second, effects = run.accept_push(parent, 0, call("fetch", 1))
+    first, _ = run.calls.accept(parent, 0, call("fetch", 1))
+    assert run.calls.recorded(parent, 0) == (first.id, None)
+    run.calls.records.remember(first.id, [(RETURN, 10), (CALL, "fetch")])
+    assert run.calls.recorded(parent, 0) == (first.id, "fetch")
+    second, effects = run.calls.accept(parent, 0, call("fetch", 1))
     assert effects == () and second == [(RETURN, 10)]
 
 
@@ -274,10 +276,10 @@ def test_a_cache_hit_is_the_tasks_result_and_is_saved_as_its_writes() -> None:
     app = workflow()
     _, run = start(core(app, 1, cache=NoCache()))
     parent = entry_task(run)
-    pushed, effects = run.accept_push(parent, 0, call("fetch", 1, cached=True))
+    pushed, effects = run.calls.accept(parent, 0, call("fetch", 1, cached=True))
     (read,) = effects
     assert isinstance(read, ReadCache) and pushed.id not in run.tasks
-    hit, saves = run.take_call(pushed, [(RETURN, 7), (CALL, "earlier")])
+    hit, saves = run.calls.take(pushed, [(RETURN, 7), (CALL, "earlier")])
     assert hit and list(pushed.writes) == [(RETURN, 7), (CALL, "fetch")]
     (save,) = saves
     assert (
@@ -285,15 +287,46 @@ def test_a_cache_hit_is_the_tasks_result_and_is_saved_as_its_writes() -> None:
     )
 
     # a miss runs the call; its result goes to the cache, then to the saver
-    miss, _ = run.accept_push(parent, 1, call("fetch", 2, cached=True))
-    assert run.take_call(miss, None) == (False, ())
+    miss, _ = run.calls.accept(parent, 1, call("fetch", 2, cached=True))
+    assert run.calls.take(miss, None) == (False, ())
     fill, write = run.put_writes(miss.id, [(RETURN, 9), (CALL, "fetch")])
     assert isinstance(fill, WriteCache) and isinstance(write, SaveWrites)
     (key,) = fill.pairs
     assert fill.fresh[key] == [(RETURN, 9), (CALL, "fetch")]  # served to a same-run call
-    twin, effects = run.accept_push(parent, 2, call("fetch", 2, cached=True))
+    twin, effects = run.calls.accept(parent, 2, call("fetch", 2, cached=True))
     assert list(twin.writes) == [(RETURN, 9), (CALL, "fetch")]
     assert [type(e) for e in effects] == [SaveWrites]
+
+
+def test_a_finished_runs_core_goes_at_its_end_not_with_the_cyclic_gc() -> None:
+    """The core's parts hold no reference back to it: in a cycle, every
+    run's state (checkpoint, channels, tasks) would stay until a collection."""
+
+    @task(cache_policy=CachePolicy())
+    def one(x: int) -> int:
+        return x + 1
+
+    @entrypoint(checkpointer=InMemorySaver(), cache=InMemoryCache())
+    def main(x: int) -> int:
+        return one(x).result() + one(x).result()
+
+    def cores() -> int:
+        return sum(1 for obj in gc.get_objects() if type(obj) is PregelLoop)
+
+    main.invoke(1, THREAD)
+    gc.collect()
+    gc.disable()
+    try:
+        before = cores()
+        for i in range(5):
+            main.invoke(i, {CONF: {"thread_id": f"t{i}"}})
+        deadline = time.monotonic() + 5
+        # the last run's core may be held a while longer (its executor's poll)
+        while (left := cores() - before) > 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        gc.enable()
+    assert left <= 1
 
 
 def test_a_failed_save_stops_the_run_naming_what_was_not_saved() -> None:

@@ -1,17 +1,20 @@
 """The run core: one run's checkpoint, channels, step and pending writes.
 
 ``PregelLoop`` plans the steps of a run (``tick``, ``after_tick``,
-``finish``), records task writes (``put_writes``) and task calls
-(``accept_push``), and makes no I/O: where it needs a saver, a cache or the
-thread's mark it returns effects (``_core.effects``), or, to start, yields them
-(``start``) and is sent the answers. The performers in ``_core.perform`` make
-them; a test can step the core with no saver, thread or event loop.
+``finish``) and records task writes (``put_writes``); its part ``calls``
+decides task calls (``TaskCalls.accept``). It makes no I/O: where it needs a
+saver, a cache or the thread's mark it returns effects (``_core.effects``),
+or, to start, yields them (``start``) and is sent the answers. The
+performers in ``_core.perform`` make them; a test can step the core with no
+saver, thread or event loop.
 
 Its parts are objects built here, each with its own state: the input
-(``_core.input.RunInput``), call records and replay (``_core.calls``), the
-cache (``_core.cache``), run control (``_core.mark.ThreadMark``) and
-attempt records (``_core.records``), stream output (``_core.stream``);
-``_core.lineage`` holds the ids of its checkpoints and how their channels are versioned.
+(``_core.input.RunInput``), task calls, their records and replay
+(``_core.calls``), the cache (``_core.cache``), run control
+(``_core.mark.ThreadMark``) and attempt records (``_core.records``), stream
+output (``_core.stream``); ``_core.lineage`` holds the ids of its
+checkpoints and how their channels are versioned, and ``_core.nested`` what
+a nested run takes from its parent.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from collections.abc import Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pregelkit._internal._constants import (
-    CALL,
     CONF,
     CONFIG_KEY_CHECKPOINT_ID,
     CONFIG_KEY_CHECKPOINT_NS,
@@ -49,12 +51,10 @@ from pregelkit.checkpoint.base import (
 )
 from pregelkit.errors import GraphInterrupt, NondeterminismError
 from pregelkit.pregel._core.cache import TaskCache
-from pregelkit.pregel._core.calls import CallRecords
+from pregelkit.pregel._core.calls import TaskCalls
 from pregelkit.pregel._core.effects import (
-    CacheKey,
     Effect,
     LoadCheckpoint,
-    ReadCache,
     Save,
     SaveCheckpoint,
     SaveWrites,
@@ -65,6 +65,7 @@ from pregelkit.pregel._core.input import RunInput
 from pregelkit.pregel._core.lanes import writer_name
 from pregelkit.pregel._core.lineage import Lineage
 from pregelkit.pregel._core.mark import ThreadMark
+from pregelkit.pregel._core.nested import inherit
 from pregelkit.pregel._core.records import AttemptRecords
 from pregelkit.pregel._core.stream import (
     Emit,
@@ -80,10 +81,8 @@ from pregelkit.pregel._plan.algo import (
     Planner,
     PregelTaskWrites,
     apply_writes,
-    call_position,
     increment,
     prepare_next_tasks,
-    prepare_push_call,
     should_interrupt,
     task_path_str,
 )
@@ -96,7 +95,6 @@ if TYPE_CHECKING:
 __all__ = ["PregelLoop"]
 
 Status = Literal["input", "pending", "done", "interrupt_before", "interrupt_after", "out_of_steps"]
-Writes = list[tuple[str, Any]]
 
 
 class PregelLoop:
@@ -124,30 +122,18 @@ class PregelLoop:
         self.status: Status = "input"
         self.tasks: dict[str, PregelExecutableTask] = {}
         self.updated_channels: set[str] | None = None
-        self.calls = CallRecords()
         self.checkpoint_pending_writes: list[tuple[str, str, Any]] = []
-        relay: tuple[Emit, frozenset[str]] | None = None
-
         parent = CURRENT.get()
         self.parent_scope: TaskScope | None = parent
+        relay = None
         if parent is not None:
-            parent_conf = parent.run.base_config.get(CONF, {})
-            conf = {**config.get(CONF, {})}
-            for key in (CONFIG_KEY_THREAD_ID, "checkpoint_map"):
-                if key in parent_conf and key not in conf:
-                    conf[key] = parent_conf[key]
-            conf[CONFIG_KEY_CHECKPOINT_NS] = parent.ns
-            conf.pop(CONFIG_KEY_CHECKPOINT_ID, None)
-            config = {**parent.run.base_config, **config, CONF: conf}
-            if checkpointer is None and graph.checkpointer is not False:
-                checkpointer = parent.run.checkpointer
-            store = store if store is not None else parent.run.store
-            cache = cache if cache is not None else parent.run.cache
+            config, checkpointer, store, cache, relay = inherit(
+                parent, config, checkpointer, store, cache, graph.checkpointer is not False
+            )
             # ``stream`` stays this run's own caller (a nested ``invoke`` reads its
             # output from it); when the parent streams subgraphs, events go to
             # the parent's stream as well, each sink getting its own modes.
-            if parent.run.emit_raw is not None and parent.run.stream_subgraphs:
-                relay = (parent.run.emit_raw, parent.run.stream_modes)
+            if relay is not None:
                 stream = tee(stream, stream_modes, *relay)
                 stream_modes = stream_modes | relay[1]
                 stream_subgraphs = True
@@ -213,6 +199,17 @@ class PregelLoop:
             self.run,
             starts=durability != "exit",
         )
+        self.calls = TaskCalls(
+            self.cached,
+            self.faults,
+            stop,
+            self.attempts,
+            self.out,
+            graph.stream_channels_asis,
+            is_async,
+            checkpointer is not None,
+            durability == "exit",
+        )
 
     # what the core is asked about
     @property
@@ -273,7 +270,7 @@ class PregelLoop:
             self.run,
             self.checkpoint["channel_versions"],
             self.checkpoint_pending_writes,
-            self.calls.done,
+            self.calls.records.done,
             self.channels,
             self.checkpoint_metadata.get("source"),
         )
@@ -281,12 +278,12 @@ class PregelLoop:
             if writes:
                 yield from self.put_writes(NULL_TASK_ID, writes)
         if start.update:
-            self.calls.null.extend(start.update)
+            self.calls.records.null.extend(start.update)
         if start.input is None:
             self.updated_channels = yield from self._resume(start.forks)
         else:
             self.checkpoint_pending_writes = []
-            self.calls.clear()
+            self.calls.records.clear()
             self.run.resume_writes.clear()
             changed: set[str] = set()
             # no values chunk for the input itself: LangGraph shows values after
@@ -358,7 +355,7 @@ class PregelLoop:
         self.stop = self.step + recursion_limit + 1
         pending = list(saved.pending_writes or ())
         self.checkpoint_pending_writes = pending
-        self.calls.index(pending, self.run.resume_writes)
+        self.calls.records.index(pending, self.run.resume_writes)
         if PREVIOUS in channels and channels[PREVIOUS].is_available():
             self.run.previous = channels[PREVIOUS].get()
         self.run.checkpoint_id = self.checkpoint["id"]
@@ -408,7 +405,7 @@ class PregelLoop:
             self._emit_checkpoint()
             return False
         graph = self.graph
-        self.planner = Planner(
+        planner = Planner(
             checkpoint=self.checkpoint,
             processes=graph.nodes,
             channels=self.channels,
@@ -421,17 +418,20 @@ class PregelLoop:
         )
         self.tasks = prepare_next_tasks(  # type: ignore[assignment]
             self.checkpoint,
-            self.planner,
+            planner,
             for_execution=True,
             trigger_to_nodes=graph.trigger_to_nodes,
             updated_channels=self.updated_channels,
+        )
+        self.calls.begin(
+            planner, self.tasks, self.checkpoint_config, self.checkpoint_pending_writes
         )
         self._emit_checkpoint(self.tasks.values())
         if not self.tasks:
             self.status = "done"
             return False
         self.status = "pending"
-        done_writes = self.calls.done
+        done_writes = self.calls.records.done
         if done_writes:
             attempts = self.attempts
             listened = attempts.log is not None or attempts.hooks is not None
@@ -452,9 +452,10 @@ class PregelLoop:
         if done_writes and out.sink is not None:
             # as LangGraph: the updates of tasks whose saved writes a resume
             # takes instead of running them, marked cached
+            keys = graph.stream_channels_asis
             for task in self.tasks.values():
                 if task.writes:
-                    self._output_writes(task, task.writes, True)
+                    out.writes(task, task.writes, True, self.channels, keys, self.step)
         if EVENTS in out.modes:
             out.emit(EVENTS, ("step", None, self.step))
         return True
@@ -468,8 +469,9 @@ class PregelLoop:
         buffered attempt records and of the new checkpoint."""
         self.faults.raise_if_failed(self.step)
         tasks: list[Any] = list(self.tasks.values())
-        if self.calls.null:
-            tasks.append(PregelTaskWrites((), INPUT, self.calls.null, ()))
+        records = self.calls.records
+        if records.null:
+            tasks.append(PregelTaskWrites((), INPUT, records.null, ()))
         changed: set[str] = set()
         self.updated_channels = self._apply(tasks, changed)
         out = self.out
@@ -479,7 +481,7 @@ class PregelLoop:
         ):
             out.emit("values", read_channels(self.channels, keys))
         self.checkpoint_pending_writes = []
-        self.calls.clear()
+        records.clear()
         self.run.resume_writes.clear()
         self.run.resuming = False
         finished = self.tasks
@@ -503,12 +505,6 @@ class PregelLoop:
             event = checkpoint_event(self, tasks)
             out.emit("checkpoints", event)
             out.debug("checkpoint", event, event["metadata"].get("step", self.step - 1))
-
-    def _output_writes(
-        self, task: PregelExecutableTask, writes: Sequence[tuple[str, Any]], cached: bool
-    ) -> None:
-        stream_keys = self.graph.stream_channels_asis
-        self.out.writes(task, writes, cached, self.channels, stream_keys, self.step)
 
     def go_on(self) -> None:
         """After the step's saves are made: an ``interrupt_after`` node ran."""
@@ -642,137 +638,6 @@ class PregelLoop:
             "sync" if self.durability == "sync" else "async",
         )
         return (save,) if fill is None else (fill, save)
-
-    # task calls (functional API)
-    def accept_push(
-        self, parent: PregelExecutableTask, idx: int, call: Call
-    ) -> tuple[PregelExecutableTask | Writes, Sequence[Save | ReadCache]]:
-        """Create the task for a call made by a running task, with what the
-        performer must do for it. A call whose writes were saved before (a
-        replay) gets them back instead of a task: it will not run, and its
-        caller needs only its result. A cache hit is a task holding its
-        writes. A call with a cache key not answered from this run's fresh
-        results comes with a ``ReadCache`` (the performer then hands the
-        answer to ``take_call``; an async run's runner reads it later,
-        ``alookup_call``). Once the run is asked to stop, no call starts."""
-        self.faults.raise_if_failed(self.step)
-        stop = self.mark.stop
-        if stop.reason is not None:
-            raise stop.refuse(parent)
-        planner = self.planner
-        position = call_position(planner, parent, idx)
-        calls = self.calls
-        if (calls.done or calls.records) and (
-            replayed := calls.replayed(planner, parent, idx, call, position[0])
-        ) is not None:
-            self._replayed_call(parent, idx, call, position, replayed)
-            return replayed, _NONE
-        pushed = prepare_push_call(planner, parent, idx, call, position, scoped=True)
-        if pushed.cache_key is not None and self.cached.cache is not None:
-            key = (pushed.cache_key.ns, pushed.cache_key.key)
-            hit = self.cached.fresh.get(key)
-            if hit:
-                return pushed, self._take_cached(pushed, hit)
-            if self.run.is_async:
-                # the runner reads the cache with ``aget`` (``alookup_call``):
-                # a sync read here would hold up the event loop
-                return pushed, _NONE
-            return pushed, [ReadCache([key])]
-        return self._push_new(pushed), _NONE
-
-    def _replayed_call(
-        self,
-        parent: PregelExecutableTask,
-        idx: int,
-        call: Call,
-        position: tuple[str, str],
-        writes: Writes,
-    ) -> None:
-        """Record and stream a replayed call as a task that ended at once.
-        Its task is made only for whom it is shown to (attempt hooks, the
-        ``tasks`` and ``debug`` streams): the attempt log needs its id and name."""
-        attempts = self.attempts
-        out = self.out
-        shown = out.shows_starts
-        if attempts.hooks is not None or shown:
-            pushed = prepare_push_call(self.planner, parent, idx, call, position, scoped=False)
-            pushed.writes.extend(writes)
-            attempts.instant(pushed, self.step, "replayed")
-            if shown:
-                # as LangGraph streams it: the call starts again, its result
-                # comes from the record (no task_result event)
-                out.started(pushed, self.step)
-        elif attempts.log is not None:
-            attempts.log.instant(position[0], call.name, self.step, "replayed")
-
-    def call_key(self, pushed: PregelExecutableTask) -> tuple[CacheKey, Writes | None]:
-        """The cache key of a call ``accept_push`` left unread, and the
-        answer this run's fresh results give (None: read the cache)."""
-        key = self.cached.key_of(pushed)
-        assert key is not None
-        return key, self.cached.fresh.get(key) or None
-
-    def take_call(
-        self, pushed: PregelExecutableTask, hit: Writes | None
-    ) -> tuple[bool, Sequence[Save]]:
-        """The cache's answer for a call: a hit makes its writes the task's,
-        a miss makes it a task of the step like any other."""
-        if hit:
-            return True, self._take_cached(pushed, hit)
-        self._push_new(pushed)
-        return False, _NONE
-
-    def _take_cached(self, pushed: PregelExecutableTask, hit: Writes) -> Sequence[Save]:
-        """A call answered by the cache. The cached writes carry the identity
-        of the call that filled the cache; this position records this call."""
-        writes = [w for w in hit if w[0] != CALL]
-        call = pushed.proc
-        assert type(call) is Call
-        writes.append((CALL, call.call_id))
-        pushed.writes.extend(writes)
-        self._output_writes(pushed, writes, True)
-        return self._record_cached(pushed)
-
-    def _push_new(self, pushed: PregelExecutableTask) -> PregelExecutableTask:
-        self.tasks[pushed.id] = pushed
-        if self.out.shows_starts:
-            self.out.started(pushed, self.step)
-        return pushed
-
-    def cache_hits(
-        self, wanted: dict[CacheKey, PregelExecutableTask], found: dict[CacheKey, Writes]
-    ) -> list[Save]:
-        """The step's tasks the cache answered (``found``, the answer to
-        ``ReadCache`` of ``wanted``) take its writes; returns their saves."""
-        effects: list[Save] = []
-        for task, writes in self.cached.hits(wanted, found):
-            task.writes.extend(writes)
-            self._output_writes(task, writes, True)
-            effects.extend(self._record_cached(task))
-        return effects
-
-    def _record_cached(self, task: PregelExecutableTask) -> Sequence[Save]:
-        """Save a cache hit as the task's writes, so a replay needs no cache."""
-        writes = list(task.writes)
-        attempts = self.attempts
-        if attempts.log is not None or attempts.hooks is not None:
-            attempts.instant(task, self.step, "cached")
-        if self.durability == "exit" and self.checkpointer is not None:
-            self.checkpoint_pending_writes.extend((task.id, c, v) for c, v in writes)
-        if self.checkpointer is None or self.durability == "exit":
-            return _NONE
-        path = task_path_str(task.path)
-        who = writer_name(task, task.id)
-        return (SaveWrites(self.checkpoint_config, writes, task.id, path, who, (), "async"),)
-
-    def recorded_call(self, parent: PregelExecutableTask, idx: int) -> tuple[str, str | None]:
-        """The id of the call ``parent`` makes at ``idx``, and the identity
-        recorded there by the run this one resumes (None if nothing is)."""
-        return self.calls.recorded(self.planner, parent, idx)
-
-    def remember_call(self, task_id: str, writes: list[tuple[str, Any]]) -> None:
-        """A finished call, replayed if its caller runs again in this step."""
-        self.calls.remember(task_id, writes)
 
     def check_saved(self) -> None:
         """Raise the run's storage failure, if a save has failed: asked before

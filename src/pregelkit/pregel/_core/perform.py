@@ -28,6 +28,7 @@ from typing import Any
 from pregelkit._internal._threads import on_loop, running_loop
 from pregelkit.cache.base import BaseCache
 from pregelkit.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, OpenedThread
+from pregelkit.pregel._core.calls import Writes
 from pregelkit.pregel._core.effects import (
     Effect,
     LoadCheckpoint,
@@ -49,7 +50,7 @@ from pregelkit.pregel._core.lanes import (
     aput_writes,
     put_writes,
 )
-from pregelkit.pregel._core.loop import PregelLoop, Writes
+from pregelkit.pregel._core.loop import PregelLoop
 from pregelkit.pregel._core.records import AttemptRecords
 from pregelkit.pregel._exec.recorder import START_SAVE_DELAY, AttemptRecorder
 from pregelkit.pregel._exec.run_executor import AsyncBackgroundExecutor, BackgroundExecutor
@@ -181,11 +182,12 @@ class _Performer(ABC):
         self.core = core
         self.checkpointer = core.checkpointer
         self.cache = core.cached.cache
+        self.calls = core.calls
         self.run_stop: RunStop = core.run_stop
         # the port's calls that make no effect are the core's own (once per task: no hop)
         self.check_saved = core.check_saved
-        self.remember_call = core.remember_call
-        self.recorded_call = core.recorded_call
+        self.remember_call = core.calls.records.remember
+        self.recorded_call = core.calls.recorded
         self._thread_lock: Any = None
         self._first_read: tuple[dict[str, Any], Callable[[], CheckpointTuple | None]] | None = None
 
@@ -348,13 +350,13 @@ class SyncPregelLoop(_Performer):
     def accept_push(
         self, parent: PregelExecutableTask, idx: int, call: Call
     ) -> PregelExecutableTask | Writes | None:
-        core = self.core
-        pushed, effects = core.accept_push(parent, idx, call)
+        calls = self.calls
+        pushed, effects = calls.accept(parent, idx, call)
         for effect in effects:
             if isinstance(effect, ReadCache):
                 assert self.cache is not None and not isinstance(pushed, list)
                 keys = effect.keys
-                self.perform_all(core.take_call(pushed, self.cache.get(keys).get(keys[0]))[1])
+                self.perform_all(calls.take(pushed, self.cache.get(keys).get(keys[0]))[1])
             else:
                 self.perform(effect)
         return pushed
@@ -365,15 +367,15 @@ class SyncPregelLoop(_Performer):
         if wanted:
             assert self.cache is not None
             found = self.cache.get(core.cached.read(wanted).keys)
-            self.perform_all(core.cache_hits(wanted, found))
+            self.perform_all(core.calls.cache_hits(wanted, found))
 
     async def alookup_call(self, pushed: PregelExecutableTask) -> bool:
         """A call's cache read (a sync run makes it in ``accept_push``)."""
-        key, hit = self.core.call_key(pushed)
+        key, hit = self.calls.key(pushed)
         if hit is None:
             assert self.cache is not None
             hit = self.cache.get([key]).get(key)
-        taken, effects = self.core.take_call(pushed, hit)
+        taken, effects = self.calls.take(pushed, hit)
         self.perform_all(effects)
         return taken
 
@@ -521,7 +523,7 @@ class AsyncPregelLoop(_Performer):
     def accept_push(
         self, parent: PregelExecutableTask, idx: int, call: Call
     ) -> PregelExecutableTask | Writes | None:
-        pushed, effects = self.core.accept_push(parent, idx, call)
+        pushed, effects = self.calls.accept(parent, idx, call)
         for effect in effects:
             assert not isinstance(effect, ReadCache)  # read later, by alookup_call
             self.perform(effect)
@@ -540,15 +542,15 @@ class AsyncPregelLoop(_Performer):
         if wanted:
             assert self.cache is not None
             found = await self.cache.aget(core.cached.read(wanted).keys)
-            self.perform_all(core.cache_hits(wanted, found))
+            self.perform_all(core.calls.cache_hits(wanted, found))
 
     async def alookup_call(self, pushed: PregelExecutableTask) -> bool:
         """The async runs' cache read of a call ``accept_push`` left unread:
         whether it was a hit (its writes are then the task's)."""
-        key, hit = self.core.call_key(pushed)
+        key, hit = self.calls.key(pushed)
         if hit is None:
             assert self.cache is not None
             hit = (await self.cache.aget([key])).get(key)
-        taken, effects = self.core.take_call(pushed, hit)
+        taken, effects = self.calls.take(pushed, hit)
         self.perform_all(effects)
         return taken
