@@ -379,8 +379,11 @@ class PregelRunner:
             return await self._arun_twin(task, *first)
         return await self._arun_and_commit(task)
 
-    def _finished(self, writes: Iterable[tuple[str, Any]]) -> AnyFuture:
-        value, failure = _outcome(writes)
+    def _finished(self, writes: Sequence[tuple[str, Any]]) -> AnyFuture:
+        if len(writes) == 1 and writes[0][0] == RETURN:  # a replayed return, the common case
+            value, failure = writes[0][1], None
+        else:
+            value, failure = _outcome(writes)
         if self.is_async and self.loop is not None and on_loop(self.loop):
             fut = self.loop.create_future()
             if failure is not None:
