@@ -57,6 +57,10 @@ def tee(
     return emit
 
 
+_WRITES_SHOWN = frozenset((EVENTS, "updates", "tasks", "debug"))
+"""The modes a task's writes are streamed in (``StreamOutput.writes``)."""
+
+
 class StreamOutput:
     """The stream parts of one run, sent to its caller's sink (and a parent's)."""
 
@@ -69,6 +73,7 @@ class StreamOutput:
         "output_keys",
         "relay",
         "shows_starts",
+        "shows_writes",
         "sink",
     )
 
@@ -85,6 +90,9 @@ class StreamOutput:
         self.output_keys = output_keys
         self.shows_starts = "tasks" in modes or "debug" in modes
         """Whether task starts are streamed (asked for every replayed call)."""
+        self.shows_writes = sink is not None and not modes.isdisjoint(_WRITES_SHOWN)
+        """Whether ``writes`` streams anything of a task's writes but its
+        interrupts (asked for every finished task call)."""
         self.interrupts: list[Interrupt] = []
         """The run's interrupts, each once."""
         self._ids: set[str] = set()

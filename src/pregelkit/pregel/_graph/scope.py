@@ -17,6 +17,8 @@ from pregelkit._internal._constants import (
     CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_TASK_ID,
     CONFIG_KEY_THREAD_ID,
+    NS_END,
+    NS_SEP,
     RESUME,
 )
 from pregelkit._internal._ids import interrupt_id
@@ -139,6 +141,7 @@ class TaskScope:
 
     __slots__ = (
         "_config",
+        "_ns",
         "attempt",
         "attempt_number",
         "call_counter",
@@ -146,17 +149,21 @@ class TaskScope:
         "caller",
         "first_attempt_time",
         "interrupt_counter",
-        "ns",
+        "parent_ns",
         "resume",
         "run",
         "step",
         "task",
     )
 
-    def __init__(self, run: RunContext, task: PregelExecutableTask, ns: str, step: int) -> None:
+    def __init__(
+        self, run: RunContext, task: PregelExecutableTask, parent_ns: str, step: int
+    ) -> None:
         self.run = run
         self.task = task
-        self.ns = ns
+        self.parent_ns = parent_ns
+        """The namespace of the graph the task runs in (its own is ``ns``)."""
+        self._ns: str | None = None
         self.step = step
         self.call_counter = 0
         self.interrupt_counter = 0
@@ -173,6 +180,21 @@ class TaskScope:
         """The bounded attempt this task runs under, if any."""
         self.caller: TaskScope | None = None
         """The scope of the task that called this one (a functional-API call)."""
+
+    @property
+    def ns(self) -> str:
+        """The task's checkpoint namespace, made when first asked for (by its
+        config, an interrupt, a nested graph): most task calls never ask."""
+        ns = self._ns
+        if ns is None:
+            task, parent = self.task, self.parent_ns
+            ns = (
+                f"{parent}{NS_SEP}{task.name}{NS_END}{task.id}"
+                if parent
+                else f"{task.name}{NS_END}{task.id}"
+            )
+            self._ns = ns
+        return ns
 
     @property
     def config(self) -> dict[str, Any]:

@@ -16,8 +16,6 @@ from pregelkit._internal._constants import (
     CACHE_NS_WRITES,
     CALL,
     INTERRUPT,
-    NS_END,
-    NS_SEP,
     PULL,
     PUSH,
     RESERVED,
@@ -115,10 +113,6 @@ def task_path_str(path: str | int | tuple[Any, ...]) -> str:
     return str(path)
 
 
-def _ns_for(parent_ns: str, name: str, tid: str) -> str:
-    return f"{parent_ns}{NS_SEP}{name}{NS_END}{tid}" if parent_ns else f"{name}{NS_END}{tid}"
-
-
 class Planner:
     """The facts about one step that every task of it shares."""
 
@@ -198,7 +192,7 @@ class Planner:
             node.subgraphs if node is not None else (),
         )
         if self.run is not None and scoped:
-            task.scope = TaskScope(self.run, task, _ns_for(self.ns, name, tid), self.step)
+            task.scope = TaskScope(self.run, task, self.ns, self.step)
         return task
 
 
@@ -408,7 +402,7 @@ def prepare_push_call(
         else f"~{PUSH}, {parent_path_str}, {idx:010d}, {parent.id}",
     )
     if run is not None and scoped:
-        scope = task.scope = TaskScope(run, task, _ns_for(planner.ns, name, tid), planner.step)
+        scope = task.scope = TaskScope(run, task, planner.ns, planner.step)
         scope.caller = parent.scope
     return task
 
