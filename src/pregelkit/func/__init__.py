@@ -22,7 +22,7 @@ from pregelkit._internal._fingerprint import origin
 from pregelkit.channels.ephemeral_value import EphemeralValue
 from pregelkit.channels.last_value import LastValue
 from pregelkit.checkpoint.serde._registry import allow_modules
-from pregelkit.func._arguments import refuse_futures
+from pregelkit.func._arguments import PLAIN, refuse_futures
 from pregelkit.func._patch import deprecate_patch, patched
 from pregelkit.pregel._graph.call import Call, FnSpec
 from pregelkit.pregel._graph.nodes import PregelNode
@@ -260,7 +260,10 @@ def task(
             # method (``task(obj.method)``) already carries it
             if instance is not None and not bound and not isinstance(instance, type):
                 args = (instance, *args)
-            refuse_futures(task_name, args, kwargs)
+            if not PLAIN.issuperset(map(type, args)) or (
+                kwargs and not PLAIN.issuperset(map(type, kwargs.values()))
+            ):
+                refuse_futures(task_name, args, kwargs)  # not all of types known plain
             return scope.run.runner.call(
                 scope.task,
                 Call(  # positional: once per call, keywords cost it their matching
