@@ -188,6 +188,10 @@ class AttemptLog:
         attempt 0, started and ended now."""
         now = time.time()
         thread_id, ns, run_id = self.head
+        try:  # _worker(), without its frame: once per replayed call
+            worker: str = _here.name
+        except AttributeError:
+            worker = _worker()
         self.done.append(
             (
                 thread_id,
@@ -204,7 +208,7 @@ class AttemptLog:
                 None,
                 _PID,
                 _HOST,
-                _worker(),
+                worker,
             )
         )
 
