@@ -399,7 +399,7 @@ def prepare_push_call(
         # the path savers store: none to save it without one
         ""
         if run is not None and run.checkpointer is None
-        else f"~{PUSH}, {parent_path_str}, {idx:010d}, {parent.id}",
+        else f"~{PUSH}, {parent_path_str}, {str(idx).zfill(10)}, {parent.id}",  # no spec to parse
     )
     if run is not None and scoped:
         scope = task.scope = TaskScope(run, task, planner.ns, planner.step)
