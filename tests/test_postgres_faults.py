@@ -338,3 +338,64 @@ def test_a_run_cancelled_while_its_gathered_calls_save_ends_cancelled(
             assert await gathered.ainvoke(None, config, durability="sync") == 3
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("durability", ["exit", "async"])
+def test_a_run_cancelled_during_its_exits_saves_gives_the_thread_back_after_them(
+    postgres_database: Callable[[str], str], durability: str
+) -> None:
+    """A run cancelled (a timeout) while its exit's checkpoint is being saved
+    on a pool connection: the save goes on (its lane is shielded), and the
+    run gave its thread back at once. It was seen ended, a resume found the
+    thread empty (EmptyInputError), and the checkpoint landed a moment
+    later (the pool has a connection free for the resume's reads). The run
+    now waits for its saves, then ends cancelled; the resume finds the
+    finished run."""
+    dsn = postgres_database("pregelkit_cancel_at_exit")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        PostgresSaver(conn).setup()
+        conn.execute(
+            "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER slow BEFORE INSERT ON pregelkit_checkpoints EXECUTE FUNCTION slow()"
+        )
+    ran: list[int] = []
+
+    @task
+    async def leaf(i: int) -> int:
+        ran.append(i)
+        return i
+
+    async def saving(watcher: psycopg.AsyncConnection[Any]) -> None:
+        for _ in range(3000):  # the checkpoint's insert is on the server (in the trigger)
+            cur = await watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'"
+            )
+            if (await cur.fetchone()) != (0,):
+                return
+            await asyncio.sleep(0.005)
+        raise AssertionError("the run's exit never saved its checkpoint")
+
+    async def main() -> None:
+        async with (
+            AsyncConnectionPool(dsn, min_size=4, kwargs={"autocommit": True}) as pool,
+            await psycopg.AsyncConnection.connect(dsn, autocommit=True) as watcher,
+        ):
+            saver = AsyncPostgresSaver(pool)
+
+            @entrypoint(checkpointer=saver)
+            async def chain(n: int) -> int:
+                return sum([await leaf(i) for i in range(n)])
+
+            config = _cfg("cancelled-at-exit")
+            run = asyncio.ensure_future(chain.ainvoke(3, config, durability=durability))
+            await saving(watcher)
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+            assert await chain.ainvoke(None, config, durability=durability) == 3
+            assert ran == [0, 1, 2]
+
+    asyncio.run(main())

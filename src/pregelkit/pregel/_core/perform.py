@@ -87,6 +87,21 @@ async def _acache_set(cache: BaseCache[Any], effect: WriteCache) -> None:
         effect.fresh.pop(key, None)
 
 
+async def _through_a_cancel(wait: Callable[[], Awaitable[None]]) -> None:
+    """Await ``wait()``; cancelled meanwhile, wait on and raise the cancel
+    once it is done (a second cancel walks away). The saves a run's lane
+    still makes must land before the run gives its thread back: a run
+    cancelled during its exit's saves (a timeout) was seen ended, its
+    resume found nothing saved, and its checkpoint landed a moment later."""
+    import asyncio
+
+    try:
+        await wait()
+    except asyncio.CancelledError:
+        await wait()
+        raise
+
+
 def _sent(start: Generator[Effect, Any, None], answer: Any) -> Effect | None:
     """The run start's next effect, ``answer`` (to the one before) sent in;
     None once the start is over. Both performers drive the start with it."""
@@ -492,7 +507,7 @@ class AsyncPregelLoop(_Performer):
             try:
                 await self.settle()
             finally:
-                await self._lane.wait()
+                await _through_a_cancel(self._lane.wait)
                 self._saved_all = True
             core.faults.raise_if_failed(core.step)
         finally:
