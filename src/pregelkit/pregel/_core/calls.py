@@ -205,7 +205,9 @@ class TaskCalls:
         answer to ``take``; an async run's runner reads it later,
         ``alookup_call``). Once the run is asked to stop, no call starts."""
         planner = self.planner
-        self.faults.raise_if_failed(planner.step)
+        faults = self.faults
+        if faults.failure is not None:  # raise_if_failed, without its frame: once per call
+            raise faults.error(planner.step)
         stop = self.stop
         if stop.reason is not None:
             raise stop.refuse(parent)
@@ -214,7 +216,9 @@ class TaskCalls:
         if (records.done or records.records) and (
             replayed := records.replayed(planner, parent, idx, call, position[0])
         ) is not None:
-            self._replayed(parent, idx, call, position, replayed)
+            attempts = self.attempts
+            if attempts.log is not None or attempts.hooks is not None or self.out.shows_starts:
+                self._replayed(parent, idx, call, position, replayed)
             return replayed, _NONE
         pushed = prepare_push_call(planner, parent, idx, call, position, scoped=True)
         if pushed.cache_key is not None and self.cached.cache is not None:
@@ -227,7 +231,10 @@ class TaskCalls:
                 # a sync read here would hold up the event loop
                 return pushed, _NONE
             return pushed, [ReadCache([key])]
-        return self._push_new(pushed), _NONE
+        self.tasks[pushed.id] = pushed  # _push_new, without its frame: once per call
+        if self.out.shows_starts:
+            self.out.started(pushed, planner.step)
+        return pushed, _NONE
 
     def _replayed(
         self,
@@ -239,7 +246,8 @@ class TaskCalls:
     ) -> None:
         """Record and stream a replayed call as a task that ended at once.
         Its task is made only for whom it is shown to (attempt hooks, the
-        ``tasks`` and ``debug`` streams): the attempt log needs its id and name."""
+        ``tasks`` and ``debug`` streams): the attempt log needs its id and name.
+        (``accept`` asks only when one of them is there.)"""
         attempts = self.attempts
         out = self.out
         shown = out.shows_starts

@@ -611,9 +611,11 @@ class PregelLoop:
         fill = None
         task = self.tasks.get(task_id)
         if task is not None:
-            self.out.writes(
-                task, writes, False, self.channels, self.graph.stream_channels_asis, self.step
-            )
+            out = self.out
+            if out.shows_writes or writes[0][0] == INTERRUPT:  # else it streams nothing
+                out.writes(
+                    task, writes, False, self.channels, self.graph.stream_channels_asis, self.step
+                )
             if ok and task.cache_key is not None and self.cached.cache is not None:
                 fill = self.cached.write(task, list(writes))
             if type(task.proc) is Call:
@@ -641,8 +643,10 @@ class PregelLoop:
 
     def check_saved(self) -> None:
         """Raise the run's storage failure, if a save has failed: asked before
-        every task body starts."""
-        self.faults.raise_if_failed(self.step)
+        every task body starts (``raise_if_failed``, without its frame)."""
+        faults = self.faults
+        if faults.failure is not None:
+            raise faults.error(self.step)
 
     # exit
     def finish(self, exc: BaseException | None) -> tuple[bool, list[Save]]:
