@@ -140,7 +140,9 @@ class _Pool:
             fan_out = (
                 not quiet and len(deferred) > 1 and sum(1 for j in deferred if not j._quiet) > 1
             )
-            poller = self._poller_wanted()
+            poller = None
+            if self.poller is None or self.poller_parked:  # its frame only when it acts
+                poller = self._poller_wanted()
         if poller is not None:
             poller()
         if fan_out:
@@ -362,8 +364,12 @@ class Job(concurrent.futures.Future[T]):
         if sleepers:
             for sleeper in sleepers:
                 sleeper.release()
-        if callbacks:
-            _call_back(self, callbacks)
+        if callbacks:  # _call_back, without its frame: once per task call
+            for cb in callbacks:
+                try:
+                    cb(self)
+                except Exception:
+                    concurrent.futures._base.LOGGER.exception("exception calling callback")
 
     def _run_callbacks(self) -> None:
         with _LOCK:
