@@ -406,7 +406,8 @@ class AsyncPregelLoop(_Performer):
         assert aloop is not None, "an async run's performer is made on its event loop"
         self._aloop = aloop
         self._executor = AsyncBackgroundExecutor(core.config)
-        self._io_wait: list[Awaitable[Any]] = []
+        self.io_wait: list[Awaitable[Any]] = []
+        """The saves the run waits for before it goes on (``settle``)."""
         self._lane = AsyncSerialLane(
             core.faults, self._aloop, nullcontext if saver is None else saver.agrouped
         )
@@ -427,7 +428,8 @@ class AsyncPregelLoop(_Performer):
             start, answer = core.start(), None
             while (effect := _sent(start, answer)) is not None:
                 answer = await self._answer(effect)
-            await self.settle()
+            if self.io_wait:
+                await self.settle()
         except BaseException:
             await self._release()
             raise
@@ -477,8 +479,8 @@ class AsyncPregelLoop(_Performer):
 
     async def settle(self) -> None:
         """Wait for the saves that must finish before the run goes on."""
-        while self._io_wait:
-            pending, self._io_wait = self._io_wait, []
+        while self.io_wait:
+            pending, self.io_wait = self.io_wait, []
             for aw in pending:
                 await aw
 
@@ -521,7 +523,7 @@ class AsyncPregelLoop(_Performer):
             afn, args = _call_of(effect, self.checkpointer, self.cache, True)
             core = self.core
             if on_loop(self._aloop):
-                return Awaited(asave_now(core.faults, core.step, afn, *args), self._io_wait)
+                return Awaited(asave_now(core.faults, core.step, afn, *args), self.io_wait)
             asyncio.run_coroutine_threadsafe(
                 asave_now(core.faults, core.step, afn, *args), self._aloop
             ).result()
@@ -548,7 +550,8 @@ class AsyncPregelLoop(_Performer):
         core = self.core
         for effect in core.after_tick():  # perform_all, written out: once per step
             self.perform(effect)
-        await self.settle()
+        if self.io_wait:
+            await self.settle()
         core.go_on()
 
     async def amatch_cached_writes(self) -> None:
