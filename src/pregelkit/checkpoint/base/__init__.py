@@ -186,14 +186,17 @@ def get_checkpoint_metadata(
     """The metadata to store: the given metadata plus the run's own metadata
     keys, with NUL characters taken out of strings (PostgreSQL cannot store
     them in JSON; LangGraph strips them too)."""
-    extra = {
-        k: v
-        for k, v in config.get("metadata", {}).items()
-        if not k.startswith("__") and isinstance(v, (str, int, float, bool))
-    }
+    run_meta = config.get("metadata")
+    merged: dict[str, Any] = metadata  # type: ignore[assignment]
+    if run_meta:
+        extra = {
+            k: v
+            for k, v in run_meta.items()
+            if not k.startswith("__") and isinstance(v, (str, int, float, bool))
+        }
+        merged = {**extra, **metadata}
     return {  # type: ignore[return-value]
-        k: v.replace("\x00", "") if isinstance(v, str) else v
-        for k, v in {**extra, **metadata}.items()
+        k: v.replace("\x00", "") if isinstance(v, str) else v for k, v in merged.items()
     }
 
 

@@ -19,11 +19,12 @@ if TYPE_CHECKING:
 def without_blob_values(checkpoint: Checkpoint) -> dict[str, Any]:
     """What a saver stores as the checkpoint itself: everything but the
     channel values, except those of channels without a version."""
-    bare: dict[str, Any] = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+    bare: dict[str, Any] = dict(checkpoint)
+    values = bare.pop("channel_values")
     versions = checkpoint["channel_versions"]
-    unversioned = {k: v for k, v in checkpoint["channel_values"].items() if k not in versions}
-    if unversioned:
-        bare["channel_values"] = unversioned
+    if values.keys() <= versions.keys():  # the engine's checkpoints: no comprehension made
+        return bare
+    bare["channel_values"] = {k: v for k, v in values.items() if k not in versions}
     return bare
 
 
