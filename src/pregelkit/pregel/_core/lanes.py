@@ -98,10 +98,11 @@ def _split(
     saver's transaction (a cache in the same SQLite file then waits out its
     busy timeout for it; an async cache's hop to a thread pauses the group,
     and the event loop's other tasks meet a saver they wait for forever)."""
-    together = [(fn, args) for fn, args, apart in calls if not apart]
-    if len(together) == len(calls):
-        return together, []
-    return together, [(fn, args) for fn, args, apart in calls if apart]
+    together: list[_Call] = []
+    apart: list[_Call] = []
+    for fn, args, away in calls:  # a loop: a comprehension costs a function a drain
+        (apart if away else together).append((fn, args))
+    return together, apart
 
 
 def _one_by_one(
@@ -110,6 +111,8 @@ def _one_by_one(
     """The calls to make one at a time, each saying whether it is the
     saver's: a failed cache save (put ``apart``) stops the run but not the
     saver's saves (``RunFaults.record``)."""
+    if not calls and not apart:
+        return []  # the group made them all (most drains)
     return [(fn, args, True) for fn, args in calls] + [(fn, args, False) for fn, args in apart]
 
 

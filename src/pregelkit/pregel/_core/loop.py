@@ -392,8 +392,13 @@ class PregelLoop:
             max_version=lineage.max_version,
         )
         if changed:
+            # max() of the changed versions, as a loop: a generator a step cost more
             versions = self.checkpoint["channel_versions"]
-            lineage.max_version = max(versions[c] for c in changed if c in versions)
+            top = None
+            for c in changed:
+                if c in versions and (top is None or versions[c] > top):
+                    top = versions[c]
+            lineage.max_version = top  # apply_writes versions every channel it changes
         return updated
 
     # steps
@@ -554,15 +559,26 @@ class PregelLoop:
         versions = cp["channel_versions"]
         values = cp["channel_values"]
         lineage = self.lineage
-        new_versions = {k: versions[k] for k in lineage.unsaved if k in versions}
+        # loops rather than comprehensions: each of those made a function and
+        # a frame, twice a run, for the one or two channels a step changes
+        new_versions = {}
+        new_values = {}
+        for k in lineage.unsaved:
+            if k in versions:
+                new_versions[k] = versions[k]
+                if k in values:
+                    new_values[k] = values[k]
         lineage.unsaved = set()
+        seen = {}
+        for k, v in cp["versions_seen"].items():
+            seen[k] = dict(v)
         snapshot = Checkpoint(
             v=cp["v"],
             id=cp["id"],
             ts=cp["ts"],
-            channel_values={k: values[k] for k in new_versions if k in values},
+            channel_values=new_values,
             channel_versions=dict(versions),
-            versions_seen={k: dict(v) for k, v in cp["versions_seen"].items()},
+            versions_seen=seen,
         )
         config = self.checkpoint_config
         lineage.prev_config = config if config[CONF].get(CONFIG_KEY_CHECKPOINT_ID) else None
