@@ -8,9 +8,11 @@ and terminate connections without disturbing the rest of the suite."""
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import contextvars
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -399,3 +401,55 @@ def test_a_run_cancelled_during_its_exits_saves_gives_the_thread_back_after_them
             assert ran == [0, 1, 2]
 
     asyncio.run(main())
+
+
+def test_ctrl_c_during_a_runs_last_save_is_raised_once_it_is_saved(
+    postgres_database: Callable[[str], str],
+) -> None:
+    """Ctrl-C while a run's exit saves its steps (durability="exit": the
+    run makes its lane's saves in its own thread): the grouped save is
+    cancelled and rolled back, made again one by one, and the run ends with
+    the KeyboardInterrupt. The lane swallowed it: the run went on and
+    returned as if no Ctrl-C had come."""
+    dsn = postgres_database("pregelkit_ctrl_c_at_exit")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        PostgresSaver(conn).setup()
+        conn.execute(
+            "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER slow BEFORE INSERT ON pregelkit_checkpoints EXECUTE FUNCTION slow()"
+        )
+    ran: list[int] = []
+
+    @task
+    def leaf(i: int) -> int:
+        ran.append(i)
+        return i
+
+    def ctrl_c_while_saving() -> None:
+        with psycopg.connect(dsn, autocommit=True) as watcher:
+            for _ in range(3000):
+                sleeping = watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'"
+                ).fetchone()
+                if sleeping != (0,):
+                    _thread.interrupt_main()
+                    return
+                time.sleep(0.005)
+
+    with ConnectionPool(dsn, min_size=4, kwargs={"autocommit": True}) as pool:
+
+        @entrypoint(checkpointer=PostgresSaver(pool))
+        def chain(n: int) -> int:
+            return sum([leaf(i).result() for i in range(n)])
+
+        config = _cfg("ctrl-c-at-exit")
+        watcher = threading.Thread(target=ctrl_c_while_saving)
+        watcher.start()
+        with pytest.raises(KeyboardInterrupt):
+            chain.invoke(3, config, durability="exit")
+        watcher.join()
+        assert chain.invoke(None, config, durability="exit") == 3
+        assert ran == [0, 1, 2]

@@ -163,10 +163,13 @@ class SerialLane:
         # No pause to gather calls: what queues while a call runs is taken by
         # the same hand-off, and a failed save is known as soon as it fails.
         faults = self.faults
+        ctrl_c: BaseException | None = None
         while True:
             with self.lock:
                 if not self.queue:
                     self.job = None
+                    if ctrl_c is not None:
+                        raise ctrl_c
                     return
                 queued = list(self.queue)
                 self.queue.clear()
@@ -177,8 +180,12 @@ class SerialLane:
                         for fn, args in calls:
                             fn(*args)
                     calls = []
-                except BaseException:
-                    pass  # rolled back whole: made again one by one, so what fits is saved
+                except BaseException as exc:
+                    # rolled back whole: made again one by one, so what fits is
+                    # saved; a Ctrl-C (the run waiting makes the calls in its
+                    # own thread) is raised once they are, not swallowed
+                    if not isinstance(exc, Exception):
+                        ctrl_c = exc
             for fn, args, saver in _one_by_one(calls, apart):
                 if faults.saver_failure is not None:
                     faults.skip(describe_call(fn, args))
