@@ -14,6 +14,8 @@ _random = Random()  # seeded from os.urandom, as `random`'s own instance is
 # A forked child must not repeat its parent's ids: reseed, as `random` does.
 os.register_at_fork(after_in_child=_random.seed)
 _last_ts = 0
+_last_id = ""
+"""The last id ``uuid6`` made: its timestamp is below ``_last_ts`` already."""
 _second: tuple[int, str] = (-1, "")
 """The last whole second ``utc_now_iso`` formatted, and its text."""
 
@@ -68,8 +70,9 @@ def uuid6(clock_seq: int | None = None, after: str | None = None) -> str:
     thread's order comes from its previous checkpoint: ``after`` (that
     checkpoint's id) is always exceeded, whatever the wall clock says.
     """
-    global _last_ts
-    floor = _timestamp(after) if after else 0
+    global _last_ts, _last_id
+    # an id made here (a run's previous checkpoint, mostly) is not parsed again
+    floor = _timestamp(after) if after and after != _last_id else 0
     with _lock:
         ns = time.time_ns()
         ts = ns // 100 + 0x01B21DD213814000  # 100ns intervals since 1582-10-15
@@ -90,7 +93,9 @@ def uuid6(clock_seq: int | None = None, after: str | None = None) -> str:
     value |= node & 0xFFFFFFFFFFFF
     # str(uuid.UUID(int=value)), without the object; bytes.hex rather than a
     # format spec, which parses the spec on every call (a third of the time)
-    return _fmt(value.to_bytes(16, "big").hex())
+    h = value.to_bytes(16, "big").hex()
+    _last_id = made = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"  # _fmt, inline
+    return made
 
 
 def random_digits() -> str:

@@ -195,9 +195,10 @@ def get_checkpoint_metadata(
             if not k.startswith("__") and isinstance(v, (str, int, float, bool))
         }
         merged = {**extra, **metadata}
-    return {  # type: ignore[return-value]
-        k: v.replace("\x00", "") if isinstance(v, str) else v for k, v in merged.items()
-    }
+    stored: Any = {}  # a loop: a comprehension's function costs more than these few keys
+    for k, v in merged.items():
+        stored[k] = v.replace("\x00", "") if isinstance(v, str) else v
+    return stored  # type: ignore[no-any-return]
 
 
 EXCLUDED_METADATA_KEYS: frozenset[str] = frozenset(

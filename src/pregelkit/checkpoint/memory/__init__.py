@@ -139,15 +139,14 @@ class InMemorySaver(
         thread_id, checkpoint_ns, parent_id = thread_coordinates(config)
         serde = self.serde
         values = checkpoint["channel_values"]
-        blobs = [
-            (
-                (thread_id, checkpoint_ns, channel, version),
+        blobs = []  # a loop: a comprehension's function costs more than a step's blob or two
+        for channel, version in new_versions.items():
+            blob = (
                 _dump_value(serde, values[channel], thread_id, checkpoint_ns, channel, version)
                 if channel in values
-                else _EMPTY,
+                else _EMPTY
             )
-            for channel, version in new_versions.items()
-        ]
+            blobs.append(((thread_id, checkpoint_ns, channel, version), blob))
         without_values = without_blob_values(checkpoint)
         meta = get_checkpoint_metadata(config, metadata)
         if getattr(serde, "dumps_typed_at", None) is None:  # where it is stored: not asked
@@ -190,25 +189,18 @@ class InMemorySaver(
             )
         bound = getattr(self.serde, "dumps_typed_at", None)
         dumps = self.serde.dumps_typed
-        rows = [
-            (
-                (task_id, WRITES_IDX_MAP.get(channel, idx)),
-                (
-                    task_id,
-                    channel,
-                    dumps(value)
-                    if bound is None
-                    else bound(
-                        value,
-                        StoredAt(
-                            thread_id, checkpoint_ns, "write", (checkpoint_id, task_id, channel)
-                        ),
-                    ),
-                    task_path,
-                ),
+        # a loop, not a comprehension: its function and frame cost more than
+        # the one or two writes a task makes
+        rows = []
+        for idx, (channel, value) in enumerate(writes):
+            if bound is None:
+                typed = dumps(value)
+            else:
+                where = (checkpoint_id, task_id, channel)
+                typed = bound(value, StoredAt(thread_id, checkpoint_ns, "write", where))
+            rows.append(
+                ((task_id, WRITES_IDX_MAP.get(channel, idx)), (task_id, channel, typed, task_path))
             )
-            for idx, (channel, value) in enumerate(writes)
-        ]
         with self._lock:
             stored = self.writes[(thread_id, checkpoint_ns, checkpoint_id)]
             for key, row in rows:
