@@ -467,7 +467,11 @@ class PregelLoop:
 
     def pending(self) -> list[PregelExecutableTask]:
         """The step's tasks still to run (not replayed, not answered by the cache)."""
-        return [t for t in self.tasks.values() if not t.writes]
+        pending = []  # a loop: a comprehension's function costs more than a step's few tasks
+        for t in self.tasks.values():
+            if not t.writes:
+                pending.append(t)
+        return pending
 
     def after_tick(self) -> list[Save]:
         """Finish the step: apply its writes; returns the saves of its

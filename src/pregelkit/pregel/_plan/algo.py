@@ -294,7 +294,11 @@ def prepare_next_tasks(
         proc = processes[name]
         if not _triggers(channels, versions, versions_seen.get(name), proc):
             continue
-        triggers = tuple(sorted(c for c in proc.triggers if channels[c].is_available()))
+        available = []  # a loop: a generator costs more than a node's trigger or two
+        for c in proc.triggers:
+            if channels[c].is_available():
+                available.append(c)
+        triggers = tuple(sorted(available))
         tid = make_task_id(
             planner.checkpoint_id, planner.ns, planner.step_str, name, PULL, *triggers
         )
@@ -310,7 +314,10 @@ def prepare_next_tasks(
                 name, value, proc, triggers, path, tid, proc, proc.cache_policy, proc.retry_policy
             )
         )
-    return {t.id: t for t in tasks}
+    by_id = {}  # a loop: a comprehension's function costs more than a step's few tasks
+    for t in tasks:
+        by_id[t.id] = t
+    return by_id
 
 
 def tasks_to_show(
@@ -480,7 +487,10 @@ def apply_writes(
     next_version = get_next_version(max_version, None) if get_next_version else None
 
     pending: dict[str, list[Any]] = {}
-    with_writes = [t for t in tasks if t.writes or t.triggers]
+    with_writes = []  # a loop: a comprehension's function costs more than a step's few tasks
+    for t in tasks:
+        if t.writes or t.triggers:
+            with_writes.append(t)
     if len(with_writes) > 1:
         with_writes.sort(key=_path_key)
     for task in with_writes:
