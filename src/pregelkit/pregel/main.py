@@ -242,12 +242,8 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
 
     # configuration of one run
     def _saver(self) -> BaseCheckpointSaver[Any] | None:
-        # the saver base loads with the first run, not with `import pregelkit.func`
-        # (as a module: ``from`` one looks for ``__path__``, ~0.5 us a run)
-        import pregelkit.checkpoint.base as checkpoint_base
-
         cp = self.checkpointer
-        return cp if isinstance(cp, checkpoint_base.BaseCheckpointSaver) else None
+        return cp if isinstance(cp, _SAVER_BASE or _load_saver_base()) else None
 
     def _config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
         return run_config(getattr(self, "_default_config", None), config, None)
@@ -587,6 +583,20 @@ class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
                 return_exceptions=return_exceptions,
             )
         )
+
+
+_SAVER_BASE: type[BaseCheckpointSaver[Any]] | None = None
+
+
+def _load_saver_base() -> type[BaseCheckpointSaver[Any]]:
+    """The saver base class: loaded by the first run, not with ``import
+    pregelkit.func``, then kept (an import statement a run cost ~1.5k
+    instructions; as a module: ``from`` one looks for ``__path__``)."""
+    global _SAVER_BASE
+    import pregelkit.checkpoint.base as checkpoint_base
+
+    _SAVER_BASE = base = checkpoint_base.BaseCheckpointSaver
+    return base
 
 
 def _batch_configs(

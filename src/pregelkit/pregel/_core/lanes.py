@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from contextvars import copy_context
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import CALL, NULL_TASK_ID
@@ -154,10 +155,7 @@ class SerialLane:
             self.queue.append((fn, args, apart))
             if self.job is not None:
                 return
-            # the pool loads with a run's first background save, not with the run
-            import pregelkit.pregel._exec.executor as executor
-
-            self.job = executor.in_background(self._drain)
+            self.job = (_POOL or _load_pool()).in_background(self._drain)
 
     def _drain(self) -> None:
         # No pause to gather calls: what queues while a call runs is taken by
@@ -237,9 +235,7 @@ class AsyncSerialLane:
             return
         self.queue.append((afn, args, apart))
         if self.task is None and self.timer is None:
-            import pregelkit.pregel._exec.executor as executor
-
-            self.timer = next_turn(self.loop, executor.DEFER_SECONDS)
+            self.timer = next_turn(self.loop, (_POOL or _load_pool()).DEFER_SECONDS)
             self.timer.add(id(self), self._start)
 
     def _start(self) -> None:
@@ -286,6 +282,20 @@ class AsyncSerialLane:
             import asyncio  # only for a task: an import statement costs ~1.5k instructions
 
             await asyncio.shield(self.task)
+
+
+_POOL: ModuleType | None = None
+
+
+def _load_pool() -> ModuleType:
+    """The thread pool's module: loaded with a run's first background save,
+    not with the run, then kept (an import statement a save cost ~4k
+    instructions)."""
+    global _POOL
+    import pregelkit.pregel._exec.executor as executor
+
+    _POOL = executor
+    return executor
 
 
 class Awaited:
