@@ -14,7 +14,6 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from contextvars import copy_context
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import CALL, NULL_TASK_ID
@@ -22,6 +21,7 @@ from pregelkit._internal._eager import NextTurn, next_turn, start_eagerly
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.serde.base import SerdeError
 from pregelkit.pregel._core.failed_saves import RunFaults, describe_call
+from pregelkit.pregel._exec.run_executor import pool_module
 from pregelkit.types import PregelExecutableTask
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ class SerialLane:
             self.queue.append((fn, args, apart))
             if self.job is not None:
                 return
-            self.job = (_POOL or _load_pool()).in_background(self._drain)
+            self.job = pool_module().in_background(self._drain)
 
     def _drain(self) -> None:
         # No pause to gather calls: what queues while a call runs is taken by
@@ -235,7 +235,7 @@ class AsyncSerialLane:
             return
         self.queue.append((afn, args, apart))
         if self.task is None and self.timer is None:
-            self.timer = next_turn(self.loop, (_POOL or _load_pool()).DEFER_SECONDS)
+            self.timer = next_turn(self.loop, pool_module().DEFER_SECONDS)
             self.timer.add(id(self), self._start)
 
     def _start(self) -> None:
@@ -282,20 +282,6 @@ class AsyncSerialLane:
             import asyncio  # only for a task: an import statement costs ~1.5k instructions
 
             await asyncio.shield(self.task)
-
-
-_POOL: ModuleType | None = None
-
-
-def _load_pool() -> ModuleType:
-    """The thread pool's module: loaded with a run's first background save,
-    not with the run, then kept (an import statement a save cost ~4k
-    instructions)."""
-    global _POOL
-    import pregelkit.pregel._exec.executor as executor
-
-    _POOL = executor
-    return executor
 
 
 class Awaited:

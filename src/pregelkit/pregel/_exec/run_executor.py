@@ -14,9 +14,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, suppress
 from contextvars import copy_context
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pregelkit._internal._eager import next_turn
 from pregelkit._internal._threads import running_loop
 from pregelkit.errors import GraphBubbleUp
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     import asyncio
     import concurrent.futures
 
+    from pregelkit.pregel._exec.deferred import DeferredCall
     from pregelkit.pregel._exec.executor import Job, _Pool
 
 T = TypeVar("T")
@@ -32,6 +34,32 @@ SWEEP_AT = 64
 """The fewest jobs a run's executor keeps before it sweeps out the finished ones."""
 
 __all__ = ["AsyncBackgroundExecutor", "BackgroundExecutor"]
+
+
+_POOL: ModuleType | None = None
+_DEFERRED: type[DeferredCall] | None = None
+
+
+def pool_module() -> ModuleType:
+    """The thread pool's module (``executor``): loaded by the first run that
+    uses it, not with the run, then kept (a dotted import statement cost
+    ~4k instructions a run, the AttributeError of its ``__path__`` formatted)."""
+    global _POOL
+    if _POOL is None:
+        import pregelkit.pregel._exec.executor as executor
+
+        _POOL = executor
+    return _POOL
+
+
+def _load_deferred() -> type[DeferredCall]:
+    """The call futures of async runs: asyncio is imported with the first
+    async run, and they with it; then kept."""
+    global _DEFERRED
+    import pregelkit.pregel._exec.deferred as deferred
+
+    _DEFERRED = call = deferred.DeferredCall
+    return call
 
 
 class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
@@ -59,11 +87,11 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
 
     def _start(self) -> _Pool:
         """The first submit: load the pool and its futures."""
-        from pregelkit.pregel._exec import executor
-
+        executor = pool_module()
         self.job = executor.Job
         self.ended = executor.ENDED
-        self.pool = pool = executor._get_pool()
+        pool: _Pool = executor._get_pool()
+        self.pool = pool
         return pool
 
     def submit(
@@ -165,15 +193,14 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
             return
         import concurrent.futures
 
-        from pregelkit.pregel._exec.executor import ABANDONED
-
+        abandoned = pool_module().ABANDONED
         for job, (cancel, _) in tasks.items():
             if cancel:
                 job.cancel()
-        tasks = {t: f for t, f in tasks.items() if t not in ABANDONED}
+        tasks = {t: f for t, f in tasks.items() if t not in abandoned}
         pending = [t for t in tasks if not t.done()]
         for job in pending:
-            if job in ABANDONED:  # a second Ctrl-C meanwhile walked away from it
+            if job in abandoned:  # a second Ctrl-C meanwhile walked away from it
                 continue
             # waits (or runs it, not started) without raising its own exception:
             # a KeyboardInterrupt from here is a Ctrl-C, the caller's to handle
@@ -207,11 +234,7 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
             import asyncio
 
             self.semaphore = asyncio.Semaphore(int(limit))
-        # asyncio is imported with the first async run, and the call futures with it
-        import pregelkit.pregel._exec.deferred as deferred
-        from pregelkit._internal._eager import next_turn
-
-        self.deferred = deferred.DeferredCall
+        self.deferred = _DEFERRED or _load_deferred()
         self.turn = next_turn(self.loop)
         self.sweep_at = SWEEP_AT
 
@@ -274,22 +297,23 @@ class AsyncBackgroundExecutor(AbstractAsyncContextManager["AsyncBackgroundExecut
     ) -> None:
         if not self.tasks:
             return  # every task ended well: nothing to wait for or raise (most runs)
-        import asyncio
-        import concurrent.futures
-
-        from pregelkit.pregel._exec.executor import ABANDONED
-
-        tasks = {t: f for t, f in self.tasks.items() if t not in ABANDONED}
+        abandoned = pool_module().ABANDONED
+        tasks = {t: f for t, f in self.tasks.items() if t not in abandoned}
         for fut, (cancel, _) in tasks.items():
             if cancel:
                 fut.cancel()
-        pending = [
-            asyncio.wrap_future(f) if isinstance(f, concurrent.futures.Future) else f
-            for f in tasks
-            if not f.done()
-        ]
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        pending = [f for f in tasks if not f.done()]
+        if pending:  # imported only then: an import statement costs ~1.5k instructions
+            import asyncio
+            import concurrent.futures
+
+            await asyncio.gather(
+                *(
+                    asyncio.wrap_future(f) if isinstance(f, concurrent.futures.Future) else f
+                    for f in pending
+                ),
+                return_exceptions=True,
+            )
         if exc_type is None:
             for fut, (_, reraise) in tasks.items():
                 exc = None if fut.cancelled() else fut.exception()
