@@ -191,8 +191,6 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
             tasks = dict(self.tasks)
         if not tasks:
             return
-        import concurrent.futures
-
         abandoned = pool_module().ABANDONED
         for job, (cancel, _) in tasks.items():
             if cancel:
@@ -202,6 +200,8 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
         for job in pending:
             if job in abandoned:  # a second Ctrl-C meanwhile walked away from it
                 continue
+            import concurrent.futures  # only for a job still running: ~1.5k instructions
+
             # waits (or runs it, not started) without raising its own exception:
             # a KeyboardInterrupt from here is a Ctrl-C, the caller's to handle
             with suppress(concurrent.futures.CancelledError):
