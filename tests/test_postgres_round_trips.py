@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -186,6 +187,36 @@ def test_two_savers_on_one_connection_run_a_thread_once_at_a_time(dsn: str) -> N
             assert await main.ainvoke(1, _config("atwice")) == 2
 
     asyncio.run(amain())
+
+
+def test_savers_on_one_connection_take_turns_with_it(dsn: str) -> None:
+    """Runs of several threads through three savers made on one connection:
+    each saver took the connection under a lock of its own, so two threads'
+    transactions mixed on it (OutOfOrderTransactionNesting, a few runs in a
+    few hundred, or a statement inside the other's transaction)."""
+    failures: list[BaseException] = []
+
+    def runs(saver: PostgresSaver, name: str) -> None:
+        @entrypoint(checkpointer=saver)
+        def main(x: int) -> int:
+            return _one(x).result()
+
+        for i in range(40):
+            try:
+                assert main.invoke(i, _config(f"{name}-{i % 4}")) == i + 1
+            except BaseException as exc:
+                failures.append(exc)
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        savers = [PostgresSaver(conn) for _ in range(3)]
+        threads = [
+            threading.Thread(target=runs, args=(savers[k % 3], f"turns{k}")) for k in range(6)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failures == []
 
 
 def test_a_subclass_that_reads_its_own_way_is_asked_to(dsn: str) -> None:

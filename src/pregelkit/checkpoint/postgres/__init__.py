@@ -55,7 +55,7 @@ from pregelkit.checkpoint.base import BaseCheckpointSaver, OpenedThread, Runnabl
 from pregelkit.checkpoint.base._open import Gate
 from pregelkit.checkpoint.postgres import _core, _sql
 from pregelkit.checkpoint.postgres._batch import Combined, refusing
-from pregelkit.checkpoint.postgres._connect import Connections, reopen_args, share_thread_locks
+from pregelkit.checkpoint.postgres._connect import Connections, reopen_args, share_locks
 from pregelkit.checkpoint.postgres._together import OneQuery, forgetting
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 
@@ -90,7 +90,6 @@ class PostgresSaver(Connections, _plans.SqlSaver):
                 "ConnectionPool: pass PostgresSaver(conn, pipe=conn.pipeline())"
             )
         self.conn = conn
-        share_thread_locks(self, conn)
         self.retry = retry or StorageRetry()
         self._reopen = reopen_args(conn)
         self.pipe = pipe
@@ -100,6 +99,7 @@ class PostgresSaver(Connections, _plans.SqlSaver):
         self._ready = False
         self._locks = _core.LockState()
         self._lock_conn_guard = threading.Lock()
+        share_locks(self, conn)
 
     @classmethod
     @contextmanager

@@ -23,29 +23,34 @@ __all__ = [
     "is_transient",
     "pause_or_raise",
     "reopen_args",
-    "share_thread_locks",
+    "share_locks",
 ]
 
 
-_SHARED: weakref.WeakKeyDictionary[Any, tuple[dict[str, Any], threading.Lock]] = (
-    weakref.WeakKeyDictionary()
-)
+_SHARED: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 _SHARED_GUARD = threading.Lock()
 
 
-def share_thread_locks(saver: Any, conn: Any) -> None:
-    """Give ``saver`` the in-process thread locks of the savers made before
-    on the same single connection. Its session takes an advisory lock it
-    already holds again (PostgreSQL counts them), so two savers on one
-    connection, each with locks of its own, ran one thread twice at once.
-    A pool's savers each hold their locks on a connection of their own."""
+def share_locks(saver: Any, conn: Any) -> None:
+    """Give ``saver`` the locks of the savers made before on the same single
+    connection: its in-process thread locks and the lock its calls take the
+    connection under. Its session takes an advisory lock it already holds
+    again (PostgreSQL counts them), so two savers on one connection, each
+    with thread locks of its own, ran one thread twice at once; and their
+    calls from two threads mixed their transactions on the connection
+    (OutOfOrderTransactionNesting, or a statement in the other's
+    transaction). A pool's savers take connections of their own."""
     if isinstance(conn, ConnectionPool | AsyncConnectionPool):
         return
     with _SHARED_GUARD:
         shared = _SHARED.get(conn)
         if shared is None:
-            shared = _SHARED[conn] = (saver._thread_locks, saver._thread_locks_guard)
-    saver._thread_locks, saver._thread_locks_guard = shared
+            shared = _SHARED[conn] = (
+                saver._thread_locks,
+                saver._thread_locks_guard,
+                saver._conn_lock,
+            )
+    saver._thread_locks, saver._thread_locks_guard, saver._conn_lock = shared
 
 
 def reopen_args(conn: Any) -> dict[str, Any] | None:

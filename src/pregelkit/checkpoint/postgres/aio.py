@@ -62,7 +62,7 @@ from pregelkit.checkpoint.postgres._batch import Combined, refusing
 from pregelkit.checkpoint.postgres._connect import (
     AsyncConnections,
     reopen_args,
-    share_thread_locks,
+    share_locks,
 )
 from pregelkit.checkpoint.postgres._together import OneQuery, forgetting
 from pregelkit.checkpoint.serde.base import SerializerProtocol
@@ -100,7 +100,6 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
                 "AsyncConnectionPool: pass AsyncPostgresSaver(conn, pipe=conn.pipeline())"
             )
         self.conn = conn
-        share_thread_locks(self, conn)
         self.retry = retry or StorageRetry()
         self._reopen = reopen_args(conn)
         self.pipe = pipe
@@ -110,6 +109,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
         self._ready = False
         self._locks = _core.LockState()
         self._lock_conn_guard = asyncio.Lock()
+        share_locks(self, conn)
         self.loop: asyncio.AbstractEventLoop | None = running_loop()
 
     @classmethod
