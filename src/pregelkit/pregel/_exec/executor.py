@@ -30,6 +30,8 @@ from concurrent.futures._base import (
 from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from pregelkit._internal._main_wait import on_main_thread, wait_sliced
+
 T = TypeVar("T")
 
 if TYPE_CHECKING:
@@ -470,7 +472,11 @@ class Job(concurrent.futures.Future[T]):
                 self._sleepers.append(sleeper)
         if _pool is not None:
             _pool.flush()  # about to block: let deferred work start meanwhile
-        if not (sleeper.acquire() if timeout is None else sleeper.acquire(True, max(timeout, 0))):
+        if on_main_thread():
+            got = wait_sliced(lambda seconds: sleeper.acquire(True, seconds), timeout)
+        else:
+            got = sleeper.acquire() if timeout is None else sleeper.acquire(True, max(timeout, 0))
+        if not got:
             raise concurrent.futures.TimeoutError()
 
     def result(self, timeout: float | None = None) -> T:

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Union
 
+from pregelkit._internal._main_wait import on_main_thread, wait_sliced
 from pregelkit.errors import GraphBubbleUp, GraphInterrupt
 from pregelkit.pregel._graph.call import Call
 from pregelkit.types import Interrupt, PregelExecutableTask
@@ -68,6 +69,8 @@ class Wake:
                 event = self._event = threading.Event()
                 if self._flag:
                     event.set()
+        if on_main_thread():
+            return wait_sliced(event.wait, timeout)
         return event.wait(timeout)
 
 
