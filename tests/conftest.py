@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -39,6 +40,13 @@ from pregelkit.checkpoint.sqlite import SqliteSaver
 from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 import _pg_server
+
+# A suite started in the background by a shell without job control (``cmd &``)
+# inherits SIGINT ignored, and so would every interpreter the Ctrl-C tests
+# start: Python installs its KeyboardInterrupt handler only where SIGINT is
+# not ignored. A handler of our own is reset to the default in a child.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # No per-example deadline: a slow moment of a busy machine is not a failure.
 # Under CI the examples are derandomized, so a run explores what the previous
