@@ -354,15 +354,7 @@ def test_a_run_cancelled_during_its_exits_saves_gives_the_thread_back_after_them
     now waits for its saves, then ends cancelled; the resume finds the
     finished run."""
     dsn = postgres_database("pregelkit_cancel_at_exit")
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        PostgresSaver(conn).setup()
-        conn.execute(
-            "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$"
-        )
-        conn.execute(
-            "CREATE TRIGGER slow BEFORE INSERT ON pregelkit_checkpoints EXECUTE FUNCTION slow()"
-        )
+    _slow_checkpoint_inserts(dsn)
     ran: list[int] = []
 
     @task
@@ -412,15 +404,7 @@ def test_ctrl_c_during_a_runs_last_save_is_raised_once_it_is_saved(
     the KeyboardInterrupt. The lane swallowed it: the run went on and
     returned as if no Ctrl-C had come."""
     dsn = postgres_database("pregelkit_ctrl_c_at_exit")
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        PostgresSaver(conn).setup()
-        conn.execute(
-            "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$"
-        )
-        conn.execute(
-            "CREATE TRIGGER slow BEFORE INSERT ON pregelkit_checkpoints EXECUTE FUNCTION slow()"
-        )
+    _slow_checkpoint_inserts(dsn)
     ran: list[int] = []
 
     @task
@@ -453,3 +437,17 @@ def test_ctrl_c_during_a_runs_last_save_is_raised_once_it_is_saved(
         watcher.join()
         assert chain.invoke(None, config, durability="exit") == 3
         assert ran == [0, 1, 2]
+
+
+def _slow_checkpoint_inserts(dsn: str) -> None:
+    """Set up the savers' tables with a trigger that makes each checkpoint
+    insert sleep 0.3 s: a run's exit saves take long enough to be hit."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        PostgresSaver(conn).setup()
+        conn.execute(
+            "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER slow BEFORE INSERT ON pregelkit_checkpoints EXECUTE FUNCTION slow()"
+        )
