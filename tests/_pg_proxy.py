@@ -88,7 +88,11 @@ class FaultProxy:
             _close(client, server)
 
     def close(self) -> None:
+        # shut down before closing: a socket closed while another thread
+        # is blocked in its recv stays open in the kernel (no FIN goes
+        # out), so the server would keep the session, and its locks, on
         self._listener.close()
+        _close(*self._sockets)
         for sock in self._sockets:
             sock.close()
 

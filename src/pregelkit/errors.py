@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AmbiguousResumeError",
     "CheckpointCorruptError",
+    "ChildWorkflowError",
     "EmptyChannelError",
     "EmptyInputError",
     "ErrorCode",
@@ -29,6 +30,7 @@ __all__ = [
     "InterruptNotPendingError",
     "InvalidUpdateError",
     "LeaseLostError",
+    "MessageTooLargeError",
     "NodeCancelledError",
     "NodeError",
     "NodeInterrupt",
@@ -39,6 +41,7 @@ __all__ = [
     "ReplayedTaskError",
     "RunCancelledError",
     "RunFailedError",
+    "RunSuspended",
     "StorageError",
     "ThreadStateError",
     "TaskNotFound",
@@ -427,6 +430,54 @@ class GraphDrained(GraphBubbleUp):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (GraphDrained, (self.reason,))
+
+
+class RunSuspended(GraphBubbleUp):
+    """A run on a worker stopped to wait (``pregelkit.durable``): what it
+    had started finished and was saved, and its queue row says what it
+    waits for, so the worker's slot is free meanwhile and any worker
+    resumes the thread once it is due.
+
+    ``status``: ``"sleeping"`` or ``"waiting"``; ``kind``: ``"sleep"``,
+    ``"recv"`` or ``"child"``; ``due_at``: when it resumes at the latest
+    (seconds since the epoch; ``None``: only when what it waits for comes);
+    ``topic``: the message topic (``recv``) or the child's thread (``child``).
+    """
+
+    def __init__(self, status: str, kind: str, due_at: float | None, topic: str | None) -> None:
+        self.status, self.kind, self.due_at, self.topic = status, kind, due_at, topic
+        super().__init__(f"the run {status} ({kind}): a worker resumes it when it is due")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RunSuspended, (self.status, self.kind, self.due_at, self.topic))
+
+
+class ChildWorkflowError(Exception):
+    """A child workflow (``child.submit`` inside a workflow) failed or was
+    cancelled; its exception is the ``__cause__`` when it could be loaded.
+    ``thread_id``: the child's thread; ``error``: its type and message."""
+
+    def __init__(self, thread_id: str, error: str) -> None:
+        self.thread_id, self.error = thread_id, error
+        super().__init__(f"child workflow (thread {thread_id!r}) failed: {error}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ChildWorkflowError, (self.thread_id, self.error))
+
+
+class MessageTooLargeError(ValueError):
+    """A message (``pregelkit.durable.send``) or event value is over the
+    size limit once serialized."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size, self.limit = size, limit
+        super().__init__(
+            f"the message is {size:,} bytes serialized, over the {limit:,}-byte limit: "
+            "store large values elsewhere (a store, a file) and send a reference"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MessageTooLargeError, (self.size, self.limit))
 
 
 class UnknownInterruptError(Exception):
