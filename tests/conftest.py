@@ -339,7 +339,8 @@ def make_store(
 
 _QUEUE_TABLES = (
     "pregelkit_checkpoints, pregelkit_blobs, pregelkit_writes, pregelkit_thread_control, "
-    "pregelkit_attempts, pregelkit_runs, pregelkit_workers, fleet_log"
+    "pregelkit_attempts, pregelkit_runs, pregelkit_workers, pregelkit_messages, pregelkit_events, "
+    "fleet_log"
 )
 
 

@@ -909,8 +909,9 @@ def test_sqlite_file_settings_and_schema_version(tmp_path: Path) -> None:
         assert saver.conn.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
         assert saver.conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
         versions = saver.conn.execute("SELECT version FROM pregelkit_migrations").fetchall()
-        # 2: run-control marks, 3: attempt records, 4: the run queue, 5: its claim index
-        assert versions == [(1,), (2,), (3,), (4,), (5,)]
+        # 2: run-control marks, 3: attempt records, 4: the run queue, 5: its claim index,
+        # 6: durable waits (sleeping and waiting runs, messages, events)
+        assert versions == [(1,), (2,), (3,), (4,), (5,), (6,)]
         saver.conn.execute("INSERT INTO pregelkit_migrations VALUES (99, 'future')")
     with (
         SqliteSaver.from_conn_string(path) as saver,
@@ -968,6 +969,7 @@ def test_postgres_setup_is_safe_to_run_concurrently(
             (3,),
             (4,),
             (5,),
+            (6,),
         ]
         conn.execute("INSERT INTO pregelkit_migrations (version) VALUES (99)")
         conn.commit()

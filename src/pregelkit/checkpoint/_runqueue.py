@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, TypeVar
 
 from pregelkit._internal import _plan
+from pregelkit._internal._clock import clock
 from pregelkit._internal._constants import CONF, CONFIG_KEY_LEASE
 from pregelkit._internal._ids import uuid6
 from pregelkit._internal._plan import Plan, Statement
@@ -36,8 +37,10 @@ __all__ = [
     "POSTGRES",
     "QUEUED",
     "RUNNING",
+    "SLEEPING",
     "SQLITE",
     "STATUSES",
+    "WAITING",
     "Claimed",
     "Dialect",
     "RunPlan",
@@ -52,9 +55,16 @@ INTERRUPTED = "interrupted"
 DONE = "done"
 FAILED = "failed"
 CANCELLED = "cancelled"
-STATUSES = (QUEUED, RUNNING, INTERRUPTED, DONE, FAILED, CANCELLED)
-ACTIVE = (QUEUED, RUNNING)
+SLEEPING = "sleeping"
+WAITING = "waiting"
+STATUSES = (QUEUED, RUNNING, SLEEPING, WAITING, INTERRUPTED, DONE, FAILED, CANCELLED)
+ACTIVE = (QUEUED, RUNNING, SLEEPING, WAITING)
+"""A thread has at most one run in these (``pregelkit_runs_active``): a run
+that sleeps or waits (``pregelkit.durable``) is still its thread's run."""
 FINISHED = (INTERRUPTED, DONE, FAILED, CANCELLED)
+IS_ACTIVE = "status IN ('queued', 'running', 'sleeping', 'waiting')"
+"""The condition of ``pregelkit_runs_active``, spelled as the index is, so
+SQLite's planner sees a query on a thread's active run can use it."""
 
 
 RunPlan: TypeAlias = Plan[T]
@@ -167,7 +177,10 @@ def fenced(
 
 
 _RUN_COLUMNS = """run_id, thread_id, workflow, status, priority, fence, worker,
-    lease_until - {now}, attempts, cancel_requested, error, created_at, finished_at"""
+    lease_until - {now}, attempts, cancel_requested, error, created_at, finished_at,
+    due_at, wait_kind, wait_topic, parent_thread"""
+RESULT_AT = 17
+"""Where ``get``'s row has the stored result (its type, then its bytes)."""
 
 
 def submit(
@@ -177,27 +190,30 @@ def submit(
     priority: int,
     input: tuple[str, bytes],
     config: tuple[str, bytes],
+    parent_thread: str | None = None,
 ) -> RunPlan[tuple[str, bool]]:
     """Queue a run of ``thread_id``; (run id, True) if queued now, or the
-    run already queued or running for the thread and False."""
+    thread's active run (queued, running, sleeping or waiting) and False.
+    ``parent_thread``: the thread of the workflow that started this one as
+    its child; its end wakes the parent waiting for it."""
     # time-ordered: runs of one priority submitted within the database clock's
     # resolution (a millisecond on SQLite) are still taken first come, first served
     run_id = uuid6()
     row = yield d.q(
         """
         INSERT INTO pregelkit_runs (run_id, thread_id, workflow, status, priority,
-            input_type, input, config_type, config, created_at, updated_at)
-        VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, {now}, {now})
-        ON CONFLICT (thread_id) WHERE status IN ('queued', 'running') DO NOTHING
+            input_type, input, config_type, config, parent_thread, created_at, updated_at)
+        VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, {now}, {now})
+        ON CONFLICT (thread_id) WHERE status IN ('queued', 'running', 'sleeping', 'waiting')
+        DO NOTHING
         RETURNING run_id
         """,
-        (run_id, thread_id, workflow, priority, *input, *config),
+        (run_id, thread_id, workflow, priority, *input, *config, parent_thread),
         "one",
     )
     if row is None:
         existing = yield d.q(
-            "SELECT run_id FROM pregelkit_runs "
-            "WHERE thread_id = ? AND status IN ('queued', 'running')",
+            f"SELECT run_id FROM pregelkit_runs WHERE thread_id = ? AND {IS_ACTIVE}",
             (thread_id,),
             "one",
         )
@@ -254,29 +270,65 @@ def list_runs(
     return list(runs), list(workers)
 
 
-def cancel(d: Dialect, run_id: str) -> RunPlan[str | None]:
-    """A queued run is cancelled at once; a running one is asked to stop (its
-    thread is marked, which its worker watches). Returns the status it has then."""
+def cancel(d: Dialect, run_id: str, now: float | None = None) -> RunPlan[str | None]:
+    """A queued run is cancelled at once, and so is one that sleeps or waits
+    with no process holding it; a running one, or one an ``invoke`` process
+    waits in (it holds a lease), is asked to stop (its thread is marked,
+    which its worker or process watches). Returns the status it has then."""
     row = yield d.q(
-        "UPDATE pregelkit_runs SET status = 'cancelled', finished_at = {now}, "
-        "updated_at = {now}, error = 'cancelled before it started' "
-        "WHERE run_id = ? AND status = 'queued' RETURNING status",
+        """
+        UPDATE pregelkit_runs SET status = 'cancelled', finished_at = {now}, updated_at = {now},
+            error = CASE status WHEN 'queued' THEN 'cancelled before it started'
+                WHEN 'sleeping' THEN 'cancelled while it slept'
+                ELSE 'cancelled while it waited' END,
+            due_at = NULL, wait_kind = NULL, wait_topic = NULL
+        WHERE run_id = ? AND (status = 'queued' OR (status IN ('sleeping', 'waiting')
+            AND (lease_until IS NULL OR lease_until < {now})))
+        RETURNING thread_id, parent_thread
+        """,
         (run_id,),
         "one",
     )
     if row is not None:
+        if row[1] is not None:
+            yield from wake(d, str(row[1]), "child", str(row[0]), due_now(now))
         return CANCELLED
     row = yield d.q(
         "UPDATE pregelkit_runs SET cancel_requested = 1, updated_at = {now} "
-        "WHERE run_id = ? AND status = 'running' RETURNING thread_id",
+        "WHERE run_id = ? AND status IN ('running', 'sleeping', 'waiting') "
+        "RETURNING thread_id, status",
         (run_id,),
         "one",
     )
     if row is not None:
         yield d.q(d.mark_cancelled, (row[0],))
-        return RUNNING
+        return str(row[1])
     row = yield d.q("SELECT status FROM pregelkit_runs WHERE run_id = ?", (run_id,), "one")
     return None if row is None else str(row[0])
+
+
+def due_now(now: float | None) -> float:
+    """The time due checks and wakes go by: the caller's, or the process
+    clock's (``pregelkit.testing`` can move it); leases go by the database's."""
+    return clock().now() if now is None else now
+
+
+def wake(d: Dialect, thread_id: str, kind: str, topic: str, now: float) -> RunPlan[None]:
+    """The run of ``thread_id`` waiting for ``kind`` on ``topic`` (a
+    message topic, a child's thread) is due at ``now``, in the transaction
+    of what it waited for. The thread's running row is updated too (to
+    itself): on PostgreSQL that takes its row lock, so a wake that meets a
+    run about to suspend waits for the suspend to commit, then sees it
+    waiting (and a suspend that meets this wake reads after it committed:
+    ``_waits.due_if_ready``). A thread with no such run: nothing to do."""
+    yield d.q(
+        f"""
+        UPDATE pregelkit_runs SET due_at = CASE WHEN status = 'waiting' AND wait_kind = ?
+            AND wait_topic = ? AND (due_at IS NULL OR due_at > ?) THEN ? ELSE due_at END
+        WHERE thread_id = ? AND {IS_ACTIVE} AND status IN ('running', 'waiting')
+        """,
+        (kind, topic, now, now, thread_id),
+    )
 
 
 # serving
@@ -293,22 +345,40 @@ class Claimed:
     attempts: int
     input: tuple[str, bytes]
     config: tuple[str, bytes]
+    parent_thread: str | None = None
+    """The thread of the workflow that started this run as its child: the
+    run's end wakes it."""
 
 
-# a claim's parts, shared by ``claim`` and ``finish_and_claim``; the runs it
-# may take are read through the index ``pregelkit_runs_claim`` (migration 5),
-# whose condition is spelled out for SQLite's planner to see it holds
+# a claim's parts, shared by ``claim`` and ``finish_and_claim``. The runs it
+# may take are read through two indexes, each in the order it takes them and
+# up to its LIMIT: sleeping and waiting runs now due through
+# ``pregelkit_runs_due`` (migration 6), earliest due first (they started
+# before anything queued), then ``pregelkit_runs_claim`` (migration 5); each
+# index's condition is spelled out for SQLite's planner to see it holds. A
+# due run an ``invoke`` process still holds (its lease) is left to it.
 _CLAIM_SET = """
     UPDATE pregelkit_runs SET status = 'running', fence = fence + 1, worker = ?,
-        lease_until = {now} + ?, attempts = attempts + 1, updated_at = {now}
+        lease_until = {now} + ?, attempts = attempts + 1, updated_at = {now},
+        due_at = NULL, wait_kind = NULL, wait_topic = NULL
     WHERE run_id IN (
-        SELECT run_id FROM pregelkit_runs
-        WHERE workflow IN (%s)%s AND status IN ('queued', 'running')
-          AND (status = 'queued' OR (status = 'running' AND lease_until < {now}))
-        ORDER BY priority DESC, created_at, run_id
-        LIMIT ?{skip_locked})
+        SELECT run_id FROM (
+            SELECT run_id FROM pregelkit_runs
+            WHERE workflow IN (%(names)s)%(skip)s AND status IN ('sleeping', 'waiting')
+              AND due_at IS NOT NULL AND due_at <= ?
+              AND (lease_until IS NULL OR lease_until < {now})
+            ORDER BY due_at
+            LIMIT ?{skip_locked}) AS due
+        UNION ALL
+        SELECT run_id FROM (
+            SELECT run_id FROM pregelkit_runs
+            WHERE workflow IN (%(names)s)%(skip)s AND status IN ('queued', 'running')
+              AND (status = 'queued' OR (status = 'running' AND lease_until < {now}))
+            ORDER BY priority DESC, created_at, run_id
+            LIMIT ?{skip_locked}) AS queued
+        LIMIT ?)
     RETURNING priority, created_at, run_id, thread_id, workflow, fence, attempts,
-        input_type, input, config_type, config
+        input_type, input, config_type, config, parent_thread
 """
 _FINISH = """
     UPDATE pregelkit_runs SET status = ?, result_type = ?, result = ?, error = ?,
@@ -317,18 +387,41 @@ _FINISH = """
 """
 
 
+def _claim_params(
+    worker_id: str,
+    workflows: Sequence[str],
+    limit: int,
+    lease_seconds: float,
+    now: float | None,
+    skip: Sequence[Any] = (),
+) -> tuple[Any, ...]:
+    due = (*workflows, *skip, due_now(now), limit)
+    return (worker_id, lease_seconds, *due, *workflows, *skip, limit, limit)
+
+
+def _claim_sql(workflows: Sequence[str], skip: str = "") -> str:
+    return _CLAIM_SET % {"names": ", ".join("?" for _ in workflows), "skip": skip}
+
+
 def claim(
-    d: Dialect, worker_id: str, workflows: Sequence[str], limit: int, lease_seconds: float
+    d: Dialect,
+    worker_id: str,
+    workflows: Sequence[str],
+    limit: int,
+    lease_seconds: float,
+    now: float | None = None,
 ) -> RunPlan[list[Claimed]]:
-    """Take up to ``limit`` runs of ``workflows``: queued ones, highest
-    priority first then oldest, and running ones whose lease expired."""
+    """Take up to ``limit`` runs of ``workflows``: sleeping and waiting ones
+    due by ``now`` (default: the process clock's), earliest due first, then
+    queued ones, highest priority first then oldest, and running ones whose
+    lease expired."""
     if limit <= 0 or not workflows:
         return []
-    names = ", ".join("?" for _ in workflows)
     # one statement, one round trip however many runs it takes: the rows
     # picked (SKIP LOCKED on PostgreSQL: not those another claim is taking)
     # are leased in the same UPDATE
-    rows = yield d.q(_CLAIM_SET % (names, ""), (worker_id, lease_seconds, *workflows, limit), "all")
+    params = _claim_params(worker_id, workflows, limit, lease_seconds, now)
+    rows = yield d.q(_claim_sql(workflows), params, "all")
     return _claimed(rows)
 
 
@@ -344,17 +437,31 @@ def _claimed(rows: Sequence[Sequence[Any]]) -> list[Claimed]:
             int(attempts),
             (str(itype), bytes(ivalue)),
             (str(ctype), bytes(cvalue)),
+            None if parent is None else str(parent),
         )
-        for _, _, run, thread, workflow, fence, attempts, itype, ivalue, ctype, cvalue in rows
+        for (
+            _,
+            _,
+            run,
+            thread,
+            workflow,
+            fence,
+            attempts,
+            itype,
+            ivalue,
+            ctype,
+            cvalue,
+            parent,
+        ) in (rows)
     ]
 
 
 def pending(d: Dialect, workflows: Sequence[str]) -> RunPlan[int]:
-    """How many runs of ``workflows`` are queued or running, wherever."""
+    """How many runs of ``workflows`` are active (queued, running, sleeping
+    or waiting), wherever: a run that waits is still a run to serve."""
     names = ", ".join("?" for _ in workflows)
     row = yield d.q(
-        f"SELECT count(*) FROM pregelkit_runs WHERE workflow IN ({names}) "
-        "AND status IN ('queued', 'running')",
+        f"SELECT count(*) FROM pregelkit_runs WHERE workflow IN ({names}) AND {IS_ACTIVE}",
         tuple(workflows),
         "one",
     )
@@ -423,11 +530,19 @@ def finish(
     status: str,
     result: tuple[str, bytes] | None,
     error: str | None,
+    *,
+    child: tuple[str, str] | None = None,
+    now: float | None = None,
 ) -> RunPlan[None]:
-    """Record how a run ended, if the lease is still ours."""
+    """Record how a run ended, if the lease is still ours. ``child``: (its
+    parent's thread, its own) for a child run, whose end wakes the parent
+    waiting for it in the same transaction (a caller gives such a plan a
+    transaction: ``single`` only without ``child``)."""
     row = yield d.q(_FINISH, _finish_params(lease, status, result, error), "one")
     if row is None:
         raise LeaseLostError(lease[0], lease[1], "recording how the run ended")
+    if child is not None:
+        yield from wake(d, child[0], "child", child[1], due_now(now))
 
 
 def finish_and_claim(
@@ -440,19 +555,23 @@ def finish_and_claim(
     worker_id: str,
     workflows: Sequence[str],
     lease_seconds: float,
+    child: tuple[str, str] | None = None,
+    now: float | None = None,
 ) -> RunPlan[tuple[bool, Claimed | None]]:
     """Record how a run ended, if the lease is still ours, and claim the
     run that takes its place (as ``claim``, one run): whether the end was
     recorded (``False``: the lease was lost), and the run claimed, if any.
     On PostgreSQL one statement, one transaction: a worker's runs end and
-    start without a claim of their own."""
-    names = ", ".join("?" for _ in workflows)
+    start without a claim of their own. ``child``: as for ``finish``."""
+    now = due_now(now)
     finished = _finish_params(lease, status, result, error)
-    asked = (worker_id, lease_seconds, *workflows, lease[0], 1)
     # the run that ends is never the one taken (its lease may have expired)
-    take = _CLAIM_SET % (names, " AND run_id <> ?")
+    asked = _claim_params(worker_id, workflows, 1, lease_seconds, now, (lease[0],))
+    take = _claim_sql(workflows, " AND run_id <> ?")
     if not d.writable_ctes:
         ended = yield d.q(_FINISH, finished, "one")
+        if ended is not None and child is not None:
+            yield from wake(d, child[0], "child", child[1], now)
         taken = yield d.q(take, asked, "all")
         return ended is not None, next(iter(_claimed(taken)), None)
     # one row whatever was taken: the count of runs ended, then the run taken or NULLs
@@ -463,7 +582,10 @@ def finish_and_claim(
         (*finished, *asked),
         "all",
     )
-    return bool(rows[0][0]), next(iter(_claimed([r[1:] for r in rows if r[3] is not None])), None)
+    ended = bool(rows[0][0])
+    if ended and child is not None:
+        yield from wake(d, child[0], "child", child[1], now)
+    return ended, next(iter(_claimed([r[1:] for r in rows if r[3] is not None])), None)
 
 
 def _finish_params(

@@ -27,7 +27,9 @@ from pregelkit.checkpoint._runqueue import (
     INTERRUPTED,
     QUEUED,
     RUNNING,
+    SLEEPING,
     STATUSES,
+    WAITING,
 )
 from pregelkit.errors import RunCancelledError, RunFailedError
 
@@ -41,7 +43,9 @@ __all__ = [
     "INTERRUPTED",
     "QUEUED",
     "RUNNING",
+    "SLEEPING",
     "STATUSES",
+    "WAITING",
     "RunHandle",
     "RunRecord",
     "asubmit_run",
@@ -60,7 +64,13 @@ class RunRecord:
 
     ``lease_left``: seconds until the holder's lease expires (negative once
     it has; ``None`` when no worker holds the run). ``waiting``: for a
-    queued run, why no worker takes it (set by :func:`list_runs`)."""
+    queued run, why no worker takes it (set by :func:`list_runs`).
+    For a sleeping or waiting run (``pregelkit.durable``): ``due_at``, when
+    it resumes (seconds since the epoch; ``None``: when what it waits for
+    comes), ``wait_kind`` (``sleep``, ``recv`` or ``child``) and
+    ``wait_topic`` (the message topic, '' for the default one, or the
+    child's thread). ``parent_thread``: the thread of the workflow that
+    started this run as its child."""
 
     run_id: str
     thread_id: str
@@ -76,11 +86,16 @@ class RunRecord:
     created_at: float
     finished_at: float | None
     waiting: str | None = None
+    due_at: float | None = None
+    wait_kind: str | None = None
+    wait_topic: str | None = None
+    parent_thread: str | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...], waiting: str | None = None) -> RunRecord:
         (run_id, thread, workflow, status, priority, fence, worker, lease_left) = row[:8]
         attempts, cancel_requested, error, created_at, finished_at = row[8:13]
+        due_at, wait_kind, wait_topic, parent_thread = row[13:17]
         return cls(
             str(run_id),
             str(thread),
@@ -96,6 +111,10 @@ class RunRecord:
             float(created_at),
             None if finished_at is None else float(finished_at),
             waiting,
+            None if due_at is None else float(due_at),
+            wait_kind,
+            wait_topic,
+            parent_thread,
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -108,6 +127,7 @@ def _request(
     input: Any,
     config: Mapping[str, Any] | None,
     priority: int,
+    parent_thread: str | None,
 ) -> tuple[str, partial[_runqueue.RunPlan[tuple[str, bool]]]]:
     """The thread and the submit plan; argument checks happen here, before
     any database call."""
@@ -135,6 +155,7 @@ def _request(
         priority=priority,
         input=stored_input,
         config=stored_config,
+        parent_thread=parent_thread,
     )
     return str(thread_id), plan
 
@@ -145,9 +166,12 @@ def submit_run(
     input: Any,
     config: Mapping[str, Any] | None,
     priority: int = 0,
+    parent_thread: str | None = None,
 ) -> RunHandle:
-    """Queue a run of the workflow named ``workflow`` (what ``wf.submit`` does)."""
-    thread_id, plan = _request(saver, workflow, input, config, priority)
+    """Queue a run of the workflow named ``workflow`` (what ``wf.submit``
+    does). ``parent_thread``: the thread of the workflow that submits it as
+    its child (``pregelkit.durable``): its end wakes the parent."""
+    thread_id, plan = _request(saver, workflow, input, config, priority, parent_thread)
     run_id, _ = saver.run_queue(lambda d: plan(d), "submit")
     return RunHandle(saver, run_id, thread_id)
 
@@ -158,9 +182,10 @@ async def asubmit_run(
     input: Any,
     config: Mapping[str, Any] | None,
     priority: int = 0,
+    parent_thread: str | None = None,
 ) -> RunHandle:
     """The async twin of :func:`submit_run`."""
-    thread_id, plan = _request(saver, workflow, input, config, priority)
+    thread_id, plan = _request(saver, workflow, input, config, priority, parent_thread)
     run_id, _ = await saver.arun_queue(lambda d: plan(d), "submit")
     return RunHandle(saver, run_id, thread_id)
 
@@ -172,12 +197,13 @@ def handle_of_thread(saver: BaseCheckpointSaver[Any], thread_id: str) -> RunHand
 
 
 def cancel_thread_runs(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:
-    """Cancel the thread's queued or running run, if it has one (what
+    """Cancel the thread's active run (queued, running, sleeping or
+    waiting), if it has one (what
     ``cancel(config)`` does besides marking the thread); whether it had one."""
     if not saver.has_run_queue:
         return False
     handle = handle_of_thread(saver, thread_id)
-    if handle is None or handle.status() not in (QUEUED, RUNNING):
+    if handle is None or handle.status() not in _runqueue.ACTIVE:
         return False
     handle.cancel()
     return True
@@ -193,7 +219,7 @@ async def acancel_thread_runs(saver: BaseCheckpointSaver[Any], thread_id: str) -
     if run_id is None:
         return False
     handle = RunHandle(saver, run_id, thread_id)
-    if await handle.astatus() not in (QUEUED, RUNNING):
+    if await handle.astatus() not in _runqueue.ACTIVE:
         return False
     await handle.acancel()
     return True
@@ -264,7 +290,8 @@ class RunHandle:
         return RunRecord.from_row(self._row(row))
 
     def status(self) -> str:
-        """queued, running, interrupted, done, failed or cancelled."""
+        """queued, running, sleeping, waiting, interrupted, done, failed or
+        cancelled (sleeping and waiting: ``pregelkit.durable``)."""
         return self.record().status
 
     async def astatus(self) -> str:
@@ -284,7 +311,8 @@ class RunHandle:
         return str(self._row((status,))[0])
 
     def result(self, timeout: float | None = None) -> Any:
-        """Wait for the run to end and return what ``invoke`` would have: the
+        """Wait for the run to end (through any sleep or wait of it, as
+        ``invoke`` does) and return what ``invoke`` would have: the
         workflow's output, or for a run stopped at ``interrupt()`` a dict with
         the interrupts under ``"__interrupt__"``. Raises ``RunFailedError``,
         ``RunCancelledError``, or ``TimeoutError`` after ``timeout`` seconds
@@ -328,7 +356,7 @@ class RunHandle:
             raise RunFailedError(self.thread_id, self.run_id, str(error))
         if status == CANCELLED:
             raise RunCancelledError(self.thread_id)
-        rtype, rvalue = row[13], row[14]
+        rtype, rvalue = row[_runqueue.RESULT_AT], row[_runqueue.RESULT_AT + 1]
         if rtype is None:
             return None
         return self.saver.serde.loads_typed((str(rtype), bytes(rvalue)))

@@ -160,6 +160,57 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         WHERE status IN ('queued', 'running')
         """,
     ),
+    (
+        # durable waits (pregelkit.durable, checkpoint/_waits.py): a run that
+        # sleeps or waits keeps its row, with when it is due (seconds since
+        # the epoch; NULL: when what it waits for comes) and what it waits for
+        "ALTER TABLE pregelkit_runs ADD COLUMN due_at double precision",
+        "ALTER TABLE pregelkit_runs ADD COLUMN wait_kind text",
+        "ALTER TABLE pregelkit_runs ADD COLUMN wait_topic text",
+        "ALTER TABLE pregelkit_runs ADD COLUMN parent_thread text",
+        # a sleeping or waiting run is still its thread's one active run
+        "DROP INDEX pregelkit_runs_active",
+        """
+        CREATE UNIQUE INDEX pregelkit_runs_active ON pregelkit_runs (thread_id)
+        WHERE status IN ('queued', 'running', 'sleeping', 'waiting')
+        """,
+        # a claim takes the due ones in due order and stops at its LIMIT: the
+        # runs waiting for later (or for ever) are never walked
+        """
+        CREATE INDEX pregelkit_runs_due ON pregelkit_runs (due_at)
+        WHERE status IN ('sleeping', 'waiting') AND due_at IS NOT NULL
+        """,
+        # topic '' is the default topic; sender is the idempotency key of a
+        # send made inside a workflow, consumed_by the key of the recv that
+        # took the message (each UNIQUE: once each)
+        """
+        CREATE TABLE pregelkit_messages (
+            seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            thread_id text NOT NULL,
+            topic text NOT NULL,
+            sender text UNIQUE,
+            value_type text NOT NULL,
+            value bytea NOT NULL,
+            created_at double precision NOT NULL,
+            consumed_by text UNIQUE,
+            consumed_at double precision
+        )
+        """,
+        """
+        CREATE INDEX pregelkit_messages_unconsumed ON pregelkit_messages (thread_id, topic, seq)
+        WHERE consumed_by IS NULL
+        """,
+        """
+        CREATE TABLE pregelkit_events (
+            thread_id text NOT NULL,
+            key text NOT NULL,
+            value_type text NOT NULL,
+            value bytea NOT NULL,
+            updated_at double precision NOT NULL,
+            PRIMARY KEY (thread_id, key)
+        )
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 

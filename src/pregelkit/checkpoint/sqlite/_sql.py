@@ -163,6 +163,57 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         WHERE status IN ('queued', 'running')
         """,
     ),
+    (
+        # durable waits (pregelkit.durable, checkpoint/_waits.py): a run that
+        # sleeps or waits keeps its row, with when it is due (seconds since
+        # the epoch; NULL: when what it waits for comes) and what it waits for
+        "ALTER TABLE pregelkit_runs ADD COLUMN due_at REAL",
+        "ALTER TABLE pregelkit_runs ADD COLUMN wait_kind TEXT",
+        "ALTER TABLE pregelkit_runs ADD COLUMN wait_topic TEXT",
+        "ALTER TABLE pregelkit_runs ADD COLUMN parent_thread TEXT",
+        # a sleeping or waiting run is still its thread's one active run
+        "DROP INDEX pregelkit_runs_active",
+        """
+        CREATE UNIQUE INDEX pregelkit_runs_active ON pregelkit_runs (thread_id)
+        WHERE status IN ('queued', 'running', 'sleeping', 'waiting')
+        """,
+        # a claim takes the due ones in due order and stops at its LIMIT: the
+        # runs waiting for later (or for ever) are never walked
+        """
+        CREATE INDEX pregelkit_runs_due ON pregelkit_runs (due_at)
+        WHERE status IN ('sleeping', 'waiting') AND due_at IS NOT NULL
+        """,
+        # topic '' is the default topic; sender is the idempotency key of a
+        # send made inside a workflow, consumed_by the key of the recv that
+        # took the message (each UNIQUE: once each)
+        """
+        CREATE TABLE pregelkit_messages (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            thread_id TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            sender TEXT UNIQUE,
+            value_type TEXT NOT NULL,
+            value BLOB NOT NULL,
+            created_at REAL NOT NULL,
+            consumed_by TEXT UNIQUE,
+            consumed_at REAL
+        )
+        """,
+        """
+        CREATE INDEX pregelkit_messages_unconsumed ON pregelkit_messages (thread_id, topic, seq)
+        WHERE consumed_by IS NULL
+        """,
+        """
+        CREATE TABLE pregelkit_events (
+            thread_id TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value_type TEXT NOT NULL,
+            value BLOB NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (thread_id, key)
+        )
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
