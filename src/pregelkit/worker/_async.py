@@ -154,7 +154,7 @@ class AsyncWorker(WorkerFront):
             return None
         try:
             return await self._core.saver.arun_queue(
-                outcome.plan, "record a run's end", single=True
+                outcome.plan, "record a run's end", single=outcome.single
             )
         except Exception as exc:
             self._core.settle_failed(outcome, exc)

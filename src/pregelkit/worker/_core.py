@@ -20,6 +20,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -31,12 +32,13 @@ from pregelkit._internal._constants import (
     INTERRUPT,
     METADATA_KEY_RUN,
 )
-from pregelkit.checkpoint import _runqueue
+from pregelkit.checkpoint import _runqueue, _waits
 from pregelkit.checkpoint.base import BaseCheckpointSaver, no_run_queue
 from pregelkit.errors import (
     GraphDrained,
     LeaseLostError,
     RunCancelledError,
+    RunSuspended,
     StorageError,
 )
 from pregelkit.pregel._exec.stop import POLL_SECONDS
@@ -88,6 +90,9 @@ class Outcome:
     refills: bool = False
     """The plan also claims the run that takes this one's slot
     (``_runqueue.finish_and_claim``)."""
+    single: bool = True
+    """The plan's statements need no transaction around them (each is
+    whole on its own): not when a child run's end wakes its parent."""
 
     def log(self) -> None:
         """A failed run's traceback goes with its message."""
@@ -285,6 +290,20 @@ class WorkerCore:
             return Outcome(
                 partial(_runqueue.hand_back, lease=lease), f"{what}: handed back (stopping)"
             )
+        if isinstance(exc, RunSuspended):
+            # the slot is free: the row says what the run waits for, and a
+            # worker claims it again once it is due
+            plan = partial(
+                _waits.suspend,
+                lease=lease,
+                status=exc.status,
+                kind=exc.kind,
+                due_at=exc.due_at,
+                topic=exc.topic,
+            )
+            # one statement for a sleep; a wait also looks whether what it
+            # waits for came meanwhile, in the same transaction
+            return Outcome(plan, f"{what}: {waiting_for(exc)}", single=exc.kind == "sleep")
         if isinstance(exc, StorageError):
             # the database failed: give the run back if it can still be
             # reached, else its lease lapses and another worker takes it
@@ -295,7 +314,10 @@ class WorkerCore:
                 exc,
             )
         self.finished += 1
-        finish = partial(self._finish, lease, exc)
+        child = (
+            None if claimed.parent_thread is None else (claimed.parent_thread, claimed.thread_id)
+        )
+        finish = partial(self._finish, lease, exc, child)
         if isinstance(exc, RunCancelledError):
             return finish(_runqueue.CANCELLED, None, str(exc), f"{what}: cancelled")
         if exc is not None:
@@ -317,6 +339,7 @@ class WorkerCore:
         self,
         lease: tuple[str, int],
         exc: BaseException | None,
+        child: tuple[str, str] | None,
         status: str,
         result: tuple[str, bytes] | None,
         error: str | None,
@@ -326,10 +349,14 @@ class WorkerCore:
         """A run's end recorded with the claim of the run that takes its
         slot, in one statement (a run's end and the next one's start cost
         one transaction, not two): unless the worker stops, or the run
-        ended by an exception that stops the worker's thread too."""
-        ending = partial(_runqueue.finish, lease=lease, status=status, result=result, error=error)
+        ended by an exception that stops the worker's thread too. A child
+        run's end also wakes its parent, in the same transaction."""
+        ending = partial(
+            _runqueue.finish, lease=lease, status=status, result=result, error=error, child=child
+        )
+        single = child is None
         if self.stopping or not isinstance(exc, Exception | None):
-            return Outcome(ending, message, level, exc)
+            return Outcome(ending, message, level, exc, single=single)
         self.refilling += 1
         plan = partial(
             _runqueue.finish_and_claim,
@@ -339,7 +366,7 @@ class WorkerCore:
             workflows=self.names,
             lease_seconds=self.lease_seconds,
         )
-        return Outcome(plan, message, level, exc, refills=True)
+        return Outcome(plan, message, level, exc, refills=True, single=single)
 
     def recorded(
         self, outcome: Outcome, answer: Any
@@ -402,6 +429,21 @@ class WorkerCore:
         if count:
             waits += " to the queue"
         log.info("stopping (%s): claiming no more runs; %s", self.stop_reason, waits)
+
+
+def waiting_for(suspended: RunSuspended) -> str:
+    """What a suspended run waits for, as the worker logs it."""
+    until = "" if suspended.due_at is None else f" until {_when(suspended.due_at)}"
+    if suspended.kind == "sleep":
+        return f"sleeping{until}"
+    if suspended.kind == "child":
+        return f"waiting for child thread {suspended.topic!r}{until}"
+    topic = "the default topic" if not suspended.topic else f"topic {suspended.topic!r}"
+    return f"waiting for a message on {topic}{until}"
+
+
+def _when(due_at: float) -> str:
+    return datetime.fromtimestamp(due_at, UTC).isoformat(timespec="seconds")
 
 
 class WorkerFront:

@@ -163,7 +163,9 @@ class Worker(WorkerFront):
         if outcome.plan is None:
             return None
         try:
-            return self._core.saver.run_queue(outcome.plan, "record a run's end", single=True)
+            return self._core.saver.run_queue(
+                outcome.plan, "record a run's end", single=outcome.single
+            )
         except Exception as exc:
             self._core.settle_failed(outcome, exc)
             return None
