@@ -381,3 +381,39 @@ _V5_RUN = (
 def _fetch(d: Any, sql: str) -> Any:
     rows = yield d.q(sql, (), "all")
     return rows
+
+
+def test_a_worker_records_a_suspended_run_and_a_childs_end(
+    queue_db: tuple[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    import fleet_flows
+    from pregelkit.errors import RunSuspended
+    from pregelkit.worker._core import WorkerCore
+
+    _, saver = queue_db
+    core = WorkerCore([fleet_flows.chain], saver, concurrency=2, lease_seconds=30, worker_id="me")
+    parent = submit_run(saver, "chain", 1, cfg("p"))
+    child = submit_run(saver, "chain", 1, cfg("p/child/0"), parent_thread="p")
+    claimed = run(saver, _runqueue.claim, "me", ["chain"], 2, 30, now=NOW)
+    by_thread = {c.thread_id: c for c in claimed}
+    for c in claimed:
+        core.start(c)
+    suspended = RunSuspended("waiting", "child", None, "p/child/0")
+    with caplog.at_level(logging.INFO, logger="pregelkit.worker"):
+        outcome = core.outcome(by_thread["p"], None, suspended)
+        outcome.log()
+    assert "waiting for child thread 'p/child/0'" in caplog.text
+    assert outcome.plan is not None and not outcome.single
+    assert saver.run_queue(outcome.plan, "suspend") is True
+    assert parent.record().status == "waiting" and core.finished == 0
+    # the child ends (the worker stopping: a plain finish) and wakes it
+    core.stopping = True
+    ended = core.outcome(by_thread["p/child/0"], 2, None)
+    assert ended.plan is not None and not ended.single
+    saver.run_queue(ended.plan, "finish")
+    assert child.result(timeout=5) == 2
+    assert parent.record().due_at is not None
+    (woken,) = run(saver, _runqueue.claim, "me", ["chain"], 2, 30)
+    assert woken.run_id == parent.run_id
