@@ -49,6 +49,7 @@ __all__ = [
     "RunHandle",
     "RunRecord",
     "asubmit_run",
+    "describe_wait",
     "list_runs",
     "submit_run",
 ]
@@ -119,6 +120,33 @@ class RunRecord:
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
+
+    @property
+    def waits_for(self) -> str | None:
+        """What a sleeping or waiting run waits for, in words (``None`` for
+        a run in another status)."""
+        if self.status not in (SLEEPING, WAITING):
+            return None
+        return describe_wait(self.wait_kind, self.due_at, self.wait_topic)
+
+
+def describe_wait(kind: str | None, due_at: float | None, topic: str | None) -> str:
+    """What a run waits for, after its status: ``until 2026-11-29 15:00:00
+    UTC`` (a sleep), ``for a message on topic 'orders'``, ``for child thread
+    'p/child/0'``, with the deadline of a wait that has one."""
+    import datetime
+
+    until = ""
+    if due_at is not None:
+        when = datetime.datetime.fromtimestamp(due_at, datetime.UTC)
+        until = f"until {when:%Y-%m-%d %H:%M:%S} UTC"
+    if kind == "sleep" or kind is None:
+        return until
+    if kind == "child":
+        what = f"for child thread {topic!r}"
+    else:
+        what = "for a message on " + (f"topic {topic!r}" if topic else "the default topic")
+    return f"{what} {until}".rstrip()
 
 
 def _request(

@@ -17,7 +17,16 @@ from typing import Any, TextIO
 
 from pregelkit.cli._commands import _cli, _known_state, _resume_command, _state
 from pregelkit.cli._db import Database, open_database
-from pregelkit.cli._lifecycle import CANCELLED, DONE, QUEUED, RUNNING, ThreadState, refuse
+from pregelkit.cli._lifecycle import (
+    ACTIVE,
+    CANCELLED,
+    DONE,
+    RUNNING,
+    SLEEPING,
+    WAITING,
+    ThreadState,
+    refuse,
+)
 from pregelkit.cli._options import add_command
 from pregelkit.cli._render import _print_json, clean
 
@@ -75,12 +84,14 @@ def _cancel(args: argparse.Namespace, db: Database, state: ThreadState) -> str:
     if state.status == CANCELLED:
         return f"thread {thread_id} is cancelled already"
     run = state.run
-    if run is not None and state.status in (QUEUED, RUNNING):
+    if run is not None and state.status in ACTIVE:
         from pregelkit.checkpoint.runs import RunHandle
 
         cancelled = RunHandle(db.saver, run.run_id, thread_id).cancel() == CANCELLED
         # the mark keeps any run of it from starting until it is resumed
         db.saver.put_thread_control(thread_id, CANCELLED)
+        if cancelled and run.status in (SLEEPING, WAITING):
+            return f"cancelled: run {run.run_id} of thread {thread_id} while it was {run.status}"
         if cancelled and state.saved is None:
             return (
                 f"cancelled: run {run.run_id} of thread {thread_id} before it started "

@@ -17,8 +17,7 @@ from pregelkit.cli._ctrl_c import CtrlC, ctrl_c, leave_now, run_async
 from pregelkit.cli._db import DEFAULT_DB, ENTRYPOINT_KEY, TARGET_KEY, Database, open_database
 from pregelkit.cli._errors import CliError
 from pregelkit.cli._lifecycle import (
-    QUEUED,
-    RUNNING,
+    ACTIVE,
     UNREADABLE,
     ThreadState,
     queued_threads,
@@ -453,7 +452,7 @@ def cmd_threads(args: argparse.Namespace, out: TextIO) -> int:
             [
                 [
                     r["thread_id"],
-                    r["status"],
+                    " ".join(filter(None, (r["status"], r.get("waits_for")))),
                     _cell(r.get("step")),
                     _cell(r.get("checkpoints")),
                     _when(r.get("updated")),
@@ -505,26 +504,25 @@ def _thread_row(db: Database, thread_id: str) -> dict[str, Any] | None:
     state = state_of(db, thread_id, latest)
     if state is None:
         return None
-    status = state.status
+    status, run = state.status, state.run
+    row: dict[str, Any] = {"thread_id": thread_id, "status": status}
     if latest is None:
         # a queued run that has not saved a checkpoint yet
-        run = state.run
-        return {
-            "thread_id": thread_id,
-            "status": status,
-            "step": None,
-            "checkpoints": 0,
-            "updated": _iso(run.created_at) if run is not None else None,
-            "entrypoint": spec,
-        }
-    return {
-        "thread_id": thread_id,
-        "status": status,
-        "step": latest.metadata.get("step"),
-        "checkpoints": db.checkpoint_count(thread_id),
-        "updated": latest.checkpoint["ts"],
-        "entrypoint": spec,
-    }
+        row.update(
+            step=None,
+            checkpoints=0,
+            updated=_iso(run.created_at) if run is not None else None,
+        )
+    else:
+        row.update(
+            step=latest.metadata.get("step"),
+            checkpoints=db.checkpoint_count(thread_id),
+            updated=latest.checkpoint["ts"],
+        )
+    row["entrypoint"] = spec
+    if run is not None and run.status == status and run.waits_for is not None:
+        row["waits_for"] = run.waits_for  # sleeping or waiting: until when, for what
+    return row
 
 
 def _iso(seconds: float) -> str:
@@ -703,7 +701,7 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
 
     with open_database(args.db, create=False, inspect=True) as db:
         state = _known_state(db, args.thread)
-        if state.run is not None and state.run.status in (QUEUED, RUNNING):
+        if state.run is not None and state.run.status in ACTIVE:
             raise refuse(
                 state,
                 "delete",

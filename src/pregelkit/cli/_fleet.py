@@ -19,14 +19,25 @@ from pregelkit.cli._answer import pending_interrupts, resume_map
 from pregelkit.cli._commands import _cli, _db_args, _parse_json, _state
 from pregelkit.cli._db import Database, open_database
 from pregelkit.cli._errors import CliError
-from pregelkit.cli._lifecycle import INTERRUPTED, QUEUED, RUNNING, ThreadState, refuse
+from pregelkit.cli._lifecycle import ACTIVE, INTERRUPTED, ThreadState, refuse
 from pregelkit.cli._options import add_command, add_filters
 from pregelkit.cli._render import _print_json, clean, shell_join
 from pregelkit.cli._target import load_target, recorded
 
 __all__ = ["register"]
 
-STATUSES = ("queued", "running", "interrupted", "done", "failed", "cancelled")
+STATUSES = (
+    "queued",
+    "running",
+    "sleeping",
+    "waiting",
+    "interrupted",
+    "done",
+    "failed",
+    "cancelled",
+)
+"""The run statuses (``checkpoint._runqueue.STATUSES``, not imported to
+build the parser)."""
 
 
 def register(sub: Any, common: argparse.ArgumentParser, tables: argparse.ArgumentParser) -> None:
@@ -184,8 +195,8 @@ def _check_answerable(args: argparse.Namespace, state: ThreadState | None) -> No
             thread_id=args.thread,
         )
     run = state.run
-    if (run is not None and run.status in (QUEUED, RUNNING)) or state.saved == INTERRUPTED:
-        return  # a queued or running run is returned as it is
+    if (run is not None and run.status in ACTIVE) or state.saved == INTERRUPTED:
+        return  # the thread's active run is returned as it is
     raise refuse(
         state,
         "submit a resume of",
@@ -214,6 +225,8 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
     for r in records:
         if r.status == "running" and r.lease_left is not None:
             note = f"{r.worker} (lease {r.lease_left:.0f}s)"
+        elif r.waits_for is not None:
+            note = r.waits_for
         elif r.waiting:
             note, hint = _waiting_note(r.waiting, r.workflow, args)
             hints.setdefault(r.workflow, hint)

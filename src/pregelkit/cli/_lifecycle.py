@@ -22,10 +22,20 @@ if TYPE_CHECKING:
     from pregelkit.checkpoint.runs import RunRecord
     from pregelkit.cli._db import Database
 
-__all__ = ["ThreadState", "latest_run", "queued_threads", "refuse", "state_of", "thread_status"]
+__all__ = [
+    "ACTIVE",
+    "ThreadState",
+    "latest_run",
+    "queued_threads",
+    "refuse",
+    "state_of",
+    "thread_status",
+]
 
 QUEUED = "queued"
 RUNNING = "running"
+SLEEPING = "sleeping"
+WAITING = "waiting"
 INTERRUPTED = "interrupted"
 FAILED = "failed"
 PENDING = "pending"
@@ -36,6 +46,8 @@ UNREADABLE = "unreadable"
 THREAD_STATUSES = (
     QUEUED,
     RUNNING,
+    SLEEPING,
+    WAITING,
     INTERRUPTED,
     FAILED,
     PENDING,
@@ -46,6 +58,8 @@ THREAD_STATUSES = (
 )
 """Every status ``pregelkit threads`` shows (``unreadable``: its latest
 checkpoint cannot be loaded): the choices of ``threads --status``."""
+ACTIVE = (QUEUED, RUNNING, SLEEPING, WAITING)
+"""The statuses of a thread's active queued run (one at a time)."""
 
 
 @dataclass(frozen=True)
@@ -81,9 +95,9 @@ def latest_run(db: Database, thread_id: str) -> RunRecord | None:
     return None if handle is None else handle.record()
 
 
-_UNSAVED = (QUEUED, RUNNING, CANCELLED)
+_UNSAVED = (QUEUED, RUNNING, SLEEPING, WAITING, CANCELLED)
 """The states of a thread its queued run gives while it has no checkpoint:
-submitted, being started, or cancelled before it started."""
+submitted, being started (or waiting already), or cancelled before it started."""
 
 
 def _known_unsaved(db: Database, run: RunRecord | None) -> bool:
@@ -99,8 +113,9 @@ def queued_threads(db: Database) -> list[str]:
     """Threads the run queue knows that may have no checkpoint yet."""
     if not db.saver.has_run_queue:
         return []
+    marks = ", ".join("?" for _ in _UNSAVED)
     rows = db._rows(
-        "SELECT DISTINCT thread_id FROM pregelkit_runs WHERE status IN (?, ?, ?)", _UNSAVED
+        f"SELECT DISTINCT thread_id FROM pregelkit_runs WHERE status IN ({marks})", _UNSAVED
     )
     return [str(r[0]) for r in rows]
 
@@ -108,12 +123,13 @@ def queued_threads(db: Database) -> list[str]:
 def thread_status(db: Database, tup: CheckpointTuple | None, run: RunRecord | None) -> str:
     """``running`` (a run holds the thread now: a process's lock or a
     worker's lease), ``queued`` (a submitted run waits for a worker),
+    ``sleeping`` or ``waiting`` (its run waits: ``pregelkit.durable``),
     ``cancelled`` or ``drained`` (its run-control mark), else what its latest
     checkpoint says (``interrupted``, ``failed``, ``pending``, ``done``)."""
     thread_id = tup.config["configurable"]["thread_id"] if tup is not None else None
     if thread_id is None and run is not None:
         thread_id = run.thread_id
-    if run is not None and run.status in (QUEUED, RUNNING):
+    if run is not None and run.status in (QUEUED, RUNNING, SLEEPING, WAITING):
         return run.status
     if thread_id is not None and db.is_running(thread_id):
         return RUNNING
@@ -157,6 +173,8 @@ def _described(state: ThreadState) -> str:
         return f"queued (run {run.run_id}, waiting for a worker serving {run.workflow!r})"
     if status == RUNNING:
         return "running right now"
+    if status in (SLEEPING, WAITING) and run is not None and run.waits_for:
+        return f"{status} ({run.waits_for})"
     if status == CANCELLED and state.saved is None:
         return "cancelled before it ever ran"
     if status == CANCELLED:

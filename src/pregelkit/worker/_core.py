@@ -20,7 +20,6 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -34,6 +33,7 @@ from pregelkit._internal._constants import (
 )
 from pregelkit.checkpoint import _runqueue, _waits
 from pregelkit.checkpoint.base import BaseCheckpointSaver, no_run_queue
+from pregelkit.checkpoint.runs import describe_wait
 from pregelkit.errors import (
     GraphDrained,
     LeaseLostError,
@@ -433,17 +433,8 @@ class WorkerCore:
 
 def waiting_for(suspended: RunSuspended) -> str:
     """What a suspended run waits for, as the worker logs it."""
-    until = "" if suspended.due_at is None else f" until {_when(suspended.due_at)}"
-    if suspended.kind == "sleep":
-        return f"sleeping{until}"
-    if suspended.kind == "child":
-        return f"waiting for child thread {suspended.topic!r}{until}"
-    topic = "the default topic" if not suspended.topic else f"topic {suspended.topic!r}"
-    return f"waiting for a message on {topic}{until}"
-
-
-def _when(due_at: float) -> str:
-    return datetime.fromtimestamp(due_at, UTC).isoformat(timespec="seconds")
+    what = describe_wait(suspended.kind, suspended.due_at, suspended.topic)
+    return f"{suspended.status} {what}".rstrip()
 
 
 class WorkerFront:
