@@ -45,8 +45,8 @@ def test_runs_and_threads_say_what_a_run_waits_for(
     queue_db: tuple[str, Any], capfd: pytest.CaptureFixture[str]
 ) -> None:
     url, saver = queue_db
-    # 2026-11-29 15:00:00 UTC
-    due = 1_795_964_400.0
+    # 2036-11-11 07:06:40 UTC
+    due = 2_110_000_000.0  # in the future: not claimed meanwhile
     for thread, kind, topic, at in (
         ("s", "sleep", None, due),
         ("m", "recv", "orders", None),
@@ -62,9 +62,9 @@ def test_runs_and_threads_say_what_a_run_waits_for(
         saver.run_queue(suspend, "suspend")
     assert main(["runs", "--db", url, "--wide"]) == 0
     out = capfd.readouterr().out
-    assert "sleeping" in out and "until 2026-11-29 15:00:00 UTC" in out
+    assert "sleeping" in out and "until 2036-11-11 07:06:40 UTC" in out
     assert "for a message on topic 'orders'" in out
-    assert "for child thread 'c/child/0' until 2026-11-29 15:00:00 UTC" in out
+    assert "for child thread 'c/child/0' until 2036-11-11 07:06:40 UTC" in out
     assert main(["runs", "--db", url, "--status", "waiting", "--json"]) == 0
     rows = [json.loads(line) for line in capfd.readouterr().out.splitlines()]
     assert {(r["thread_id"], r["wait_kind"], r["wait_topic"]) for r in rows} == {
@@ -74,7 +74,7 @@ def test_runs_and_threads_say_what_a_run_waits_for(
     assert main(["threads", "--db", url, "--status", "sleeping", "--json"]) == 0
     (row,) = json.loads(capfd.readouterr().out)
     assert (row["thread_id"], row["status"]) == ("s", "sleeping")
-    assert row["waits_for"] == "until 2026-11-29 15:00:00 UTC"
+    assert row["waits_for"] == "until 2036-11-11 07:06:40 UTC"
     assert main(["threads", "--db", url, "--wide"]) == 0
     assert "waiting for a message on topic 'orders'" in capfd.readouterr().out
     # an active run: the thread cannot be deleted under it, and a cancel ends it

@@ -278,26 +278,37 @@ def test_a_wait_does_not_make_the_claim_walk_the_waiting_runs(
         "VALUES (?, ?, 'w', ?, 0, 'json', ?, 'json', ?, ?, 'recv', '', 0, 0)"
     )
     params = [(r, t, s, b"1", b"{}", due) for r, t, s, due in rows]
+    # and 10,000 messages, two in three of them taken
+    message = (
+        "INSERT INTO pregelkit_messages (thread_id, topic, value_type, value, created_at, "
+        "consumed_by) VALUES (?, '', 'json', ?, 0, ?)"
+    )
+    messages = [(f"t{i % 100}", b"1", f"k{i}" if i % 3 else None) for i in range(10_000)]
     if postgres:
         with saver.conn.connection() as conn, conn.cursor() as cur:
             cur.executemany(insert.replace("?", "%s"), params)
+            cur.executemany(message.replace("?", "%s"), messages)
             cur.execute("ANALYZE pregelkit_runs")
+            cur.execute("ANALYZE pregelkit_messages")
     else:
         saver.conn.executemany(insert, params)
+        saver.conn.executemany(message, messages)
         saver.conn.execute("ANALYZE")
         saver.conn.commit()
     d = _runqueue.POSTGRES if postgres else _runqueue.SQLITE
+    taking = _waits.take(d, "t1", "", "key", now=NOW)
     plans = {
-        "claim": next(_runqueue.claim(d, "me", ["w"], 4, 30, now=NOW)),
-        "wake": next(_runqueue.wake(d, "t3", "recv", "", NOW)),
+        "claim": (next(_runqueue.claim(d, "me", ["w"], 4, 30, now=NOW)), "pregelkit_runs_due"),
+        "wake": (next(_runqueue.wake(d, "t3", "recv", "", NOW)), "pregelkit_runs_active"),
+        "taken": (next(taking), "pregelkit_messages_consumed"),
+        "take": (taking.send(None), "pregelkit_messages_unconsumed"),
     }
-    for name, statement in plans.items():
+    for name, (statement, index) in plans.items():
         plan = _explain(saver, statement)
         print(f"{d.name} {name}:\n{plan}")
+        assert index in plan, plan
         if name == "claim":
-            assert "pregelkit_runs_due" in plan and "pregelkit_runs_claim" in plan, plan
-        else:
-            assert "pregelkit_runs_active" in plan, plan
+            assert "pregelkit_runs_claim" in plan, plan
         assert "SCAN pregelkit_runs\n" not in plan + "\n" and "Seq Scan" not in plan, plan
     # the earliest due first, and only those due
     due = claim(saver, NOW + 2)

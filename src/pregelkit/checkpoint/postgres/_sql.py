@@ -182,7 +182,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
         # topic '' is the default topic; sender is the idempotency key of a
         # send made inside a workflow, consumed_by the key of the recv that
-        # took the message (each UNIQUE: once each)
+        # took the message (each unique: once each)
         """
         CREATE TABLE pregelkit_messages (
             seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -192,13 +192,20 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             value_type text NOT NULL,
             value bytea NOT NULL,
             created_at double precision NOT NULL,
-            consumed_by text UNIQUE,
+            consumed_by text,
             consumed_at double precision
         )
         """,
         """
         CREATE INDEX pregelkit_messages_unconsumed ON pregelkit_messages (thread_id, topic, seq)
         WHERE consumed_by IS NULL
+        """,
+        # a partial index, not a UNIQUE column: SQLite's planner took a UNIQUE
+        # column's index for `consumed_by IS NULL` (every unconsumed message
+        # of every thread) over the one above
+        """
+        CREATE UNIQUE INDEX pregelkit_messages_consumed ON pregelkit_messages (consumed_by)
+        WHERE consumed_by IS NOT NULL
         """,
         """
         CREATE TABLE pregelkit_events (
