@@ -4,12 +4,11 @@ A wake time is wall-clock time (seconds since the epoch), written once when
 a wait starts and read by whichever process resumes the run; an in-process
 wait counts the time left on the monotonic clock, so a wall clock that
 jumps neither cuts it short nor stretches it. ``pregelkit.testing`` swaps
-the clock for one a test moves forward by hand.
+in a clock a test moves forward by hand.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Protocol
 
@@ -17,32 +16,33 @@ __all__ = ["Clock", "SystemClock", "clock", "set_clock"]
 
 
 class Clock(Protocol):
+    slice: float
+    """The longest real-time pause of a waiter between two looks at the clock."""
+
     def now(self) -> float:
         """Wall-clock time, seconds since the epoch."""
         ...
 
-    def wait(self, seconds: float, cancelled: threading.Event | None = None) -> bool:
-        """Block for up to ``seconds`` of this clock's time; True if
-        ``cancelled`` was set meanwhile."""
+    def monotonic(self) -> float:
+        """Seconds on a clock that never jumps (in-process waits count on it)."""
         ...
 
-    def notify(self) -> None:
-        """Something a waiter may be waiting for happened (a fake clock's
-        waiters look again; the system clock's have their own events)."""
+    def sleeping(self, due: float) -> None:
+        """An in-process sleep starts that ends at ``due`` (a test clock may
+        jump there at once)."""
         ...
 
 
 class SystemClock:
+    slice = 0.2
+
     def now(self) -> float:
         return time.time()
 
-    def wait(self, seconds: float, cancelled: threading.Event | None = None) -> bool:
-        if cancelled is None:
-            time.sleep(max(0.0, seconds))
-            return False
-        return cancelled.wait(max(0.0, seconds))
+    def monotonic(self) -> float:
+        return time.monotonic()
 
-    def notify(self) -> None:
+    def sleeping(self, due: float) -> None:
         return None
 
 

@@ -40,22 +40,50 @@ class SubmitAPI:
         return saver, self.name
 
     def submit(
-        self, input: Any, config: Mapping[str, Any] | None = None, *, priority: int = 0
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        priority: int = 0,
+        detach: bool = False,
     ) -> RunHandle:
         """Queue a run of this workflow and return at once: a worker serving a
         workflow of this name (``pregelkit.Worker``) runs it. ``input`` is what
         ``invoke`` takes (a ``Command(resume=...)`` queues a resume); a higher
         ``priority`` is taken first. While the thread has a queued or running
-        run, submitting again returns that run's handle."""
+        run, submitting again returns that run's handle.
+
+        Inside a running workflow this starts a *child workflow* and returns
+        its ``ChildHandle`` (see ``pregelkit.durable``): recorded, so a replay
+        finds the same child; its thread is derived from the parent's unless
+        ``config`` names one; ``detach=True`` keeps it running when the
+        parent is cancelled."""
+        from pregelkit.pregel._api.children import in_workflow, submit_child
+
+        if in_workflow():
+            return submit_child(self, input, config, detach=detach)  # type: ignore[arg-type]
+        if detach:
+            raise ValueError("submit(detach=True) is for a child workflow, submitted inside one")
         from pregelkit.checkpoint.runs import submit_run
 
         saver, name = self._queue()
         return submit_run(saver, name, input, config, priority)
 
     async def asubmit(
-        self, input: Any, config: Mapping[str, Any] | None = None, *, priority: int = 0
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        priority: int = 0,
+        detach: bool = False,
     ) -> RunHandle:
         """The async twin of ``submit``."""
+        from pregelkit.pregel._api.children import asubmit_child, in_workflow
+
+        if in_workflow():
+            return await asubmit_child(self, input, config, detach=detach)  # type: ignore[arg-type]
+        if detach:
+            raise ValueError("submit(detach=True) is for a child workflow, submitted inside one")
         from pregelkit.checkpoint.runs import asubmit_run
 
         saver, name = self._queue()

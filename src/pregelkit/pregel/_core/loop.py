@@ -74,7 +74,7 @@ from pregelkit.pregel._core.stream import (
     interrupted_values,
     tee,
 )
-from pregelkit.pregel._exec.stop import DRAINED, RunStop
+from pregelkit.pregel._exec.stop import LETS_TASKS_FINISH, RunStop
 from pregelkit.pregel._graph.call import Call
 from pregelkit.pregel._graph.scope import RunContext, TaskScope
 from pregelkit.pregel._plan.algo import (
@@ -181,6 +181,8 @@ class PregelLoop:
         self.run.emit_raw = self.out.forward
         self.run.emit_at = self.out.emit_at if stream is not None else None
         self.run.stream_subgraphs = stream_subgraphs
+        self.run.durability = durability
+        self.run.workflow = parent.run.workflow if parent else graph.name
         self.run.executor = getattr(graph, "executor", None) or (
             parent.run.executor if parent else None
         )
@@ -609,7 +611,7 @@ class PregelLoop:
         stop = self.mark.stop
         if stop.reason is not None and (
             task_id in stop.refused
-            or (writes[0][0] == ERROR and stop.reason != DRAINED)
+            or (writes[0][0] == ERROR and stop.reason not in LETS_TASKS_FINISH)
             or stop.abandoned
         ):
             return _NONE  # a task cut short by the stop (or by what stopping did to it)

@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pregelkit.errors import GraphBubbleUp, GraphDrained, RunCancelledError
+from pregelkit.errors import GraphBubbleUp, GraphDrained, RunCancelledError, RunSuspended
 
 if TYPE_CHECKING:
     import asyncio
@@ -39,6 +39,7 @@ __all__ = [
     "INTERRUPTED",
     "LEFT",
     "POLL_SECONDS",
+    "SUSPENDED",
     "WATCHER",
     "RunStop",
     "StopRequested",
@@ -53,6 +54,11 @@ CANCELLED = "cancelled"
 """``cancel()`` marked the thread in the saver; also the name of that mark."""
 DRAINED = "drained"
 """A ``RunControl`` asked for a drain; also the mark a drained thread keeps."""
+SUSPENDED = "suspended"
+"""A run on a worker stopped to wait (``pregelkit.durable``); a worker
+resumes it when it is due. Like a drain, started tasks finish and are saved."""
+LETS_TASKS_FINISH = (DRAINED, SUSPENDED)
+"""The stops whose started tasks run to their end and are saved, errors included."""
 
 POLL_SECONDS = 0.1
 """How often a running thread's cancel mark is read from its saver: a
@@ -77,6 +83,7 @@ class RunStop:
         "reason",
         "refused",
         "runners",
+        "suspension",
     )
 
     def __init__(self) -> None:
@@ -95,6 +102,8 @@ class RunStop:
         self.abandoned = False
         """A second Ctrl-C: the run walks away from the tasks still running,
         and nothing they finish afterwards is saved."""
+        self.suspension: RunSuspended | None = None
+        """What a run stopped to wait for (``suspend``) waits for."""
 
     def request(self, reason: str, detail: str | None = None) -> None:
         """Stop the run; the first reason given is the one it stops for."""
@@ -102,7 +111,7 @@ class RunStop:
             return
         self.detail = detail
         self.reason = reason
-        if reason != DRAINED:
+        if reason not in LETS_TASKS_FINISH:
             for runner in list(self.runners):
                 futures = runner.futures
                 for fut in list(futures or ()):
@@ -118,6 +127,23 @@ class RunStop:
 
     def drain(self, reason: str) -> None:
         self.request(DRAINED, reason)
+
+    def suspend(self, wait: RunSuspended, now: float) -> None:
+        """A task of a run on a worker waits for ``wait``: the run stops and
+        is resumed when it is due. Tasks of the step waiting for something
+        else too leave one row to wake the run by: the earliest due time,
+        and a look again within a second when the waits differ (the row
+        names one thing to wake it)."""
+        held = self.suspension
+        if held is None:
+            if self.reason is None:
+                self.suspension = wait
+                self.request(SUSPENDED, wait.kind)
+            return
+        dues = [d for d in (held.due_at, wait.due_at) if d is not None]
+        if (held.kind, held.topic) != (wait.kind, wait.topic):
+            dues.append(now + 1.0)
+        held.due_at = min(dues) if dues else None
 
     def refuse(self, caller: PregelExecutableTask | None) -> StopRequested:
         """The error for a task call made after the stop; the caller's own
@@ -197,7 +223,7 @@ class RunStop:
         """What the caller sees instead of ``exc`` once the run has stopped:
         ``RunCancelledError`` or ``GraphDrained``; None to let ``exc`` through
         (leaving the stream, Ctrl-C and a cancelled task are the caller's own)."""
-        if self.reason not in (CANCELLED, DRAINED):
+        if self.reason not in (CANCELLED, DRAINED, SUSPENDED):
             return None
         if not isinstance(exc, Exception) and (
             isinstance(exc, (GeneratorExit, KeyboardInterrupt, SystemExit))
@@ -206,6 +232,8 @@ class RunStop:
             return None
         if self.reason == CANCELLED:
             return RunCancelledError(str(thread_id))
+        if self.reason == SUSPENDED and self.suspension is not None:
+            return self.suspension
         return GraphDrained(self.detail or "shutdown")
 
 

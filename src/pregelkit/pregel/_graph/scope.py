@@ -78,6 +78,7 @@ class RunContext:
         "channel_names",
         "checkpoint_id",
         "checkpointer",
+        "durability",
         "emit",
         "emit_at",
         "emit_raw",
@@ -94,6 +95,7 @@ class RunContext:
         "store",
         "stream_modes",
         "stream_subgraphs",
+        "workflow",
     )
 
     def __init__(
@@ -134,6 +136,10 @@ class RunContext:
         """Where task bodies run (``pregel._exec.remote``); None: here, on the pool."""
         self.run_id: str | None = None
         """Set when the run records or traces attempts; nested runs share it."""
+        self.durability = "async"
+        """When the run saves (``invoke(durability=...)``): its children save so too."""
+        self.workflow: str | None = None
+        """The name of the root graph (what a worker resumes the thread with)."""
 
 
 class TaskScope:

@@ -1,0 +1,55 @@
+"""Workflows that wait: durable timers, messages and events between
+workflows, child workflows.
+
+Inside a workflow (an ``@entrypoint``, a ``@task`` or a Pregel node):
+
+- ``sleep(seconds)`` / ``sleep_until(when)``: the wake time is saved once;
+  a replay never sleeps again, and a run whose process died is resumed by
+  a worker when it is due;
+- ``send(thread_id, value, topic=None)``: a message to another thread,
+  sent once however often the caller is replayed;
+- ``recv(topic=None, timeout=None)``: the next message on ``topic`` (``None``
+  is a topic of its own), each taken by exactly one ``recv``;
+- ``set_event(key, value)``: publish a value others read with ``get_event``.
+
+Outside a workflow: ``send(saver, thread_id, value, topic=None)``,
+``get_event(saver, thread_id, key, timeout=0)`` and ``waiting(wf, config)``.
+Async workflows use the ``a``-prefixed twins. A run that waits is still one
+run: ``invoke`` returns when it ends. See docs/guides/waiting.md.
+"""
+
+from __future__ import annotations
+
+from pregelkit.durable._primitives import (
+    Waiting,
+    aget_event,
+    arecv,
+    asend,
+    aset_event,
+    asleep,
+    asleep_until,
+    get_event,
+    recv,
+    send,
+    set_event,
+    sleep,
+    sleep_until,
+    waiting,
+)
+
+__all__ = [
+    "Waiting",
+    "aget_event",
+    "arecv",
+    "asend",
+    "aset_event",
+    "asleep",
+    "asleep_until",
+    "get_event",
+    "recv",
+    "send",
+    "set_event",
+    "sleep",
+    "sleep_until",
+    "waiting",
+]
