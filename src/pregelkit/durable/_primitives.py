@@ -18,10 +18,8 @@ from pregelkit.checkpoint import waits as mailbox
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.pregel._api.waits import (
     ablock,
-    aparked,
     arecord,
     block,
-    parked,
     record,
     scope_for,
     wait_for,
