@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pregelkit._internal._clock import clock
 from pregelkit.checkpoint import _runqueue, _waits
 from pregelkit.checkpoint.base import BaseCheckpointSaver, no_run_queue
 from pregelkit.checkpoint.memory import InMemorySaver
@@ -184,7 +183,6 @@ def _notify(saver: Saver) -> None:
     local = _local(saver)
     with local.changed:
         local.posted()
-    clock().notify()
 
 
 def _memory_send(

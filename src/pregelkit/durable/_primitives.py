@@ -15,11 +15,15 @@ from pregelkit._internal._clock import clock
 from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
 from pregelkit._internal._current import CURRENT
 from pregelkit.checkpoint import waits as mailbox
+from pregelkit.checkpoint._runqueue import SLEEPING, WAITING
 from pregelkit.checkpoint.base import BaseCheckpointSaver
+from pregelkit.checkpoint.runs import handle_of_thread
 from pregelkit.pregel._api.waits import (
     ablock,
+    aparked,
     arecord,
     block,
+    parked,
     record,
     scope_for,
     wait_for,
@@ -221,8 +225,11 @@ def sleep_until(when: datetime) -> None:
 
 
 def _sleep(scope: TaskScope, due: float) -> None:
-    with _Shown(scope, Waiting("sleeping", "sleep", _at(due))):
-        block(wait_for(scope, "sleeping", "sleep", due, None, takes=False), None)
+    with (
+        _Shown(scope, Waiting("sleeping", "sleep", _at(due))),
+        parked(scope, "sleeping", "sleep", due, None) as renew,
+    ):
+        block(wait_for(scope, "sleeping", "sleep", due, None, takes=False), None, renew)
 
 
 async def asleep(seconds: float | timedelta) -> None:
@@ -241,7 +248,9 @@ async def asleep_until(when: datetime) -> None:
 
 async def _asleep(scope: TaskScope, due: float) -> None:
     with _Shown(scope, Waiting("sleeping", "sleep", _at(due))):
-        await ablock(wait_for(scope, "sleeping", "sleep", due, None, takes=False), None)
+        async with aparked(scope, "sleeping", "sleep", due, None) as renew:
+            steps = wait_for(scope, "sleeping", "sleep", due, None, takes=False)
+            await ablock(steps, None, renew)
 
 
 # messages
@@ -299,9 +308,15 @@ def recv(topic: str | None = None, timeout: float | timedelta | None = None) -> 
     key, deadline = record(scope, RECV, _recv_key, secs)
     saver, thread = _saver(scope, "recv"), _own_thread(scope)
     wait = Waiting("waiting", "recv", _at(deadline), topic)
-    with _Shown(scope, wait):
+    seen = [mailbox.posted(saver)]
+
+    def nap(seconds: float) -> None:  # a send in this process wakes it at once
+        seen[0] = mailbox.wait_posted(saver, seen[0], seconds)
+
+    with _Shown(scope, wait), parked(scope, "waiting", "recv", deadline, stored) as renew:
         steps = wait_for(scope, "waiting", "recv", deadline, stored, takes=True)
-        _, value = block(steps, lambda: mailbox.take_message(saver, thread, stored, key))
+        take = lambda: mailbox.take_message(saver, thread, stored, key)  # noqa: E731
+        _, value = block(steps, take, renew, nap)
     return value
 
 
@@ -313,9 +328,16 @@ async def arecv(topic: str | None = None, timeout: float | timedelta | None = No
     key, deadline = await arecord(scope, RECV, _recv_key, secs)
     saver, thread = _saver(scope, "recv"), _own_thread(scope)
     wait = Waiting("waiting", "recv", _at(deadline), topic)
+    seen = [mailbox.posted(saver)]
+
+    async def nap(seconds: float) -> None:
+        seen[0] = await mailbox.await_posted(saver, seen[0], seconds)
+
     with _Shown(scope, wait):
-        steps = wait_for(scope, "waiting", "recv", deadline, stored, takes=True)
-        _, value = await ablock(steps, lambda: mailbox.atake_message(saver, thread, stored, key))
+        async with aparked(scope, "waiting", "recv", deadline, stored) as renew:
+            steps = wait_for(scope, "waiting", "recv", deadline, stored, takes=True)
+            take = lambda: mailbox.atake_message(saver, thread, stored, key)  # noqa: E731
+            _, value = await ablock(steps, take, renew, nap)
     return value
 
 
@@ -395,11 +417,12 @@ def waiting(wf: Any, config: Any) -> Waiting | None:
     if here is not None:
         return here
     saver = getattr(wf, "checkpointer", None)
-    if isinstance(saver, BaseCheckpointSaver):
-        row = mailbox.waiting_row(saver, thread)
-        if row is not None:
-            status, kind, due, topic = row
+    if isinstance(saver, BaseCheckpointSaver) and saver.has_run_queue:
+        handle = handle_of_thread(saver, thread)
+        record = None if handle is None else handle.record()
+        if record is not None and record.status in (SLEEPING, WAITING):
+            kind, topic, due = record.wait_kind or "", record.wait_topic, _at(record.due_at)
             if kind == "child":
-                return Waiting(status, kind, _at(due), None, topic)
-            return Waiting(status, kind, _at(due), (topic or None) if kind == "recv" else None)
+                return Waiting(record.status, kind, due, None, topic)
+            return Waiting(record.status, kind, due, (topic or None) if kind == "recv" else None)
     return None

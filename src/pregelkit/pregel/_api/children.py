@@ -31,7 +31,7 @@ from pregelkit._internal._current import CURRENT
 from pregelkit.checkpoint._runqueue import CANCELLED as CANCELLED_RUN
 from pregelkit.checkpoint._runqueue import DONE, FAILED, FINISHED, RUNNING, lease_of
 from pregelkit.checkpoint.runs import RunHandle
-from pregelkit.errors import ChildWorkflowError
+from pregelkit.errors import ChildWorkflowError, RunFailedError
 from pregelkit.pregel._api.waits import (
     ablock,
     aparked,
@@ -112,24 +112,30 @@ def _start_here(wf: Pregel, input: Any, config: dict[str, Any], detached: bool) 
     return local
 
 
-def _child_config(
-    scope: TaskScope, wf: Pregel, config: Mapping[str, Any] | None, call_id: str
-) -> dict[str, Any]:
-    conf = dict(scope.run.base_config.get(CONF, {}))
-    parent = conf.get(CONFIG_KEY_THREAD_ID)
-    given = dict(config or {})
-    child_conf = dict(given.get(CONF) or {})
-    if CONFIG_KEY_THREAD_ID not in child_conf:
-        if parent is None:
-            raise RuntimeError(
-                "a child workflow's thread is derived from its parent's, and this run has "
-                'none: invoke the parent with config={"configurable": {"thread_id": ...}} '
-                "or give the child one"
-            )
-        child_conf[CONFIG_KEY_THREAD_ID] = f"{parent}/{wf.name}/{call_id}"
-    child_conf.setdefault(CONFIG_KEY_DURABILITY, scope.run.durability)  # as its parent saves
+def _child_config(scope: TaskScope, given: Mapping[str, Any], thread: str) -> dict[str, Any]:
+    """The child's config: what the caller gave, its thread, the parent's
+    durability (a child saves as its parent does) and, in its metadata,
+    its parent's thread."""
+    conf = dict(given.get(CONF) or {})
+    conf[CONFIG_KEY_THREAD_ID] = thread
+    conf.setdefault(CONFIG_KEY_DURABILITY, scope.run.durability)
+    parent = scope.run.base_config.get(CONF, {}).get(CONFIG_KEY_THREAD_ID)
     metadata = {**(given.get("metadata") or {}), "parent_thread_id": parent}
-    return {**given, CONF: child_conf, "metadata": metadata}
+    return {**given, CONF: conf, "metadata": metadata}
+
+
+def _child_thread(scope: TaskScope, wf: Pregel, given: Mapping[str, Any], call_id: str) -> str:
+    named = (given.get(CONF) or {}).get(CONFIG_KEY_THREAD_ID)
+    if named is not None:
+        return str(named)
+    parent = scope.run.base_config.get(CONF, {}).get(CONFIG_KEY_THREAD_ID)
+    if parent is None:
+        raise RuntimeError(
+            "a child workflow's thread is derived from its parent's, and this run has "
+            'none: invoke the parent with config={"configurable": {"thread_id": ...}} '
+            "or give the child one"
+        )
+    return f"{parent}/{wf.name}/{call_id}"
 
 
 def _submit_body(name: str, input: Any, config: dict[str, Any], queued: bool) -> tuple[str, str]:
@@ -137,14 +143,19 @@ def _submit_body(name: str, input: Any, config: dict[str, Any], queued: bool) ->
     scope = CURRENT.get()
     assert scope is not None
     wf: Pregel = _WORKFLOWS[name]
-    full = _child_config(scope, wf, config, scope.task.id)
-    thread = str(full[CONF][CONFIG_KEY_THREAD_ID])
+    thread = _child_thread(scope, wf, config, scope.task.id)
+    full = _child_config(scope, config, thread)
     if not queued:
         return thread, ""
-    from pregelkit.checkpoint.runs import submit_run
+    from pregelkit.checkpoint.runs import handle_of_thread, submit_run
 
-    saver = _saver(wf)
-    handle = submit_run(saver, wf.name, input, full, 0)
+    parent = scope.run.base_config.get(CONF, {}).get(CONFIG_KEY_THREAD_ID)
+    # a child whose thread already ran (a crash came between its submit
+    # and the submit's record) is found, not queued again
+    found = handle_of_thread(_saver(wf), thread)
+    if found is not None:
+        return thread, found.run_id
+    handle = submit_run(_saver(wf), wf.name, input, full, 0, parent_thread=parent)
     return thread, handle.run_id
 
 
@@ -168,7 +179,7 @@ def submit_child(
     _WORKFLOWS[wf.name] = wf
     given = dict(config or {})
     thread, run_id = record(scope, SUBMIT, _submit_body, wf.name, input, given, queued)
-    return _handle(wf, input, given, thread, run_id, detach)
+    return _handle(wf, input, _child_config(scope, given, thread), run_id, detach)
 
 
 async def asubmit_child(
@@ -181,13 +192,13 @@ async def asubmit_child(
     _WORKFLOWS[wf.name] = wf
     given = dict(config or {})
     thread, run_id = await arecord(scope, SUBMIT, _submit_body, wf.name, input, given, queued)
-    return _handle(wf, input, given, thread, run_id, detach)
+    return _handle(wf, input, _child_config(scope, given, thread), run_id, detach)
 
 
 def _handle(
-    wf: Pregel, input: Any, given: dict[str, Any], thread: str, run_id: str, detach: bool
+    wf: Pregel, input: Any, config: dict[str, Any], run_id: str, detach: bool
 ) -> ChildHandle:
-    config = {**given, CONF: {**(given.get(CONF) or {}), CONFIG_KEY_THREAD_ID: thread}}
+    thread = str(config[CONF][CONFIG_KEY_THREAD_ID])
     # where the child runs is what was recorded: a child started in process
     # is resumed in process, even by a worker resuming its parent
     local = None if run_id else _start_here(wf, input, config, detach)
@@ -205,6 +216,9 @@ def _outcome_body(name: str, thread: str, run_id: str | None) -> tuple[bool, Any
         return False, (type(exc).__name__, str(exc))
     try:
         return True, RunHandle(_saver(wf), run_id, thread).result(timeout=0)
+    except RunFailedError as exc:  # the worker recorded "Type: message"
+        type_name, _, message = exc.error.partition(": ")
+        return False, (type_name, message)
     except Exception as exc:
         return False, (type(exc).__name__, str(exc))
 

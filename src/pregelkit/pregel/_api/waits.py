@@ -249,8 +249,10 @@ def block(
     steps: Generator[Effect, Any, Found],
     take: Callable[[], Found] | None,
     renew: Callable[[], object] | None = None,
+    nap: Callable[[float], object] = time.sleep,
 ) -> Found:
-    """Drive :func:`wait_for` in this thread (renewing a parked run's row)."""
+    """Drive :func:`wait_for` in this thread (renewing a parked run's row);
+    ``nap`` pauses (a ``recv`` wakes early for a send in this process)."""
     answer: Any = None
     renew_at = time.monotonic() + PARK_LEASE / 3
     while True:
@@ -260,7 +262,7 @@ def block(
             result: Found = done.value
             return result
         if type(effect) is Pause:
-            time.sleep(effect.seconds)
+            nap(effect.seconds)
             if renew is not None and time.monotonic() >= renew_at:
                 renew()
                 renew_at = time.monotonic() + PARK_LEASE / 3
@@ -274,6 +276,7 @@ async def ablock(
     steps: Generator[Effect, Any, Found],
     take: Callable[[], Awaitable[Found]] | None,
     renew: Callable[[], Awaitable[object]] | None = None,
+    nap: Callable[[float], Awaitable[object]] = asyncio.sleep,
 ) -> Found:
     """Drive :func:`wait_for` on the event loop."""
     answer: Any = None
@@ -285,7 +288,7 @@ async def ablock(
             result: Found = done.value
             return result
         if type(effect) is Pause:
-            await asyncio.sleep(effect.seconds)
+            await nap(effect.seconds)
             if renew is not None and time.monotonic() >= renew_at:
                 await renew()
                 renew_at = time.monotonic() + PARK_LEASE / 3

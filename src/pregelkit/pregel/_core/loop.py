@@ -182,7 +182,7 @@ class PregelLoop:
         self.run.emit_at = self.out.emit_at if stream is not None else None
         self.run.stream_subgraphs = stream_subgraphs
         self.run.durability = durability
-        self.run.workflow = parent.run.workflow if parent else graph.name
+        self.run.workflow = parent.run.workflow if parent else getattr(graph, "name", None)
         self.run.executor = getattr(graph, "executor", None) or (
             parent.run.executor if parent else None
         )

@@ -1,0 +1,249 @@
+"""Durable waits on workers (SQLite and PostgreSQL): a long wait suspends
+the run and frees its slot, a worker resumes it when it is due (a wake
+time passed, a message sent, a child ended), and an ``invoke`` run whose
+process died while it waited is taken over by a worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pregelkit import durable
+from pregelkit.checkpoint.base import BaseCheckpointSaver
+from pregelkit.checkpoint.postgres import PostgresSaver
+from pregelkit.checkpoint.runs import handle_of_thread
+from pregelkit.checkpoint.sqlite import SqliteSaver
+from pregelkit.errors import ChildWorkflowError
+from pregelkit.func import entrypoint, task
+from pregelkit.testing import FakeClock
+from pregelkit.worker import Worker
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _config(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+def _until(condition: Any, seconds: float = 30.0) -> None:
+    end = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Any]]:
+    """(connection string, saver) of an empty queue database."""
+    if request.param == "sqlite":
+        url = str(tmp_path / "q.db")
+        with SqliteSaver.from_conn_string(url) as saver:
+            saver.setup()
+            yield url, saver
+    else:
+        url = request.getfixturevalue("postgres_database")("pregelkit_durable_workers")
+        with PostgresSaver.from_conn_string(url) as saver:
+            saver.setup()
+            yield url, saver
+
+
+class Serving:
+    """A worker serving in a thread of this process until the test ends."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.thread = threading.Thread(target=worker.run, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.worker.stop()
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+
+
+def _status(saver: BaseCheckpointSaver[Any], thread: str) -> str | None:
+    handle = handle_of_thread(saver, thread)
+    return None if handle is None else handle.status()
+
+
+def test_a_sleep_suspends_the_run_and_a_worker_resumes_it_when_due(
+    db: tuple[str, Any],
+) -> None:
+    _, saver = db
+    ran: list[str] = []
+
+    @task
+    def note(what: str) -> str:
+        ran.append(what)
+        return what
+
+    @entrypoint(checkpointer=saver)
+    def napper(x: int) -> int:
+        note("before").result()
+        durable.sleep(3600)
+        note("after").result()
+        return x + 1
+
+    @entrypoint(checkpointer=saver)
+    def quick(x: int) -> int:
+        return x * 2
+
+    with FakeClock(skip_sleeps=False) as clock:
+        handle = napper.submit(1, _config("nap"))
+        serving = Serving(Worker([napper, quick], saver, concurrency=1, lease_seconds=5))
+        try:
+            _until(lambda: handle.status() == "sleeping")
+            wait = durable.waiting(napper, _config("nap"))
+            assert wait is not None and (wait.status, wait.kind) == ("sleeping", "sleep")
+            # the sleeper holds no slot: a run queued now runs on the one slot
+            assert quick.submit(4, _config("q")).result(timeout=30) == 8
+            assert handle.status() == "sleeping"
+            clock.advance(3601)
+            assert handle.result(timeout=30) == 2
+        finally:
+            serving.stop()
+    assert ran == ["before", "after"]
+
+
+def test_a_message_wakes_a_waiting_run(db: tuple[str, Any]) -> None:
+    _, saver = db
+
+    @entrypoint(checkpointer=saver)
+    def approver(claim: str) -> str:
+        return f"{claim}: {durable.recv(topic='decision')}"
+
+    handle = approver.submit("c1", _config("ap"))
+    serving = Serving(Worker([approver], saver, concurrency=1, lease_seconds=5))
+    try:
+        _until(lambda: handle.status() == "waiting")
+        wait = durable.waiting(approver, _config("ap"))
+        assert wait is not None and (wait.kind, wait.topic, wait.due_at) == (
+            "recv",
+            "decision",
+            None,
+        )
+        durable.send(saver, "ap", "approved", topic="decision")
+        assert handle.result(timeout=30) == "c1: approved"
+    finally:
+        serving.stop()
+
+
+def test_a_recv_timeout_on_a_worker_gives_none(db: tuple[str, Any]) -> None:
+    _, saver = db
+
+    @entrypoint(checkpointer=saver)
+    def patient(x: int) -> Any:
+        return durable.recv(timeout=1.5)
+
+    handle = patient.submit(0, _config("pt"))
+    serving = Serving(Worker([patient], saver, concurrency=1, lease_seconds=5))
+    try:
+        assert handle.result(timeout=30) is None
+    finally:
+        serving.stop()
+
+
+def test_children_on_workers_and_a_failed_one(db: tuple[str, Any]) -> None:
+    _, saver = db
+
+    @entrypoint(checkpointer=saver)
+    def shipment(parcel: str) -> str:
+        if parcel == "lost":
+            raise LookupError("no such parcel")
+        return f"{parcel} shipped"
+
+    @entrypoint(checkpointer=saver)
+    def order(parcels: list[str]) -> list[str]:
+        handles = [shipment.submit(p) for p in parcels]
+        out = []
+        for h in handles:
+            try:
+                out.append(h.result())
+            except ChildWorkflowError as exc:
+                out.append(f"failed: {exc.error}")
+        return out
+
+    handle = order.submit(["a", "lost", "b"], _config("ord"))
+    serving = Serving(Worker([order, shipment], saver, concurrency=2, lease_seconds=5))
+    try:
+        assert handle.result(timeout=60) == [
+            "a shipped",
+            "failed: LookupError: no such parcel",
+            "b shipped",
+        ]
+    finally:
+        serving.stop()
+
+
+def test_an_invoke_run_whose_process_died_while_it_slept_is_resumed_by_a_worker(
+    db: tuple[str, Any], tmp_path: Path
+) -> None:
+    url, saver = db
+    log = tmp_path / "log"
+    script = tmp_path / "sleeper.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys
+            from pregelkit import durable
+            from pregelkit.checkpoint.postgres import PostgresSaver
+            from pregelkit.checkpoint.sqlite import SqliteSaver
+            from pregelkit.func import entrypoint, task
+            from pregelkit.pregel._api import waits
+
+            waits.PARK_LEASE = 1.0  # the worker may take over a second after the death
+
+            @task
+            def note(what):
+                with open({str(log)!r}, "a") as f:
+                    f.write(what + "\\n")
+                return what
+
+            url = sys.argv[1]
+            opened = (PostgresSaver if url.startswith("postgres") else SqliteSaver)
+            with opened.from_conn_string(url) as saver:
+                @entrypoint(checkpointer=saver)
+                def sleeper(x):
+                    note("before").result()
+                    durable.sleep(2.5)
+                    note("after").result()
+                    return x * 3
+
+                if __name__ == "__main__":
+                    sleeper.invoke(7, {{"configurable": {{"thread_id": "inv"}}}})
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": SRC}
+    child = subprocess.Popen([sys.executable, str(script), url], env=env)
+    _until(lambda: _status(saver, "inv") == "sleeping")
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(30)
+
+    @task
+    def note(what: str) -> str:
+        with open(log, "a") as f:
+            f.write(what + "\n")
+        return what
+
+    @entrypoint(checkpointer=saver)
+    def sleeper(x: int) -> int:
+        note("before").result()
+        durable.sleep(2.5)
+        note("after").result()
+        return x * 3
+
+    worker = Worker([sleeper], saver, concurrency=1, lease_seconds=5)
+    assert worker.run_until_idle() == 1
+    assert sleeper.get_state(_config("inv")).values == 21
+    assert log.read_text().split() == ["before", "after"]
