@@ -16,12 +16,13 @@ advanced clock made due (workers judge due times by this clock too).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from datetime import datetime, timedelta
 from types import TracebackType
 
-from pregelkit._internal._clock import Clock, set_clock
+from pregelkit._internal._clock import Clock, clock, set_clock
 
 __all__ = ["FakeClock"]
 
@@ -39,6 +40,8 @@ class FakeClock:
             raise TypeError(
                 f"FakeClock(start=...) takes a datetime or seconds, got {type(start).__name__}"
             )
+        elif start is not None and not math.isfinite(start):
+            raise ValueError(f"FakeClock(start=...) takes a finite time, got {start!r}")
         self._now = time.time() if start is None else float(start)
         self._lock = threading.Lock()
         self.skip_sleeps = skip_sleeps
@@ -59,8 +62,12 @@ class FakeClock:
     def advance(self, by: float | timedelta) -> None:
         """Move the clock forward by ``by`` (seconds or a timedelta)."""
         seconds = by.total_seconds() if isinstance(by, timedelta) else by
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-            raise ValueError(f"advance() takes seconds >= 0 or a timedelta, got {by!r}")
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not 0 <= seconds < math.inf
+        ):
+            raise ValueError(f"advance() takes finite seconds >= 0 or a timedelta, got {by!r}")
         with self._lock:
             self._now += float(seconds)
 
@@ -76,6 +83,12 @@ class FakeClock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        assert self._before is not None
+        if self._before is None:
+            raise RuntimeError("this FakeClock is not in use: it was exited already")
+        if clock() is not self:
+            raise RuntimeError(
+                "FakeClocks are exited in the reverse order they were entered: another "
+                "one entered after this one is still in use"
+            )
         set_clock(self._before)
         self._before = None

@@ -86,6 +86,22 @@ def _seconds(value: Any, what: str) -> float:
     return seconds
 
 
+_LATEST = datetime(9999, 1, 1, tzinfo=UTC).timestamp()
+"""A wake time or deadline must come before this: a later one cannot be
+shown as a datetime (and would be recorded before failing at each replay)."""
+
+
+def _wait(value: Any, what: str) -> float:
+    """Seconds of a wait that starts now, checked before anything is recorded."""
+    seconds = _seconds(value, what)
+    if clock().now() + seconds >= _LATEST:
+        hint = " (with no timeout, it waits for ever)" if "recv" in what else ""
+        raise ValueError(
+            f"{what} takes a wait that ends before the year 9999, got {seconds!r} seconds{hint}"
+        )
+    return seconds
+
+
 def _timestamp(when: Any) -> float:
     if not isinstance(when, datetime):
         raise TypeError(f"sleep_until() takes a datetime, got {type(when).__name__}")
@@ -94,7 +110,10 @@ def _timestamp(when: Any) -> float:
             f"sleep_until() takes an aware datetime (a naive one, {when!r}, could mean any "
             "time zone): e.g. datetime.now(timezone.utc) + timedelta(days=3)"
         )
-    return when.timestamp()
+    at = when.timestamp()
+    if at >= _LATEST:
+        raise ValueError(f"sleep_until() takes a time before the year 9999, got {when!r}")
+    return at
 
 
 def _topic(topic: Any) -> str:
@@ -143,9 +162,11 @@ def _wake_at_time(when: float) -> float:
     return when
 
 
-def _recv_key(timeout: float | None) -> tuple[str, float | None]:
+def _recv_key(timeout: float | None, topic: str) -> tuple[str, float | None]:
     """The key the message is taken under (this call's own task id: the
-    same in every replay), and the timeout's deadline."""
+    same in every replay), and the timeout's deadline. ``topic`` is an
+    argument only to be recorded: a replay whose ``recv`` names another
+    topic is a ``NondeterminismError``, not the old topic's message."""
     scope = CURRENT.get()
     assert scope is not None
     return scope.task.id, None if timeout is None else clock().now() + timeout
@@ -212,7 +233,7 @@ def _at(due: float | None) -> datetime | None:
 def sleep(seconds: float | timedelta) -> None:
     """Wait ``seconds`` durably: the wake time is saved, a replay does not
     wait again, and a run whose process died goes on when it is due."""
-    secs = _seconds(seconds, "sleep()")
+    secs = _wait(seconds, "sleep()")
     scope = scope_for("sleep", is_async=False)
     _sleep(scope, record(scope, SLEEP, _wake_at, secs))
 
@@ -234,7 +255,7 @@ def _sleep(scope: TaskScope, due: float) -> None:
 
 async def asleep(seconds: float | timedelta) -> None:
     """The async twin of :func:`sleep`."""
-    secs = _seconds(seconds, "asleep()")
+    secs = _wait(seconds, "asleep()")
     scope = scope_for("sleep", is_async=True)
     await _asleep(scope, await arecord(scope, SLEEP, _wake_at, secs))
 
@@ -303,9 +324,9 @@ def recv(topic: str | None = None, timeout: float | timedelta | None = None) -> 
     """The next message to this thread on ``topic``, waited for durably;
     ``None`` once ``timeout`` seconds pass without one."""
     stored = _topic(topic)
-    secs = None if timeout is None else _seconds(timeout, "recv(timeout=...)")
+    secs = None if timeout is None else _wait(timeout, "recv(timeout=...)")
     scope = scope_for("recv", is_async=False)
-    key, deadline = record(scope, RECV, _recv_key, secs)
+    key, deadline = record(scope, RECV, _recv_key, secs, stored)
     saver, thread = _saver(scope, "recv"), _own_thread(scope)
     wait = Waiting("waiting", "recv", _at(deadline), topic)
     seen = [mailbox.posted(saver)]
@@ -323,9 +344,9 @@ def recv(topic: str | None = None, timeout: float | timedelta | None = None) -> 
 async def arecv(topic: str | None = None, timeout: float | timedelta | None = None) -> Any:
     """The async twin of :func:`recv`."""
     stored = _topic(topic)
-    secs = None if timeout is None else _seconds(timeout, "arecv(timeout=...)")
+    secs = None if timeout is None else _wait(timeout, "arecv(timeout=...)")
     scope = scope_for("recv", is_async=True)
-    key, deadline = await arecord(scope, RECV, _recv_key, secs)
+    key, deadline = await arecord(scope, RECV, _recv_key, secs, stored)
     saver, thread = _saver(scope, "recv"), _own_thread(scope)
     wait = Waiting("waiting", "recv", _at(deadline), topic)
     seen = [mailbox.posted(saver)]
@@ -411,7 +432,13 @@ def waiting(wf: Any, config: Any) -> Waiting | None:
     """What the thread of ``config`` waits for, or ``None``: a wait in this
     process, else what its run's queue row says (a run on a worker, or one
     whose process died while it waited)."""
-    thread = _thread_id((config or {}).get(CONF, {}).get(CONFIG_KEY_THREAD_ID), "waiting()")
+    conf = config.get(CONF) if isinstance(config, dict) else None
+    if not isinstance(conf, dict):
+        raise TypeError(
+            'waiting(wf, config) takes the thread\'s config, {"configurable": {"thread_id": ...}}, '
+            f"got {config!r}"
+        )
+    thread = _thread_id(conf.get(CONFIG_KEY_THREAD_ID), "waiting()")
     with _HERE_LOCK:
         here = _HERE.get(thread)
     if here is not None:
