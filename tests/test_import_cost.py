@@ -46,6 +46,15 @@ from pregelkit.types import (
     TimeoutPolicy,
 )
 
+DURABLE = (
+    # pregelkit.durable (issue 28): a workflow that waits for nothing pays nothing
+    "pregelkit.durable",
+    "pregelkit.testing",
+    "pregelkit.pregel._api.waits",
+    "pregelkit.pregel._api.children",
+    "pregelkit.checkpoint.waits",
+    "pregelkit.checkpoint._waits",
+)
 LAZY = (
     # optional extras: never imported by `import pregelkit`
     "psycopg",
@@ -85,6 +94,7 @@ LAZY = (
     "pregelkit.channels.any_value",
     "pregelkit.channels.named_barrier_value",
     "pregelkit.channels.untracked_value",
+    *DURABLE,
 )
 
 
@@ -98,6 +108,26 @@ def test_import_func_loads_no_optional_or_rarely_used_module() -> None:
     code = (
         "import sys, pregelkit, pregelkit.func\n"
         f"print(sorted(m for m in {LAZY!r} if m in sys.modules))\n"
+    )
+    assert _fresh(code) == "[]"
+
+
+def test_runs_that_wait_for_nothing_load_none_of_pregelkit_durable() -> None:
+    """Sync and async runs of an entrypoint with a task, on a saver with a
+    run queue (whose waits machinery is the heaviest), load no module of
+    ``pregelkit.durable``'s."""
+    code = (
+        "import asyncio, sqlite3, sys\n"
+        "from pregelkit.checkpoint.sqlite import SqliteSaver\n"
+        "from pregelkit.func import entrypoint, task\n"
+        "saver = SqliteSaver(sqlite3.connect(':memory:', check_same_thread=False))\n"
+        "@task\n"
+        "def add(x): return x + 1\n"
+        "@entrypoint(checkpointer=saver)\n"
+        "def wf(x): return add(x).result()\n"
+        "assert wf.invoke(1, {'configurable': {'thread_id': 'a'}}) == 2\n"
+        "assert asyncio.run(wf.ainvoke(1, {'configurable': {'thread_id': 'b'}})) == 2\n"
+        f"print(sorted(m for m in {DURABLE!r} if m in sys.modules))\n"
     )
     assert _fresh(code) == "[]"
 
