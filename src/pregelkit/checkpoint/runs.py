@@ -224,6 +224,14 @@ def handle_of_thread(saver: BaseCheckpointSaver[Any], thread_id: str) -> RunHand
     return None if run_id is None else RunHandle(saver, run_id, thread_id)
 
 
+async def ahandle_of_thread(saver: BaseCheckpointSaver[Any], thread_id: str) -> RunHandle | None:
+    """The async twin of :func:`handle_of_thread` (what an async saver
+    needs on its own event loop)."""
+    plan = partial(_runqueue.latest_of_thread, thread_id=thread_id)
+    run_id = await saver.arun_queue(plan, "runs")
+    return None if run_id is None else RunHandle(saver, run_id, thread_id)
+
+
 def cancel_thread_runs(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:
     """Cancel the thread's active run (queued, running, sleeping or
     waiting), if it has one (what

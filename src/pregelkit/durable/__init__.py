@@ -13,7 +13,8 @@ Inside a workflow (an ``@entrypoint``, a ``@task`` or a Pregel node):
 - ``set_event(key, value)``: publish a value others read with ``get_event``.
 
 Outside a workflow: ``send(saver, thread_id, value, topic=None)``,
-``get_event(saver, thread_id, key, timeout=0)`` and ``waiting(wf, config)``.
+``get_event(saver, thread_id, key, timeout=0)`` and ``waiting(wf, config)``
+(``awaiting`` in async code).
 Async workflows use the ``a``-prefixed twins. A run that waits is still one
 run: ``invoke`` returns when it ends. See docs/guides/waiting.md.
 """
@@ -28,6 +29,7 @@ from pregelkit.durable._primitives import (
     aset_event,
     asleep,
     asleep_until,
+    awaiting,
     get_event,
     recv,
     send,
@@ -45,6 +47,7 @@ __all__ = [
     "aset_event",
     "asleep",
     "asleep_until",
+    "awaiting",
     "get_event",
     "recv",
     "send",

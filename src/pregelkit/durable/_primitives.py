@@ -17,7 +17,7 @@ from pregelkit._internal._current import CURRENT
 from pregelkit.checkpoint import waits as mailbox
 from pregelkit.checkpoint._runqueue import SLEEPING, WAITING
 from pregelkit.checkpoint.base import BaseCheckpointSaver
-from pregelkit.checkpoint.runs import handle_of_thread
+from pregelkit.checkpoint.runs import RunRecord, ahandle_of_thread, handle_of_thread
 from pregelkit.pregel._api.waits import (
     ablock,
     aparked,
@@ -38,6 +38,7 @@ __all__ = [
     "aset_event",
     "asleep",
     "asleep_until",
+    "awaiting",
     "get_event",
     "recv",
     "send",
@@ -432,6 +433,28 @@ def waiting(wf: Any, config: Any) -> Waiting | None:
     """What the thread of ``config`` waits for, or ``None``: a wait in this
     process, else what its run's queue row says (a run on a worker, or one
     whose process died while it waited)."""
+    thread, here, saver = _waiting_args(wf, config)
+    if here is not None or saver is None:
+        return here
+    handle = handle_of_thread(saver, thread)
+    return None if handle is None else _waiting_of(handle.record())
+
+
+async def awaiting(wf: Any, config: Any) -> Waiting | None:
+    """The async twin of :func:`waiting` (for an async saver, which cannot
+    be read synchronously on its own event loop)."""
+    thread, here, saver = _waiting_args(wf, config)
+    if here is not None or saver is None:
+        return here
+    handle = await ahandle_of_thread(saver, thread)
+    return None if handle is None else _waiting_of(await handle.arecord())
+
+
+def _waiting_args(
+    wf: Any, config: Any
+) -> tuple[str, Waiting | None, BaseCheckpointSaver[Any] | None]:
+    """The thread, its wait in this process, and the saver whose queue to
+    read when there is none (``None``: no queue to read)."""
     conf = config.get(CONF) if isinstance(config, dict) else None
     if not isinstance(conf, dict):
         raise TypeError(
@@ -441,15 +464,16 @@ def waiting(wf: Any, config: Any) -> Waiting | None:
     thread = _thread_id(conf.get(CONFIG_KEY_THREAD_ID), "waiting()")
     with _HERE_LOCK:
         here = _HERE.get(thread)
-    if here is not None:
-        return here
     saver = getattr(wf, "checkpointer", None)
     if isinstance(saver, BaseCheckpointSaver) and saver.has_run_queue:
-        handle = handle_of_thread(saver, thread)
-        record = None if handle is None else handle.record()
-        if record is not None and record.status in (SLEEPING, WAITING):
-            kind, topic, due = record.wait_kind or "", record.wait_topic, _at(record.due_at)
-            if kind == "child":
-                return Waiting(record.status, kind, due, None, topic)
-            return Waiting(record.status, kind, due, (topic or None) if kind == "recv" else None)
-    return None
+        return thread, here, saver
+    return thread, here, None
+
+
+def _waiting_of(record: RunRecord) -> Waiting | None:
+    if record.status not in (SLEEPING, WAITING):
+        return None
+    kind, topic, due = record.wait_kind or "", record.wait_topic, _at(record.due_at)
+    if kind == "child":
+        return Waiting(record.status, kind, due, None, topic)
+    return Waiting(record.status, kind, due, (topic or None) if kind == "recv" else None)

@@ -1,0 +1,150 @@
+"""Workflows that wait, for the durable chaos test, and the worker process
+that serves them: ``python durable_flows.py sync|async DB EFFECTS``
+(with tests/ on PYTHONPATH) serves the sync family on a ``Worker`` or the
+async one on an ``AsyncWorker``.
+
+A ``peer`` pairs with another thread (of either family): it sleeps past
+the worker's suspend threshold, the initiator sends a ping and waits for
+the pong (``recv`` without timeout), the responder waits for the ping
+(``recv`` with a timeout) and answers; each then waits out a ``recv``
+that times out, starts a ``kid`` (which sleeps and publishes an event) and
+waits for its result. Each ``effect`` appends a line to ``EFFECTS``
+(``O_APPEND``: whole lines, whatever process writes) naming the thread,
+the step and the lease it ran under.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from typing import Any
+
+from pregelkit import durable
+from pregelkit.config import get_config
+from pregelkit.func import entrypoint, task
+from pregelkit.pregel.main import Pregel
+from pregelkit.worker import AsyncWorker, Worker, current_lease
+
+SLEEP = 1.2
+"""Seconds a peer sleeps: over the 1 s past which a worker suspends a run."""
+KID_SLEEP = 1.1
+TIMEOUT = 1.2
+"""Seconds the ``recv`` that gets nothing waits."""
+LEASE = 1.0
+CONCURRENCY = 4
+
+
+def _append(step: str) -> None:
+    lease = current_lease()
+    thread = get_config()["configurable"]["thread_id"]
+    line = f"{thread} {step} {lease.fence if lease else -1} {os.getpid()}\n".encode()
+    fd = os.open(os.environ["DURABLE_EFFECTS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def expected(job: dict[str, Any], partner: dict[str, Any]) -> dict[str, Any]:
+    """What ``peer``/``apeer`` returns for ``job``: the initiator gets its
+    own ``k`` back plus 1000, the responder the initiator's ``k``."""
+    got = job["k"] + 1000 if job["first"] else partner["k"]
+    return {"got": got, "none": None, "child": job["k"] * 2}
+
+
+def sync_flows(saver: Any) -> list[Pregel]:
+    @task
+    def effect(step: str) -> str:
+        _append(step)
+        return step
+
+    @entrypoint(checkpointer=saver)
+    def kid(x: int) -> int:
+        effect("kid-start").result()
+        durable.sleep(KID_SLEEP)
+        durable.set_event("kid", x)
+        effect("kid-end").result()
+        return x * 2
+
+    @entrypoint(checkpointer=saver)
+    def peer(job: dict[str, Any]) -> dict[str, Any]:
+        effect("start").result()
+        durable.sleep(SLEEP)
+        if job["first"]:
+            durable.send(job["partner"], job["k"], topic="ping")
+            got = durable.recv(topic="pong")
+        else:
+            got = durable.recv(topic="ping", timeout=120)
+            durable.send(job["partner"], got + 1000, topic="pong")
+        effect("talked").result()
+        none = durable.recv(topic="never", timeout=TIMEOUT)
+        child = kid.submit(job["k"]).result()
+        durable.set_event("done", got)
+        effect("end").result()
+        return {"got": got, "none": none, "child": child}
+
+    return [peer, kid]
+
+
+def async_flows(saver: Any) -> list[Pregel]:
+    @task
+    async def effect(step: str) -> str:
+        _append(step)
+        return step
+
+    @entrypoint(checkpointer=saver)
+    async def akid(x: int) -> int:
+        await effect("kid-start")
+        await durable.asleep(KID_SLEEP)
+        await durable.aset_event("kid", x)
+        await effect("kid-end")
+        return x * 2
+
+    @entrypoint(checkpointer=saver)
+    async def apeer(job: dict[str, Any]) -> dict[str, Any]:
+        await effect("start")
+        await durable.asleep(SLEEP)
+        if job["first"]:
+            await durable.asend(job["partner"], job["k"], topic="ping")
+            got = await durable.arecv(topic="pong")
+        else:
+            got = await durable.arecv(topic="ping", timeout=120)
+            await durable.asend(job["partner"], got + 1000, topic="pong")
+        await effect("talked")
+        none = await durable.arecv(topic="never", timeout=TIMEOUT)
+        handle = await akid.asubmit(job["k"])
+        child = await handle.aresult()
+        await durable.aset_event("done", got)
+        await effect("end")
+        return {"got": got, "none": none, "child": child}
+
+    return [apeer, akid]
+
+
+def _serve_sync(db: str) -> None:
+    from crash_workflow import open_saver
+
+    with open_saver(db) as saver:
+        worker = Worker(sync_flows(saver), saver, concurrency=CONCURRENCY, lease_seconds=LEASE)
+        signal.signal(signal.SIGTERM, lambda *_: worker.stop("SIGTERM"))
+        worker.run()
+
+
+async def _serve_async(db: str) -> None:
+    from crash_workflow import open_async_saver
+
+    async with open_async_saver(db) as saver:
+        worker = AsyncWorker(
+            async_flows(saver), saver, concurrency=CONCURRENCY, lease_seconds=LEASE
+        )
+        await worker.run()
+
+
+if __name__ == "__main__":
+    kind, db, os.environ["DURABLE_EFFECTS"] = sys.argv[1:4]
+    if kind == "sync":
+        _serve_sync(db)
+    else:
+        asyncio.run(_serve_async(db))

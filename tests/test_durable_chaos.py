@@ -1,0 +1,181 @@
+"""Chaos for the durable primitives (issue 28's proof): worker processes,
+sync ``Worker`` and ``AsyncWorker``, SIGKILLed at random while their runs
+sleep, send, receive and wait for children, on SQLite and PostgreSQL.
+
+Pairs of ``peer`` threads (tests/durable_flows.py; sync and async, paired
+across families too) ping and pong, wait out a ``recv`` timeout and each
+start a child that sleeps. For ``PREGELKIT_DURABLE_CHAOS_SECONDS`` (default 8)
+a random worker is killed and replaced. At the end: every workflow
+returns its expected result; every message sent was consumed exactly once
+(``consumed_by`` set and unique) by the thread it was sent to, which got
+its value; each parent started exactly one child, which ran as one run to
+its end; and each side effect ran once, or again only under a later lease
+after its holder was killed (never twice under one lease).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import durable_flows
+import fleet_flows
+from fleet_harness import TESTS, cfg, wait_for
+from pregelkit.checkpoint.postgres import PostgresSaver
+from pregelkit.checkpoint.runs import handle_of_thread
+from pregelkit.checkpoint.sqlite import SqliteSaver
+
+pytestmark = pytest.mark.chaos
+
+PAIRS = int(os.environ.get("PREGELKIT_DURABLE_CHAOS_PAIRS", "8"))
+CHAOS_SECONDS = float(os.environ.get("PREGELKIT_DURABLE_CHAOS_SECONDS", "8"))
+KINDS = ("sync", "async", "sync", "async")
+"""The worker processes: two of each."""
+
+
+class Served:
+    """A worker process of durable_flows, its stderr kept in a file."""
+
+    def __init__(self, kind: str, db: str, effects: Path, tmp: Path) -> None:
+        self.kind = kind
+        self.err_path = tmp / f"{kind}-{time.monotonic_ns()}.err"
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+        }
+        with open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(TESTS / "durable_flows.py"), kind, db, str(effects)],
+                cwd=TESTS, env=env, stdout=subprocess.DEVNULL, stderr=err,
+            )  # fmt: skip
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        self.proc.wait(30)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Any]]:
+    if request.param == "sqlite":
+        url = str(tmp_path / "q.db")
+        with SqliteSaver.from_conn_string(url) as saver:
+            saver.setup()
+            yield url, saver
+    else:
+        url = request.getfixturevalue("postgres_database")("pregelkit_durable_chaos")
+        with PostgresSaver.from_conn_string(url) as saver:
+            saver.setup()
+            yield url, saver
+
+
+def _jobs() -> dict[str, dict[str, Any]]:
+    """Two peers per pair; the families go sync-sync, async-async,
+    sync-async and async-sync in turn."""
+    jobs = {}
+    for i in range(PAIRS):
+        fams = [("peer", "peer"), ("apeer", "apeer"), ("peer", "apeer"), ("apeer", "peer")][i % 4]
+        a, b = f"p{i}a", f"p{i}b"
+        jobs[a] = {"wf": fams[0], "partner": b, "k": 10 * i + 1, "first": True}
+        jobs[b] = {"wf": fams[1], "partner": a, "k": 10 * i + 2, "first": False}
+    return jobs
+
+
+def _rows(url: str, sql: str) -> list[tuple[Any, ...]]:
+    conn = fleet_flows.connect(url)
+    try:
+        return list(conn.execute(sql).fetchall())
+    finally:
+        conn.close()
+
+
+def _holding(url: str) -> Counter[int]:
+    """Runs held, by worker process id."""
+    rows = _rows(url, "SELECT worker FROM pregelkit_runs WHERE status = 'running'")
+    return Counter(int(worker.split(":")[-2]) for (worker,) in rows if worker)
+
+
+def test_kills_during_waits_lose_nothing_and_repeat_nothing(
+    db: tuple[str, Any], tmp_path: Path
+) -> None:
+    url, saver = db
+    effects = tmp_path / "effects"
+    rng = random.Random(int(os.environ.get("PREGELKIT_CHAOS_SEED", "28")))
+    flows = {wf.name: wf for wf in durable_flows.sync_flows(saver)}
+    flows["apeer"] = durable_flows.async_flows(saver)[0]
+    jobs = _jobs()
+    handles = {t: flows[job["wf"]].submit(job, cfg(t)) for t, job in jobs.items()}
+
+    start = time.monotonic()
+    pool = [Served(kind, url, effects, tmp_path) for kind in KINDS]
+    killed = hits = 0
+    try:
+        deadline = time.monotonic() + CHAOS_SECONDS
+        while time.monotonic() < deadline:
+            time.sleep(rng.uniform(0.3, 0.9))
+            # a worker holding runs when there is one: the kill then lands
+            # in a sleep, a send, a recv or a child's wait
+            held = _holding(url)
+            busy = [i for i, w in enumerate(pool) if held[w.proc.pid]] or range(len(pool))
+            victim = rng.choice(list(busy))
+            pool[victim].kill()
+            hits += held[pool[victim].proc.pid]
+            pool[victim] = Served(pool[victim].kind, url, effects, tmp_path)
+            killed += 1
+        wait_for(
+            "every workflow to finish",
+            lambda: all(h.status() in ("done", "failed", "cancelled") for h in handles.values()),
+            timeout=90,
+        )
+    finally:
+        for w in pool:
+            w.stop()
+    took = time.monotonic() - start
+    errs = "".join(p.read_text() for p in tmp_path.glob("*.err"))
+    for thread, h in handles.items():
+        assert h.result(timeout=1) == durable_flows.expected(
+            jobs[thread], jobs[jobs[thread]["partner"]]
+        ), (h.record(), errs)
+
+    # each message: sent once, consumed once, by the thread it went to
+    messages = _rows(url, "SELECT thread_id, topic, consumed_by FROM pregelkit_messages")
+    sent = sorted((t, "ping" if not job["first"] else "pong") for t, job in jobs.items())
+    assert sorted((t, topic) for t, topic, _ in messages) == sent
+    consumers = [c for _, _, c in messages]
+    assert None not in consumers and len(set(consumers)) == len(consumers), messages
+
+    # each parent started one child, which ran once, to its end
+    runs = _rows(url, "SELECT thread_id, status, parent_thread FROM pregelkit_runs")
+    per_thread = Counter(t for t, _, _ in runs)
+    assert max(per_thread.values()) == 1, per_thread
+    kids = {parent: t for t, _, parent in runs if parent is not None}
+    assert sorted(kids) == sorted(jobs)
+    assert all(status == "done" for _, status, _ in runs), runs
+    for parent, kid in kids.items():
+        kid_handle = handle_of_thread(saver, kid)
+        assert kid_handle is not None and kid_handle.result(timeout=1) == jobs[parent]["k"] * 2
+
+    # each side effect: once, or again only under a later lease
+    logged = Counter(tuple(line.split()[:3]) for line in effects.read_text().splitlines())
+    assert max(logged.values()) == 1, [k for k, n in logged.items() if n > 1]
+    steps = Counter((thread, step) for thread, step, _ in logged)
+    for thread in jobs:
+        assert {s for t, s in steps if t == thread} == {"start", "talked", "end"}
+        assert {s for t, s in steps if t == kids[thread]} == {"kid-start", "kid-end"}
+    again = sum(n - 1 for n in steps.values())
+    print(f"{killed} kills of workers holding {hits} runs, {took:.1f} s, {again} effects again")
+    assert hits  # the kills did hit runs in flight
