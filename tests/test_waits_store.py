@@ -428,3 +428,32 @@ def test_a_worker_records_a_suspended_run_and_a_childs_end(
     assert parent.record().due_at is not None
     (woken,) = run(saver, _runqueue.claim, "me", ["chain"], 2, 30)
     assert woken.run_id == parent.run_id
+
+
+def test_a_send_racing_a_suspend_is_never_lost(queue_db: tuple[str, Any]) -> None:
+    """A run suspends to wait for a message while another connection sends
+    it: whichever commits first, the run ends up due (after the claims of
+    the test's next runs, which go by NOW)."""
+    _, saver = queue_db
+    lost = []
+    for i in range(60):
+        thread = f"race{i}"
+        _, c = running(saver, thread)
+        start = threading.Barrier(2)
+
+        def suspend(c: Any = c, start: Any = start) -> None:
+            start.wait()
+            run(saver, _waits.suspend, lease(c), "waiting", "recv", None, "", now=NOW + 1)
+
+        def send(thread: str = thread, start: Any = start) -> None:
+            start.wait()
+            run(saver, _waits.send, thread, "", ("json", b"1"), None, now=NOW + 1)
+
+        threads = [threading.Thread(target=suspend), threading.Thread(target=send)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if RunHandle(saver, c.run_id, thread).record().due_at is None:
+            lost.append(thread)
+    assert not lost, f"wakes lost: {lost}"
