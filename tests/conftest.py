@@ -48,6 +48,17 @@ import _pg_server
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# pytest imports readline (capture.py's _readline_workaround), and GNU
+# readline writes COLUMNS=80 and LINES=24 into the process's C environment.
+# os.environ never shows them, but every child started without an env of its
+# own inherits them: pytest-xdist's workers (in whose os.environ they then
+# are), and so every ``pregelkit`` the tests start, whose tables honour
+# COLUMNS even on a pipe and were cut at 80 cells. A test that wants a width
+# sets COLUMNS itself.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+    os.unsetenv(_name)
+
 # No per-example deadline: a slow moment of a busy machine is not a failure.
 # Under CI the examples are derandomized, so a run explores what the previous
 # one did and a red CI always points at the change, not at a new random draw.
