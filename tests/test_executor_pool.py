@@ -115,3 +115,25 @@ def test_a_runs_executor_forgets_finished_jobs_but_not_a_failure() -> None:
             assert done.result() == i
             assert len(executor.tasks) <= 2 * SWEEP_AT
         assert failed in executor.tasks
+
+
+def test_walking_away_leaves_every_running_job_behind() -> None:
+    """A second Ctrl-C: the run's exit waits for no job still running, even
+    one the step's futures never recorded (a Ctrl-C landed between the job's
+    start and its recording), and a job not started never starts."""
+    from pregelkit.pregel._exec.run_executor import BackgroundExecutor
+
+    release, ran = threading.Event(), []
+    # one at a time: ``queued`` waits in the backlog until ``running`` ends
+    executor = BackgroundExecutor({"max_concurrency": 1})
+    with executor:
+        running = executor.submit(release.wait, 60)
+        while not running.running():
+            time.sleep(0.01)
+        queued = executor.submit(ran.append, 1)
+        executor.walk_away()
+        started = time.monotonic()
+    assert time.monotonic() - started < 5  # did not wait for ``running``
+    assert queued.cancelled() and not ran
+    release.set()
+    assert running.result(timeout=10)

@@ -330,7 +330,7 @@ class SyncPregelLoop(_Performer):
             # so that exiting saves their writes too
             try:
                 ctrl_c = self.run_stop.settle(
-                    partial(self._executor.__exit__, exc_type, exc_value, traceback), exc_value
+                    partial(self._exit_executor, exc_type, exc_value, traceback), exc_value
                 )
             finally:
                 suppress = self._finish(exc_value)
@@ -341,6 +341,21 @@ class SyncPregelLoop(_Performer):
         if ctrl_c is not None and not isinstance(exc_value, KeyboardInterrupt):
             raise ctrl_c
         return suppress
+
+    def _exit_executor(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """The executor's exit, which waits for the jobs still running; after
+        a second Ctrl-C, for none of them. The step's futures, which the stop
+        walks away from, may lack one: a Ctrl-C that lands between a job's
+        start and its recording there (a worker thread's start waits for the
+        thread, which may run the task meanwhile) leaves it to the executor."""
+        if self.run_stop.abandoned:
+            self._executor.walk_away()
+        self._executor.__exit__(exc_type, exc_value, traceback)
 
     def perform(self, effect: Save) -> Any:
         # _call_of's first cases, inline: once per task and once per step

@@ -181,6 +181,16 @@ class BackgroundExecutor(AbstractContextManager["BackgroundExecutor"]):
                 self.running += 1
                 self.pool.put(nxt)
 
+    def walk_away(self) -> None:
+        """Never wait for the jobs still running (a second Ctrl-C): the exit
+        passes them by, and those not started never start."""
+        with self.lock:
+            jobs = list(self.tasks)
+        abandon = pool_module().abandon
+        for job in jobs:
+            if not job.done():
+                abandon(job)
+
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
