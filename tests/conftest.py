@@ -89,6 +89,11 @@ def postgres_server() -> Iterator[str]:
 
 
 def _create_database(server_dsn: str, name: str) -> str:
+    # pytest-xdist's workers each start a server of their own, but share the
+    # one PREGELKIT_TEST_PG_DSN names: there each drops and makes its own
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and os.environ.get("PREGELKIT_TEST_PG_DSN"):
+        name = f"{name}_{worker}"
     with psycopg.connect(server_dsn, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
