@@ -71,23 +71,14 @@ def postgres_server(port: int | None = None) -> Iterator[str]:
             ) from None
         os.chown(root, entry.pw_uid, entry.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
-    data, log = os.path.join(root, "data"), os.path.join(root, "log")
-    port = port or free_port()
+    data = os.path.join(root, "data")
     try:
         _run(
             [*as_user, str(bindir / "initdb"), "-D", data, "-U", "postgres", "-A", "trust",
              "-E", "UTF8", "--no-locale", "--no-sync"],
             "initdb",
         )  # fmt: skip
-        options = (
-            f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
-        _run(
-            [*as_user, str(bindir / "pg_ctl"), "-D", data, "-l", log, "-o", options, "-w",
-             "-t", "60", "start"],
-            f"starting PostgreSQL (log: {log})",
-        )  # fmt: skip
+        port = _start(bindir, as_user, root, port)
         try:
             yield f"postgresql://postgres@127.0.0.1:{port}/postgres?sslmode=disable"
         finally:
@@ -98,3 +89,30 @@ def postgres_server(port: int | None = None) -> Iterator[str]:
             )
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _start(bindir: Path, as_user: list[str], root: str, port: int | None) -> int:
+    """Start the server initdb made under ``root``; its port. A free port is
+    free only when asked: another process (a client's own end of a
+    connection, another pytest-xdist worker's server) may take it before the
+    server binds it, and then another one is tried."""
+    data, log = os.path.join(root, "data"), os.path.join(root, "log")
+    attempts = 1 if port else 3
+    while True:
+        chosen = port or free_port()
+        options = (
+            f"-p {chosen} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
+        try:
+            _run(
+                [*as_user, str(bindir / "pg_ctl"), "-D", data, "-l", log, "-o", options, "-w",
+                 "-t", "60", "start"],
+                f"starting PostgreSQL (log: {log})",
+            )  # fmt: skip
+            return chosen
+        except PostgresUnavailable:
+            attempts -= 1
+            taken = "Address already in use" in Path(log).read_text("utf-8", "replace")
+            if not attempts or not taken:
+                raise
