@@ -8,7 +8,8 @@ the worker's suspend threshold, the initiator sends a ping and waits for
 the pong (``recv`` without timeout), the responder waits for the ping
 (``recv`` with a timeout) and answers; each then waits out a ``recv``
 that times out, starts a ``kid`` (which sleeps and publishes an event) and
-waits for its result. Each ``effect`` appends a line to ``EFFECTS``
+sends it a message (which may reach the child's thread before its
+run starts) and waits for its result. Each ``effect`` appends a line to ``EFFECTS``
 (``O_APPEND``: whole lines, whatever process writes) naming the thread,
 the step and the lease it ran under.
 """
@@ -51,7 +52,7 @@ def expected(job: dict[str, Any], partner: dict[str, Any]) -> dict[str, Any]:
     """What ``peer``/``apeer`` returns for ``job``: the initiator gets its
     own ``k`` back plus 1000, the responder the initiator's ``k``."""
     got = job["k"] + 1000 if job["first"] else partner["k"]
-    return {"got": got, "none": None, "child": job["k"] * 2}
+    return {"got": got, "none": None, "child": job["k"] * 3}
 
 
 def sync_flows(saver: Any) -> list[Pregel]:
@@ -63,10 +64,11 @@ def sync_flows(saver: Any) -> list[Pregel]:
     @entrypoint(checkpointer=saver)
     def kid(x: int) -> int:
         effect("kid-start").result()
+        hello = durable.recv(topic="hello", timeout=120)
         durable.sleep(KID_SLEEP)
         durable.set_event("kid", x)
         effect("kid-end").result()
-        return x * 2
+        return x * 2 + hello
 
     @entrypoint(checkpointer=saver)
     def peer(job: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +82,9 @@ def sync_flows(saver: Any) -> list[Pregel]:
             durable.send(job["partner"], got + 1000, topic="pong")
         effect("talked").result()
         none = durable.recv(topic="never", timeout=TIMEOUT)
-        child = kid.submit(job["k"]).result()
+        handle = kid.submit(job["k"])
+        durable.send(handle.thread_id, job["k"], topic="hello")
+        child = handle.result()
         durable.set_event("done", got)
         effect("end").result()
         return {"got": got, "none": none, "child": child}
@@ -97,10 +101,11 @@ def async_flows(saver: Any) -> list[Pregel]:
     @entrypoint(checkpointer=saver)
     async def akid(x: int) -> int:
         await effect("kid-start")
+        hello = await durable.arecv(topic="hello", timeout=120)
         await durable.asleep(KID_SLEEP)
         await durable.aset_event("kid", x)
         await effect("kid-end")
-        return x * 2
+        return x * 2 + hello
 
     @entrypoint(checkpointer=saver)
     async def apeer(job: dict[str, Any]) -> dict[str, Any]:
@@ -115,6 +120,7 @@ def async_flows(saver: Any) -> list[Pregel]:
         await effect("talked")
         none = await durable.arecv(topic="never", timeout=TIMEOUT)
         handle = await akid.asubmit(job["k"])
+        await durable.asend(handle.thread_id, job["k"], topic="hello")
         child = await handle.aresult()
         await durable.aset_event("done", got)
         await effect("end")

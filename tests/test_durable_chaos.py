@@ -31,6 +31,7 @@ import pytest
 import durable_flows
 import fleet_flows
 from fleet_harness import TESTS, cfg, wait_for
+from pregelkit import durable
 from pregelkit.checkpoint.postgres import PostgresSaver
 from pregelkit.checkpoint.runs import handle_of_thread
 from pregelkit.checkpoint.sqlite import SqliteSaver
@@ -153,21 +154,24 @@ def test_kills_during_waits_lose_nothing_and_repeat_nothing(
 
     # each message: sent once, consumed once, by the thread it went to
     messages = _rows(url, "SELECT thread_id, topic, consumed_by FROM pregelkit_messages")
-    sent = sorted((t, "ping" if not job["first"] else "pong") for t, job in jobs.items())
-    assert sorted((t, topic) for t, topic, _ in messages) == sent
+    runs = _rows(url, "SELECT thread_id, status, parent_thread FROM pregelkit_runs")
+    kids = {parent: t for t, _, parent in runs if parent is not None}
+    sent = [(t, "ping" if not job["first"] else "pong") for t, job in jobs.items()]
+    sent += [(kid, "hello") for kid in kids.values()]
+    assert sorted((t, topic) for t, topic, _ in messages) == sorted(sent)
     consumers = [c for _, _, c in messages]
     assert None not in consumers and len(set(consumers)) == len(consumers), messages
 
     # each parent started one child, which ran once, to its end
-    runs = _rows(url, "SELECT thread_id, status, parent_thread FROM pregelkit_runs")
     per_thread = Counter(t for t, _, _ in runs)
     assert max(per_thread.values()) == 1, per_thread
-    kids = {parent: t for t, _, parent in runs if parent is not None}
     assert sorted(kids) == sorted(jobs)
     assert all(status == "done" for _, status, _ in runs), runs
     for parent, kid in kids.items():
         kid_handle = handle_of_thread(saver, kid)
-        assert kid_handle is not None and kid_handle.result(timeout=1) == jobs[parent]["k"] * 2
+        assert kid_handle is not None and kid_handle.result(timeout=1) == jobs[parent]["k"] * 3
+        assert durable.get_event(saver, kid, "kid") == jobs[parent]["k"]
+        assert durable.get_event(saver, parent, "done") == handles[parent].result()["got"]
 
     # each side effect: once, or again only under a later lease
     logged = Counter(tuple(line.split()[:3]) for line in effects.read_text().splitlines())
