@@ -71,3 +71,21 @@ def test_claims_walk_the_claim_index(queue_db: tuple[str, Any]) -> None:
     # and it takes the oldest first
     (first, *_) = saver.run_queue(lambda d: _runqueue.claim(d, "me", ["w"], 4, 30), "claim")
     assert first.run_id == "r00000"
+
+
+def test_an_invokes_gate_probes_the_threads_active_run(queue_db: tuple[str, Any]) -> None:
+    """The check each ``invoke`` on SQLite starts with (a cancel mark, a
+    queued run of the thread) finds the thread's active run through
+    ``pregelkit_runs_active``, not by walking every run the thread ever had:
+    since migration 6 the index's condition is wider than the check's, which
+    SQLite's planner only sees spelled out (PostgreSQL's proves it)."""
+    from pregelkit.checkpoint.sqlite import _sql
+
+    _, saver = queue_db
+    if isinstance(saver, PostgresSaver):
+        return
+    saver.setup()
+    _fill(saver)
+    rows = saver.conn.execute("EXPLAIN QUERY PLAN " + _sql.SELECT_THREAD_GATE, ("t1", "t1"))
+    plan = "\n".join(str(row[-1]) for row in rows)
+    assert "pregelkit_runs_active" in plan, plan

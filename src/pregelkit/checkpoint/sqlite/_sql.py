@@ -443,9 +443,14 @@ def _metadata_test(value: Any) -> tuple[str, tuple[Any, ...]]:
 
 SELECT_THREAD_CONTROL = "SELECT mark FROM pregelkit_thread_control WHERE thread_id = ?"
 # Parameters: thread id, thread id. The mark, and the status of an active queued run.
+# The active index's condition is spelled out (as _runqueue.IS_ACTIVE) for SQLite's
+# planner: since migration 6 it is wider than 'queued', 'running', which alone took
+# pregelkit_runs_thread, a walk of every run the thread ever had.
 SELECT_THREAD_GATE = (
     "SELECT (SELECT mark FROM pregelkit_thread_control WHERE thread_id = ?), "
-    "(SELECT status FROM pregelkit_runs WHERE thread_id = ? AND status IN ('queued', 'running'))"
+    "(SELECT status FROM pregelkit_runs WHERE thread_id = ? "
+    "AND status IN ('queued', 'running', 'sleeping', 'waiting') "
+    "AND status IN ('queued', 'running'))"
 )
 UPSERT_THREAD_CONTROL = """
 INSERT INTO pregelkit_thread_control (thread_id, mark, updated_at)
