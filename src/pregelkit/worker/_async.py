@@ -88,8 +88,10 @@ class AsyncWorker(WorkerFront):
                     task.add_done_callback(runs.discard)
                 if until_idle and not claimed and await self._idle():
                     break
+                # asked every time: a claim that took runs starts the pauses over
+                pause_for = core.pause(len(claimed), plan is not None)
                 if not claimed or plan is None:
-                    await _wait(wake, core.pause(len(claimed), plan is not None))
+                    await _wait(wake, pause_for)
             core.log_stopping()
             if runs:  # stopping: they drain and are handed back
                 await asyncio.gather(*runs, return_exceptions=True)

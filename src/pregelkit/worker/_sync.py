@@ -98,8 +98,10 @@ class Worker(WorkerFront):
                         pool.submit(self._execute, run, *started)
                     if until_idle and not claimed and self._idle():
                         break
+                    # asked every time: a claim that took runs starts the pauses over
+                    pause_for = core.pause(len(claimed), plan is not None)
                     if not claimed or plan is None:
-                        self._event.wait(core.pause(len(claimed), plan is not None))
+                        self._event.wait(pause_for)
                         self._event.clear()
                 with self._lock:
                     core.log_stopping()
