@@ -69,7 +69,8 @@ def typecheck(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """pregelkit vs LangGraph benchmarks, then the worker fleet's
-    (benchmarks/fleet.py); writes docs/benchmarks.md.
+    (benchmarks/fleet.py) and runs that wait (benchmarks/waiting.py);
+    writes docs/benchmarks.md.
 
     pregelkit goes into this session's venv; LangGraph into a second venv
     beside it, so the two libraries' imports cannot interfere. Options after
@@ -106,6 +107,12 @@ def bench(session: nox.Session) -> None:
     session.run(
         "python",
         str(ROOT / "benchmarks" / "fleet.py"),
+        *(["--quick"] if "--quick" in session.posargs else []),
+    )
+    # runs that wait (issue 28): an idle fleet's cost, wake-up delays; its own section
+    session.run(
+        "python",
+        str(ROOT / "benchmarks" / "waiting.py"),
         *(["--quick"] if "--quick" in session.posargs else []),
     )
 
