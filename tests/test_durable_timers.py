@@ -22,6 +22,7 @@ from pregelkit import durable
 from pregelkit.channels.last_value import LastValue
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.memory import InMemorySaver
+from pregelkit.checkpoint.runs import handle_of_thread
 from pregelkit.checkpoint.sqlite import SqliteSaver
 from pregelkit.errors import NondeterminismError, RunCancelledError
 from pregelkit.func import entrypoint, task
@@ -176,6 +177,10 @@ def test_a_resumed_sleep_waits_out_only_the_rest(tmp_path: Path) -> None:
     # (the recorded wake time), not the whole sleep again
     assert float(waited) < 3.6
     assert log.read_text() == "step 1\nstep 2\n"
+    # the dead run's parked row was taken over and went with the wait: no
+    # worker will resume a thread that has moved on
+    with SqliteSaver.from_conn_string(str(db)) as saver:
+        assert handle_of_thread(saver, "k") is None
 
 
 def test_the_test_clock_skips_a_sleep_of_days() -> None:

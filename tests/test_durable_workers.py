@@ -23,7 +23,7 @@ from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.postgres import PostgresSaver
 from pregelkit.checkpoint.runs import handle_of_thread
 from pregelkit.checkpoint.sqlite import SqliteSaver
-from pregelkit.errors import ChildWorkflowError
+from pregelkit.errors import ChildWorkflowError, ThreadStateError
 from pregelkit.func import entrypoint, task
 from pregelkit.testing import FakeClock
 from pregelkit.worker import Worker
@@ -247,3 +247,33 @@ def test_an_invoke_run_whose_process_died_while_it_slept_is_resumed_by_a_worker(
     assert worker.run_until_idle() == 1
     assert sleeper.get_state(_config("inv")).values == 21
     assert log.read_text().split() == ["before", "after"]
+
+
+def test_a_run_sleeping_in_the_queue_is_not_raced_by_an_invoke(db: tuple[str, Any]) -> None:
+    """A worker takes no thread lock to resume a suspended run, so a run
+    started here meanwhile would race it: refused, with what to do; after
+    cancel and uncancel, ``invoke(None)`` resumes it here."""
+    _, saver = db
+
+    @entrypoint(checkpointer=saver)
+    def dozer(x: int) -> int:
+        durable.sleep(3600)
+        return x + 1
+
+    with FakeClock(skip_sleeps=False) as clock:
+        handle = dozer.submit(1, _config("dz"))
+        worker = Worker([dozer], saver, concurrency=1, lease_seconds=5)
+        serving = Serving(worker)
+        try:
+            _until(lambda: handle.status() == "sleeping")
+        finally:
+            serving.stop()
+        with pytest.raises(ThreadStateError, match=r"sleeping in the run queue.*uncancel"):
+            dozer.invoke(5, _config("dz"))
+        with pytest.raises(ThreadStateError, match="sleeping in the run queue"):
+            dozer.invoke(None, _config("dz"))
+        dozer.cancel(_config("dz"))
+        assert handle.status() == "cancelled"
+        dozer.uncancel(_config("dz"))
+        clock.advance(3600)
+        assert dozer.invoke(None, _config("dz")) == 2

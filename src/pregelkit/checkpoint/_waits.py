@@ -135,17 +135,18 @@ def park(
     says so, leased for ``lease_seconds`` (renewed by :func:`renew_park`),
     so a worker resumes the thread once it is due only if the process died.
     ``input``: what such a worker starts the run with (a serialized None:
-    it resumes from the checkpoint). The thread's own sleeping or waiting
-    row is taken over (this run's, or one no live process holds: a dead
-    process's, a suspended worker run's), else a row ``run_id`` is made.
+    it resumes from the checkpoint). The thread's sleeping or waiting row is
+    taken over, else a row ``run_id`` is made: the caller holds the thread
+    lock, so a row parked by another process is a dead one's (the live one
+    would hold the lock), and a worker's suspended row is resumed here.
     Returns the id of the row parked, or ``None`` when another run of the
     thread is active (queued, running, or parked by a live process)."""
     waits = (status, due_at, kind, topic, lease_seconds, *input)
     row = yield d.q(
         f"UPDATE pregelkit_runs SET {_PARK_SET} "
         f"WHERE thread_id = ? AND {IS_ACTIVE} AND status IN ('sleeping', 'waiting') "
-        "AND (run_id = ? OR lease_until IS NULL OR lease_until < {now}) RETURNING run_id",
-        (*waits, thread_id, run_id),
+        "RETURNING run_id",
+        (*waits, thread_id),
         "one",
     )
     if row is None:
@@ -196,6 +197,19 @@ def unpark(d: Dialect, run_id: str) -> RunPlan[bool]:
         "DELETE FROM pregelkit_runs WHERE run_id = ? AND status IN ('sleeping', 'waiting') "
         "RETURNING run_id",
         (run_id,),
+        "one",
+    )
+    return row is not None
+
+
+def drop_parked(d: Dialect, thread_id: str) -> RunPlan[bool]:
+    """A run resumed the thread after the process whose wait parked it died,
+    and has gone past that wait: the dead run's row goes (a worker would
+    otherwise resume a thread that has moved on)."""
+    row = yield d.q(
+        "DELETE FROM pregelkit_runs WHERE thread_id = ? AND status IN ('sleeping', 'waiting') "
+        "AND lease_until IS NOT NULL RETURNING run_id",
+        (thread_id,),
         "one",
     )
     return row is not None

@@ -428,6 +428,17 @@ async def apark(
     return await saver.arun_queue(plan, "park a waiting run")
 
 
+def drop_parked(saver: Saver, thread_id: str) -> bool:
+    """See ``_waits.drop_parked``."""
+    plan = partial(_waits.drop_parked, thread_id=thread_id)
+    return bool(_queue(saver).run_queue(plan, "drop a parked run", single=True))
+
+
+async def adrop_parked(saver: Saver, thread_id: str) -> bool:
+    plan = partial(_waits.drop_parked, thread_id=thread_id)
+    return bool(await _queue(saver).arun_queue(plan, "drop a parked run", single=True))
+
+
 def renew_park(saver: Saver, run_id: str, lease_seconds: float) -> bool:
     """Renew a parked run's lease; ``False``: no longer parked here (a
     worker took it over after the lease lapsed)."""

@@ -380,10 +380,14 @@ PRUNE_KEEP_LATEST = (
 
 
 SELECT_THREAD_CONTROL = "SELECT mark FROM pregelkit_thread_control WHERE thread_id = %s"
-# Parameters: thread id, thread id. The mark, and the status of an active queued run.
+# Parameters: thread id, thread id. The mark, and the status of the thread's active
+# queued run: queued, running, sleeping or waiting (a durable wait's row, suspended on
+# a worker), or 'parked' (a wait's row an invoke process made, and renews while it lives).
 SELECT_THREAD_GATE = (
     "SELECT (SELECT mark FROM pregelkit_thread_control WHERE thread_id = %s), "
-    "(SELECT status FROM pregelkit_runs WHERE thread_id = %s AND status IN ('queued', 'running'))"
+    "(SELECT CASE WHEN lease_until IS NOT NULL AND status IN ('sleeping', 'waiting') "
+    "THEN 'parked' ELSE status END FROM pregelkit_runs WHERE thread_id = %s "
+    "AND status IN ('queued', 'running', 'sleeping', 'waiting'))"
 )
 UPSERT_THREAD_CONTROL = """
 INSERT INTO pregelkit_thread_control (thread_id, mark) VALUES (%s, %s)

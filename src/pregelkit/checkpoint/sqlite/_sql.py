@@ -442,15 +442,16 @@ def _metadata_test(value: Any) -> tuple[str, tuple[Any, ...]]:
 
 
 SELECT_THREAD_CONTROL = "SELECT mark FROM pregelkit_thread_control WHERE thread_id = ?"
-# Parameters: thread id, thread id. The mark, and the status of an active queued run.
+# Parameters: thread id, thread id. The mark, and the status of the thread's active
+# queued run: queued, running, sleeping or waiting (a durable wait's row, suspended on
+# a worker), or 'parked' (a wait's row an invoke process made, and renews while it lives).
 # The active index's condition is spelled out (as _runqueue.IS_ACTIVE) for SQLite's
-# planner: since migration 6 it is wider than 'queued', 'running', which alone took
-# pregelkit_runs_thread, a walk of every run the thread ever had.
+# planner, which otherwise took pregelkit_runs_thread, a walk of every run the thread had.
 SELECT_THREAD_GATE = (
     "SELECT (SELECT mark FROM pregelkit_thread_control WHERE thread_id = ?), "
-    "(SELECT status FROM pregelkit_runs WHERE thread_id = ? "
-    "AND status IN ('queued', 'running', 'sleeping', 'waiting') "
-    "AND status IN ('queued', 'running'))"
+    "(SELECT CASE WHEN lease_until IS NOT NULL AND status IN ('sleeping', 'waiting') "
+    "THEN 'parked' ELSE status END FROM pregelkit_runs WHERE thread_id = ? "
+    "AND status IN ('queued', 'running', 'sleeping', 'waiting'))"
 )
 UPSERT_THREAD_CONTROL = """
 INSERT INTO pregelkit_thread_control (thread_id, mark, updated_at)

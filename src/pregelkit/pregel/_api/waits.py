@@ -33,7 +33,7 @@ from pregelkit._internal._ids import uuid6
 from pregelkit.checkpoint import waits as queue_waits
 from pregelkit.checkpoint._runqueue import lease_of
 from pregelkit.checkpoint.base import BaseCheckpointSaver
-from pregelkit.errors import RunSuspended
+from pregelkit.errors import LeaseLostError, RunSuspended
 from pregelkit.pregel._graph.call import Call, FnSpec
 from pregelkit.pregel._graph.scope import TaskScope
 
@@ -218,14 +218,26 @@ def parked(
     ``block`` calls every third of ``PARK_LEASE``, or None if not parked."""
     args = _park_args(scope, status, kind, due, topic)
     row = None if args is None else queue_waits.park(**args)
+    if scope.run.stale_park:  # taken over by the park, or dropped: past it now
+        scope.run.stale_park = False
+        if row is None:
+            queue_waits.drop_parked(scope.run.checkpointer, _thread_of(scope))
     if args is None or row is None:
         yield None
         return
     saver = args["saver"]
+
+    def renew() -> None:
+        if not queue_waits.renew_park(saver, row, PARK_LEASE):
+            raise _taken_over(row)
+
     try:
-        yield lambda: queue_waits.renew_park(saver, row, PARK_LEASE)
-    finally:
+        yield renew
+    except BaseException:
         queue_waits.unpark(saver, row)
+        raise
+    if not queue_waits.unpark(saver, row):
+        raise _taken_over(row)
 
 
 @contextlib.asynccontextmanager
@@ -235,14 +247,37 @@ async def aparked(
     """The async twin of :func:`parked`."""
     args = _park_args(scope, status, kind, due, topic)
     row = None if args is None else await queue_waits.apark(**args)
+    if scope.run.stale_park:
+        scope.run.stale_park = False
+        if row is None:
+            await queue_waits.adrop_parked(scope.run.checkpointer, _thread_of(scope))
     if args is None or row is None:
         yield None
         return
     saver = args["saver"]
+
+    async def renew() -> None:
+        if not await queue_waits.arenew_park(saver, row, PARK_LEASE):
+            raise _taken_over(row)
+
     try:
-        yield lambda: queue_waits.arenew_park(saver, row, PARK_LEASE)
-    finally:
+        yield renew
+    except BaseException:
         await queue_waits.aunpark(saver, row)
+        raise
+    if not await queue_waits.aunpark(saver, row):
+        raise _taken_over(row)
+
+
+def _thread_of(scope: TaskScope) -> str:
+    return str(scope.run.base_config[CONF][CONFIG_KEY_THREAD_ID])
+
+
+def _taken_over(row: str) -> LeaseLostError:
+    """This process stopped renewing its parked run for longer than
+    ``PARK_LEASE`` (it was paused), and a worker took the run over: this
+    run must write nothing more (the worker's does)."""
+    return LeaseLostError(row, 0, "waiting in this process (a worker took the run over)")
 
 
 def block(

@@ -261,7 +261,9 @@ class PregelLoop:
         if self.checkpointer is not None:
             gate = yield self.mark.opening(self.checkpoint_config)
             if gate is not None:
-                self.mark.opened(*gate)
+                self.mark.opened(gate[0], gate[1], resuming=self.input.input is None)
+                # a dead process's parked wait: this run takes it over (waits.parked)
+                self.run.stale_park = gate[1] == "parked"
             saved = yield LoadCheckpoint(self.checkpoint_config)
             latest = self.input.latest_config(self.checkpoint_config)
             if saved is not None and latest is not None:

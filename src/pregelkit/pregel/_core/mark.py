@@ -66,17 +66,32 @@ class ThreadMark:
             gate = "mark" if self.leased else "gate"
         return OpenThread(self.thread_id, config, self.locks, self.waits, gate)
 
-    def opened(self, mark: str | None, queued: str | None) -> None:
+    def opened(self, mark: str | None, queued: str | None, resuming: bool = False) -> None:
         """At the start of a run: a cancelled thread does not run (until
         ``uncancel``); a drained one does, its mark cleared once the input is
         accepted. A run started here while a queued run of the thread waits
-        for or has a worker would race it: refused."""
+        for or has a worker would race it: refused, as while its run sleeps
+        or waits in the queue (a worker takes no thread lock to resume it)."""
         if mark == CANCELLED:
             raise RunCancelledError(self.thread_id, starting=True)
         if queued == "running":
             raise ThreadBusyError(
                 self.thread_id,
                 "(A worker runs its queued run: cancel(config) stops it.)",
+            )
+        if queued == "parked" and resuming:
+            # an invoke run waiting in its process: that process holds the
+            # thread lock, so whoever got here after it is gone; its row is
+            # taken over when this run waits again (or goes when it ends)
+            queued = None
+        if queued in ("sleeping", "waiting", "parked"):
+            queued = "sleeping or waiting" if queued == "parked" else queued
+            raise ThreadStateError(
+                self.thread_id,
+                f"{queued} in the run queue (a durable wait)",
+                "run",
+                "a worker serving its workflow resumes it when it is due; to run it here "
+                "instead, cancel(config), uncancel(config), then invoke(None, config)",
             )
         if queued is not None:
             raise ThreadStateError(

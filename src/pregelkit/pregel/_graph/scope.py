@@ -94,6 +94,7 @@ class RunContext:
         "stop",
         "store",
         "stream_modes",
+        "stale_park",
         "stream_subgraphs",
         "workflow",
     )
@@ -138,6 +139,9 @@ class RunContext:
         """Set when the run records or traces attempts; nested runs share it."""
         self.durability = "async"
         """When the run saves (``invoke(durability=...)``): its children save so too."""
+        self.stale_park = False
+        """The run resumed a thread whose earlier run died while it waited in
+        its process: that run's queue row is this one's to take over or drop."""
         self.workflow: str | None = None
         """The name of the root graph (what a worker resumes the thread with)."""
 
