@@ -91,10 +91,10 @@ class RunContext:
         "resuming",
         "run_id",
         "runner",
+        "stale_park",
         "stop",
         "store",
         "stream_modes",
-        "stale_park",
         "stream_subgraphs",
         "workflow",
     )
