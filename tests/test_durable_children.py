@@ -5,6 +5,7 @@ again."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pregelkit import durable
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.checkpoint.memory import InMemorySaver
 from pregelkit.errors import ChildWorkflowError, RunCancelledError
@@ -55,6 +57,39 @@ def test_children_run_together_and_their_results_come_back(
         if t.config["configurable"]["thread_id"].startswith("o/ship/")
     )
     assert len(set(children)) == 3
+
+
+def test_async_children_in_process_run_on_the_parents_loop(
+    async_saver: BaseCheckpointSaver[Any], arun: Any
+) -> None:
+    """An async child of an async parent runs on the parent's event loop,
+    where the parent's async saver belongs: on a loop of its own (a thread
+    with ``asyncio.run``) an AsyncPostgresSaver's pool and locks were
+    another loop's, and a child whose saves met its parent's (several
+    children waited for together) failed with 'bound to a different event
+    loop' (found by test_durable_chaos)."""
+    loops: list[Any] = []
+
+    @entrypoint(checkpointer=async_saver)
+    async def aship(parcel: str) -> str:
+        loops.append(asyncio.get_running_loop())
+        for _ in range(3):
+            await durable.aset_event("at", parcel)  # saves meeting the parent's
+            await asyncio.sleep(0.05)
+        return f"shipped {parcel}"
+
+    @entrypoint(checkpointer=async_saver)
+    async def aorder(parcels: list[str]) -> list[str]:
+        handles = [await aship.asubmit(p) for p in parcels]
+        return [await h.aresult() for h in handles]
+
+    async def main() -> tuple[Any, list[str]]:
+        out = await aorder.ainvoke(["a", "b", "c", "d"], _config("ao"))
+        return asyncio.get_running_loop(), out
+
+    loop, out = arun(main())
+    assert out == ["shipped a", "shipped b", "shipped c", "shipped d"]
+    assert loops == [loop] * 4
 
 
 def test_a_replay_finds_the_same_child_and_does_not_run_it_again() -> None:

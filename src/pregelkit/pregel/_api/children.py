@@ -21,6 +21,7 @@ ran in this process (else a ``ChildFailure`` with its type and message).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Mapping
 from concurrent.futures import Future
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._constants import CONF, CONFIG_KEY_DURABILITY, CONFIG_KEY_THREAD_ID
 from pregelkit._internal._current import CURRENT
+from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint._runqueue import CANCELLED as CANCELLED_RUN
 from pregelkit.checkpoint._runqueue import DONE, FAILED, FINISHED, RUNNING, lease_of
 from pregelkit.checkpoint.runs import RunHandle
@@ -84,32 +86,62 @@ _LOCK = threading.Lock()
 
 def _start_here(wf: Pregel, input: Any, config: dict[str, Any], detached: bool) -> _Local:
     """The child's run in this process: the one already going, else a new
-    one on its own thread (resuming the thread if it has a checkpoint: the
-    parent is replayed after a crash, and the child had started)."""
+    one (resuming the thread if it has a checkpoint: the parent is replayed
+    after a crash, and the child had started). An async child submitted on
+    an event loop runs as a task of that loop, where its parent's async
+    saver belongs (on a loop of its own, an AsyncPostgresSaver's pool and
+    locks were another loop's); any other on a thread of its own."""
     key = (id(wf.checkpointer), str(config[CONF][CONFIG_KEY_THREAD_ID]))
     with _LOCK:
         local = _LOCAL.get(key)
         if local is not None and not (local.future.done() and local.future.exception()):
             return local
         local = _LOCAL[key] = _Local(wf, config, detached)
+    is_async = any(node.is_async for node in wf.nodes.values())
+    loop = running_loop() if is_async else None
+    if loop is not None:
+        # a fresh context, as on a thread: not the parent's task scope
+        task = loop.create_task(_arun(local, input), context=contextvars.Context())
+        _TASKS.add(task)
+        task.add_done_callback(_TASKS.discard)
+        return local
 
     def run() -> None:
         try:
-            state = wf.get_state(config)
-            if state.created_at is not None and not state.next:
-                local.future.set_result(state.values)  # it had finished
-                return
-            given = None if state.created_at is not None else input
-            if any(node.is_async for node in wf.nodes.values()):
-                out = asyncio.run(wf.ainvoke(given, config))
-            else:
-                out = wf.invoke(given, config)
-            local.future.set_result(out)
+            done, value = _resumed(wf.get_state(config), input)
+            if not done:
+                value = (
+                    asyncio.run(wf.ainvoke(value, config)) if is_async else wf.invoke(value, config)
+                )
+            local.future.set_result(value)
         except BaseException as exc:
             local.future.set_exception(exc)
 
     threading.Thread(target=run, name=f"pregelkit-child-{key[1]}", daemon=True).start()
     return local
+
+
+_TASKS: set[asyncio.Task[None]] = set()
+"""The children running as tasks here (the loop keeps only weak references)."""
+
+
+async def _arun(local: _Local, input: Any) -> None:
+    wf, config = local.wf, local.config
+    try:
+        done, value = _resumed(await wf.aget_state(config), input)
+        local.future.set_result(value if done else await wf.ainvoke(value, config))
+    except BaseException as exc:
+        local.future.set_exception(exc)
+        if not isinstance(exc, Exception):
+            raise
+
+
+def _resumed(state: Any, input: Any) -> tuple[bool, Any]:
+    """(True, output) when the child's thread had finished, else (False,
+    what to run it with: ``None`` to resume a started thread, else input)."""
+    if state.created_at is not None and not state.next:
+        return True, state.values
+    return False, None if state.created_at is not None else input
 
 
 def _child_config(scope: TaskScope, given: Mapping[str, Any], thread: str) -> dict[str, Any]:
