@@ -1,7 +1,8 @@
 """Workflows that wait, for the durable chaos test, and the worker process
 that serves them: ``python durable_flows.py sync|async DB EFFECTS``
 (with tests/ on PYTHONPATH) serves the sync family on a ``Worker`` or the
-async one on an ``AsyncWorker``.
+async one on an ``AsyncWorker``; ``python durable_flows.py invoke DB EFFECTS
+THREAD JOB`` runs one peer with ``invoke`` (its child runs in process).
 
 A ``peer`` pairs with another thread (of either family): it sleeps past
 the worker's suspend threshold, the initiator sends a ping and waits for
@@ -17,6 +18,7 @@ the step and the lease it ran under.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -25,6 +27,7 @@ from typing import Any
 from pregelkit import durable
 from pregelkit.config import get_config
 from pregelkit.func import entrypoint, task
+from pregelkit.pregel._api import waits
 from pregelkit.pregel.main import Pregel
 from pregelkit.worker import AsyncWorker, Worker, current_lease
 
@@ -148,9 +151,37 @@ async def _serve_async(db: str) -> None:
         await worker.run()
 
 
+def _invoke(db: str, thread: str, job: dict[str, Any], resume: bool) -> None:
+    """Run ``job`` in this process (``invoke``): its waits block here and
+    park the thread, which a worker takes over a second after this process
+    dies. ``resume``: ``invoke(None)``, what resumes a thread whose caller
+    died while it computed (nothing parked: no worker takes it over), or
+    starts it again if it died before saving anything."""
+    from crash_workflow import open_async_saver, open_saver
+
+    waits.PARK_LEASE = 1.0
+    config = {"configurable": {"thread_id": thread}}
+    if job["wf"] == "peer":
+        with open_saver(db) as saver:
+            peer = sync_flows(saver)[0]
+            started = resume and peer.get_state(config).next
+            peer.invoke(None if started else job, config)
+        return
+
+    async def main() -> None:
+        async with open_async_saver(db) as saver:
+            apeer = async_flows(saver)[0]
+            started = resume and (await apeer.aget_state(config)).next
+            await apeer.ainvoke(None if started else job, config)
+
+    asyncio.run(main())
+
+
 if __name__ == "__main__":
     kind, db, os.environ["DURABLE_EFFECTS"] = sys.argv[1:4]
     if kind == "sync":
         _serve_sync(db)
-    else:
+    elif kind == "async":
         asyncio.run(_serve_async(db))
+    else:
+        _invoke(db, sys.argv[4], json.loads(sys.argv[5]), sys.argv[6:] == ["resume"])

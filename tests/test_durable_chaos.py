@@ -15,6 +15,7 @@ after its holder was killed (never twice under one lease).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -33,7 +34,6 @@ import fleet_flows
 from fleet_harness import TESTS, cfg, wait_for
 from pregelkit import durable
 from pregelkit.checkpoint.postgres import PostgresSaver
-from pregelkit.checkpoint.runs import handle_of_thread
 from pregelkit.checkpoint.sqlite import SqliteSaver
 
 pytestmark = pytest.mark.chaos
@@ -47,8 +47,8 @@ KINDS = ("sync", "async", "sync", "async")
 class Served:
     """A worker process of durable_flows, its stderr kept in a file."""
 
-    def __init__(self, kind: str, db: str, effects: Path, tmp: Path) -> None:
-        self.kind = kind
+    def __init__(self, kind: str, db: str, effects: Path, tmp: Path, *args: str) -> None:
+        self.kind, self.killed = kind, False
         self.err_path = tmp / f"{kind}-{time.monotonic_ns()}.err"
         env = {
             **os.environ,
@@ -56,11 +56,12 @@ class Served:
         }
         with open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, str(TESTS / "durable_flows.py"), kind, db, str(effects)],
+                [sys.executable, str(TESTS / "durable_flows.py"), kind, db, str(effects), *args],
                 cwd=TESTS, env=env, stdout=subprocess.DEVNULL, stderr=err,
             )  # fmt: skip
 
     def kill(self) -> None:
+        self.killed = True
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(30)
 
@@ -110,24 +111,54 @@ def _holding(url: str) -> Counter[int]:
     return Counter(int(worker.split(":")[-2]) for (worker,) in rows if worker)
 
 
+_ACTIVE = (
+    "SELECT thread_id FROM pregelkit_runs "
+    "WHERE status IN ('queued', 'running', 'sleeping', 'waiting')"
+)
+
+
+def _done(flows: dict[str, Any], thread: str) -> Any:
+    """The thread's output once its workflow returned, else ``None`` (a
+    thread not started yet has no values: ``{}``)."""
+    state = flows[flows["job_wf"][thread]].get_state(cfg(thread))
+    return None if state.next or not state.values else state.values
+
+
 def test_kills_during_waits_lose_nothing_and_repeat_nothing(
     db: tuple[str, Any], tmp_path: Path
 ) -> None:
     url, saver = db
     effects = tmp_path / "effects"
     rng = random.Random(int(os.environ.get("PREGELKIT_CHAOS_SEED", "28")))
-    flows = {wf.name: wf for wf in durable_flows.sync_flows(saver)}
-    flows["apeer"] = durable_flows.async_flows(saver)[0]
+    flows: dict[str, Any] = {
+        wf.name: wf for wf in durable_flows.sync_flows(saver) + durable_flows.async_flows(saver)
+    }
     jobs = _jobs()
-    handles = {t: flows[job["wf"]].submit(job, cfg(t)) for t, job in jobs.items()}
+    flows["job_wf"] = {t: job["wf"] for t, job in jobs.items()}
+    # every third pair's responder runs in a process of its own (invoke, its
+    # child in process too), the rest on the workers
+    invoked = {t for t, job in jobs.items() if int(t[1:-1]) % 3 == 1 and not job["first"]}
+    for t in sorted(set(jobs) - invoked):
+        flows[jobs[t]["wf"]].submit(jobs[t], cfg(t))
 
     start = time.monotonic()
     pool = [Served(kind, url, effects, tmp_path) for kind in KINDS]
+    invokers = [
+        Served("invoke", url, effects, tmp_path, t, json.dumps(jobs[t])) for t in sorted(invoked)
+    ]
     killed = hits = 0
     try:
         deadline = time.monotonic() + CHAOS_SECONDS
         while time.monotonic() < deadline:
             time.sleep(rng.uniform(0.3, 0.9))
+            live = [p for p in invokers if p.proc.poll() is None]
+            if live and rng.random() < 0.25:
+                # an invoke caller dies: a worker takes its thread over if
+                # it was parked in a wait, else its caller resumes it below
+                rng.choice(live).kill()
+                killed += 1
+                hits += 1
+                continue
             # a worker holding runs when there is one: the kill then lands
             # in a sleep, a send, a recv or a child's wait
             held = _holding(url)
@@ -137,49 +168,75 @@ def test_kills_during_waits_lose_nothing_and_repeat_nothing(
             hits += held[pool[victim].proc.pid]
             pool[victim] = Served(pool[victim].kind, url, effects, tmp_path)
             killed += 1
-        wait_for(
-            "every workflow to finish",
-            lambda: all(h.status() in ("done", "failed", "cancelled") for h in handles.values()),
-            timeout=90,
-        )
+
+        def finished() -> bool:
+            stranded = {
+                t
+                for t, p in zip(sorted(invoked), invokers[: len(invoked)], strict=True)
+                if p.killed
+            }
+            active = {t for (t,) in _rows(url, _ACTIVE)}
+            for t in sorted(stranded - active - resumed):
+                if _done(flows, t) is None:
+                    resumed.add(t)
+                    invokers.append(
+                        Served("invoke", url, effects, tmp_path, t, json.dumps(jobs[t]), "resume")
+                    )
+            return all(_done(flows, t) is not None for t in jobs)
+
+        resumed: set[str] = set()
+        try:
+            wait_for("every workflow to finish", finished, timeout=60)
+        except AssertionError:  # what a stuck run needs to be understood
+            print(*_rows(url, "SELECT * FROM pregelkit_runs"), sep="\n")
+            print(*_rows(url, "SELECT * FROM pregelkit_messages"), sep="\n")
+            print(effects.read_text(), *(p.read_text() for p in tmp_path.glob("*.err")))
+            raise
     finally:
-        for w in pool:
+        for w in pool + invokers:
             w.stop()
     took = time.monotonic() - start
     errs = "".join(p.read_text() for p in tmp_path.glob("*.err"))
-    for thread, h in handles.items():
-        assert h.result(timeout=1) == durable_flows.expected(
-            jobs[thread], jobs[jobs[thread]["partner"]]
-        ), (h.record(), errs)
+    results = {t: _done(flows, t) for t in jobs}
+    for thread, job in jobs.items():
+        assert results[thread] == durable_flows.expected(job, jobs[job["partner"]]), errs
+
+    # each parent started one child (named by the parent's thread and the
+    # submit's position)
+    logged = Counter(tuple(line.split()[:3]) for line in effects.read_text().splitlines())
+    kids: dict[str, str] = {}
+    for thread, _, _ in logged:
+        if "/" in thread:
+            assert kids.setdefault(thread.split("/")[0], thread) == thread, (kids, thread)
+    assert sorted(kids) == sorted(jobs)
 
     # each message: sent once, consumed once, by the thread it went to
     messages = _rows(url, "SELECT thread_id, topic, consumed_by FROM pregelkit_messages")
-    runs = _rows(url, "SELECT thread_id, status, parent_thread FROM pregelkit_runs")
-    kids = {parent: t for t, _, parent in runs if parent is not None}
     sent = [(t, "ping" if not job["first"] else "pong") for t, job in jobs.items()]
     sent += [(kid, "hello") for kid in kids.values()]
     assert sorted((t, topic) for t, topic, _ in messages) == sorted(sent)
     consumers = [c for _, _, c in messages]
     assert None not in consumers and len(set(consumers)) == len(consumers), messages
 
-    # each parent started one child, which ran once, to its end
-    per_thread = Counter(t for t, _, _ in runs)
-    assert max(per_thread.values()) == 1, per_thread
-    assert sorted(kids) == sorted(jobs)
-    assert all(status == "done" for _, status, _ in runs), runs
+    # each child ran once, to its end: one queue row at most per thread (a
+    # queued child's run, or the parked row a worker took over), all done
+    runs = _rows(url, "SELECT thread_id, status FROM pregelkit_runs")
+    assert max(Counter(t for t, _ in runs).values()) == 1, runs
+    assert all(status == "done" for _, status in runs), runs
     for parent, kid in kids.items():
-        kid_handle = handle_of_thread(saver, kid)
-        assert kid_handle is not None and kid_handle.result(timeout=1) == jobs[parent]["k"] * 3
+        kid_wf = "kid" if jobs[parent]["wf"] == "peer" else "akid"
+        state = flows[kid_wf].get_state(cfg(kid))
+        assert (state.next, state.values) == ((), jobs[parent]["k"] * 3)
         assert durable.get_event(saver, kid, "kid") == jobs[parent]["k"]
-        assert durable.get_event(saver, parent, "done") == handles[parent].result()["got"]
+        assert durable.get_event(saver, parent, "done") == results[parent]["got"]
 
-    # each side effect: once, or again only under a later lease
-    logged = Counter(tuple(line.split()[:3]) for line in effects.read_text().splitlines())
+    # each side effect: once, or again only under a later lease (an invoke
+    # caller's under none: -1)
     assert max(logged.values()) == 1, [k for k, n in logged.items() if n > 1]
     steps = Counter((thread, step) for thread, step, _ in logged)
     for thread in jobs:
         assert {s for t, s in steps if t == thread} == {"start", "talked", "end"}
         assert {s for t, s in steps if t == kids[thread]} == {"kid-start", "kid-end"}
     again = sum(n - 1 for n in steps.values())
-    print(f"{killed} kills of workers holding {hits} runs, {took:.1f} s, {again} effects again")
+    print(f"{killed} kills of processes holding {hits} runs, {took:.1f} s, {again} effects again")
     assert hits  # the kills did hit runs in flight
