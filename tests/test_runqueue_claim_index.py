@@ -89,3 +89,32 @@ def test_an_invokes_gate_probes_the_threads_active_run(queue_db: tuple[str, Any]
     rows = saver.conn.execute("EXPLAIN QUERY PLAN " + _sql.SELECT_THREAD_GATE, ("t1", "t1"))
     plan = "\n".join(str(row[-1]) for row in rows)
     assert "pregelkit_runs_active" in plan, plan
+
+
+def test_an_idle_claim_walks_no_waiting_run_on_sqlite_without_statistics(
+    queue_db: tuple[str, Any],
+) -> None:
+    """With thousands of runs sleeping or waiting (none due) and no ANALYZE,
+    SQLite's planner took ``pregelkit_runs_queue`` for ``status IN (...)`` and
+    sorted them all at every claim: an idle worker's CPU grew with them
+    (benchmarks/waiting.py). The claim names its indexes there."""
+    _, saver = queue_db
+    if isinstance(saver, PostgresSaver):
+        return
+    saver.setup()
+    saver.conn.executemany(
+        "INSERT INTO pregelkit_runs (run_id, thread_id, workflow, status, priority, input_type, "
+        "input, config_type, config, due_at, created_at, updated_at) "
+        "VALUES (?, ?, 'w', ?, 0, 'json', x'31', 'json', x'7b7d', ?, 0, 0)",
+        [
+            (f"r{i:05}", f"t{i}", "sleeping" if i % 2 else "waiting", 4e9 if i % 2 else None)
+            for i in range(BACKLOG)
+        ],
+    )
+    saver.conn.commit()
+    claim = next(_runqueue.claim(_runqueue.SQLITE, "me", ["w"], 4, 30))
+    plan = _plan(saver, claim)
+    assert "USING INDEX pregelkit_runs_due" in plan, plan
+    assert "USING INDEX pregelkit_runs_claim" in plan, plan
+    assert "TEMP B-TREE" not in plan, plan
+    assert saver.run_queue(lambda d: _runqueue.claim(d, "me", ["w"], 4, 30), "claim") == []

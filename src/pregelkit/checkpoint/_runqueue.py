@@ -89,6 +89,12 @@ class Dialect(_plan.Dialect):
     writable_ctes: bool = False
     """Whether a ``WITH`` may hold an ``UPDATE`` (PostgreSQL), so two
     writes can be one statement."""
+    index_hint: str = ""
+    """How a claim names the index it walks (SQLite's ``INDEXED BY``):
+    without statistics SQLite's planner took ``pregelkit_runs_queue`` for
+    ``status IN (...)`` and sorted every sleeping and waiting run at each
+    claim (an idle worker's CPU grew with them: 8.7 ms/s with none, 40
+    with 10,000). PostgreSQL's planner picks the walks by itself."""
     fence: str = field(init=False)
     """The fence check's SQL, spelled once: it runs in every write
     transaction of a leased run, so no per-call rewriting."""
@@ -110,6 +116,7 @@ SQLITE = Dialect(
     skip_locked="",
     share_lock="",
     placeholder="?",
+    index_hint=" INDEXED BY %s",
     mark_cancelled="""
         INSERT INTO pregelkit_thread_control (thread_id, mark, updated_at)
         VALUES (?, 'cancelled', datetime('now'))
@@ -363,7 +370,7 @@ _CLAIM_SET = """
         due_at = NULL, wait_kind = NULL, wait_topic = NULL
     WHERE run_id IN (
         SELECT run_id FROM (
-            SELECT run_id FROM pregelkit_runs
+            SELECT run_id FROM pregelkit_runs%(due_index)s
             WHERE workflow IN (%(names)s)%(skip)s AND status IN ('sleeping', 'waiting')
               AND due_at IS NOT NULL AND due_at <= ?
               AND (lease_until IS NULL OR lease_until < {now})
@@ -371,7 +378,7 @@ _CLAIM_SET = """
             LIMIT ?{skip_locked}) AS due
         UNION ALL
         SELECT run_id FROM (
-            SELECT run_id FROM pregelkit_runs
+            SELECT run_id FROM pregelkit_runs%(claim_index)s
             WHERE workflow IN (%(names)s)%(skip)s AND status IN ('queued', 'running')
               AND (status = 'queued' OR (status = 'running' AND lease_until < {now}))
             ORDER BY priority DESC, created_at, run_id
@@ -399,8 +406,14 @@ def _claim_params(
     return (worker_id, lease_seconds, *due, *workflows, *skip, limit, limit)
 
 
-def _claim_sql(workflows: Sequence[str], skip: str = "") -> str:
-    return _CLAIM_SET % {"names": ", ".join("?" for _ in workflows), "skip": skip}
+def _claim_sql(d: Dialect, workflows: Sequence[str], skip: str = "") -> str:
+    hint = d.index_hint
+    return _CLAIM_SET % {
+        "names": ", ".join("?" for _ in workflows),
+        "skip": skip,
+        "due_index": hint % "pregelkit_runs_due" if hint else "",
+        "claim_index": hint % "pregelkit_runs_claim" if hint else "",
+    }
 
 
 def claim(
@@ -421,7 +434,7 @@ def claim(
     # picked (SKIP LOCKED on PostgreSQL: not those another claim is taking)
     # are leased in the same UPDATE
     params = _claim_params(worker_id, workflows, limit, lease_seconds, now)
-    rows = yield d.q(_claim_sql(workflows), params, "all")
+    rows = yield d.q(_claim_sql(d, workflows), params, "all")
     return _claimed(rows)
 
 
@@ -567,7 +580,7 @@ def finish_and_claim(
     finished = _finish_params(lease, status, result, error)
     # the run that ends is never the one taken (its lease may have expired)
     asked = _claim_params(worker_id, workflows, 1, lease_seconds, now, (lease[0],))
-    take = _claim_sql(workflows, " AND run_id <> ?")
+    take = _claim_sql(d, workflows, " AND run_id <> ?")
     if not d.writable_ctes:
         ended = yield d.q(_FINISH, finished, "one")
         if ended is not None and child is not None:
