@@ -217,6 +217,49 @@ def test_cancelling_the_parent_cancels_a_waited_child_but_not_a_detached_one(
         assert steps["free"] > free_steps  # detached: still running
 
 
+def test_cancelling_an_async_parent_cancels_its_waited_child(
+    async_saver: BaseCheckpointSaver[Any], arun: Any
+) -> None:
+    """The async twin: the parent's ``aresult`` cancels the child through
+    the async saver (a sync cancel on an AsyncPostgresSaver's own loop is
+    refused: SyncCallOnLoopError)."""
+    from pregelkit.func import task
+
+    ticks = [0]
+
+    @task
+    async def tick(i: int) -> int:
+        ticks[0] += 1
+        await asyncio.sleep(0.05)
+        return i
+
+    @entrypoint(checkpointer=async_saver)
+    async def aslow(n: int) -> int:
+        for i in range(n):
+            await tick(i)
+        return n
+
+    @entrypoint(checkpointer=async_saver)
+    async def aparent(n: int) -> Any:
+        return await (await aslow.asubmit(n)).aresult()
+
+    async def main() -> tuple[Any, int, int]:
+        running = asyncio.ensure_future(aparent.ainvoke(200, _config("acp")))
+        async with asyncio.timeout(30):
+            while ticks[0] < 3:
+                await asyncio.sleep(0.01)
+        await aparent.acancel(_config("acp"))
+        out = await asyncio.gather(running, return_exceptions=True)
+        await asyncio.sleep(0.5)
+        seen = ticks[0]
+        await asyncio.sleep(0.5)
+        return out[0], seen, ticks[0]
+
+    out, seen, later = arun(main())
+    assert isinstance(out, RunCancelledError), out
+    assert later == seen  # cancelled with its parent
+
+
 def _catch(fn: Any) -> Any:
     try:
         return fn()

@@ -324,7 +324,7 @@ class ChildHandle(RunHandle):
             async with aparked(scope, "waiting", "child", None, self.thread_id) as renew:
                 await ablock(self._steps(scope), self._aended, renew)
         finally:
-            self._cancel_if_stopped(scope)
+            await self._acancel_if_stopped(scope)
         args = (self.wf.name, self.thread_id, self.run_id or None)
         ok, value = await arecord(scope, OUTCOME, _outcome_body, *args)
         return self._out(ok, value)
@@ -338,15 +338,27 @@ class ChildHandle(RunHandle):
         cause = local.future.exception() if local is not None and local.future.done() else None
         raise error from (cause or ChildFailure(type_name, message))
 
-    def _cancel_if_stopped(self, scope: TaskScope) -> None:
+    def _to_cancel(self, scope: TaskScope) -> _Local | None:
         """A parent cancelled while it waits cancels a child running here
         (unless detached); a queued child is cancelled with its parent's run."""
         stop = scope.run.stop
         local = self._local
         if stop is None or stop.reason != CANCELLED or local is None or local.detached:
-            return
-        if not local.future.done():
+            return None
+        return None if local.future.done() else local
+
+    def _cancel_if_stopped(self, scope: TaskScope) -> None:
+        local = self._to_cancel(scope)
+        if local is not None:
             local.wf.cancel(local.config)
+
+    async def _acancel_if_stopped(self, scope: TaskScope) -> None:
+        """Through the saver's async side: a sync cancel on an async saver's
+        own loop is refused (AsyncPostgresSaver: SyncCallOnLoopError), and
+        the child went on after its parent was cancelled."""
+        local = self._to_cancel(scope)
+        if local is not None:
+            await local.wf.acancel(local.config)
 
 
 def _no_timeout(timeout: float | None) -> None:
