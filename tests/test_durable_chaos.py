@@ -4,13 +4,19 @@ sleep, send, receive and wait for children, on SQLite and PostgreSQL.
 
 Pairs of ``peer`` threads (tests/durable_flows.py; sync and async, paired
 across families too) ping and pong, wait out a ``recv`` timeout and each
-start a child that sleeps. For ``PREGELKIT_DURABLE_CHAOS_SECONDS`` (default 8)
-a random worker is killed and replaced. At the end: every workflow
-returns its expected result; every message sent was consumed exactly once
-(``consumed_by`` set and unique) by the thread it was sent to, which got
-its value; each parent started exactly one child, which ran as one run to
-its end; and each side effect ran once, or again only under a later lease
-after its holder was killed (never twice under one lease).
+start a child, send it a message and wait for it. Most run on 2 ``Worker``
+and 2 ``AsyncWorker`` processes; every third pair's responder runs under
+``invoke``/``ainvoke`` in a process of its own (its child in process). For
+``PREGELKIT_DURABLE_CHAOS_SECONDS`` (default 8) the killer SIGKILLs a
+worker holding runs (and starts another) or an invoke caller (a worker
+takes its thread over if it was parked in a wait; else the test resumes it
+as its caller would, with ``invoke(None)``). At the end: every workflow
+returns its expected result and published its events; every message sent
+was consumed exactly once (``consumed_by`` set and unique) by the thread it
+was sent to; each parent started exactly one child, which ran to its end,
+with at most one queue row per thread; and each side effect ran once, or
+again only under a later lease or in another process, never twice under
+one holder.
 """
 
 from __future__ import annotations
@@ -111,6 +117,13 @@ def _holding(url: str) -> Counter[int]:
     return Counter(int(worker.split(":")[-2]) for (worker,) in rows if worker)
 
 
+def _holder(line: str) -> tuple[str, str, str]:
+    """(thread, step, who ran it): the lease's fence on a worker, the
+    process id under ``invoke`` (no lease: fence -1)."""
+    thread, step, fence, pid = line.split()
+    return thread, step, fence if fence != "-1" else f"pid {pid}"
+
+
 _ACTIVE = (
     "SELECT thread_id FROM pregelkit_runs "
     "WHERE status IN ('queued', 'running', 'sleeping', 'waiting')"
@@ -203,7 +216,7 @@ def test_kills_during_waits_lose_nothing_and_repeat_nothing(
 
     # each parent started one child (named by the parent's thread and the
     # submit's position)
-    logged = Counter(tuple(line.split()[:3]) for line in effects.read_text().splitlines())
+    logged = Counter(_holder(line) for line in effects.read_text().splitlines())
     kids: dict[str, str] = {}
     for thread, _, _ in logged:
         if "/" in thread:
@@ -230,8 +243,8 @@ def test_kills_during_waits_lose_nothing_and_repeat_nothing(
         assert durable.get_event(saver, kid, "kid") == jobs[parent]["k"]
         assert durable.get_event(saver, parent, "done") == results[parent]["got"]
 
-    # each side effect: once, or again only under a later lease (an invoke
-    # caller's under none: -1)
+    # each side effect: once, or again only under a later lease or in
+    # another invoke caller (a resumed one)
     assert max(logged.values()) == 1, [k for k, n in logged.items() if n > 1]
     steps = Counter((thread, step) for thread, step, _ in logged)
     for thread in jobs:

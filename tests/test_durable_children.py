@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -258,6 +259,49 @@ def test_cancelling_an_async_parent_cancels_its_waited_child(
     out, seen, later = arun(main())
     assert isinstance(out, RunCancelledError), out
     assert later == seen  # cancelled with its parent
+
+
+def test_a_child_parked_in_process_names_its_parent(tmp_path: Path) -> None:
+    """A child run in process that parks (a long wait) names its parent in
+    its queue row, as a queued child does: if its process dies and a worker
+    ends the child, that end wakes the parent, parked waiting for it (it
+    waited for ever: found by test_durable_chaos, an invoke caller killed
+    while parent and child were parked)."""
+    from pregelkit import durable
+    from pregelkit.checkpoint.sqlite import SqliteSaver
+
+    db = str(tmp_path / "p.db")
+    with SqliteSaver.from_conn_string(db) as saver:
+        saver.setup()
+
+        @entrypoint(checkpointer=saver)
+        def napper(x: int) -> int:
+            durable.sleep(1.5)  # parks: past SUSPEND_AFTER
+            return x + 1
+
+        @entrypoint(checkpointer=saver)
+        def parent(x: int) -> int:
+            return napper.submit(x).result()
+
+        out: list[Any] = []
+        runner = threading.Thread(target=lambda: out.append(parent.invoke(1, _config("pp"))))
+        runner.start()
+        conn = sqlite3.connect(db)
+        try:
+            deadline = time.monotonic() + 30
+            rows: list[Any] = []
+            while not rows:
+                assert time.monotonic() < deadline
+                rows = conn.execute(
+                    "SELECT thread_id, parent_thread FROM pregelkit_runs "
+                    "WHERE thread_id LIKE 'pp/napper/%' AND status = 'sleeping'"
+                ).fetchall()
+                time.sleep(0.02)
+            assert [parent for _, parent in rows] == ["pp"]
+        finally:
+            conn.close()
+        runner.join(30)
+        assert out == [2]
 
 
 def _catch(fn: Any) -> Any:

@@ -207,6 +207,9 @@ def _park_args(
         "due_at": due,
         "topic": topic,
         "lease_seconds": PARK_LEASE,
+        # a child run in process names its parent, as a queued child does:
+        # if a worker ends it (this process died), its end wakes the parent
+        "parent_thread": (run.base_config.get("metadata") or {}).get("parent_thread_id"),
     }
 
 
