@@ -233,9 +233,9 @@ def test_kills_during_waits_lose_nothing_and_repeat_nothing(
 
     # each child ran once, to its end: one queue row at most per thread (a
     # queued child's run, or the parked row a worker took over), all done
-    runs = _rows(url, "SELECT thread_id, status FROM pregelkit_runs")
-    assert max(Counter(t for t, _ in runs).values()) == 1, runs
-    assert all(status == "done" for _, status in runs), runs
+    runs = _rows(url, "SELECT thread_id, status, error, worker FROM pregelkit_runs")
+    assert max(Counter(t for t, *_ in runs).values()) == 1, runs
+    assert [r for r in runs if r[1] != "done"] == []
     for parent, kid in kids.items():
         kid_wf = "kid" if jobs[parent]["wf"] == "peer" else "akid"
         state = flows[kid_wf].get_state(cfg(kid))

@@ -266,7 +266,8 @@ def test_a_child_parked_in_process_names_its_parent(tmp_path: Path) -> None:
     its queue row, as a queued child does: if its process dies and a worker
     ends the child, that end wakes the parent, parked waiting for it (it
     waited for ever: found by test_durable_chaos, an invoke caller killed
-    while parent and child were parked)."""
+    while parent and child were parked). And the parent's parked wait for a
+    child in process is due as soon as the process's lease lapses."""
     from pregelkit import durable
     from pregelkit.checkpoint.sqlite import SqliteSaver
 
@@ -298,6 +299,14 @@ def test_a_child_parked_in_process_names_its_parent(tmp_path: Path) -> None:
                 ).fetchall()
                 time.sleep(0.02)
             assert [parent for _, parent in rows] == ["pp"]
+            # the parent's row is due once the process's lease lapses: if it
+            # died after the child ended here, nothing else would wake it
+            # (the child's end is in no queue row: found by test_durable_chaos)
+            waits = conn.execute(
+                "SELECT wait_kind, due_at IS NOT NULL, lease_until IS NOT NULL "
+                "FROM pregelkit_runs WHERE thread_id = 'pp'"
+            ).fetchall()
+            assert waits == [("child", 1, 1)]
         finally:
             conn.close()
         runner.join(30)

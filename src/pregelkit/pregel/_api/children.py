@@ -308,7 +308,8 @@ class ChildHandle(RunHandle):
         _no_timeout(timeout)
         scope = scope_for("result", is_async=False)
         try:
-            with parked(scope, "waiting", "child", None, self.thread_id) as renew:
+            here = self._local is not None
+            with parked(scope, "waiting", "child", None, self.thread_id, here) as renew:
                 block(self._steps(scope), self._ended, renew)
         finally:
             self._cancel_if_stopped(scope)
@@ -321,7 +322,8 @@ class ChildHandle(RunHandle):
         _no_timeout(timeout)
         scope = scope_for("result", is_async=True)
         try:
-            async with aparked(scope, "waiting", "child", None, self.thread_id) as renew:
+            here = self._local is not None
+            async with aparked(scope, "waiting", "child", None, self.thread_id, here) as renew:
                 await ablock(self._steps(scope), self._aended, renew)
         finally:
             await self._acancel_if_stopped(scope)

@@ -171,7 +171,12 @@ def wait_for(
 
 
 def _park_args(
-    scope: TaskScope, status: str, kind: str, due: float | None, topic: str | None
+    scope: TaskScope,
+    status: str,
+    kind: str,
+    due: float | None,
+    topic: str | None,
+    lapse: bool = False,
 ) -> dict[str, Any] | None:
     """What parks a run ``invoke`` started (no lease) while it waits, when
     the wait is long and the saver has a run queue: a row of the queue,
@@ -204,7 +209,10 @@ def _park_args(
         "config": {CONF: kept},
         "status": status,
         "kind": kind,
-        "due_at": due,
+        # lapse: due once this process's lease lapses, for a wait nothing
+        # else ends if it dies (a child running in it: only the parent's
+        # resume restarts the child)
+        "due_at": clock().now() if lapse else due,
         "topic": topic,
         "lease_seconds": PARK_LEASE,
         # a child run in process names its parent, as a queued child does:
@@ -215,11 +223,16 @@ def _park_args(
 
 @contextlib.contextmanager
 def parked(
-    scope: TaskScope, status: str, kind: str, due: float | None, topic: str | None
+    scope: TaskScope,
+    status: str,
+    kind: str,
+    due: float | None,
+    topic: str | None,
+    lapse: bool = False,
 ) -> Iterator[Callable[[], object] | None]:
     """Park the run for the wait (see ``_park_args``); yields the renewal
     ``block`` calls every third of ``PARK_LEASE``, or None if not parked."""
-    args = _park_args(scope, status, kind, due, topic)
+    args = _park_args(scope, status, kind, due, topic, lapse)
     row = None if args is None else queue_waits.park(**args)
     if scope.run.stale_park:  # taken over by the park, or dropped: past it now
         scope.run.stale_park = False
@@ -245,10 +258,15 @@ def parked(
 
 @contextlib.asynccontextmanager
 async def aparked(
-    scope: TaskScope, status: str, kind: str, due: float | None, topic: str | None
+    scope: TaskScope,
+    status: str,
+    kind: str,
+    due: float | None,
+    topic: str | None,
+    lapse: bool = False,
 ) -> AsyncIterator[Callable[[], Awaitable[object]] | None]:
     """The async twin of :func:`parked`."""
-    args = _park_args(scope, status, kind, due, topic)
+    args = _park_args(scope, status, kind, due, topic, lapse)
     row = None if args is None else await queue_waits.apark(**args)
     if scope.run.stale_park:
         scope.run.stale_park = False
