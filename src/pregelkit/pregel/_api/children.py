@@ -170,14 +170,18 @@ def _child_thread(scope: TaskScope, wf: Pregel, given: Mapping[str, Any], call_i
     return f"{parent}/{wf.name}/{call_id}"
 
 
-def _submit_body(name: str, input: Any, config: dict[str, Any], queued: bool) -> tuple[str, str]:
-    """The recorded submit: (the child's thread, its run id: '' in process)."""
+def _submit_body(name: str, input: Any, config: dict[str, Any]) -> tuple[str, str]:
+    """The recorded submit: (the child's thread, its run id: '' in process).
+    Where the child runs (queued when the parent holds a worker's lease) is
+    decided here, not passed in: it is no argument of the record, which a
+    worker resuming a parent an ``invoke`` process started must match (it
+    did not: NondeterminismError, found by test_durable_chaos)."""
     scope = CURRENT.get()
     assert scope is not None
     wf: Pregel = _WORKFLOWS[name]
     thread = _child_thread(scope, wf, config, scope.task.id)
     full = _child_config(scope, config, thread)
-    if not queued:
+    if lease_of(scope.run.base_config) is None:
         return thread, ""
     from pregelkit.checkpoint.runs import handle_of_thread, submit_run
 
@@ -207,10 +211,9 @@ def submit_child(
     """``wf.submit`` inside a running workflow."""
     scope = scope_for("submit", is_async=False)
     _saver(wf)  # a clear error first: a child needs a checkpointer and a name
-    queued = lease_of(scope.run.base_config) is not None
     _WORKFLOWS[wf.name] = wf
     given = dict(config or {})
-    thread, run_id = record(scope, SUBMIT, _submit_body, wf.name, input, given, queued)
+    thread, run_id = record(scope, SUBMIT, _submit_body, wf.name, input, given)
     return _handle(wf, input, _child_config(scope, given, thread), run_id, detach)
 
 
@@ -220,10 +223,9 @@ async def asubmit_child(
     """``wf.asubmit`` inside a running workflow."""
     scope = scope_for("submit", is_async=True)
     _saver(wf)
-    queued = lease_of(scope.run.base_config) is not None
     _WORKFLOWS[wf.name] = wf
     given = dict(config or {})
-    thread, run_id = await arecord(scope, SUBMIT, _submit_body, wf.name, input, given, queued)
+    thread, run_id = await arecord(scope, SUBMIT, _submit_body, wf.name, input, given)
     return _handle(wf, input, _child_config(scope, given, thread), run_id, detach)
 
 
