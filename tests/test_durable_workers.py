@@ -277,3 +277,88 @@ def test_a_run_sleeping_in_the_queue_is_not_raced_by_an_invoke(db: tuple[str, An
         dozer.uncancel(_config("dz"))
         clock.advance(3600)
         assert dozer.invoke(None, _config("dz")) == 2
+
+
+def test_two_tasks_sleeping_together_wake_at_the_earlier_time(db: tuple[str, Any]) -> None:
+    """The longer sleep suspended the run first, the shorter one's record
+    was then refused, and the run slept for the longer: the short task
+    ended an hour late (about 2 runs in 3)."""
+    _, saver = db
+    ran: list[str] = []
+
+    @task
+    def nap(seconds: int) -> int:
+        durable.sleep(seconds)
+        ran.append(str(seconds))
+        return seconds
+
+    @entrypoint(checkpointer=saver)
+    def two(x: int) -> list[int]:
+        long, short = nap(3600), nap(60)
+        return [long.result(), short.result()]
+
+    with FakeClock(skip_sleeps=False) as clock:
+        handle = two.submit(1, _config("two"))
+        serving = Serving(Worker([two], saver, concurrency=1, lease_seconds=5))
+        try:
+            _until(lambda: handle.status() == "sleeping")
+            wait = durable.waiting(two, _config("two"))
+            assert wait is not None and wait.due_at is not None
+            assert wait.due_at.timestamp() == pytest.approx(clock.now() + 60, abs=1)
+            clock.advance(61)
+            _until(lambda: ran == ["60"])
+            _until(lambda: handle.status() == "sleeping")
+            clock.advance(3600)
+            assert handle.result(timeout=30) == [3600, 60]
+        finally:
+            serving.stop()
+    assert ran == ["60", "3600"]
+
+
+def test_cancelling_a_parent_on_a_worker_cancels_its_children_and_theirs(
+    db: tuple[str, Any],
+) -> None:
+    """Queued, waiting and grandchildren runs were left in the queue when
+    their parent on a worker was cancelled; a detached child is kept."""
+    _, saver = db
+
+    @entrypoint(checkpointer=saver)
+    def leaf(x: int) -> int:
+        return x
+
+    @entrypoint(checkpointer=saver)
+    def kid(x: int) -> Any:
+        leaf.submit(x)
+        return durable.recv(topic="never")
+
+    @entrypoint(checkpointer=saver)
+    def parent(x: int) -> Any:
+        waited = kid.submit(1)
+        kid.submit(2, config=_config("kept"), detach=True)
+        return waited.result()
+
+    handle = parent.submit(0, _config("par"))
+    # leaf is not served: its run stays queued until cancelled
+    serving = Serving(Worker([parent, kid], saver, concurrency=2, lease_seconds=5))
+    try:
+        _until(lambda: handle.status() == "waiting")
+        _until(lambda: _status(saver, "kept") == "waiting")
+        children = [handle_of_thread(saver, t) for t in _threads(saver) if t.startswith("par/")]
+        _until(lambda: sorted(str(c and c.status()) for c in children) == ["queued", "waiting"])
+        assert handle.cancel() == "cancelled"
+        assert sorted(str(c and c.status()) for c in children) == ["cancelled", "cancelled"]
+        assert _status(saver, "kept") == "waiting"
+    finally:
+        serving.stop()
+
+
+def _threads(saver: BaseCheckpointSaver[Any]) -> set[str]:
+    return {t.config["configurable"]["thread_id"] for t in saver.list(None)} | {
+        r.thread_id for r in _runs(saver)
+    }
+
+
+def _runs(saver: BaseCheckpointSaver[Any]) -> list[Any]:
+    from pregelkit.checkpoint.runs import list_runs
+
+    return list_runs(saver, limit=1000)

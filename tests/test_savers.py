@@ -910,8 +910,9 @@ def test_sqlite_file_settings_and_schema_version(tmp_path: Path) -> None:
         assert saver.conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
         versions = saver.conn.execute("SELECT version FROM pregelkit_migrations").fetchall()
         # 2: run-control marks, 3: attempt records, 4: the run queue, 5: its claim index,
-        # 6: durable waits (sleeping and waiting runs, messages, events)
-        assert versions == [(1,), (2,), (3,), (4,), (5,), (6,)]
+        # 6: durable waits (sleeping and waiting runs, messages, events),
+        # 7: detached children (a parent's cancel cancels the others)
+        assert versions == [(1,), (2,), (3,), (4,), (5,), (6,), (7,)]
         saver.conn.execute("INSERT INTO pregelkit_migrations VALUES (99, 'future')")
     with (
         SqliteSaver.from_conn_string(path) as saver,
@@ -970,6 +971,7 @@ def test_postgres_setup_is_safe_to_run_concurrently(
             (4,),
             (5,),
             (6,),
+            (7,),
         ]
         conn.execute("INSERT INTO pregelkit_migrations (version) VALUES (99)")
         conn.commit()

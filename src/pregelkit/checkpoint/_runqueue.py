@@ -198,24 +198,27 @@ def submit(
     input: tuple[str, bytes],
     config: tuple[str, bytes],
     parent_thread: str | None = None,
+    detached: bool = False,
 ) -> RunPlan[tuple[str, bool]]:
     """Queue a run of ``thread_id``; (run id, True) if queued now, or the
     thread's active run (queued, running, sleeping or waiting) and False.
     ``parent_thread``: the thread of the workflow that started this one as
-    its child; its end wakes the parent waiting for it."""
+    its child; its end wakes the parent waiting for it, and the parent's
+    cancel cancels it unless ``detached``."""
     # time-ordered: runs of one priority submitted within the database clock's
     # resolution (a millisecond on SQLite) are still taken first come, first served
     run_id = uuid6()
     row = yield d.q(
         """
         INSERT INTO pregelkit_runs (run_id, thread_id, workflow, status, priority,
-            input_type, input, config_type, config, parent_thread, created_at, updated_at)
-        VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, {now}, {now})
+            input_type, input, config_type, config, parent_thread, detached, created_at,
+            updated_at)
+        VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, {now}, {now})
         ON CONFLICT (thread_id) WHERE status IN ('queued', 'running', 'sleeping', 'waiting')
         DO NOTHING
         RETURNING run_id
         """,
-        (run_id, thread_id, workflow, priority, *input, *config, parent_thread),
+        (run_id, thread_id, workflow, priority, *input, *config, parent_thread, int(detached)),
         "one",
     )
     if row is None:
@@ -281,7 +284,29 @@ def cancel(d: Dialect, run_id: str, now: float | None = None) -> RunPlan[str | N
     """A queued run is cancelled at once, and so is one that sleeps or waits
     with no process holding it; a running one, or one an ``invoke`` process
     waits in (it holds a lease), is asked to stop (its thread is marked,
-    which its worker or process watches). Returns the status it has then."""
+    which its worker or process watches). Its active children that are not
+    detached are cancelled too, theirs in turn. Returns the status it has
+    then."""
+    status = yield from _cancel_one(d, run_id, now)
+    if status == CANCELLED or status in ACTIVE:
+        parents = yield d.q(
+            "SELECT thread_id FROM pregelkit_runs WHERE run_id = ?", (run_id,), "all"
+        )
+        while parents:
+            thread = parents.pop()[0]
+            children = yield d.q(
+                "SELECT run_id, thread_id FROM pregelkit_runs WHERE parent_thread = ? "
+                f"AND detached = 0 AND {IS_ACTIVE}",
+                (thread,),
+                "all",
+            )
+            for child_run, child_thread in children:
+                yield from _cancel_one(d, str(child_run), now)
+                parents.append((child_thread,))
+    return status
+
+
+def _cancel_one(d: Dialect, run_id: str, now: float | None) -> RunPlan[str | None]:
     row = yield d.q(
         """
         UPDATE pregelkit_runs SET status = 'cancelled', finished_at = {now}, updated_at = {now},

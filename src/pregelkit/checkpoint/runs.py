@@ -156,6 +156,7 @@ def _request(
     config: Mapping[str, Any] | None,
     priority: int,
     parent_thread: str | None,
+    detached: bool = False,
 ) -> tuple[str, partial[_runqueue.RunPlan[tuple[str, bool]]]]:
     """The thread and the submit plan; argument checks happen here, before
     any database call."""
@@ -184,6 +185,7 @@ def _request(
         input=stored_input,
         config=stored_config,
         parent_thread=parent_thread,
+        detached=detached,
     )
     return str(thread_id), plan
 
@@ -195,11 +197,13 @@ def submit_run(
     config: Mapping[str, Any] | None,
     priority: int = 0,
     parent_thread: str | None = None,
+    detached: bool = False,
 ) -> RunHandle:
     """Queue a run of the workflow named ``workflow`` (what ``wf.submit``
     does). ``parent_thread``: the thread of the workflow that submits it as
-    its child (``pregelkit.durable``): its end wakes the parent."""
-    thread_id, plan = _request(saver, workflow, input, config, priority, parent_thread)
+    its child (``pregelkit.durable``): its end wakes the parent, and the
+    parent's cancel cancels it unless ``detached``."""
+    thread_id, plan = _request(saver, workflow, input, config, priority, parent_thread, detached)
     run_id, _ = saver.run_queue(lambda d: plan(d), "submit")
     return RunHandle(saver, run_id, thread_id)
 

@@ -218,6 +218,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    (
+        # a cancelled parent cancels its children that are not detached
+        # (_runqueue.cancel): found by their parent's thread among the active runs
+        "ALTER TABLE pregelkit_runs ADD COLUMN detached integer NOT NULL DEFAULT 0",
+        """
+        CREATE INDEX pregelkit_runs_children ON pregelkit_runs (parent_thread)
+        WHERE parent_thread IS NOT NULL AND status IN ('queued', 'running', 'sleeping', 'waiting')
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 

@@ -170,7 +170,7 @@ def _child_thread(scope: TaskScope, wf: Pregel, given: Mapping[str, Any], call_i
     return f"{parent}/{wf.name}/{call_id}"
 
 
-def _submit_body(name: str, input: Any, config: dict[str, Any]) -> tuple[str, str]:
+def _submit_body(name: str, input: Any, config: dict[str, Any], detach: bool) -> tuple[str, str]:
     """The recorded submit: (the child's thread, its run id: '' in process).
     Where the child runs (queued when the parent holds a worker's lease) is
     decided here, not passed in: it is no argument of the record, which a
@@ -191,7 +191,7 @@ def _submit_body(name: str, input: Any, config: dict[str, Any]) -> tuple[str, st
     found = handle_of_thread(_saver(wf), thread)
     if found is not None:
         return thread, found.run_id
-    handle = submit_run(_saver(wf), wf.name, input, full, 0, parent_thread=parent)
+    handle = submit_run(_saver(wf), wf.name, input, full, 0, parent_thread=parent, detached=detach)
     return thread, handle.run_id
 
 
@@ -213,7 +213,7 @@ def submit_child(
     _saver(wf)  # a clear error first: a child needs a checkpointer and a name
     _WORKFLOWS[wf.name] = wf
     given = dict(config or {})
-    thread, run_id = record(scope, SUBMIT, _submit_body, wf.name, input, given)
+    thread, run_id = record(scope, SUBMIT, _submit_body, wf.name, input, given, detach)
     return _handle(wf, input, _child_config(scope, given, thread), run_id, detach)
 
 
@@ -225,7 +225,7 @@ async def asubmit_child(
     _saver(wf)
     _WORKFLOWS[wf.name] = wf
     given = dict(config or {})
-    thread, run_id = await arecord(scope, SUBMIT, _submit_body, wf.name, input, given)
+    thread, run_id = await arecord(scope, SUBMIT, _submit_body, wf.name, input, given, detach)
     return _handle(wf, input, _child_config(scope, given, thread), run_id, detach)
 
 

@@ -34,6 +34,7 @@ from pregelkit.checkpoint import waits as queue_waits
 from pregelkit.checkpoint._runqueue import lease_of
 from pregelkit.checkpoint.base import BaseCheckpointSaver
 from pregelkit.errors import LeaseLostError, RunSuspended
+from pregelkit.pregel._exec.stop import SUSPENDED
 from pregelkit.pregel._graph.call import Call, FnSpec
 from pregelkit.pregel._graph.scope import TaskScope
 
@@ -141,8 +142,9 @@ def wait_for(
     if due is not None and due <= clk.now():
         return False, None
     stop = scope.run.stop
+    suspending = stop is not None and stop.reason == SUSPENDED
     if lease_of(scope.run.base_config) is not None and (
-        due is None or due - clk.now() > SUSPEND_AFTER
+        due is None or due - clk.now() > SUSPEND_AFTER or suspending
     ):
         if stop is None:
             raise RuntimeError("a run on a worker without a run stop cannot wait")
@@ -155,6 +157,8 @@ def wait_for(
     poll = first
     while True:
         if stop is not None and stop.reason is not None:
+            if stop.reason == SUSPENDED:  # a sibling suspended the run: this wait too
+                stop.suspend(RunSuspended(status, kind, due, topic), clk.now())
             raise stop.refuse(scope.task)
         now = clk.monotonic()
         if end is not None and now >= end:

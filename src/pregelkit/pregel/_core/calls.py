@@ -203,13 +203,14 @@ class TaskCalls:
         writes. A call with a cache key not answered from this run's fresh
         results comes with a ``ReadCache`` (the performer then hands the
         answer to ``take``; an async run's runner reads it later,
-        ``alookup_call``). Once the run is asked to stop, no call starts."""
+        ``alookup_call``). Once the run is asked to stop, no call starts (but for a suspend:
+        ``RunStop.refuses_calls``)."""
         planner = self.planner
         faults = self.faults
         if faults.failure is not None:  # raise_if_failed, without its frame: once per call
             raise faults.error(planner.step)
         stop = self.stop
-        if stop.reason is not None:
+        if stop.reason is not None and stop.refuses_calls():
             raise stop.refuse(parent)
         position = call_position(planner, parent, idx)
         records = self.records

@@ -145,6 +145,14 @@ class RunStop:
             dues.append(now + 1.0)
         held.due_at = min(dues) if dues else None
 
+    def refuses_calls(self) -> bool:
+        """Whether a task call is refused now (the run was asked to stop).
+        A suspend refuses none: the step's started tasks go on until they
+        end or wait themselves (``suspend`` keeps the earliest due time). A
+        sibling's call refused there left its work, its own shorter sleep
+        included, undone until the first wait's due time."""
+        return self.reason is not None and self.reason != SUSPENDED
+
     def refuse(self, caller: PregelExecutableTask | None) -> StopRequested:
         """The error for a task call made after the stop; the caller's own
         result, if it goes on anyway, is never saved."""
