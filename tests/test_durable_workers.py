@@ -362,3 +362,83 @@ def _runs(saver: BaseCheckpointSaver[Any]) -> list[Any]:
     from pregelkit.checkpoint.runs import list_runs
 
     return list_runs(saver, limit=1000)
+
+
+def test_a_worker_finishes_a_dead_invoke_parent_whose_child_was_mid_sleep(
+    db: tuple[str, Any], tmp_path: Path
+) -> None:
+    """The parent ran by ``invoke``, its child in the same process, both
+    waiting (the child asleep, the parent for it) when the process is
+    killed: a worker resumes the parent and hands the child to the queue
+    (never runs it beside a worker that takes its parked row); each step
+    runs once."""
+    url, saver = db
+    log = tmp_path / "log"
+    script = tmp_path / "family.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys
+            from pregelkit import durable
+            from pregelkit.checkpoint.postgres import PostgresSaver
+            from pregelkit.checkpoint.sqlite import SqliteSaver
+            from pregelkit.func import entrypoint, task
+            from pregelkit.pregel._api import waits
+
+            waits.PARK_LEASE = 1.0
+
+            @task
+            def note(what):
+                with open({str(log)!r}, "a") as f:
+                    f.write(what + "\\n")
+                return what
+
+            def build(saver):
+                @entrypoint(checkpointer=saver)
+                def kid(x):
+                    note("kid-before").result()
+                    durable.sleep(2.5)
+                    note("kid-after").result()
+                    return x * 10
+
+                @entrypoint(checkpointer=saver)
+                def mom(x):
+                    note("mom-before").result()
+                    value = kid.submit(x).result()
+                    note("mom-after").result()
+                    return value + 1
+
+                return mom, kid
+
+            if __name__ == "__main__":
+                url = sys.argv[1]
+                opened = PostgresSaver if url.startswith("postgres") else SqliteSaver
+                with opened.from_conn_string(url) as saver:
+                    mom, _ = build(saver)
+                    mom.invoke(4, {{"configurable": {{"thread_id": "fam"}}}}, durability="sync")
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": SRC}
+    child = subprocess.Popen([sys.executable, str(script), url], env=env)
+    _until(lambda: log.exists() and "kid-before" in log.read_text().split())
+    _until(lambda: _status(saver, "fam") == "waiting")
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(30)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import family  # type: ignore[import-not-found]
+
+        family.LOG = str(log)
+        mom, kid = family.build(saver)
+        worker = Worker([mom, kid], saver, concurrency=2, lease_seconds=5)
+        serving = Serving(worker)
+        try:
+            _until(lambda: mom.get_state(_config("fam")).values == 41, 60)
+        finally:
+            serving.stop()
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("family", None)
+    ran = log.read_text().split()
+    assert sorted(ran) == sorted(["mom-before", "kid-before", "kid-after", "mom-after"])

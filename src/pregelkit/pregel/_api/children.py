@@ -32,7 +32,13 @@ from pregelkit._internal._current import CURRENT
 from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint._runqueue import CANCELLED as CANCELLED_RUN
 from pregelkit.checkpoint._runqueue import DONE, FAILED, FINISHED, RUNNING, lease_of
-from pregelkit.checkpoint.runs import RunHandle
+from pregelkit.checkpoint.runs import (
+    RunHandle,
+    ahandle_of_thread,
+    asubmit_run,
+    handle_of_thread,
+    submit_run,
+)
 from pregelkit.errors import ChildWorkflowError, RunFailedError
 from pregelkit.pregel._api.waits import (
     ablock,
@@ -183,8 +189,6 @@ def _submit_body(name: str, input: Any, config: dict[str, Any], detach: bool) ->
     full = _child_config(scope, config, thread)
     if lease_of(scope.run.base_config) is None:
         return thread, ""
-    from pregelkit.checkpoint.runs import handle_of_thread, submit_run
-
     parent = scope.run.base_config.get(CONF, {}).get(CONFIG_KEY_THREAD_ID)
     # a child whose thread already ran (a crash came between its submit
     # and the submit's record) is found, not queued again
@@ -214,7 +218,10 @@ def submit_child(
     _WORKFLOWS[wf.name] = wf
     given = dict(config or {})
     thread, run_id = record(scope, SUBMIT, _submit_body, wf.name, input, given, detach)
-    return _handle(wf, input, _child_config(scope, given, thread), run_id, detach)
+    config = _child_config(scope, given, thread)
+    if not run_id and lease_of(scope.run.base_config) is not None:
+        run_id = _adopt(wf, input, config, scope)
+    return _handle(wf, input, config, run_id, detach)
 
 
 async def asubmit_child(
@@ -226,7 +233,40 @@ async def asubmit_child(
     _WORKFLOWS[wf.name] = wf
     given = dict(config or {})
     thread, run_id = await arecord(scope, SUBMIT, _submit_body, wf.name, input, given, detach)
-    return _handle(wf, input, _child_config(scope, given, thread), run_id, detach)
+    config = _child_config(scope, given, thread)
+    if not run_id and lease_of(scope.run.base_config) is not None:
+        run_id = await _aadopt(wf, input, config, scope)
+    return _handle(wf, input, config, run_id, detach)
+
+
+def _adopt(wf: Pregel, input: Any, config: dict[str, Any], scope: TaskScope) -> str:
+    """A worker resumes a parent whose child was run in the process that
+    died (its ``invoke``): the child goes to the queue, never runs here
+    beside a worker that may take its parked row. Its active or finished
+    run if it has one, else a run queued to go on from its checkpoint."""
+    saver = _saver(wf)
+    thread = str(config[CONF][CONFIG_KEY_THREAD_ID])
+    found = handle_of_thread(saver, thread)
+    if found is not None:
+        return found.run_id
+    started = wf.get_state(config).created_at is not None
+    parent = scope.run.base_config.get(CONF, {}).get(CONFIG_KEY_THREAD_ID)
+    given = None if started else input
+    return submit_run(saver, wf.name, given, config, 0, parent_thread=parent).run_id
+
+
+async def _aadopt(wf: Pregel, input: Any, config: dict[str, Any], scope: TaskScope) -> str:
+    """The async twin of :func:`_adopt`."""
+    saver = _saver(wf)
+    thread = str(config[CONF][CONFIG_KEY_THREAD_ID])
+    found = await ahandle_of_thread(saver, thread)
+    if found is not None:
+        return found.run_id
+    started = (await wf.aget_state(config)).created_at is not None
+    parent = scope.run.base_config.get(CONF, {}).get(CONFIG_KEY_THREAD_ID)
+    given = None if started else input
+    handle = await asubmit_run(saver, wf.name, given, config, 0, parent_thread=parent)
+    return handle.run_id
 
 
 def _handle(
@@ -239,17 +279,21 @@ def _handle(
     return ChildHandle(wf, thread, run_id or None, local)
 
 
-def _outcome_body(name: str, thread: str, run_id: str | None) -> tuple[bool, Any]:
-    """The recorded outcome: (True, output) or (False, (type name, message))."""
+def _outcome_body(name: str, thread: str) -> tuple[bool, Any]:
+    """The recorded outcome: (True, output) or (False, (type name, message)).
+    Its record names the child, not where it ran: a child run in a process
+    that died is adopted by the queue when a worker resumes its parent."""
     wf = _WORKFLOWS[name]
-    if run_id is None:
-        local = _LOCAL[(id(wf.checkpointer), thread)]
+    local = _LOCAL.get((id(wf.checkpointer), thread))
+    found = None if local is not None else handle_of_thread(_saver(wf), thread)
+    if found is None:
+        assert local is not None, f"child thread {thread!r} is neither here nor queued"
         exc = local.future.exception()
         if exc is None:
             return True, local.future.result()
         return False, (type(exc).__name__, str(exc))
     try:
-        return True, RunHandle(_saver(wf), run_id, thread).result(timeout=0)
+        return True, found.result(timeout=0)
     except RunFailedError as exc:  # the worker recorded "Type: message"
         type_name, _, message = exc.error.partition(": ")
         return False, (type_name, message)
@@ -315,7 +359,7 @@ class ChildHandle(RunHandle):
                 block(self._steps(scope), self._ended, renew)
         finally:
             self._cancel_if_stopped(scope)
-        args = (self.wf.name, self.thread_id, self.run_id or None)
+        args = (self.wf.name, self.thread_id)
         ok, value = record(scope, OUTCOME, _outcome_body, *args)
         return self._out(ok, value)
 
@@ -329,7 +373,7 @@ class ChildHandle(RunHandle):
                 await ablock(self._steps(scope), self._aended, renew)
         finally:
             await self._acancel_if_stopped(scope)
-        args = (self.wf.name, self.thread_id, self.run_id or None)
+        args = (self.wf.name, self.thread_id)
         ok, value = await arecord(scope, OUTCOME, _outcome_body, *args)
         return self._out(ok, value)
 
