@@ -2,8 +2,10 @@
 by the command line in-process as ``lifecycle_flows:flow``.
 
 ``flow(n)`` calls ``step`` then ``tail``; for ``n >= 10`` it asks a question
-between them. ``FAIL["step"]`` makes ``step`` raise; ``RAN`` lists the task
-bodies that really ran, so a test tells a replay from a run.
+between them; ``flow(2)`` sleeps an hour between them and ``flow(3)`` waits
+for a message on topic ``go`` (on a worker: ``sleeping``, ``waiting``).
+``FAIL["step"]`` makes ``step`` raise; ``RAN`` lists the task bodies that
+really ran, so a test tells a replay from a run.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import time
 from typing import Any
 
+from pregelkit import durable
 from pregelkit.func import entrypoint, task
 from pregelkit.types import interrupt
 
@@ -36,7 +39,11 @@ def tail(n: int) -> int:
 @entrypoint()
 def flow(n: int) -> Any:
     a = step(n).result()
-    if n >= 10:
+    if n == 2:
+        durable.sleep(3600)
+    elif n == 3:
+        a += len(str(durable.recv(topic="go")))
+    elif n >= 10:
         answer = interrupt(f"go on with {a}?")
         a += len(str(answer))
     return tail(a).result()

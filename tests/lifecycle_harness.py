@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,9 +38,21 @@ from pregelkit.errors import (
 )
 from pregelkit.runtime import RunControl
 from pregelkit.types import Command
+from pregelkit.worker import Worker
 
 DOC = Path(__file__).parents[1] / "docs" / "guides" / "lifecycle.md"
-STATES = ("queued", "running", "interrupted", "failed", "pending", "cancelled", "drained", "done")
+STATES = (
+    "sleeping",  # first: the worker that suspends them takes any queued run of flow
+    "waiting",
+    "queued",
+    "running",
+    "interrupted",
+    "failed",
+    "pending",
+    "cancelled",
+    "drained",
+    "done",
+)
 ACTIONS = (
     "run",
     "resume",
@@ -166,6 +180,8 @@ class Harness:
         cfg = self.cfg(thread)
         if state == "queued":
             self.wf.submit(1, cfg)
+        elif state in ("sleeping", "waiting"):
+            self._suspend(state, thread)
         elif state == "interrupted":
             self.wf.invoke(10, cfg)
         elif state == "failed":
@@ -190,6 +206,24 @@ class Harness:
             self.wf.invoke(1, cfg)
         else:
             raise AssertionError(state)
+
+    def _suspend(self, state: str, thread: str) -> None:
+        """A worker runs ``flow(2)`` (a sleep of an hour) or ``flow(3)`` (a
+        ``recv``) until the run is suspended in the queue, and stops. It
+        would take any queued run of ``flow`` too: these states are made
+        before any other (their rows come first in the table)."""
+        handle = self.wf.submit(2 if state == "sleeping" else 3, self.cfg(thread))
+        worker = Worker([self.wf], self.saver, concurrency=1)
+        serving = threading.Thread(target=worker.run, daemon=True)
+        serving.start()
+        try:
+            end = time.monotonic() + 30
+            while handle.status() != state:
+                assert time.monotonic() < end, f"{thread} never got {state}"
+                time.sleep(0.01)
+        finally:
+            worker.stop()
+            serving.join(30)
 
     @contextlib.contextmanager
     def hold(self, state: str, thread: str) -> Iterator[None]:
@@ -305,7 +339,7 @@ class Harness:
                 and self.run_id(thread) != run_before
                 and status in ("queued", "running")
             ),
-            "joins": lambda: self.run_id(thread) == run_before and status == "queued",
+            "joins": lambda: self.run_id(thread) == run_before and status == state,
         }
         if not checks[outcome]():
             return f"not {outcome}: status {status}, ran {ran}, mark {self.mark(thread)!r}"

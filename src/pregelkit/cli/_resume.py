@@ -29,6 +29,8 @@ from pregelkit.cli._lifecycle import (
     INTERRUPTED,
     QUEUED,
     RUNNING,
+    SLEEPING,
+    WAITING,
     ThreadState,
     refuse,
 )
@@ -71,6 +73,13 @@ def _check_fresh_run(args: argparse.Namespace, state: ThreadState) -> None:
     if state.status == QUEUED:
         raise refuse(
             state, "run", f"a worker runs it; `{_cli(args, 'cancel', thread_id)}` cancels it"
+        )
+    if state.status in (SLEEPING, WAITING):
+        raise refuse(
+            state,
+            "run",
+            "a worker serving its workflow resumes it when it is due; "
+            f"`{_cli(args, 'cancel', thread_id)}` cancels it",
         )
     if state.status == RUNNING:
         raise refuse(
@@ -191,11 +200,11 @@ def _check_resumable(
             + _resume_command(args, thread_id, pending or None),
         )
     if state.saved != INTERRUPTED and value is not NO_ANSWER:
-        raise refuse(
-            state,
-            "answer",
-            f"it is not waiting for an answer: `{_cli(args, 'resume', thread_id)}` continues it",
-        )
+        if state.status in (SLEEPING, WAITING):
+            then = "a worker serving its workflow resumes it when it is due"
+        else:
+            then = f"`{_cli(args, 'resume', thread_id)}` continues it"
+        raise refuse(state, "answer", f"it is not waiting for an answer: {then}")
     return pending
 
 
@@ -224,6 +233,13 @@ def _queue_resume(
                 "status": status,
             },
             out,
+        )
+    elif status in ("sleeping", "waiting"):
+        # its run waits in the queue already (a durable wait): joined, not queued
+        out.write(
+            f"{status}: run {handle.run_id} of thread {clean(state.thread_id)} is in the queue "
+            f"already; a worker serving {state.run.workflow!r} resumes it when it is due "
+            "(`pregelkit runs` shows it)\n"
         )
     else:
         out.write(
