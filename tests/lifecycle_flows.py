@@ -2,7 +2,7 @@
 by the command line in-process as ``lifecycle_flows:flow``.
 
 ``flow(n)`` calls ``step`` then ``tail``; for ``n >= 10`` it asks a question
-between them; ``flow(2)`` sleeps an hour between them and ``flow(3)`` waits
+between them; ``flow(-1)`` sleeps an hour between them and ``flow(-2)`` waits
 for a message on topic ``go`` (on a worker: ``sleeping``, ``waiting``).
 ``FAIL["step"]`` makes ``step`` raise; ``RAN`` lists the task bodies that
 really ran, so a test tells a replay from a run.
@@ -39,9 +39,9 @@ def tail(n: int) -> int:
 @entrypoint()
 def flow(n: int) -> Any:
     a = step(n).result()
-    if n == 2:
+    if n == -1:
         durable.sleep(3600)
-    elif n == 3:
+    elif n == -2:
         a += len(str(durable.recv(topic="go")))
     elif n >= 10:
         answer = interrupt(f"go on with {a}?")

@@ -208,11 +208,11 @@ class Harness:
             raise AssertionError(state)
 
     def _suspend(self, state: str, thread: str) -> None:
-        """A worker runs ``flow(2)`` (a sleep of an hour) or ``flow(3)`` (a
+        """A worker runs ``flow(-1)`` (a sleep of an hour) or ``flow(-2)`` (a
         ``recv``) until the run is suspended in the queue, and stops. It
         would take any queued run of ``flow`` too: these states are made
         before any other (their rows come first in the table)."""
-        handle = self.wf.submit(2 if state == "sleeping" else 3, self.cfg(thread))
+        handle = self.wf.submit(-1 if state == "sleeping" else -2, self.cfg(thread))
         worker = Worker([self.wf], self.saver, concurrency=1)
         serving = threading.Thread(target=worker.run, daemon=True)
         serving.start()
