@@ -134,6 +134,51 @@ def test_call_appended_after_the_recorded_ones_runs(saver: Saver) -> None:
     assert log.ran == [("b", 1)]
 
 
+def test_last_recorded_call_removed_is_an_error(saver: Saver) -> None:
+    """The new code returns without making a call the recorded run made (and
+    whose side effects happened): refused like any other edit, not a result
+    that silently leaves the recorded call out."""
+    log = Log()
+    a, b, _ = log.tasks()
+    v1 = record(saver, lambda n: [a(n).result(), b(n).result()])
+    v1.invoke(1, cfg())
+    v2 = record(saver, lambda n: [a(n).result()])
+    log.ran.clear()
+    with pytest.raises(NondeterminismError) as err:
+        v2.invoke(Command(resume="y"), cfg())
+    assert err.value.position == 1
+    assert "'b'" in err.value.recorded and "nothing" in err.value.new
+    assert log.ran == []
+    assert v1.invoke(Command(resume="y"), cfg()) == {"got": ["a1", "b1"], "answer": "y"}
+    assert log.ran == []
+
+
+def test_nested_task_that_drops_its_last_call_is_an_error(saver: Saver) -> None:
+    log = Log()
+    a, b, _ = log.tasks()
+
+    def version(calls_b: bool) -> Any:
+        @task
+        def outer(n: int) -> list[str]:
+            got = [a(n).result()]
+            if calls_b:
+                got.append(b(n).result())
+            got.append(interrupt("inner?"))
+            return got
+
+        @entrypoint(checkpointer=saver)
+        def wf(n: int) -> list[str]:
+            return outer(n).result()
+
+        return wf
+
+    version(True).invoke(1, cfg())
+    with pytest.raises(NondeterminismError) as err:
+        version(False).invoke(Command(resume="y"), cfg())
+    assert err.value.parent == "outer" and err.value.position == 1
+    assert version(True).invoke(Command(resume="y"), cfg()) == ["a1", "b1", "y"]
+
+
 def test_undigestable_arguments_fall_back_to_the_name(saver: Saver) -> None:
     log = Log()
     a, b, _ = log.tasks()

@@ -253,7 +253,8 @@ class NondeterminismError(RuntimeError):
     """A resumed run made a different task call than the run it resumes.
 
     The code changed between the run that was recorded and this resume: a call
-    was swapped, inserted before a recorded one, or given other arguments.
+    was swapped, inserted before a recorded one, given other arguments, or
+    removed (also the last one: the task returns before making it).
     Nothing this resume did was saved, so the thread still resumes with the
     code that recorded it. Guard new behaviour with ``patched()`` to change
     code while threads are in flight (see the "Changing code" guide).

@@ -30,7 +30,7 @@ from pregelkit.pregel._plan.algo import (
     push_call_id,
     task_path_str,
 )
-from pregelkit.pregel._plan.replay import identity_of, replays
+from pregelkit.pregel._plan.replay import check_ended, identity_of, replays
 from pregelkit.types import PregelExecutableTask
 
 if TYPE_CHECKING:
@@ -329,6 +329,14 @@ class TaskCalls:
         """The id of the call ``parent`` makes at ``idx``, and the identity
         recorded there by the run this one resumes (None if nothing is)."""
         return self.records.recorded(self.planner, parent, idx)
+
+    def ended(self, parent: PregelExecutableTask, calls: int) -> None:
+        """``parent`` returned after ``calls`` calls: raise
+        ``NondeterminismError`` if the run this one resumes recorded a call
+        after them. A run that resumes nothing has no records and pays one
+        dict check per task."""
+        if self.records.records:
+            check_ended(self.records.recorded(self.planner, parent, calls)[1], calls, parent.name)
 
 
 _NONE: tuple[Save, ...] = ()

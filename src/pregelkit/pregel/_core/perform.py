@@ -204,6 +204,7 @@ class _Performer(ABC):
         self.check_saved = core.check_saved
         self.remember_call = core.calls.records.remember
         self.recorded_call = core.calls.recorded
+        self.ended_calls = core.calls.ended
         self._thread_lock: Any = None
         self._first_read: tuple[dict[str, Any], Callable[[], CheckpointTuple | None]] | None = None
 

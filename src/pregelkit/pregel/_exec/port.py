@@ -51,6 +51,10 @@ class LoopPort(Protocol):
     def recorded_call(self, parent: PregelExecutableTask, idx: int) -> tuple[str, str | None]:
         """The id of a call position and the identity recorded there."""
 
+    def ended_calls(self, parent: PregelExecutableTask, calls: int) -> None:
+        """``parent`` returned after ``calls`` calls: raise ``NondeterminismError``
+        if the run it resumes recorded more."""
+
     def alookup_call(self, pushed: PregelExecutableTask) -> Awaitable[bool]:
         """Read the cache for a call; whether it was a hit."""
 

@@ -92,6 +92,8 @@ class PregelRunner:
         (an entrypoint-level retry replays them)."""
         self.recorded_call = port.recorded_call
         """The id of a call position and the identity recorded there."""
+        self.ended_calls = port.ended_calls
+        """Checks that a task that returned made every call its recorded run made."""
         self.aborted = port.run_stop.aborted
         """Told of a task ended by Ctrl-C or cancellation (``RunStop.aborted``)."""
         self.attempts: AttemptRecorder | None = port.attempt_recorder()
@@ -216,12 +218,23 @@ class PregelRunner:
             raise fence.refusal()
         return fence
 
+    def _ended(self, task: PregelExecutableTask) -> None:
+        """A task returned: a replay that dropped a recorded call is a
+        mismatch like a changed one (the run saves nothing from then on)."""
+        try:
+            self.ended_calls(task, task.scope.call_counter)
+        except NondeterminismError as exc:
+            if self.poisoned is None:
+                self.poisoned = exc
+            raise
+
     def _run_and_commit(self, task: PregelExecutableTask) -> Any:
         fence = self._admit(task)
         try:
             value = run_with_retry(
                 task, self.retry_policy, self._settle_failed_calls, self.attempts
             )
+            self._ended(task)
         except BaseException as exc:
             self.commit(task, exc, fence)
             raise
@@ -236,6 +249,7 @@ class PregelRunner:
             value = await arun_with_retry(
                 task, self.retry_policy, self._settle_failed_calls, self.attempts
             )
+            self._ended(task)
         except BaseException as exc:
             if (pending := self.commit(task, exc, fence)) is not None:
                 await pending

@@ -27,6 +27,7 @@ __all__ = [
     "PATCH_PREFIX",
     "call_identity",
     "check_call",
+    "check_ended",
     "encode_failure",
     "exception_chain",
     "identity_of",
@@ -128,6 +129,20 @@ def check_call(recorded: str | None, new: str, position: int, parent: str) -> No
         parent=parent,
         recorded=_describe(recorded, new),
         new=_describe(new, recorded),
+    )
+
+
+def check_ended(recorded: str | None, calls: int, parent: str) -> None:
+    """Raise ``NondeterminismError`` if ``parent`` returned after ``calls``
+    calls while the run it resumes recorded one more: the new code dropped a
+    call the old one made (and whose side effects happened)."""
+    if recorded is None:
+        return
+    raise NondeterminismError(
+        position=calls,
+        parent=parent,
+        recorded=_describe(recorded, ""),
+        new="nothing (it returns before)",
     )
 
 
