@@ -15,12 +15,15 @@ Inside a workflow (an ``@entrypoint``, a ``@task`` or a Pregel node):
 Outside a workflow: ``send(saver, thread_id, value, topic=None)``,
 ``get_event(saver, thread_id, key, timeout=0)`` and ``waiting(wf, config)``
 (``awaiting`` in async code).
+Retention: ``prune(saver, RetentionPolicy(...))`` (``aprune``) drops old
+history once; ``Worker(..., retention=policy)`` keeps doing it.
 Async workflows use the ``a``-prefixed twins. A run that waits is still one
 run: ``invoke`` returns when it ends. See docs/guides/waiting.md.
 """
 
 from __future__ import annotations
 
+from pregelkit.checkpoint.retention import PruneReport, RetentionPolicy, aprune, prune
 from pregelkit.durable._primitives import (
     Waiting,
     aget_event,
@@ -40,8 +43,11 @@ from pregelkit.durable._primitives import (
 )
 
 __all__ = [
+    "PruneReport",
+    "RetentionPolicy",
     "Waiting",
     "aget_event",
+    "aprune",
     "arecv",
     "asend",
     "aset_event",
@@ -49,6 +55,7 @@ __all__ = [
     "asleep_until",
     "awaiting",
     "get_event",
+    "prune",
     "recv",
     "send",
     "set_event",

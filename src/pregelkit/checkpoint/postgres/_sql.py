@@ -227,6 +227,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         WHERE parent_thread IS NOT NULL AND status IN ('queued', 'running', 'sleeping', 'waiting')
         """,
     ),
+    (
+        # retention (checkpoint/_retention.py): one row, the lease of the
+        # worker pruning now (one at a time) and when the last prune ended,
+        # both by the database's clock
+        """
+        CREATE TABLE pregelkit_retention (
+            id integer PRIMARY KEY,
+            holder text,
+            lease_until double precision,
+            pruned_at double precision
+        )
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 

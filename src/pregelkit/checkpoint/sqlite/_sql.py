@@ -230,6 +230,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         WHERE parent_thread IS NOT NULL AND status IN ('queued', 'running', 'sleeping', 'waiting')
         """,
     ),
+    (
+        # retention (checkpoint/_retention.py): one row, the lease of the
+        # worker pruning now (one at a time) and when the last prune ended,
+        # both by the database's clock
+        """
+        CREATE TABLE pregelkit_retention (
+            id INTEGER PRIMARY KEY,
+            holder TEXT,
+            lease_until REAL,
+            pruned_at REAL
+        )
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
