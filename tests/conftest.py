@@ -356,8 +356,7 @@ def make_store(
 _QUEUE_TABLES = (
     "pregelkit_checkpoints, pregelkit_blobs, pregelkit_writes, pregelkit_thread_control, "
     "pregelkit_attempts, pregelkit_runs, pregelkit_workers, pregelkit_messages, pregelkit_events, "
-    "pregelkit_retention, "
-    "fleet_log"
+    "pregelkit_retention, pregelkit_queues, pregelkit_queue_starts, fleet_log"
 )
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "TaskNotFound",
     "ThreadBusyError",
     "UnknownInterruptError",
+    "UnknownQueueError",
     "create_error_message",
     "is_invalid_resume",
 ]
@@ -388,9 +389,20 @@ class RunCancelledError(Exception):
     resumes by accident.
     """
 
-    def __init__(self, thread_id: str, *, starting: bool = False) -> None:
+    def __init__(
+        self, thread_id: str, *, starting: bool = False, replaced_by: str | None = None
+    ) -> None:
         self.thread_id = thread_id
-        if starting:
+        self.replaced_by = replaced_by
+        """For a debounced run (``submit(..., debounce=...)``): the run that
+        replaced it before it started."""
+        if replaced_by is not None:
+            msg = (
+                f"the queued run of thread {thread_id!r} was cancelled before it started: "
+                f"run {replaced_by!r}, a newer submit with the same queue and key, replaced it "
+                "(debounce); wait for that run's handle instead"
+            )
+        elif starting:
             msg = (
                 f"thread {thread_id!r} was cancelled, so it does not run: to continue it, "
                 "call uncancel(config) (or `pregelkit resume`) first, then "
@@ -405,13 +417,35 @@ class RunCancelledError(Exception):
         super().__init__(msg)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_cancelled, (self.thread_id, self.args[0]))
+        return (_rebuild_cancelled, (self.thread_id, self.args[0], self.replaced_by))
 
 
-def _rebuild_cancelled(thread_id: str, message: str) -> RunCancelledError:
-    err = RunCancelledError(thread_id)
+def _rebuild_cancelled(
+    thread_id: str, message: str, replaced_by: str | None = None
+) -> RunCancelledError:
+    err = RunCancelledError(thread_id, replaced_by=replaced_by)
     err.args = (message,)
     return err
+
+
+class UnknownQueueError(ValueError):
+    """A run was submitted to a queue no one declared (``declare_queue``, or
+    a worker given ``Worker(..., queues=[...])``): its limits are unknown,
+    so no worker would know how to serve it."""
+
+    def __init__(self, queue: str, declared: Sequence[str]) -> None:
+        self.queue = queue
+        self.declared = list(declared)
+        names = ", ".join(repr(name) for name in declared) if declared else "none"
+        super().__init__(
+            f"queue {queue!r} was never declared (declared queues: {names}): declare it with "
+            f"pregelkit.durable.declare_queue(saver, Queue({queue!r}, ...)) or start a worker "
+            f"with Worker(..., queues=[Queue({queue!r}, ...)]), or leave queue= out for the "
+            "default queue"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (UnknownQueueError, (self.queue, self.declared))
 
 
 class GraphDrained(GraphBubbleUp):

@@ -95,6 +95,10 @@ class Dialect(_plan.Dialect):
     ``status IN (...)`` and sorted every sleeping and waiting run at each
     claim (an idle worker's CPU grew with them: 8.7 ms/s with none, 40
     with 10,000). PostgreSQL's planner picks the walks by itself."""
+    lock_rows: str = ""
+    """How a read locks the rows it reads until the transaction ends
+    (PostgreSQL's ``FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` already
+    serializes writers)."""
     fence: str = field(init=False)
     """The fence check's SQL, spelled once: it runs in every write
     transaction of a leased run, so no per-call rewriting."""
@@ -133,6 +137,7 @@ POSTGRES = Dialect(
     share_lock=" FOR SHARE",
     placeholder="%s",
     writable_ctes=True,
+    lock_rows=" FOR UPDATE",
     mark_cancelled="""
         INSERT INTO pregelkit_thread_control (thread_id, mark) VALUES (?, 'cancelled')
         ON CONFLICT (thread_id) DO UPDATE SET mark = excluded.mark, updated_at = now()
@@ -185,8 +190,8 @@ def fenced(
 
 _RUN_COLUMNS = """run_id, thread_id, workflow, status, priority, fence, worker,
     lease_until - {now}, attempts, cancel_requested, error, created_at, finished_at,
-    due_at, wait_kind, wait_topic, parent_thread"""
-RESULT_AT = 17
+    due_at, wait_kind, wait_topic, parent_thread, queue, queue_key, not_before"""
+RESULT_AT = 20
 """Where ``get``'s row has the stored result (its type, then its bytes)."""
 
 
@@ -380,6 +385,8 @@ class Claimed:
     parent_thread: str | None = None
     """The thread of the workflow that started this run as its child: the
     run's end wakes it."""
+    queue: str = ""
+    """The queue it was submitted to ('' is the default queue)."""
 
 
 # a claim's parts, shared by ``claim`` and ``finish_and_claim``. The runs it
@@ -389,15 +396,24 @@ class Claimed:
 # before anything queued), then ``pregelkit_runs_claim`` (migration 5); each
 # index's condition is spelled out for SQLite's planner to see it holds. A
 # due run an ``invoke`` process still holds (its lease) is left to it.
-_CLAIM_SET = """
+CLAIM_SET = """
     UPDATE pregelkit_runs SET status = 'running', fence = fence + 1, worker = ?,
         lease_until = {now} + ?, attempts = attempts + 1, updated_at = {now},
-        due_at = NULL, wait_kind = NULL, wait_topic = NULL
+        due_at = NULL, wait_kind = NULL, wait_topic = NULL"""
+CLAIM_RETURNING = """
+    RETURNING priority, created_at, run_id, thread_id, workflow, fence, attempts,
+        input_type, input, config_type, config, parent_thread, queue
+"""
+# the default queue's claim (a worker serving named queues claims with
+# ``_queues.claim``): its runs only, through the index of its own
+_CLAIM_SET = (
+    CLAIM_SET
+    + """
     WHERE run_id IN (
         SELECT run_id FROM (
             SELECT run_id FROM pregelkit_runs%(due_index)s
             WHERE workflow IN (%(names)s)%(skip)s AND status IN ('sleeping', 'waiting')
-              AND due_at IS NOT NULL AND due_at <= ?
+              AND due_at IS NOT NULL AND due_at <= ? AND queue = ''
               AND (lease_until IS NULL OR lease_until < {now})
             ORDER BY due_at
             LIMIT ?{skip_locked}) AS due
@@ -405,14 +421,14 @@ _CLAIM_SET = """
         SELECT run_id FROM (
             SELECT run_id FROM pregelkit_runs%(claim_index)s
             WHERE workflow IN (%(names)s)%(skip)s AND status IN ('queued', 'running')
+              AND queue = ''
               AND (status = 'queued' OR (status = 'running' AND lease_until < {now}))
             ORDER BY priority DESC, created_at, run_id
             LIMIT ?{skip_locked}) AS queued
-        LIMIT ?)
-    RETURNING priority, created_at, run_id, thread_id, workflow, fence, attempts,
-        input_type, input, config_type, config, parent_thread
-"""
-_FINISH = """
+        LIMIT ?)"""
+    + CLAIM_RETURNING
+)
+FINISH = """
     UPDATE pregelkit_runs SET status = ?, result_type = ?, result = ?, error = ?,
         lease_until = NULL, finished_at = {now}, updated_at = {now}
     WHERE run_id = ? AND fence = ? AND status = 'running' RETURNING run_id
@@ -460,10 +476,10 @@ def claim(
     # are leased in the same UPDATE
     params = _claim_params(worker_id, workflows, limit, lease_seconds, now)
     rows = yield d.q(_claim_sql(d, workflows), params, "all")
-    return _claimed(rows)
+    return claimed_rows(rows)
 
 
-def _claimed(rows: Sequence[Sequence[Any]]) -> list[Claimed]:
+def claimed_rows(rows: Sequence[Sequence[Any]]) -> list[Claimed]:
     # RETURNING comes in no set order: started in the order they were taken
     rows = sorted(rows, key=lambda row: (-row[0], row[1], row[2]))
     return [
@@ -476,6 +492,7 @@ def _claimed(rows: Sequence[Sequence[Any]]) -> list[Claimed]:
             (str(itype), bytes(ivalue)),
             (str(ctype), bytes(cvalue)),
             None if parent is None else str(parent),
+            str(queue),
         )
         for (
             _,
@@ -490,17 +507,21 @@ def _claimed(rows: Sequence[Sequence[Any]]) -> list[Claimed]:
             ctype,
             cvalue,
             parent,
-        ) in (rows)
+            queue,
+        ) in rows
     ]
 
 
-def pending(d: Dialect, workflows: Sequence[str]) -> RunPlan[int]:
-    """How many runs of ``workflows`` are active (queued, running, sleeping
-    or waiting), wherever: a run that waits is still a run to serve."""
+def pending(d: Dialect, workflows: Sequence[str], queues: Sequence[str] = ("",)) -> RunPlan[int]:
+    """How many runs of ``workflows`` on ``queues`` are active (queued,
+    running, sleeping or waiting), wherever: a run that waits is still a
+    run to serve."""
     names = ", ".join("?" for _ in workflows)
+    served = ", ".join("?" for _ in queues)
     row = yield d.q(
-        f"SELECT count(*) FROM pregelkit_runs WHERE workflow IN ({names}) AND {IS_ACTIVE}",
-        tuple(workflows),
+        f"SELECT count(*) FROM pregelkit_runs WHERE workflow IN ({names}) AND {IS_ACTIVE} "
+        f"AND queue IN ({served})",
+        (*workflows, *queues),
         "one",
     )
     return int(row[0])
@@ -576,7 +597,7 @@ def finish(
     parent's thread, its own) for a child run, whose end wakes the parent
     waiting for it in the same transaction (a caller gives such a plan a
     transaction: ``single`` only without ``child``)."""
-    row = yield d.q(_FINISH, _finish_params(lease, status, result, error), "one")
+    row = yield d.q(FINISH, finish_params(lease, status, result, error), "one")
     if row is None:
         raise LeaseLostError(lease[0], lease[1], "recording how the run ended")
     if child is not None:
@@ -602,19 +623,19 @@ def finish_and_claim(
     On PostgreSQL one statement, one transaction: a worker's runs end and
     start without a claim of their own. ``child``: as for ``finish``."""
     now = due_now(now)
-    finished = _finish_params(lease, status, result, error)
+    finished = finish_params(lease, status, result, error)
     # the run that ends is never the one taken (its lease may have expired)
     asked = _claim_params(worker_id, workflows, 1, lease_seconds, now, (lease[0],))
     take = _claim_sql(d, workflows, " AND run_id <> ?")
     if not d.writable_ctes:
-        ended = yield d.q(_FINISH, finished, "one")
+        ended = yield d.q(FINISH, finished, "one")
         if ended is not None and child is not None:
             yield from wake(d, child[0], "child", child[1], now)
         taken = yield d.q(take, asked, "all")
-        return ended is not None, next(iter(_claimed(taken)), None)
+        return ended is not None, next(iter(claimed_rows(taken)), None)
     # one row whatever was taken: the count of runs ended, then the run taken or NULLs
     rows = yield d.q(
-        f"WITH ended AS ({_FINISH}), taken AS ({take}) "
+        f"WITH ended AS ({FINISH}), taken AS ({take}) "
         "SELECT (SELECT count(*) FROM ended), taken.* FROM (VALUES (1)) AS one "
         "LEFT JOIN taken ON true",
         (*finished, *asked),
@@ -623,10 +644,10 @@ def finish_and_claim(
     ended = bool(rows[0][0])
     if ended and child is not None:
         yield from wake(d, child[0], "child", child[1], now)
-    return ended, next(iter(_claimed([r[1:] for r in rows if r[3] is not None])), None)
+    return ended, next(iter(claimed_rows([r[1:] for r in rows if r[3] is not None])), None)
 
 
-def _finish_params(
+def finish_params(
     lease: tuple[str, int], status: str, result: tuple[str, bytes] | None, error: str | None
 ) -> tuple[Any, ...]:
     rtype, rvalue = result if result is not None else (None, None)

@@ -11,9 +11,11 @@ workflow id is in Temporal).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +50,7 @@ __all__ = [
     "WAITING",
     "RunHandle",
     "RunRecord",
+    "Routing",
     "asubmit_run",
     "describe_wait",
     "list_runs",
@@ -91,12 +94,17 @@ class RunRecord:
     wait_kind: str | None = None
     wait_topic: str | None = None
     parent_thread: str | None = None
+    queue: str = ""
+    """Its queue ('' is the default one) and key (``submit(key=...)``)."""
+    queue_key: str | None = None
+    not_before: float | None = None
+    """A debounced run starts no sooner (seconds since the epoch)."""
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...], waiting: str | None = None) -> RunRecord:
         (run_id, thread, workflow, status, priority, fence, worker, lease_left) = row[:8]
         attempts, cancel_requested, error, created_at, finished_at = row[8:13]
-        due_at, wait_kind, wait_topic, parent_thread = row[13:17]
+        due_at, wait_kind, wait_topic, parent_thread, queue, key, not_before = row[13:20]
         return cls(
             str(run_id),
             str(thread),
@@ -116,6 +124,9 @@ class RunRecord:
             wait_kind,
             wait_topic,
             parent_thread,
+            str(queue),
+            key,
+            None if not_before is None else float(not_before),
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -149,6 +160,69 @@ def describe_wait(kind: str | None, due_at: float | None, topic: str | None) -> 
     return f"{what} {until}".rstrip()
 
 
+@dataclass(frozen=True, slots=True)
+class Routing:
+    """Where a submit goes besides its thread (``wf.submit``'s ``queue=``,
+    ``key=``, ``dedup_id=``, ``debounce=``), checked."""
+
+    queue: str = ""
+    key: str | None = None
+    dedup_id: str | None = None
+    debounce: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        queue: str | None = None,
+        key: str | None = None,
+        dedup_id: str | None = None,
+        debounce: float | timedelta | None = None,
+    ) -> Routing:
+        if queue is not None and (not isinstance(queue, str) or not queue):
+            raise ValueError(
+                f"submit(queue=...) takes a declared queue's name, got {queue!r} "
+                "(leave it out for the default queue)"
+            )
+        for what, value in (("key", key), ("dedup_id", dedup_id)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"submit({what}=...) takes a non-empty string, got {value!r}")
+        if key is not None and queue is None:
+            raise ValueError(
+                "submit(key=...) needs queue=...: a key is counted against its queue's "
+                "key_concurrency, and the default queue has no limits"
+            )
+        if isinstance(debounce, timedelta):
+            debounce = debounce.total_seconds()
+        if debounce is not None:
+            if isinstance(debounce, bool) or not isinstance(debounce, int | float):
+                raise TypeError(f"submit(debounce=...) takes seconds, got {debounce!r}")
+            if not (math.isfinite(debounce) and 0 < debounce <= 366 * 86400):
+                raise ValueError(
+                    f"submit(debounce=...) takes seconds in (0, a year], got {debounce!r}"
+                )
+            if key is None:
+                raise ValueError(
+                    "submit(debounce=...) needs key=... (and queue=...): a newer submit with "
+                    "the same queue and key replaces a debounced run that has not started"
+                )
+        return cls(queue or "", key, dedup_id, None if debounce is None else float(debounce))
+
+    @property
+    def plain(self) -> bool:
+        """The default queue and no dedup id: today's submit, unchanged."""
+        return not self.queue and self.dedup_id is None
+
+
+DEFAULT_ROUTE = Routing()
+
+
+def _plain_submit(
+    d: _runqueue.Dialect, thread_id: str, **kwargs: Any
+) -> _runqueue.RunPlan[tuple[str, str, bool]]:
+    run_id, created = yield from _runqueue.submit(d, thread_id, **kwargs)
+    return run_id, thread_id, created
+
+
 def _request(
     saver: BaseCheckpointSaver[Any],
     workflow: str,
@@ -157,9 +231,10 @@ def _request(
     priority: int,
     parent_thread: str | None,
     detached: bool = False,
-) -> tuple[str, partial[_runqueue.RunPlan[tuple[str, bool]]]]:
-    """The thread and the submit plan; argument checks happen here, before
-    any database call."""
+    route: Routing = DEFAULT_ROUTE,
+) -> partial[_runqueue.RunPlan[tuple[str, str, bool]]]:
+    """The submit plan; argument checks happen here, before any database
+    call. It returns (run id, its thread, whether queued now)."""
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise TypeError(f"priority must be an int (higher runs first), got {priority!r}")
     conf = (config or {}).get(CONF) or {}
@@ -177,8 +252,23 @@ def _request(
             f"submit() stores the input and config in the database for a worker to load, "
             f"but they cannot be serialized: {exc}"
         ) from exc
-    plan = partial(
-        _runqueue.submit,
+    if not route.plain:
+        from pregelkit.checkpoint import _queues
+
+        return partial(
+            _queues.submit,
+            thread_id=str(thread_id),
+            workflow=workflow,
+            priority=priority,
+            input=stored_input,
+            config=stored_config,
+            queue=route.queue,
+            key=route.key,
+            dedup_id=route.dedup_id,
+            debounce=route.debounce,
+        )
+    return partial(
+        _plain_submit,
         thread_id=str(thread_id),
         workflow=workflow,
         priority=priority,
@@ -187,7 +277,6 @@ def _request(
         parent_thread=parent_thread,
         detached=detached,
     )
-    return str(thread_id), plan
 
 
 def submit_run(
@@ -198,13 +287,15 @@ def submit_run(
     priority: int = 0,
     parent_thread: str | None = None,
     detached: bool = False,
+    route: Routing = DEFAULT_ROUTE,
 ) -> RunHandle:
     """Queue a run of the workflow named ``workflow`` (what ``wf.submit``
     does). ``parent_thread``: the thread of the workflow that submits it as
     its child (``pregelkit.durable``): its end wakes the parent, and the
-    parent's cancel cancels it unless ``detached``."""
-    thread_id, plan = _request(saver, workflow, input, config, priority, parent_thread, detached)
-    run_id, _ = saver.run_queue(lambda d: plan(d), "submit")
+    parent's cancel cancels it unless ``detached``. ``route``: its queue,
+    key, dedup id and debounce."""
+    plan = _request(saver, workflow, input, config, priority, parent_thread, detached, route)
+    run_id, thread_id, _ = saver.run_queue(lambda d: plan(d), "submit")
     return RunHandle(saver, run_id, thread_id)
 
 
@@ -215,10 +306,11 @@ async def asubmit_run(
     config: Mapping[str, Any] | None,
     priority: int = 0,
     parent_thread: str | None = None,
+    route: Routing = DEFAULT_ROUTE,
 ) -> RunHandle:
     """The async twin of :func:`submit_run`."""
-    thread_id, plan = _request(saver, workflow, input, config, priority, parent_thread)
-    run_id, _ = await saver.arun_queue(lambda d: plan(d), "submit")
+    plan = _request(saver, workflow, input, config, priority, parent_thread, route=route)
+    run_id, thread_id, _ = await saver.arun_queue(lambda d: plan(d), "submit")
     return RunHandle(saver, run_id, thread_id)
 
 
@@ -294,6 +386,15 @@ def list_runs(
             )
         records.append(RunRecord.from_row(row, waiting))
     return records
+
+
+def _replaced_by(error: str | None) -> str | None:
+    """The run that replaced a debounced one, from its error."""
+    from pregelkit.checkpoint._queues import REPLACED
+
+    if error is None or not error.startswith(REPLACED):
+        return None
+    return error[len(REPLACED) :].split(" ", 1)[0]
 
 
 class RunHandle:
@@ -395,7 +496,8 @@ class RunHandle:
         if status == FAILED:
             raise RunFailedError(self.thread_id, self.run_id, str(error))
         if status == CANCELLED:
-            raise RunCancelledError(self.thread_id)
+            replaced = _replaced_by(error)
+            raise RunCancelledError(self.thread_id, replaced_by=replaced)
         rtype, rvalue = row[_runqueue.RESULT_AT], row[_runqueue.RESULT_AT + 1]
         if rtype is None:
             return None

@@ -19,10 +19,16 @@ Retention: ``prune(saver, RetentionPolicy(...))`` (``aprune``) drops old
 history once; ``Worker(..., retention=policy)`` keeps doing it.
 Async workflows use the ``a``-prefixed twins. A run that waits is still one
 run: ``invoke`` returns when it ends. See docs/guides/waiting.md.
+
+Flow control of the run queue: ``Queue(name, concurrency=..., ...)``
+declared with ``declare_queue(saver, queue)`` (or ``adeclare_queue``), or by
+a worker given ``Worker(..., queues=[...])``; ``wf.submit(..., queue=...,
+key=..., dedup_id=..., debounce=...)``. See docs/guides/fleet.md.
 """
 
 from __future__ import annotations
 
+from pregelkit.checkpoint.queues import Queue, adeclare_queue, declare_queue
 from pregelkit.checkpoint.retention import PruneReport, RetentionPolicy, aprune, prune
 from pregelkit.durable._primitives import (
     Waiting,
@@ -45,7 +51,9 @@ from pregelkit.durable._primitives import (
 __all__ = [
     "PruneReport",
     "RetentionPolicy",
+    "Queue",
     "Waiting",
+    "adeclare_queue",
     "aget_event",
     "aprune",
     "arecv",
@@ -54,6 +62,7 @@ __all__ = [
     "asleep",
     "asleep_until",
     "awaiting",
+    "declare_queue",
     "get_event",
     "prune",
     "recv",

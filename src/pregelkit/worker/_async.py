@@ -65,6 +65,9 @@ class AsyncWorker(WorkerFront):
         self._loop = asyncio.get_running_loop()
         self._wake = wake = asyncio.Event()
         runs: set[asyncio.Task[None]] = set()
+        declare = core.declare_plan()
+        if declare is not None:
+            await saver.arun_queue(declare, "declare queues")
         await self._beat()
         beat = asyncio.create_task(self._heartbeats())
         watch = asyncio.create_task(self._watch())
@@ -75,7 +78,9 @@ class AsyncWorker(WorkerFront):
                 claimed: list[_runqueue.Claimed] = []
                 if plan is not None:
                     try:
-                        claimed = await saver.arun_queue(plan, "claim runs", single=True)
+                        claimed = await saver.arun_queue(
+                            plan, "claim runs", single=core.claims_alone
+                        )
                         pause = OUTAGE_PAUSE_SECONDS[0]
                     except StorageError as exc:
                         log.warning("cannot reach the queue (%s); trying again", exc)

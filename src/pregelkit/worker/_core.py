@@ -31,8 +31,10 @@ from pregelkit._internal._constants import (
     INTERRUPT,
     METADATA_KEY_RUN,
 )
-from pregelkit.checkpoint import _runqueue, _waits
+from pregelkit.checkpoint import _queues, _runqueue, _waits
+from pregelkit.checkpoint._queues import Limits
 from pregelkit.checkpoint.base import BaseCheckpointSaver, no_run_queue
+from pregelkit.checkpoint.queues import Queue
 from pregelkit.checkpoint.runs import describe_wait
 from pregelkit.errors import (
     GraphDrained,
@@ -112,6 +114,7 @@ class WorkerCore:
         lease_seconds: float,
         worker_id: str | None,
         poll_seconds: tuple[float, float] = IDLE_POLL_SECONDS,
+        queues: Sequence[Queue | str] = (),
     ) -> None:
         if not isinstance(checkpointer, BaseCheckpointSaver):
             raise TypeError(
@@ -151,6 +154,7 @@ class WorkerCore:
             raise ValueError("Worker(workflows=...) is empty: give it the workflows to serve")
         self.graphs = graphs
         self.names = sorted(graphs)
+        self.declares, self.queues = _served(queues)
         self.saver = checkpointer
         self.concurrency = concurrency
         self.lease_seconds = float(lease_seconds)
@@ -173,10 +177,33 @@ class WorkerCore:
 
     # the queue
 
+    def declare_plan(self) -> Plan | None:
+        """At start: store the declarations this worker was given, and check
+        the queues it was given by name are declared (``UnknownQueueError``)."""
+        if not self.queues:
+            return None
+        return partial(_declare_and_check, limits=self.declares, names=self.queues)
+
+    @property
+    def claims_alone(self) -> bool:
+        """Whether a claim is one statement, a transaction of its own: a
+        worker serving the default queue only. A worker serving named
+        queues locks the limited ones' rows first, then claims."""
+        return not self.queues
+
     def claim_plan(self) -> Plan | None:
         free = self.concurrency - len(self.held) - self.refilling
         if free <= 0 or self.stopping:
             return None
+        if self.queues:
+            return partial(
+                _queues.claim,
+                worker_id=self.worker_id,
+                workflows=self.names,
+                queues=self.queues,
+                limit=free,
+                lease_seconds=self.lease_seconds,
+            )
         return partial(
             _runqueue.claim,
             worker_id=self.worker_id,
@@ -196,7 +223,7 @@ class WorkerCore:
         return pause * random.uniform(0.8, 1.2)
 
     def pending_plan(self) -> Plan:
-        return partial(_runqueue.pending, workflows=self.names)
+        return partial(_runqueue.pending, workflows=self.names, queues=("", *self.queues))
 
     def heartbeat_plan(self) -> Plan:
         return partial(
@@ -358,6 +385,17 @@ class WorkerCore:
         if self.stopping or not isinstance(exc, Exception | None):
             return Outcome(ending, message, level, exc, single=single)
         self.refilling += 1
+        if self.queues:
+            plan = partial(
+                _queues.finish_and_claim,
+                *ending.args,
+                **ending.keywords,
+                worker_id=self.worker_id,
+                workflows=self.names,
+                queues=self.queues,
+                lease_seconds=self.lease_seconds,
+            )
+            return Outcome(plan, message, level, exc, refills=True, single=False)
         plan = partial(
             _runqueue.finish_and_claim,
             *ending.args,
@@ -431,6 +469,40 @@ class WorkerCore:
         log.info("stopping (%s): claiming no more runs; %s", self.stop_reason, waits)
 
 
+def _served(queues: Sequence[Queue | str]) -> tuple[list[Limits], list[str]]:
+    """The declarations a worker makes at start, and the named queues it
+    serves (besides the default queue, which every worker serves)."""
+    if isinstance(queues, str | Queue) or not isinstance(queues, Sequence | set):
+        raise TypeError(
+            "Worker(queues=...) takes a list of Queue(...) declarations or declared queues' "
+            "names, e.g. [Queue('emails', concurrency=5)]"
+        )
+    declares: dict[str, Limits] = {}
+    names: list[str] = []
+    for queue in queues:
+        if isinstance(queue, Queue):
+            if queue.name in declares and declares[queue.name] != queue.limits():
+                raise ValueError(f"Worker(queues=...) declares queue {queue.name!r} twice, apart")
+            declares[queue.name] = queue.limits()
+            name = queue.name
+        elif isinstance(queue, str) and queue:
+            name = queue
+        else:
+            raise TypeError(
+                f"Worker(queues=...) takes Queue(...) declarations or queue names, got {queue!r}"
+            )
+        if name not in names:
+            names.append(name)
+    return list(declares.values()), sorted(names)
+
+
+def _declare_and_check(
+    d: _runqueue.Dialect, limits: Sequence[Limits], names: Sequence[str]
+) -> _runqueue.RunPlan[None]:
+    yield from _queues.declare(d, limits)
+    yield from _queues.declared(d, names)
+
+
 def waiting_for(suspended: RunSuspended) -> str:
     """What a suspended run waits for, as the worker logs it."""
     what = describe_wait(suspended.kind, suspended.due_at, suspended.topic)
@@ -449,6 +521,7 @@ class WorkerFront:
         concurrency: int = 8,
         lease_seconds: float = 30.0,
         worker_id: str | None = None,
+        queues: Sequence[Queue | str] = (),
     ) -> None:
         """``workflows``: the graphs this worker serves, found by name (a
         queued run names its workflow). ``checkpointer``: the database the
@@ -457,13 +530,17 @@ class WorkerFront:
         ``concurrency``: runs at a time. ``lease_seconds``: how long a run
         this worker stops renewing stays its own before another worker may
         take it (renewed every third of it). ``worker_id``: a name in
-        ``pregelkit runs`` (default: host, pid and a random suffix)."""
+        ``pregelkit runs`` (default: host, pid and a random suffix).
+        ``queues``: the named queues it serves besides the default one, as
+        ``Queue(...)`` declarations (stored when it starts: the latest
+        declaration of a name wins) or names of queues declared already."""
         self._core = WorkerCore(
             workflows,
             checkpointer,
             concurrency=concurrency,
             lease_seconds=lease_seconds,
             worker_id=worker_id,
+            queues=queues,
         )
         self._lock = threading.Lock()
         self._event = threading.Event()

@@ -72,6 +72,9 @@ class Worker(WorkerFront):
             target=self._watch, args=(beating,), name="pregelkit-worker-cancels", daemon=True
         )
         pause = OUTAGE_PAUSE_SECONDS[0]
+        declare = core.declare_plan()
+        if declare is not None:
+            saver.run_queue(declare, "declare queues")
         try:
             # leaving the pool waits for the runs held: they end or drain
             with ThreadPoolExecutor(core.concurrency, thread_name_prefix="pregelkit-run") as pool:
@@ -84,7 +87,7 @@ class Worker(WorkerFront):
                     claimed: list[_runqueue.Claimed] = []
                     if plan is not None:
                         try:
-                            claimed = saver.run_queue(plan, "claim runs", single=True)
+                            claimed = saver.run_queue(plan, "claim runs", single=core.claims_alone)
                             pause = OUTAGE_PAUSE_SECONDS[0]
                         except StorageError as exc:
                             log.warning("cannot reach the queue (%s); trying again", exc)

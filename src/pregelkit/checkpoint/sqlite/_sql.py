@@ -243,6 +243,62 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    (
+        # named queues with limits (checkpoint/_queues.py): one declaration per
+        # name, the latest wins; NULL is no limit. rate_count starts at most in
+        # any window of rate_seconds
+        """
+        CREATE TABLE pregelkit_queues (
+            name TEXT PRIMARY KEY,
+            concurrency INTEGER,
+            worker_concurrency INTEGER,
+            key_concurrency INTEGER,
+            rate_count INTEGER,
+            rate_seconds REAL,
+            updated_at REAL NOT NULL
+        )
+        """,
+        # the starts of rate-limited queues, by the claims that made them (in
+        # their transaction: a worker killed after its claim committed counted)
+        """
+        CREATE TABLE pregelkit_queue_starts (
+            queue TEXT NOT NULL,
+            started_at REAL NOT NULL
+        )
+        """,
+        "CREATE INDEX pregelkit_queue_starts_window ON pregelkit_queue_starts (queue, started_at)",
+        # '' is the default queue; not_before: a debounced run starts no sooner
+        "ALTER TABLE pregelkit_runs ADD COLUMN queue TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE pregelkit_runs ADD COLUMN queue_key TEXT",
+        "ALTER TABLE pregelkit_runs ADD COLUMN dedup_id TEXT",
+        "ALTER TABLE pregelkit_runs ADD COLUMN not_before REAL",
+        # the default queue's claim walks its own runs only; a named queue's
+        # claim walks that queue's, in the order it takes them
+        "DROP INDEX pregelkit_runs_claim",
+        """
+        CREATE INDEX pregelkit_runs_claim ON pregelkit_runs (priority DESC, created_at, run_id)
+        WHERE status IN ('queued', 'running') AND queue = ''
+        """,
+        """
+        CREATE INDEX pregelkit_runs_claim_queue
+        ON pregelkit_runs (queue, priority DESC, created_at, run_id)
+        WHERE status IN ('queued', 'running') AND queue <> ''
+        """,
+        # what a limited claim counts: a queue's running runs, per key, per worker
+        """
+        CREATE INDEX pregelkit_runs_held ON pregelkit_runs (queue, queue_key, worker)
+        WHERE status = 'running' AND queue <> ''
+        """,
+        # one active run per (queue, dedup_id)
+        """
+        CREATE UNIQUE INDEX pregelkit_runs_dedup ON pregelkit_runs (queue, dedup_id)
+        WHERE dedup_id IS NOT NULL AND status IN ('queued', 'running', 'sleeping', 'waiting')
+        """,
+        """
+        CREATE INDEX pregelkit_runs_debounce ON pregelkit_runs (queue, queue_key)
+        WHERE status = 'queued' AND not_before IS NOT NULL
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
