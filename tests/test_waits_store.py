@@ -371,7 +371,7 @@ def test_a_version_5_database_migrates_and_keeps_its_runs(
     with opened as saver:
         before = submit_run(saver, "w", 1, cfg("t"))  # on the latest version after setup
         versions = run(saver, lambda d: _fetch(d, "SELECT version FROM pregelkit_migrations"))
-        assert [v for (v,) in versions] == [1, 2, 3, 4, 5, 6, 7]
+        assert [v for (v,) in versions] == list(range(1, len(sql.MIGRATIONS) + 1))
         # the run queued before the migration is still the thread's, and first in line
         assert submit_run(saver, "w", 1, cfg("t-old")).run_id == "old"
         (old_run, c) = claim(saver, NOW)

@@ -28,6 +28,7 @@ __all__ = [
     "GraphInterrupt",
     "GraphRecursionError",
     "InterruptNotPendingError",
+    "InvalidScheduleError",
     "InvalidUpdateError",
     "LeaseLostError",
     "MessageTooLargeError",
@@ -42,6 +43,7 @@ __all__ = [
     "RunCancelledError",
     "RunFailedError",
     "RunSuspended",
+    "ScheduleNotFoundError",
     "StorageError",
     "ThreadStateError",
     "TaskNotFound",
@@ -636,3 +638,25 @@ def is_invalid_resume(error: BaseException) -> bool:
     ``response_schema``. pregelkit does not validate answers, so only errors
     marked so by user code are."""
     return bool(getattr(error, _INVALID_RESUME, False))
+
+
+class InvalidScheduleError(ValueError):
+    """``wf.schedule(...)`` was given something it cannot fire by: a cron
+    expression with a wrong field (the message names it), an unknown
+    timezone, an interval under a second, an id another workflow's
+    schedule has. Raised before anything is stored."""
+
+
+class ScheduleNotFoundError(LookupError):
+    """No schedule has this id (in this database): it was never declared,
+    or it was deleted. ``schedules(saver)`` lists those there are."""
+
+    def __init__(self, schedule_id: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(
+            f"no schedule {schedule_id!r} in this database: `pregelkit schedules list` "
+            "shows the schedules there are"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ScheduleNotFoundError, (self.schedule_id,))

@@ -17,6 +17,10 @@ Outside a workflow: ``send(saver, thread_id, value, topic=None)``,
 (``awaiting`` in async code).
 Retention: ``prune(saver, RetentionPolicy(...))`` (``aprune``) drops old
 history once; ``Worker(..., retention=policy)`` keeps doing it.
+Schedules: ``wf.schedule(...)`` records one; ``schedules(saver)`` lists
+them as ``Schedule`` objects (``pause``, ``resume``, ``delete``,
+``trigger``); the workers serving the workflow fire each slot once (see
+docs/guides/fleet.md).
 Async workflows use the ``a``-prefixed twins. A run that waits is still one
 run: ``invoke`` returns when it ends. See docs/guides/waiting.md.
 
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 from pregelkit.checkpoint.queues import Queue, adeclare_queue, declare_queue
 from pregelkit.checkpoint.retention import PruneReport, RetentionPolicy, aprune, prune
+from pregelkit.checkpoint.schedules import Schedule, aschedules, schedules
 from pregelkit.durable._primitives import (
     Waiting,
     aget_event,
@@ -52,12 +57,14 @@ __all__ = [
     "PruneReport",
     "RetentionPolicy",
     "Queue",
+    "Schedule",
     "Waiting",
     "adeclare_queue",
     "aget_event",
     "aprune",
     "arecv",
     "asend",
+    "aschedules",
     "aset_event",
     "asleep",
     "asleep_until",
@@ -66,6 +73,7 @@ __all__ = [
     "get_event",
     "prune",
     "recv",
+    "schedules",
     "send",
     "set_event",
     "sleep",

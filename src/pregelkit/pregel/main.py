@@ -16,6 +16,7 @@ from pregelkit._internal._constants import RESERVED, TASKS
 from pregelkit.channels.base import BaseChannel
 from pregelkit.channels.topic import Topic
 from pregelkit.pregel._api.run_args import RunArgs
+from pregelkit.pregel._api.schedule import ScheduleAPI
 from pregelkit.pregel._api.state import StateAPI
 from pregelkit.pregel._api.submit import SubmitAPI
 from pregelkit.pregel._api.surface import RunnableSurface
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["NodeBuilder", "Pregel"]
 
 
-class Pregel(StateAPI, SubmitAPI, PregelProtocol, RunnableSurface):
+class Pregel(StateAPI, SubmitAPI, ScheduleAPI, PregelProtocol, RunnableSurface):
     """A graph of nodes that communicate through channels, run in supersteps.
 
     In each step every triggered node runs in parallel on the values of the

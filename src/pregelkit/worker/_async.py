@@ -19,6 +19,7 @@ from pregelkit.worker._core import (
     WorkerFront,
     log,
 )
+from pregelkit.worker._schedules import acheck
 
 __all__ = ["AsyncWorker"]
 
@@ -73,7 +74,9 @@ class AsyncWorker(WorkerFront):
         watch = asyncio.create_task(self._watch())
         pause = OUTAGE_PAUSE_SECONDS[0]
         try:
+            core.firing.reset()
             while not core.stopping:
+                await acheck(core.firing)
                 plan = core.claim_plan()
                 claimed: list[_runqueue.Claimed] = []
                 if plan is not None:

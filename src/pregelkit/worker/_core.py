@@ -46,6 +46,7 @@ from pregelkit.errors import (
 from pregelkit.pregel._exec.stop import POLL_SECONDS
 from pregelkit.pregel.main import Pregel
 from pregelkit.runtime import RunControl
+from pregelkit.worker._schedules import Firing
 
 __all__ = ["Held", "Outcome", "WorkerCore", "WorkerFront", "log"]
 
@@ -174,6 +175,8 @@ class WorkerCore:
         self.stopping = False
         self.stop_reason: str | None = None
         self.finished = 0
+        # the schedules of its workflows: asked about at most once per longest idle pause
+        self.firing = Firing(checkpointer, self.names, self.poll_seconds[1])
 
     # the queue
 

@@ -20,6 +20,7 @@ from pregelkit.worker._core import (
     WorkerFront,
     log,
 )
+from pregelkit.worker._schedules import check
 
 __all__ = ["Worker"]
 
@@ -81,7 +82,9 @@ class Worker(WorkerFront):
                 self._beat()
                 beat.start()
                 watch.start()
+                core.firing.reset()
                 while not core.stopping:
+                    check(core.firing)
                     with self._lock:
                         plan = core.claim_plan()
                     claimed: list[_runqueue.Claimed] = []

@@ -296,6 +296,46 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         WHERE status = 'queued' AND not_before IS NOT NULL
         """,
     ),
+    (
+        # schedules (checkpoint/_schedules.py): a workflow fired by cron or
+        # every N seconds; next_at is the first slot not yet fired or skipped
+        # (seconds since the epoch, by the workers' clock; NULL: no more)
+        """
+        CREATE TABLE pregelkit_schedules (
+            schedule_id text PRIMARY KEY,
+            workflow text NOT NULL,
+            cron text,
+            every_seconds double precision,
+            input_type text,
+            input bytea,
+            timezone text NOT NULL,
+            catchup text NOT NULL,
+            start_at double precision,
+            end_at double precision,
+            paused integer NOT NULL DEFAULT 0,
+            next_at double precision,
+            last_slot_at double precision,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL
+        )
+        """,
+        # what a worker's check reads: the due ones, earliest first
+        """
+        CREATE INDEX pregelkit_schedules_due ON pregelkit_schedules (next_at)
+        WHERE paused = 0 AND next_at IS NOT NULL
+        """,
+        # a slot fired is a row: the unique key makes it fire once
+        """
+        CREATE TABLE pregelkit_schedule_slots (
+            schedule_id text NOT NULL,
+            slot_at double precision NOT NULL,
+            thread_id text NOT NULL,
+            run_id text,
+            fired_at double precision NOT NULL,
+            PRIMARY KEY (schedule_id, slot_at)
+        )
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 

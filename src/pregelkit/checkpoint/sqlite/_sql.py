@@ -299,6 +299,46 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         WHERE status = 'queued' AND not_before IS NOT NULL
         """,
     ),
+    (
+        # schedules (checkpoint/_schedules.py): a workflow fired by cron or
+        # every N seconds; next_at is the first slot not yet fired or skipped
+        # (seconds since the epoch, by the workers' clock; NULL: no more)
+        """
+        CREATE TABLE pregelkit_schedules (
+            schedule_id TEXT PRIMARY KEY,
+            workflow TEXT NOT NULL,
+            cron TEXT,
+            every_seconds REAL,
+            input_type TEXT,
+            input BLOB,
+            timezone TEXT NOT NULL,
+            catchup TEXT NOT NULL,
+            start_at REAL,
+            end_at REAL,
+            paused INTEGER NOT NULL DEFAULT 0,
+            next_at REAL,
+            last_slot_at REAL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        )
+        """,
+        # what a worker's check reads: the due ones, earliest first
+        """
+        CREATE INDEX pregelkit_schedules_due ON pregelkit_schedules (next_at)
+        WHERE paused = 0 AND next_at IS NOT NULL
+        """,
+        # a slot fired is a row: the unique key makes it fire once
+        """
+        CREATE TABLE pregelkit_schedule_slots (
+            schedule_id TEXT NOT NULL,
+            slot_at REAL NOT NULL,
+            thread_id TEXT NOT NULL,
+            run_id TEXT,
+            fired_at REAL NOT NULL,
+            PRIMARY KEY (schedule_id, slot_at)
+        )
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
