@@ -167,7 +167,7 @@ def prune_job(
 def run_steps(
     saver: BaseCheckpointSaver[Any],
     steps: Generator[Step, Any, T],
-    between: Callable[[], None] = lambda: None,
+    between: Callable[[], object] = lambda: None,
 ) -> T:
     """Run each step in a transaction of its own; ``between`` after each."""
     try:

@@ -9,9 +9,11 @@ from typing import Any
 
 from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
 from pregelkit.checkpoint import _runqueue
+from pregelkit.checkpoint.retention import arun_steps
 from pregelkit.errors import StorageError
 from pregelkit.pregel.main import Pregel
 from pregelkit.runtime import RunControl
+from pregelkit.worker import _retention
 from pregelkit.worker._core import (
     CANCEL_POLL_SECONDS,
     OUTAGE_PAUSE_SECONDS,
@@ -72,6 +74,8 @@ class AsyncWorker(WorkerFront):
         await self._beat()
         beat = asyncio.create_task(self._heartbeats())
         watch = asyncio.create_task(self._watch())
+        served = asyncio.Event()
+        retain = None if self._retention is None else asyncio.create_task(self._retain(served))
         pause = OUTAGE_PAUSE_SECONDS[0]
         try:
             core.firing.reset()
@@ -106,6 +110,10 @@ class AsyncWorker(WorkerFront):
         finally:
             beat.cancel()
             watch.cancel()
+            served.set()
+            if retain is not None:  # it stops after its current transaction
+                await asyncio.wait({retain}, timeout=_retention.JOIN_SECONDS)
+                retain.cancel()
         try:
             await saver.arun_queue(core.stopped_plan(), "worker stopped", single=True)
         except Exception as exc:
@@ -187,6 +195,25 @@ class AsyncWorker(WorkerFront):
                     log.debug("cannot read cancels (%s)", exc)
                     break
                 core.cancelled(cancelled)
+
+    async def _retain(self, served: asyncio.Event) -> None:
+        """Take turns applying the retention policy until serving ends."""
+        assert self._retention is not None
+        core = self._core
+
+        async def between() -> None:
+            await asyncio.sleep(_retention.PAUSE_SECONDS)
+
+        while not served.is_set():
+            steps = _retention.turn(core.saver, self._retention, core.worker_id, served.is_set)
+            try:
+                await arun_steps(core.saver, steps, between)
+            except Exception as exc:  # the next turn starts over; the database is consistent
+                log.warning("retention: prune failed (%s); trying again later", exc)
+            try:
+                await asyncio.wait_for(served.wait(), _retention.TRY_SECONDS)
+            except TimeoutError:
+                pass
 
     async def _beat(self) -> None:
         core = self._core

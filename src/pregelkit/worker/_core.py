@@ -35,6 +35,7 @@ from pregelkit.checkpoint import _queues, _runqueue, _waits
 from pregelkit.checkpoint._queues import Limits
 from pregelkit.checkpoint.base import BaseCheckpointSaver, no_run_queue
 from pregelkit.checkpoint.queues import Queue
+from pregelkit.checkpoint.retention import RetentionPolicy
 from pregelkit.checkpoint.runs import describe_wait
 from pregelkit.errors import (
     GraphDrained,
@@ -47,6 +48,7 @@ from pregelkit.pregel._exec.stop import POLL_SECONDS
 from pregelkit.pregel.main import Pregel
 from pregelkit.runtime import RunControl
 from pregelkit.worker._schedules import Firing
+from pregelkit.worker import _retention
 
 __all__ = ["Held", "Outcome", "WorkerCore", "WorkerFront", "log"]
 
@@ -525,6 +527,7 @@ class WorkerFront:
         lease_seconds: float = 30.0,
         worker_id: str | None = None,
         queues: Sequence[Queue | str] = (),
+        retention: RetentionPolicy | None = None,
     ) -> None:
         """``workflows``: the graphs this worker serves, found by name (a
         queued run names its workflow). ``checkpointer``: the database the
@@ -536,7 +539,11 @@ class WorkerFront:
         ``pregelkit runs`` (default: host, pid and a random suffix).
         ``queues``: the named queues it serves besides the default one, as
         ``Queue(...)`` declarations (stored when it starts: the latest
-        declaration of a name wins) or names of queues declared already."""
+        declaration of a name wins) or names of queues declared already.
+        ``retention``: a ``pregelkit.durable.RetentionPolicy`` this worker
+        applies in the background, taking turns with the fleet's other
+        workers (one at a time, at most every five minutes)."""
+        self._retention = _retention.checked(retention)
         self._core = WorkerCore(
             workflows,
             checkpointer,

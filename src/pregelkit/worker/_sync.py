@@ -10,9 +10,11 @@ from typing import Any
 
 from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
 from pregelkit.checkpoint import _runqueue
+from pregelkit.checkpoint.retention import run_steps
 from pregelkit.errors import StorageError
 from pregelkit.pregel.main import Pregel
 from pregelkit.runtime import RunControl
+from pregelkit.worker import _retention
 from pregelkit.worker._core import (
     CANCEL_POLL_SECONDS,
     OUTAGE_PAUSE_SECONDS,
@@ -72,6 +74,9 @@ class Worker(WorkerFront):
         watch = threading.Thread(
             target=self._watch, args=(beating,), name="pregelkit-worker-cancels", daemon=True
         )
+        retain = threading.Thread(
+            target=self._retain, args=(beating,), name="pregelkit-retention", daemon=True
+        )
         pause = OUTAGE_PAUSE_SECONDS[0]
         declare = core.declare_plan()
         if declare is not None:
@@ -83,6 +88,8 @@ class Worker(WorkerFront):
                 beat.start()
                 watch.start()
                 core.firing.reset()
+                if self._retention is not None:
+                    retain.start()
                 while not core.stopping:
                     check(core.firing)
                     with self._lock:
@@ -113,6 +120,8 @@ class Worker(WorkerFront):
                     core.log_stopping()
         finally:
             beating.set()
+            if retain.is_alive():  # it stops after its current transaction
+                retain.join(_retention.JOIN_SECONDS)
         self._stopped()
 
     def _idle(self) -> bool:
@@ -196,6 +205,19 @@ class Worker(WorkerFront):
                     break
                 with self._lock:
                     core.cancelled(cancelled)
+
+    def _retain(self, done: threading.Event) -> None:
+        """Take turns applying the retention policy until serving ends."""
+        assert self._retention is not None
+        core = self._core
+        while True:
+            steps = _retention.turn(core.saver, self._retention, core.worker_id, done.is_set)
+            try:
+                run_steps(core.saver, steps, between=lambda: done.wait(_retention.PAUSE_SECONDS))
+            except Exception as exc:  # the next turn starts over; the database is consistent
+                log.warning("retention: prune failed (%s); trying again later", exc)
+            if done.wait(_retention.TRY_SECONDS):
+                return
 
     def _beat(self) -> None:
         core = self._core
