@@ -611,3 +611,31 @@ def _count(url: str) -> int:
             conn.close()
     assert row is not None
     return int(row[0])
+
+
+def test_fired_schedule_slots_go_with_ended_runs_and_never_fire_again(
+    db: tuple[str, Any],
+) -> None:
+    from datetime import UTC, datetime
+
+    from pregelkit.testing import FakeClock
+
+    _, saver = db
+    seen: list[str] = []
+
+    @entrypoint(checkpointer=saver)
+    def tick(value: Any, config: Any) -> Any:
+        seen.append(config["configurable"]["scheduled_at"])
+        return value
+
+    with FakeClock(datetime(2026, 11, 29, 12, 0, 30, tzinfo=UTC)) as clock:
+        tick.schedule("t", every=timedelta(minutes=1))
+        for _ in range(3):
+            clock.advance(60)
+            Worker([tick], saver).run_until_idle()
+        report = prune(saver, RetentionPolicy(ended_runs_max_age=0))
+        assert report.rows["schedule_slots"] == 2 and report.rows["runs"] == 3
+        Worker([tick], saver).run_until_idle()
+        clock.advance(60)
+        Worker([tick], saver).run_until_idle()
+    assert len(seen) == len(set(seen)) == 4

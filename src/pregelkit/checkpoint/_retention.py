@@ -15,7 +15,8 @@ deletions, moves it on, so a dry run ends too):
 3. the history of the others goes in chunks of at most ``BATCH_ROWS``
    checkpoints, with their writes, then the blobs no kept checkpoint
    references; attempt records older than ``max_age``;
-4. then ended runs older than ``ended_runs_max_age``, in chunks.
+4. then ended runs older than ``ended_runs_max_age``, and schedule slot
+   rows fired before it, in chunks.
 
 A checkpoint is dropped when it is older than the ``keep``-th latest of its
 namespace or older than the ``max_age`` cutoff, and never when it is its
@@ -28,10 +29,12 @@ its messages, events, marks and active run) always stays.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from pregelkit._internal._plan import Statement
 from pregelkit.checkpoint._runqueue import (
     ACTIVE,
     CANCELLED,
@@ -59,6 +62,7 @@ TABLES = (
     "messages",
     "events",
     "thread_control",
+    "schedule_slots",
 )
 
 _ACTIVE_SQL = ", ".join(f"'{s}'" for s in ACTIVE)
@@ -207,6 +211,12 @@ def job(cut: Cutoffs, decode: Decode, dry_run: bool) -> Job:
         while run_after is not None:
             counts, run_after = yield _step(
                 _ended_runs, after=run_after, before=cut.runs_before, dry_run=dry_run
+            )
+            total.merge(counts)
+        slot_after: tuple[str, float] | None = ("", -math.inf)
+        while slot_after is not None:
+            counts, slot_after = yield _step(
+                _fired_slots, after=slot_after, before=cut.runs_before, dry_run=dry_run
             )
             total.merge(counts)
     return total
@@ -580,6 +590,44 @@ def _ended_runs(
     if not dry_run:
         yield d.q(f"DELETE FROM pregelkit_runs WHERE run_id IN ({_marks(len(ids))})", ids)
     return counts, (ids[-1] if len(ids) == BATCH_ROWS else None)
+
+
+def _fired_slots(
+    d: Dialect, after: tuple[str, float], before: float, dry_run: bool
+) -> RunPlan[tuple[Counts, tuple[str, float] | None]]:
+    """Up to ``BATCH_ROWS`` schedule slot rows (after ``after`` in key
+    order) fired before ``before``, with ``ended_runs_max_age``: each one
+    before its schedule's next slot (a slot is fired from ``next_at`` on,
+    so a slot behind it never fires again), not its schedule's latest (what
+    ``pregelkit schedules`` shows as last fired), and not the slot of an
+    active run. Returns the counts and the next cursor (``None``: done)."""
+    rows = yield d.q(
+        f"""
+        SELECT s.schedule_id, s.slot_at FROM pregelkit_schedule_slots AS s
+        LEFT JOIN pregelkit_schedules AS sc ON sc.schedule_id = s.schedule_id
+        WHERE (s.schedule_id > ? OR (s.schedule_id = ? AND s.slot_at > ?)) AND s.fired_at < ?
+          AND (sc.next_at IS NULL OR s.slot_at < sc.next_at)
+          AND s.slot_at < (SELECT max(l.slot_at) FROM pregelkit_schedule_slots AS l
+                           WHERE l.schedule_id = s.schedule_id)
+          AND NOT EXISTS (SELECT 1 FROM pregelkit_runs AS r
+                          WHERE r.run_id = s.run_id AND r.{IS_ACTIVE})
+        ORDER BY s.schedule_id, s.slot_at LIMIT ?
+        """,
+        (after[0], after[0], after[1], before, BATCH_ROWS),
+        "all",
+    )
+    counts = Counts()
+    if not rows:
+        return counts, None
+    keys = [(str(r[0]), float(r[1])) for r in rows]
+    counts.add("schedule_slots", len(keys), 0)
+    if not dry_run:
+        yield Statement(
+            d.sql("DELETE FROM pregelkit_schedule_slots WHERE schedule_id = ? AND slot_at = ?"),
+            keys,
+            "many",
+        )
+    return counts, (keys[-1] if len(keys) == BATCH_ROWS else None)
 
 
 # one worker at a time

@@ -47,8 +47,8 @@ from pregelkit.errors import (
 from pregelkit.pregel._exec.stop import POLL_SECONDS
 from pregelkit.pregel.main import Pregel
 from pregelkit.runtime import RunControl
-from pregelkit.worker._schedules import Firing
 from pregelkit.worker import _retention
+from pregelkit.worker._schedules import Firing
 
 __all__ = ["Held", "Outcome", "WorkerCore", "WorkerFront", "log"]
 
