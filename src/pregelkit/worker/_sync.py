@@ -57,6 +57,12 @@ class Worker(WorkerFront):
         self._serve(until_idle=True)
         return self._core.finished - before
 
+    def wake(self) -> None:
+        """Ask the serving loop to claim now rather than after its idle
+        pause (up to a second): for a caller that just queued a run this
+        worker serves, in this process (``pregelkit serve``)."""
+        self._event.set()
+
     def stop(self, reason: str = "worker stopping") -> None:
         """Ask ``run()`` to return (safe from a signal handler or any thread)."""
         self._core.stop(reason)
