@@ -20,6 +20,7 @@ a PostgreSQL database (``--db postgresql://...``)::
     pregelkit submit MODULE:NAME --resume JSON --thread ID
     pregelkit runs [--status S]
     pregelkit send THREAD JSON [--topic T]
+    pregelkit serve MODULE:NAME [--config pregelkit.json] [--host H] [--port P]
 
 Every command prints readable tables (fitted to the terminal, escaped;
 ``_table``), or JSON with ``--json`` (then stdout holds JSON alone, errors
@@ -39,7 +40,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
-from pregelkit.cli import _cancel, _fleet, _send, _timeline
+from pregelkit.cli import _cancel, _fleet, _send, _serve, _timeline
 from pregelkit.cli._commands import cmd_delete, cmd_history, cmd_show, cmd_threads
 from pregelkit.cli._db import DEFAULT_DB
 from pregelkit.cli._errors import CliError
@@ -170,6 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     _timeline.register(sub, common)
     _fleet.register(sub, common, tables)
     _send.register(sub, common)
+    _serve.register(sub, common)
     _describe(sub)
     return parser
 

@@ -1,0 +1,93 @@
+"""The ASGI application: routes per resource, API keys, JSON errors, and
+(unless ``--no-workers``) in-process workers that run the queued runs."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from pregelkit.server import _assistants, _runs, _store, _threads
+from pregelkit.server._api import Api
+from pregelkit.server._auth import ApiKeys
+from pregelkit.server._errors import ApiError, on_api_error, on_http_error, on_unexpected
+from pregelkit.server._json import Json
+
+
+async def ok(request: Request) -> Response:
+    return Json({"ok": True})
+
+
+async def info(request: Request) -> Response:
+    from pregelkit import __version__
+
+    return Json(
+        {
+            "version": __version__,
+            "server": "pregelkit",
+            "flags": {"assistants": True, "crons": False, "langsmith": False},
+        }
+    )
+
+
+def create_app(
+    api: Api,
+    keys: Sequence[str] = (),
+    start_workers: Callable[[], Callable[[], None]] | None = None,
+) -> Starlette:
+    """The application over ``api``. ``start_workers`` starts the in-process
+    workers and returns what stops them (called when the server stops)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        stop = start_workers() if start_workers is not None else None
+        try:
+            yield
+        finally:
+            if stop is not None:
+                stop()
+
+    app = Starlette(
+        routes=[
+            Route("/ok", ok, methods=["GET"]),
+            Route("/info", info, methods=["GET"]),
+            *_assistants.routes,
+            *_threads.routes,
+            *_store.routes,
+            *_runs.routes,
+        ],
+        middleware=[Middleware(ApiKeys, keys=keys)],
+        exception_handlers={
+            ApiError: on_api_error,
+            HTTPException: on_http_error,
+            Exception: on_unexpected,
+        },
+        lifespan=lifespan,
+    )
+    app.state.api = api
+    return app
+
+
+def in_thread(worker: Any) -> Callable[[], Callable[[], None]]:
+    """``start_workers`` for a ``pregelkit.Worker``: it serves in a thread;
+    stopping lets its runs finish their started tasks and hands them back."""
+
+    def start() -> Callable[[], None]:
+        thread = threading.Thread(target=worker.run, name="pregelkit-serve-worker", daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            worker.stop("server stopping")
+            thread.join()
+
+        return stop
+
+    return start

@@ -1,0 +1,86 @@
+"""API keys: who may call the server at all.
+
+The SDK sends its key in the ``x-api-key`` header (its ``api_key`` argument
+or ``LANGGRAPH_API_KEY``). Keys are given with ``--auth-key`` (repeatable)
+or ``PREGELKIT_API_KEY`` (comma-separated). Without any key the server
+answers everyone, so it refuses to listen beyond the loopback interface
+without one: an open port on a network must not run workflows for anybody.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from collections.abc import Iterable, Sequence
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from pregelkit.cli._errors import CliError
+
+KEY_ENV = "PREGELKIT_API_KEY"
+OPEN_PATHS = frozenset({"/ok"})
+"""Answered without a key: a load balancer's health check carries none."""
+
+
+def keys_from(given: Sequence[str] | None, env: str | None) -> tuple[str, ...]:
+    """The accepted keys: ``--auth-key`` values and ``PREGELKIT_API_KEY``'s."""
+    keys = [k.strip() for k in (*(given or ()), *(env or "").split(","))]
+    return tuple(k for k in keys if k)
+
+
+def check_bind(host: str, keys: Sequence[str]) -> None:
+    """Refuse to listen beyond loopback without a key."""
+    if keys or _is_loopback(host):
+        return
+    raise CliError(
+        f"refusing to listen on {host} without an API key: anyone who reaches the port could "
+        f"run the workflows. Give one with --auth-key KEY (or {KEY_ENV}=KEY1,KEY2), and clients "
+        "send it as the x-api-key header (the SDK's api_key= or LANGGRAPH_API_KEY); or listen "
+        "on 127.0.0.1"
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class ApiKeys:
+    """ASGI middleware: a request without one of ``keys`` in ``x-api-key``
+    is answered 401 (JSON) before any route sees it. No keys: all pass."""
+
+    def __init__(self, app: ASGIApp, keys: Iterable[str]) -> None:
+        self.app = app
+        self.keys = tuple(k.encode() for k in keys)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self.keys or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope["headers"]).get(b"x-api-key")
+        # every key compared, in constant time: no timing tells which was close
+        if given is not None and any([hmac.compare_digest(given, k) for k in self.keys]):
+            await self.app(scope, receive, send)
+            return
+        detail = (
+            "missing API key: send it in the x-api-key header"
+            if given is None
+            else ("wrong API key")
+        )
+        body = json.dumps({"detail": detail}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,127 @@
+"""Request bodies: read under a size limit, parsed as a JSON object, and
+their fields checked for type one by one.
+
+The limit holds whether or not the request says its ``Content-Length``
+(a chunked body is counted as it arrives and cut off past the limit).
+A malformed body or a known field of the wrong type is a 422 naming the
+field; fields this server does not know are ignored, as LangGraph's server
+does, so newer SDK releases that send more keep working.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.requests import Request
+
+from pregelkit.server._errors import ApiError
+
+_MISSING: Any = object()
+
+
+async def read_json(request: Request, limit: int) -> Body:
+    """The request's JSON object (``{}`` for an empty body)."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise ApiError(400, f"bad Content-Length {declared!r}")
+        if int(declared) > limit:
+            raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return Body({})
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise ApiError(422, f"the body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ApiError(422, f"the body must be a JSON object, got {type(data).__name__}")
+    return Body(data)
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, f"the body is larger than {limit} bytes (the server's --max-body)")
+
+
+class Body:
+    """A JSON object whose fields are read with their expected type."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.data = data
+
+    def _get(self, name: str, kinds: tuple[type, ...], kind: str, default: Any) -> Any:
+        value = self.data.get(name, _MISSING)
+        if value is _MISSING or value is None:
+            return default
+        # bool is an int to Python, never to a client
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise ApiError(422, f"field {name!r} must be {kind}, got {json.dumps(value)[:80]}")
+        return value
+
+    def text(self, name: str, default: Any = None) -> Any:
+        return self._get(name, (str,), "a string", default)
+
+    def obj(self, name: str, default: Any = None) -> Any:
+        return self._get(name, (dict,), "an object", default)
+
+    def array(self, name: str, default: Any = None) -> Any:
+        return self._get(name, (list,), "an array", default)
+
+    def flag(self, name: str, default: Any = None) -> Any:
+        return self._get(name, (bool,), "true or false", default)
+
+    def integer(self, name: str, default: Any = None, *, low: int = 0, high: int = 10_000) -> Any:
+        value = self._get(name, (int,), "an integer", default)
+        if value is not None and not low <= value <= high:
+            raise ApiError(422, f"field {name!r} must be between {low} and {high}, got {value}")
+        return value
+
+    def choice(self, name: str, choices: tuple[str, ...], default: Any = None) -> Any:
+        value = self.text(name, default)
+        if value is not None and value not in choices:
+            raise ApiError(
+                422, f"field {name!r} must be one of {', '.join(choices)}, got {value!r}"
+            )
+        return value
+
+    def labels(self, name: str, default: Any = None) -> Any:
+        """A store namespace: an array of strings."""
+        value = self.array(name, default)
+        if value is not None and not all(isinstance(v, str) for v in value):
+            raise ApiError(422, f"field {name!r} must be an array of strings")
+        return value
+
+    def uuid(self, name: str) -> Any:
+        value = self.text(name)
+        return None if value is None else check_uuid(value, name)
+
+    def any(self, name: str) -> Any:
+        return self.data.get(name)
+
+
+def check_uuid(value: str, what: str) -> str:
+    """``value`` as LangGraph's server takes ids: a UUID, any spelling, kept as given."""
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        raise ApiError(422, f"{what} must be a UUID, got {value[:80]!r}") from None
+    return value
+
+
+def query_int(request: Request, name: str, default: int, high: int = 10_000) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or int(raw) > high:
+        raise ApiError(422, f"query parameter {name!r} must be an integer from 0 to {high}")
+    return int(raw)

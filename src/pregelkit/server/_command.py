@@ -1,0 +1,90 @@
+"""``pregelkit serve``: load what the config names, open the database, and
+run the application under uvicorn until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, TextIO
+
+from pregelkit.cli._errors import CliError
+from pregelkit.cli._fleet import _log_to_stderr
+from pregelkit.cli._render import clean
+from pregelkit.server._auth import KEY_ENV, check_bind, keys_from
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+if TYPE_CHECKING:
+    from pregelkit.server._api import Api
+    from pregelkit.worker import Worker
+
+
+def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        import uvicorn
+    except ImportError:
+        raise CliError(
+            "pregelkit serve needs starlette and uvicorn: pip install 'pregelkit[server]'",
+            kind="install",
+        ) from None
+    from pregelkit.server._api import Api
+    from pregelkit.server._app import create_app, in_thread
+    from pregelkit.server._config import load_served
+    from pregelkit.server._database import open_backend
+
+    keys = keys_from(args.auth_key, os.environ.get(KEY_ENV))
+    check_bind(args.host, keys)
+    if args.concurrency < 1:
+        raise CliError(f"--concurrency must be at least 1, got {args.concurrency}")
+    if args.max_body < 1024:
+        raise CliError(f"--max-body must be at least 1024 bytes, got {args.max_body}")
+    served = load_served(args.target, args.config)
+    with contextlib.ExitStack() as stack:
+        backend = stack.enter_context(open_backend(args.db, pool_size=8))
+        db = backend.db
+        api = Api(served, db.saver, backend.store, backend.records, args.max_body)
+        start = None
+        if not args.no_workers:
+            worker = _worker(stack, args, api)
+            api.wake = worker.wake
+            start = in_thread(worker)
+        _log_to_stderr()  # a failed run's traceback, as `pregelkit worker` logs it
+        app = create_app(api, keys, start)
+        workers = "no workers" if args.no_workers else f"{args.concurrency} in-process runs"
+        graphs = ", ".join(s.graph_id for s in served)
+        out.write(
+            clean(f"serving {graphs} on {db.shown} at http://{args.host}:{args.port} "
+                  f"({workers}, {'API keys required' if keys else 'no API key'})") + "\n"
+        )  # fmt: skip
+        out.flush()
+        with _stopped_by_signals():
+            uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    out.write("stopped\n")
+    return 0
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """uvicorn stops gracefully on SIGTERM or SIGINT, then raises the signal
+    again to the handler in place before it: here one that does nothing, so
+    a graceful stop exits 0 (after the workers handed their runs back)."""
+    old = {sig: signal.signal(sig, lambda signum, frame: None) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _worker(stack: contextlib.ExitStack, args: argparse.Namespace, api: Api) -> Worker:
+    """A worker on a database connection of its own (a pool on PostgreSQL),
+    serving the configured graphs with the server's store."""
+    from pregelkit.cli._db import open_database
+    from pregelkit.worker import Worker
+
+    db = stack.enter_context(open_database(args.db, create=True, pool_size=args.concurrency + 2))
+    graphs = [s.graph.copy(store=api.store) for s in api.served]
+    return Worker(graphs, db.saver, concurrency=args.concurrency)

@@ -1,0 +1,57 @@
+"""Values as JSON: what a workflow returns or holds in its state, whatever
+Python types it used, made into something a client can read.
+
+Interrupts become ``{"value", "id"}`` as on LangGraph's server; dataclasses,
+pydantic models and named tuples their fields; times ISO 8601; anything
+else its ``str`` rather than a failed response.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+from pregelkit.types import Interrupt
+
+
+def jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, Interrupt):
+        return {"value": jsonable(value.value), "id": value.id}
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        return jsonable(value._asdict())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return jsonable(dump())
+    if isinstance(value, (datetime.datetime, datetime.date)):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return str(value)
+
+
+class Json(JSONResponse):
+    """A response whose content goes through :func:`jsonable` first."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(
+            jsonable(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        ).encode("utf-8")
+
+
+def iso(seconds: float) -> str:
+    """A time (seconds since the epoch) as LangGraph's server writes times."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat()

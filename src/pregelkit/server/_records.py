@@ -1,0 +1,154 @@
+"""The server's own rows: threads as LangGraph's server has them (an id, a
+creation time, metadata), which exist before any run and apart from the
+checkpoints a run leaves.
+
+One table, ``pregelkit_server_threads``, in the server's database beside the
+checkpoints, created if missing. The same SQL runs on SQLite and PostgreSQL
+(only the placeholder differs). A metadata filter is read in Python over the
+threads newest first: exact for any filter, and enough until a deployment
+has threads by the hundred thousand.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS pregelkit_server_threads ("
+    "thread_id TEXT PRIMARY KEY, created_at DOUBLE PRECISION NOT NULL, "
+    "updated_at DOUBLE PRECISION NOT NULL, metadata TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS pregelkit_server_threads_updated "
+    "ON pregelkit_server_threads (updated_at, thread_id)",
+)
+COLUMNS = "thread_id, created_at, updated_at, metadata"
+SCAN_BATCH = 500
+
+
+@dataclass(frozen=True)
+class ThreadRow:
+    thread_id: str
+    created_at: float
+    updated_at: float
+    metadata: dict[str, Any]
+
+    @classmethod
+    def of(cls, row: Sequence[Any]) -> ThreadRow:
+        meta = json.loads(row[3])
+        return cls(
+            str(row[0]), float(row[1]), float(row[2]), meta if isinstance(meta, dict) else {}
+        )
+
+
+class ThreadRecords:
+    """Thread rows over a SQLite connection (one, locked) or a psycopg pool."""
+
+    def __init__(self, kind: str, source: Any) -> None:
+        self.kind = kind
+        self.source = source
+        self._lock = threading.Lock()
+        for statement in SCHEMA:
+            self._run(statement, ())
+
+    @classmethod
+    def sqlite(cls, path: str) -> ThreadRecords:
+        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        return cls("sqlite", conn)
+
+    def close(self) -> None:
+        if self.kind == "sqlite":
+            self.source.close()
+
+    @contextmanager
+    def _conn(self) -> Iterator[Any]:
+        if self.kind == "sqlite":
+            with self._lock:
+                yield self.source
+        else:
+            with self.source.connection() as conn:
+                yield conn
+
+    def _run(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        if self.kind != "sqlite":
+            sql = sql.replace("?", "%s")
+        with self._conn() as conn:
+            cursor = conn.execute(sql, params)
+            rows = cursor.fetchall() if cursor.description else []
+            return [tuple(r) for r in rows]
+
+    def create(self, thread_id: str, metadata: Mapping[str, Any]) -> ThreadRow | None:
+        """The new row, or ``None`` if the thread exists already."""
+        now = time.time()
+        rows = self._run(
+            f"INSERT INTO pregelkit_server_threads ({COLUMNS}) VALUES (?, ?, ?, ?) "
+            f"ON CONFLICT (thread_id) DO NOTHING RETURNING {COLUMNS}",
+            (thread_id, now, now, json.dumps(dict(metadata))),
+        )
+        return ThreadRow.of(rows[0]) if rows else None
+
+    def get(self, thread_id: str) -> ThreadRow | None:
+        rows = self._run(
+            f"SELECT {COLUMNS} FROM pregelkit_server_threads WHERE thread_id = ?", (thread_id,)
+        )
+        return ThreadRow.of(rows[0]) if rows else None
+
+    def update(self, thread_id: str, metadata: Mapping[str, Any]) -> ThreadRow | None:
+        """Merge ``metadata`` into the thread's (as LangGraph's server does);
+        ``None`` if there is no such thread."""
+        current = self.get(thread_id)
+        if current is None:
+            return None
+        merged = {**current.metadata, **metadata}
+        rows = self._run(
+            f"UPDATE pregelkit_server_threads SET metadata = ?, updated_at = ? "
+            f"WHERE thread_id = ? RETURNING {COLUMNS}",
+            (json.dumps(merged), time.time(), thread_id),
+        )
+        return ThreadRow.of(rows[0]) if rows else None
+
+    def delete(self, thread_id: str) -> bool:
+        rows = self._run(
+            "DELETE FROM pregelkit_server_threads WHERE thread_id = ? RETURNING thread_id",
+            (thread_id,),
+        )
+        return bool(rows)
+
+    def search(
+        self,
+        metadata: Mapping[str, Any],
+        ids: Sequence[str] | None,
+        keep: Any,
+        limit: int,
+        offset: int,
+    ) -> list[ThreadRow]:
+        """Threads newest first whose metadata holds ``metadata``'s keys with
+        those values and that ``keep(row)`` keeps, ``offset`` of them skipped."""
+        if ids is not None and not ids:
+            return []
+        found: list[ThreadRow] = []
+        after: tuple[float, str] | None = None  # the last row read: pages by (updated_at, id)
+        while len(found) < offset + limit:
+            sql = f"SELECT {COLUMNS} FROM pregelkit_server_threads WHERE 1 = 1"
+            params: list[Any] = []
+            if after is not None:
+                sql += " AND (updated_at < ? OR (updated_at = ? AND thread_id < ?))"
+                params.extend((after[0], after[0], after[1]))
+            if ids is not None:
+                sql += f" AND thread_id IN ({', '.join('?' for _ in ids)})"
+                params.extend(ids)
+            sql += f" ORDER BY updated_at DESC, thread_id DESC LIMIT {SCAN_BATCH}"
+            rows = [ThreadRow.of(r) for r in self._run(sql, params)]
+            for row in rows:
+                if all(row.metadata.get(k) == v for k, v in metadata.items()) and keep(row):
+                    found.append(row)
+            if len(rows) < SCAN_BATCH:
+                break
+            after = (rows[-1].updated_at, rows[-1].thread_id)
+        return found[offset : offset + limit]

@@ -1,0 +1,262 @@
+"""``/threads/{id}/runs``: runs on the queue (``wf.submit``), run by the
+workers (in process, or ``pregelkit worker`` processes with
+``--no-workers``): create (a background run), wait, get, join, cancel.
+
+A thread has one active run at a time. A run on a busy thread is refused
+with 409 (LangGraph's server's default ``multitask_strategy``, ``reject``);
+the other strategies are not served yet. Options that would change what a
+run does and are not served yet (``checkpoint_id``, ``interrupt_before``,
+``context``, ``webhook``, ...) are refused with 422 naming the option,
+rather than ignored: a run that silently did something else would be worse.
+
+Waiting for a run polls its queue row from the event loop (a thread is
+held only for each read), so many waiting clients cost no threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from pregelkit.checkpoint.runs import POLL_SECONDS, RunHandle, RunRecord, submit_run
+from pregelkit.errors import RunCancelledError, RunFailedError
+from pregelkit.server._api import Api, api_of, call
+from pregelkit.server._body import Body, check_uuid
+from pregelkit.server._errors import ApiError, not_found
+from pregelkit.server._json import Json, iso, jsonable
+from pregelkit.server._threads import status_of, thread_row
+from pregelkit.types import Command
+
+NOT_SERVED = (
+    "checkpoint",
+    "checkpoint_id",
+    "interrupt_before",
+    "interrupt_after",
+    "context",
+    "webhook",
+    "after_seconds",
+    "on_completion",
+    "feedback_keys",
+)
+RUN_STATUS = {
+    "queued": "pending",
+    "running": "running",
+    "sleeping": "running",
+    "waiting": "running",
+    "interrupted": "interrupted",
+    "done": "success",
+    "failed": "error",
+    "cancelled": "interrupted",
+}
+"""pregelkit's run statuses as LangGraph's server names them."""
+RESERVED_CONFIGURABLE = ("thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map")
+
+
+def view(api: Api, record: RunRecord, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A run as the SDK's ``Run``."""
+    served = api.assistant(record.workflow)
+    return {
+        "run_id": record.run_id,
+        "thread_id": record.thread_id,
+        "assistant_id": served.assistant_id,
+        "created_at": iso(record.created_at),
+        "updated_at": iso(record.finished_at or record.created_at),
+        "status": RUN_STATUS.get(record.status, record.status),
+        "metadata": dict(metadata or {}),
+        "multitask_strategy": "reject",
+        "kwargs": {},
+    }
+
+
+def _submit(api: Api, thread_id: str, body: Body) -> tuple[RunHandle, dict[str, Any]]:
+    """Queue the run the body asks for on ``thread_id``: checks first, in
+    the order a client can fix them."""
+    for name in NOT_SERVED:
+        if body.any(name) not in (None, [], {}):
+            raise ApiError(422, f"{name!r} is not served yet by pregelkit serve: leave it out")
+    strategy = body.choice("multitask_strategy", ("reject", "interrupt", "rollback", "enqueue"))
+    if strategy not in (None, "reject"):
+        raise ApiError(422, f"multitask_strategy {strategy!r} is not served yet: only 'reject'")
+    assistant_id = body.text("assistant_id")
+    if assistant_id is None:
+        raise ApiError(422, "field 'assistant_id' is required (an assistant id or graph id)")
+    served = api.assistant(assistant_id)
+    metadata = body.obj("metadata", {})
+    config = Body(body.obj("config", {}))
+    configurable = {
+        k: v for k, v in config.obj("configurable", {}).items() if k not in RESERVED_CONFIGURABLE
+    }
+    command = body.obj("command")
+    value: Any = body.any("input")
+    if command is not None:
+        if value is not None:
+            raise ApiError(422, "give 'input' or 'command', not both")
+        value = _command(Body(command))
+    if_not_exists = body.choice("if_not_exists", ("reject", "create"), "reject")
+
+    row = api.records.get(thread_id)
+    if row is None:
+        if if_not_exists == "reject":
+            raise not_found("thread", thread_id)
+        api.records.create(thread_id, {})
+        row = thread_row(api, thread_id)
+    known = row.metadata.get("graph_id")
+    if known is not None and known != served.graph_id:
+        raise ApiError(
+            409,
+            f"thread {thread_id!r} holds the state of graph {known!r}, not {served.graph_id!r}: "
+            "run that graph's assistant on it, or start a new thread",
+        )
+    if status_of(api, thread_id) == "busy":
+        raise ApiError(
+            409,
+            f"thread {thread_id!r} has a run queued or running (multitask_strategy 'reject'): "
+            "wait for it (runs.join) or cancel it",
+        )
+    api.records.update(
+        thread_id, {"graph_id": served.graph_id, "assistant_id": served.assistant_id}
+    )
+    run_config: dict[str, Any] = {
+        "configurable": {**configurable, "thread_id": thread_id},
+        "metadata": {**metadata, "graph_id": served.graph_id, "assistant_id": served.assistant_id},
+    }
+    if (tags := config.array("tags")) is not None:
+        run_config["tags"] = tags
+    if (limit := config.integer("recursion_limit", None, low=1, high=100_000)) is not None:
+        run_config["recursion_limit"] = limit
+    handle = submit_run(api.saver, served.graph_id, value, run_config)
+    api.wake()
+    return handle, metadata
+
+
+def _command(body: Body) -> Command:
+    """The SDK's ``command`` (resume, update, goto) as a ``Command``."""
+    fields: dict[str, Any] = {}
+    if "resume" in body.data:
+        fields["resume"] = body.data["resume"]
+    if (update := body.any("update")) is not None:
+        fields["update"] = update
+    if (goto := body.any("goto")) is not None:
+        if not isinstance(goto, (str, list)):
+            raise ApiError(422, "command.goto must be a node name or a list of them")
+        fields["goto"] = goto
+    if not fields:
+        raise ApiError(422, "command must give resume, update or goto")
+    return Command(**fields)
+
+
+async def create(request: Request) -> Response:
+    api = api_of(request)
+    tid = check_uuid(request.path_params["thread_id"], "thread_id")
+    body = await api.body(request)
+
+    def create() -> dict[str, Any]:
+        handle, metadata = _submit(api, tid, body)
+        return view(api, handle.record(), metadata)
+
+    run = await call(create)
+    return Json(run, headers=_run_headers(tid, run["run_id"]))
+
+
+def _run_headers(thread_id: str, run_id: str) -> dict[str, str]:
+    """Where the run is (the SDK's ``on_run_created`` reads it)."""
+    return {"Content-Location": f"/threads/{thread_id}/runs/{run_id}"}
+
+
+async def wait(request: Request) -> Response:
+    """Queue a run and answer when it ends: its output (with ``__interrupt__``
+    when it stopped at one), or ``{"__error__": ...}`` with status 200 when it
+    failed, as LangGraph's server does (the SDK raises it)."""
+    api = api_of(request)
+    tid = check_uuid(request.path_params["thread_id"], "thread_id")
+    body = await api.body(request)
+    handle, _ = await call(_submit, api, tid, body)
+    return Json(await outcome(handle), headers=_run_headers(tid, handle.run_id))
+
+
+async def outcome(handle: RunHandle) -> Any:
+    """What ``runs.wait`` and ``runs.join`` answer once the run ends."""
+    pause = POLL_SECONDS[0]
+    while True:
+        try:
+            return jsonable(await call(handle.result, 0))
+        except TimeoutError:
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, POLL_SECONDS[1])
+        except RunFailedError as exc:
+            return {"__error__": _error(exc.error)}
+        except RunCancelledError:
+            return {"__error__": {"error": "RunCancelled", "message": "the run was cancelled"}}
+
+
+def _error(recorded: str) -> dict[str, str]:
+    """``"ValueError: boom"`` (as the worker records it) as LangGraph's
+    ``{"error": "ValueError", "message": "boom"}``."""
+    found = re.match(r"^([A-Za-z_][\w.]*): (.*)$", recorded, re.DOTALL)
+    if found is None:
+        return {"error": "Error", "message": recorded}
+    return {"error": found.group(1), "message": found.group(2)}
+
+
+def _handle(api: Api, thread_id: str, run_id: str) -> RunHandle:
+    check_uuid(thread_id, "thread_id")
+    check_uuid(run_id, "run_id")
+    handle = RunHandle(api.saver, run_id, thread_id)
+    try:
+        record = handle.record()
+    except LookupError:
+        raise not_found("run", run_id) from None
+    if record.thread_id != thread_id:
+        raise not_found("run", run_id)
+    return handle
+
+
+async def get(request: Request) -> Response:
+    api = api_of(request)
+    tid, rid = request.path_params["thread_id"], request.path_params["run_id"]
+    return Json(await call(lambda: view(api, _handle(api, tid, rid).record())))
+
+
+async def join(request: Request) -> Response:
+    api = api_of(request)
+    tid, rid = request.path_params["thread_id"], request.path_params["run_id"]
+    handle = await call(_handle, api, tid, rid)
+    return Json(await outcome(handle))
+
+
+async def cancel(request: Request) -> Response:
+    """Cancel a run: a queued one never starts, a running one stops at its
+    next task boundary. ``?wait=1`` answers once it has ended."""
+    api = api_of(request)
+    tid, rid = request.path_params["thread_id"], request.path_params["run_id"]
+    action = request.query_params.get("action", "interrupt")
+    if action not in ("interrupt", "rollback"):
+        raise ApiError(422, "query parameter 'action' must be interrupt or rollback")
+    if action == "rollback":
+        raise ApiError(422, "action 'rollback' is not served yet: cancel with 'interrupt'")
+    handle = await call(_handle, api, tid, rid)
+    await call(handle.cancel)
+    if request.query_params.get("wait") in ("1", "true"):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (await call(handle.status)) in RUNNING:
+            await asyncio.sleep(POLL_SECONDS[0])
+    return Response(status_code=204)
+
+
+RUNNING = ("queued", "running", "sleeping", "waiting")
+
+
+routes = [
+    Route("/threads/{thread_id}/runs", create, methods=["POST"]),
+    Route("/threads/{thread_id}/runs/wait", wait, methods=["POST"]),
+    Route("/threads/{thread_id}/runs/{run_id}", get, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/{run_id}/join", join, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/{run_id}/cancel", cancel, methods=["POST"]),
+]

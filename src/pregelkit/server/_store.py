@@ -1,0 +1,142 @@
+"""``/store``: items of the store in the server's database, the one the
+workflows' ``store`` argument sees too.
+
+Namespaces are arrays of non-empty labels without ``.`` (the SDK joins
+them with dots in a query string); a missing item reads as ``null``, as on
+LangGraph's server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from pregelkit.server._api import api_of, call
+from pregelkit.server._body import Body
+from pregelkit.server._errors import ApiError
+from pregelkit.server._json import Json
+
+
+def _namespace(labels: list[str] | None, what: str, *, empty: bool = False) -> tuple[str, ...]:
+    labels = labels or []
+    if not labels and not empty:
+        raise ApiError(422, f"{what} must name at least one label")
+    for label in labels:
+        if not label or "." in label:
+            raise ApiError(422, f"{what} label {label!r} must be non-empty and have no '.'")
+    return tuple(labels)
+
+
+def _item(item: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "namespace": list(item.namespace),
+        "key": item.key,
+        "value": item.value,
+        "created_at": item.created_at.isoformat(),
+        "updated_at": item.updated_at.isoformat(),
+    }
+    if getattr(item, "score", None) is not None:
+        out["score"] = item.score
+    return out
+
+
+def _key(body: Body) -> str:
+    key = body.text("key")
+    if not key:
+        raise ApiError(422, "field 'key' is required")
+    return str(key)
+
+
+def _store_error(exc: Exception) -> ApiError:
+    """The store's own argument checks (a bad filter, a bad ttl) as a 422."""
+    return ApiError(422, str(exc))
+
+
+async def put_item(request: Request) -> Response:
+    api = api_of(request)
+    body = await api.body(request)
+    namespace = _namespace(body.labels("namespace"), "namespace")
+    key = _key(body)
+    value = body.obj("value")
+    if value is None:
+        raise ApiError(422, "field 'value' must be an object")
+    index = body.any("index")
+    if index is not None and index is not False and not isinstance(index, list):
+        raise ApiError(422, "field 'index' must be false or an array of field paths")
+    ttl = body.any("ttl")
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float))):
+        raise ApiError(422, "field 'ttl' must be a number of minutes")
+    try:
+        await call(api.store.put, namespace, key, value, index=index, ttl=ttl)
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise _store_error(exc) from None
+    return Response(status_code=204)
+
+
+async def get_item(request: Request) -> Response:
+    api = api_of(request)
+    raw = request.query_params.get("namespace", "")
+    namespace = _namespace(raw.split(".") if raw else [], "namespace")
+    key = request.query_params.get("key")
+    if not key:
+        raise ApiError(422, "query parameter 'key' is required")
+    refresh = request.query_params.get("refresh_ttl")
+    item = await call(
+        api.store.get, namespace, key, refresh_ttl=None if refresh is None else refresh == "true"
+    )
+    return Json(None if item is None else _item(item))
+
+
+async def delete_item(request: Request) -> Response:
+    api = api_of(request)
+    body = await api.body(request)
+    namespace = _namespace(body.labels("namespace"), "namespace")
+    await call(api.store.delete, namespace, _key(body))
+    return Response(status_code=204)
+
+
+async def search_items(request: Request) -> Response:
+    api = api_of(request)
+    body = await api.body(request)
+    prefix = _namespace(body.labels("namespace_prefix"), "namespace_prefix", empty=True)
+    try:
+        items = await call(
+            api.store.search,
+            prefix,
+            filter=body.obj("filter"),
+            limit=body.integer("limit", 10, high=1000),
+            offset=body.integer("offset", 0, high=1_000_000),
+            query=body.text("query"),
+            refresh_ttl=body.flag("refresh_ttl"),
+        )
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise _store_error(exc) from None
+    return Json({"items": [_item(i) for i in items]})
+
+
+async def list_namespaces(request: Request) -> Response:
+    api = api_of(request)
+    body = await api.body(request)
+    prefix = body.labels("prefix")
+    suffix = body.labels("suffix")
+    found = await call(
+        api.store.list_namespaces,
+        prefix=_namespace(prefix, "prefix") if prefix else None,
+        suffix=_namespace(suffix, "suffix") if suffix else None,
+        max_depth=body.integer("max_depth", None, low=1, high=1000),
+        limit=body.integer("limit", 100, high=1000),
+        offset=body.integer("offset", 0, high=1_000_000),
+    )
+    return Json({"namespaces": [list(ns) for ns in found]})
+
+
+routes = [
+    Route("/store/items", put_item, methods=["PUT"]),
+    Route("/store/items", get_item, methods=["GET"]),
+    Route("/store/items", delete_item, methods=["DELETE"]),
+    Route("/store/items/search", search_items, methods=["POST"]),
+    Route("/store/namespaces", list_namespaces, methods=["POST"]),
+]

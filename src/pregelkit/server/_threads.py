@@ -1,0 +1,267 @@
+"""``/threads``: create, get, search, update, delete, and a thread's state
+(now or at a checkpoint), its history, and updates to it.
+
+A thread is a row of its own (``_records``) plus what runs saved in the
+checkpoints. The workflow that reads its state is the one its runs used,
+named by the ``graph_id`` its metadata gets from its first run (as on
+LangGraph's server); a thread no run has touched has an empty state.
+Its status: ``busy`` while a run is queued or running, ``interrupted`` when
+its last run stopped at an interrupt, ``error`` when it failed, else ``idle``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from pregelkit.checkpoint.runs import handle_of_thread
+from pregelkit.server._api import Api, api_of, call
+from pregelkit.server._body import Body, check_uuid
+from pregelkit.server._errors import ApiError, not_found
+from pregelkit.server._json import Json, iso, jsonable
+from pregelkit.server._records import ThreadRow
+from pregelkit.server._snapshots import empty_state, thread_state
+
+STATUSES = ("idle", "busy", "interrupted", "error")
+_RUN_STATUS = {
+    "queued": "busy",
+    "running": "busy",
+    "sleeping": "busy",
+    "waiting": "busy",
+    "interrupted": "interrupted",
+    "failed": "error",
+}
+
+
+def status_of(api: Api, thread_id: str) -> str:
+    handle = handle_of_thread(api.saver, thread_id) if api.saver.has_run_queue else None
+    if handle is None:
+        return "idle"
+    return _RUN_STATUS.get(handle.status(), "idle")
+
+
+def state_of(api: Api, row: ThreadRow, checkpoint: dict[str, Any] | None = None) -> dict[str, Any]:
+    graph = api.graphs.get(str(row.metadata.get("graph_id")))
+    if graph is None:
+        return empty_state(row.thread_id)
+    config = {"configurable": {"thread_id": row.thread_id, **(checkpoint or {})}}
+    snapshot = graph.get_state(config)
+    if snapshot.metadata is None and not checkpoint:
+        return empty_state(row.thread_id)
+    if snapshot.metadata is None:
+        raise not_found("checkpoint", str(checkpoint.get("checkpoint_id") if checkpoint else None))
+    return thread_state(snapshot)
+
+
+def view(api: Api, row: ThreadRow, status: str | None = None) -> dict[str, Any]:
+    """A thread as the SDK's ``Thread``."""
+    state = state_of(api, row)
+    interrupts: dict[str, list[Any]] = {}
+    for task in state["tasks"]:
+        if task["interrupts"]:
+            interrupts[task["id"]] = task["interrupts"]
+    return {
+        "thread_id": row.thread_id,
+        "created_at": iso(row.created_at),
+        "updated_at": iso(row.updated_at),
+        "metadata": row.metadata,
+        "status": status or status_of(api, row.thread_id),
+        "values": state["values"],
+        "interrupts": interrupts,
+    }
+
+
+def thread_row(api: Api, thread_id: str) -> ThreadRow:
+    row = api.records.get(check_uuid(thread_id, "thread_id"))
+    if row is None:
+        raise not_found("thread", thread_id)
+    return row
+
+
+async def create(request: Request) -> Response:
+    api = api_of(request)
+    body = await api.body(request)
+    thread_id = body.uuid("thread_id") or str(uuid.uuid4())
+    metadata = body.obj("metadata", {})
+    if_exists = body.choice("if_exists", ("raise", "do_nothing"), "raise")
+
+    def create() -> dict[str, Any]:
+        row = api.records.create(thread_id, metadata)
+        if row is None:
+            if if_exists == "raise":
+                raise ApiError(409, f"thread {thread_id!r} exists already")
+            row = thread_row(api, thread_id)
+        return view(api, row)
+
+    return Json(await call(create))
+
+
+async def get(request: Request) -> Response:
+    api = api_of(request)
+    tid = request.path_params["thread_id"]
+    return Json(await call(lambda: view(api, thread_row(api, tid))))
+
+
+async def update(request: Request) -> Response:
+    api = api_of(request)
+    tid = request.path_params["thread_id"]
+    metadata = (await api.body(request)).obj("metadata", {})
+
+    def update() -> dict[str, Any]:
+        row = api.records.update(check_uuid(tid, "thread_id"), metadata)
+        if row is None:
+            raise not_found("thread", tid)
+        return view(api, row)
+
+    return Json(await call(update))
+
+
+async def delete(request: Request) -> Response:
+    api = api_of(request)
+    tid = request.path_params["thread_id"]
+
+    def delete() -> None:
+        thread_row(api, tid)
+        if status_of(api, tid) == "busy":
+            raise ApiError(409, f"thread {tid!r} has a run queued or running: cancel it first")
+        api.saver.delete_thread(tid)
+        api.records.delete(tid)
+
+    await call(delete)
+    return Response(status_code=204)
+
+
+async def search(request: Request) -> Response:
+    api = api_of(request)
+    body = await api.body(request)
+    metadata = body.obj("metadata", {})
+    ids = body.labels("ids")
+    status = body.choice("status", STATUSES)
+    limit = body.integer("limit", 10, high=1000)
+    offset = body.integer("offset", 0, high=1_000_000)
+    _check_sort(body)
+    if ids is not None:
+        ids = [check_uuid(i, "ids[]") for i in ids]
+
+    def search() -> list[dict[str, Any]]:
+        statuses: dict[str, str] = {}
+
+        def keep(row: ThreadRow) -> bool:
+            statuses[row.thread_id] = status_of(api, row.thread_id)
+            return status is None or statuses[row.thread_id] == status
+
+        rows = api.records.search(metadata, ids, keep, limit, offset)
+        return [view(api, row, statuses[row.thread_id]) for row in rows]
+
+    return Json(await call(search))
+
+
+def _check_sort(body: Body) -> None:
+    """Threads come newest first (by last update); other orders are not
+    served yet, and a client asking for one is told rather than misled."""
+    sort_by = body.text("sort_by", "updated_at")
+    sort_order = body.choice("sort_order", ("asc", "desc"), "desc")
+    if (sort_by, sort_order) != ("updated_at", "desc"):
+        raise ApiError(422, "threads are listed by updated_at, newest first; other orders are "
+                       "not served yet")  # fmt: skip
+
+
+async def get_state(request: Request) -> Response:
+    api = api_of(request)
+    tid = request.path_params["thread_id"]
+    checkpoint_id = request.path_params.get("checkpoint_id")
+    checkpoint = {"checkpoint_id": checkpoint_id} if checkpoint_id else None
+    return Json(await call(lambda: state_of(api, thread_row(api, tid), checkpoint)))
+
+
+async def get_state_at(request: Request) -> Response:
+    """``POST /threads/{id}/state/checkpoint``: the state at ``checkpoint``."""
+    api = api_of(request)
+    tid = request.path_params["thread_id"]
+    checkpoint = _checkpoint(await api.body(request))
+    return Json(await call(lambda: state_of(api, thread_row(api, tid), checkpoint)))
+
+
+def _checkpoint(body: Body) -> dict[str, Any] | None:
+    """``checkpoint`` (an object) or ``checkpoint_id`` of a body, as config keys."""
+    given = Body(body.obj("checkpoint", {}))
+    checkpoint_id = given.text("checkpoint_id") or body.text("checkpoint_id")
+    if checkpoint_id is None:
+        return None
+    out = {"checkpoint_id": checkpoint_id}
+    if ns := given.text("checkpoint_ns"):
+        out["checkpoint_ns"] = ns
+    return out
+
+
+def _graph_of(api: Api, row: ThreadRow) -> Any:
+    graph = api.graphs.get(str(row.metadata.get("graph_id")))
+    if graph is None:
+        raise ApiError(
+            409,
+            f"thread {row.thread_id!r} has no workflow yet: its state is set by its first run "
+            "(its metadata then names the graph_id)",
+        )
+    return graph
+
+
+async def update_state(request: Request) -> Response:
+    api = api_of(request)
+    tid = request.path_params["thread_id"]
+    body = await api.body(request)
+    values = body.any("values")
+    as_node = body.text("as_node")
+    checkpoint = _checkpoint(body)
+
+    def update() -> dict[str, Any]:
+        row = thread_row(api, tid)
+        graph = _graph_of(api, row)
+        config = {"configurable": {"thread_id": tid, **(checkpoint or {})}}
+        try:
+            new = graph.update_state(config, values, as_node=as_node)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ApiError(422, f"cannot update the state: {exc}") from None
+        api.records.update(tid, {})
+        return {"checkpoint": jsonable(new.get("configurable", {}))}
+
+    return Json(await call(update))
+
+
+async def history(request: Request) -> Response:
+    api = api_of(request)
+    tid = request.path_params["thread_id"]
+    body = await api.body(request)
+    limit = body.integer("limit", 10, high=1000)
+    metadata = body.obj("metadata")
+    before = Body(body.obj("before", {})).text("checkpoint_id")
+    checkpoint = _checkpoint(body)
+
+    def history() -> list[dict[str, Any]]:
+        row = thread_row(api, tid)
+        graph = api.graphs.get(str(row.metadata.get("graph_id")))
+        if graph is None:
+            return []
+        config = {"configurable": {"thread_id": tid, **(checkpoint or {})}}
+        ahead = {"configurable": {"thread_id": tid, "checkpoint_id": before}} if before else None
+        snapshots = graph.get_state_history(config, filter=metadata, before=ahead, limit=limit)
+        return [thread_state(s) for s in snapshots]
+
+    return Json(await call(history))
+
+
+routes = [
+    Route("/threads", create, methods=["POST"]),
+    Route("/threads/search", search, methods=["POST"]),
+    Route("/threads/{thread_id}", get, methods=["GET"]),
+    Route("/threads/{thread_id}", update, methods=["PATCH"]),
+    Route("/threads/{thread_id}", delete, methods=["DELETE"]),
+    Route("/threads/{thread_id}/state", get_state, methods=["GET"]),
+    Route("/threads/{thread_id}/state", update_state, methods=["POST"]),
+    Route("/threads/{thread_id}/state/checkpoint", get_state_at, methods=["POST"]),
+    Route("/threads/{thread_id}/state/{checkpoint_id}", get_state, methods=["GET"]),
+    Route("/threads/{thread_id}/history", history, methods=["POST"]),
+]

@@ -1,0 +1,381 @@
+"""``pregelkit serve`` driven by LangGraph's own client (``langgraph-sdk``),
+sync and async, as a real server process (uvicorn on a free port) on SQLite
+and on PostgreSQL; and hostile requests (bad JSON, wrong types, oversize
+bodies, wrong keys, unknown ids), each answered with a JSON 4xx."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_client, get_sync_client
+from langgraph_sdk.errors import ConflictError, NotFoundError
+
+FLOWS = Path(__file__).with_name("serve_flows.py")
+SRC = str(Path(__file__).parents[1] / "src")
+GRAPHS = ("echo", "ask", "boom", "slow")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PREGELKIT_API_KEY"}
+    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+def _serve(args: list[str], cwd: Path, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pregelkit", "serve", *args],
+        cwd=cwd,
+        env=_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+class Server:
+    """A ``pregelkit serve`` process, stopped (SIGTERM) when done."""
+
+    def __init__(self, args: list[str], cwd: Path, **env: str) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = _serve([*args, "--port", str(self.port)], cwd, **env)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"pregelkit serve exited: {self.proc.communicate()}")
+            try:
+                if httpx.get(self.url + "/ok", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        self.stop()
+        raise AssertionError("pregelkit serve did not answer /ok within 30 s")
+
+    def stop(self) -> tuple[str, str]:
+        self.proc.terminate()
+        out, err = self.proc.communicate(timeout=30)
+        assert self.proc.returncode == 0, err
+        return out, err
+
+
+def _config(tmp: Path) -> Path:
+    path = tmp / "pregelkit.json"
+    path.write_text(json.dumps({"graphs": {g: f"{FLOWS}:{g}" for g in GRAPHS}}))
+    return path
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("serve")
+    if request.param == "sqlite":
+        db = str(tmp / "serve.sqlite")
+    else:
+        db = request.getfixturevalue("postgres_database")("pregelkit_serve")
+    srv = Server(["--config", str(_config(tmp)), "--db", db, "--concurrency", "4"], tmp)
+    yield srv
+    srv.stop()
+
+
+def test_assistants_are_the_configured_graphs_with_langgraphs_ids(server: Server) -> None:
+    client = get_sync_client(url=server.url, api_key=None)
+    found = client.assistants.search(limit=10)
+    assert sorted(a["graph_id"] for a in found) == sorted(GRAPHS)
+    echo = client.assistants.get("echo")
+    # LangGraph's server: uuid5(NAMESPACE_GRAPH, graph_id) with this NAMESPACE_GRAPH
+    namespace_graph = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+    assert echo["assistant_id"] == str(uuid.uuid5(namespace_graph, "echo"))
+    assert client.assistants.get(echo["assistant_id"]) == echo
+    assert client.assistants.search(graph_id="ask")[0]["graph_id"] == "ask"
+    graph = client.assistants.get_graph("echo")
+    assert {n["id"] for n in graph["nodes"]} == {"__start__", "echo", "__end__"}
+    schemas = client.assistants.get_schemas("echo")
+    assert schemas["graph_id"] == "echo" and schemas["input_schema"]["type"] == "object"
+    with pytest.raises(NotFoundError):
+        client.assistants.get("no-such-graph")
+
+
+def test_threads_create_get_search_update_delete(server: Server) -> None:
+    client = get_sync_client(url=server.url, api_key=None)
+    mark = uuid.uuid4().hex
+    thread = client.threads.create(metadata={"mark": mark, "user": "ann"})
+    tid = thread["thread_id"]
+    assert uuid.UUID(tid) and thread["status"] == "idle" and thread["metadata"]["mark"] == mark
+    with pytest.raises(ConflictError):
+        client.threads.create(thread_id=tid)
+    assert client.threads.create(thread_id=tid, if_exists="do_nothing")["thread_id"] == tid
+    other = client.threads.create(metadata={"mark": mark, "user": "bob"})
+    assert [t["thread_id"] for t in client.threads.search(metadata={"mark": mark})] == [
+        other["thread_id"],
+        tid,
+    ]  # newest first
+    assert [
+        t["thread_id"] for t in client.threads.search(metadata={"user": "ann", "mark": mark})
+    ] == [tid]
+    updated = client.threads.update(tid, metadata={"user": "cy"})
+    assert updated["metadata"] == {"mark": mark, "user": "cy"}
+    assert client.threads.get_state(tid)["values"] == {}
+    assert client.threads.get_history(tid) == []
+    client.threads.delete(tid)
+    with pytest.raises(NotFoundError):
+        client.threads.get(tid)
+
+
+def test_runs_wait_state_history_interrupt_and_failure(server: Server) -> None:
+    client = get_sync_client(url=server.url, api_key=None)
+    tid = client.threads.create()["thread_id"]
+    assert client.runs.wait(tid, "echo", input={"n": 4}) == {"n": 4, "doubled": 8}
+    thread = client.threads.get(tid)
+    assert thread["status"] == "idle" and thread["values"] == {"n": 4, "doubled": 8}
+    assert thread["metadata"]["graph_id"] == "echo"
+    state = client.threads.get_state(tid)
+    assert state["values"] == {"n": 4, "doubled": 8} and state["next"] == []
+    history = client.threads.get_history(tid)
+    assert history[0]["checkpoint"] == state["checkpoint"]
+    older = history[-1]["checkpoint"]["checkpoint_id"]
+    assert (
+        client.threads.get_state(tid, checkpoint_id=older)["checkpoint"]["checkpoint_id"] == older
+    )
+
+    asked = client.threads.create()["thread_id"]
+    stopped = client.runs.wait(asked, "ask", input={"what": "report"})
+    [pending] = stopped["__interrupt__"]
+    assert pending["value"] == {"question": "publish report?"}
+    thread = client.threads.get(asked)
+    assert thread["status"] == "interrupted"
+    assert list(thread["interrupts"].values()) == [[pending]]
+    resumed = client.runs.wait(asked, "ask", command={"resume": "yes"})
+    assert resumed == {"what": "report", "answer": "yes"}
+
+    failing = client.threads.create()["thread_id"]
+    with pytest.raises(Exception, match="ValueError: boom: because"):
+        client.runs.wait(failing, "boom", input={"why": "because"})
+    answer = client.runs.wait(failing, "boom", input={"why": "again"}, raise_error=False)
+    assert answer == {"__error__": {"error": "ValueError", "message": "boom: again"}}
+    assert client.threads.get(failing)["status"] == "error"
+
+
+def test_background_runs_get_join_reject_and_cancel(server: Server) -> None:
+    client = get_sync_client(url=server.url, api_key=None)
+    tid = client.threads.create()["thread_id"]
+    run = client.runs.create(tid, "slow", input={"seconds": 1.0})
+    assert run["status"] in ("pending", "running") and run["thread_id"] == tid
+    assert client.threads.get(tid)["status"] == "busy"
+    with pytest.raises(ConflictError, match="reject"):  # LangGraph's default strategy
+        client.runs.create(tid, "slow", input={"seconds": 0})
+    assert client.runs.join(tid, run["run_id"]) == {"slept": 1.0}
+    assert client.runs.get(tid, run["run_id"])["status"] == "success"
+
+    second = client.runs.create(tid, "slow", input={"seconds": 30})
+    client.runs.cancel(tid, second["run_id"], wait=True)
+    assert client.runs.get(tid, second["run_id"])["status"] == "interrupted"
+    with pytest.raises(NotFoundError):
+        client.runs.get(tid, str(uuid.uuid4()))
+
+
+def test_store_items_and_namespaces(server: Server) -> None:
+    client = get_sync_client(url=server.url, api_key=None)
+    top = f"t{uuid.uuid4().hex}"
+    client.store.put_item([top, "docs"], "a", {"title": "A", "n": 1})
+    client.store.put_item([top, "docs"], "b", {"title": "B", "n": 2})
+    client.store.put_item([top, "notes"], "c", {"title": "C", "n": 3})
+    item = client.store.get_item([top, "docs"], "a")
+    assert item["value"] == {"title": "A", "n": 1} and item["namespace"] == [top, "docs"]
+    assert client.store.get_item([top, "docs"], "missing") is None  # as LangGraph's server
+    found = client.store.search_items([top], filter={"n": {"$gte": 2}})
+    assert sorted(i["key"] for i in found["items"]) == ["b", "c"]
+    spaces = client.store.list_namespaces(prefix=[top])
+    assert sorted(spaces["namespaces"]) == [[top, "docs"], [top, "notes"]]
+    client.store.delete_item([top, "docs"], "a")
+    assert client.store.get_item([top, "docs"], "a") is None
+
+
+def test_the_async_client(server: Server) -> None:
+    async def main() -> None:
+        client = get_client(url=server.url, api_key=None)
+        tid = (await client.threads.create(metadata={"async": True}))["thread_id"]
+        assert await client.runs.wait(tid, "echo", input={"n": 1}) == {"n": 1, "doubled": 2}
+        assert (await client.threads.get_state(tid))["values"] == {"n": 1, "doubled": 2}
+        run = await client.runs.create(tid, "echo", input={"n": 2})
+        assert await client.runs.join(tid, run["run_id"]) == {"n": 2, "doubled": 4}
+        await client.store.put_item(["async"], "k", {"v": 1})
+        assert (await client.store.get_item(["async"], "k"))["value"] == {"v": 1}
+        assert [a["graph_id"] for a in await client.assistants.search(graph_id="echo")] == ["echo"]
+
+    asyncio.run(main())
+
+
+# hostile input: every answer a JSON 4xx, never a 500
+
+
+def _post(server: Server, path: str, content: Any, **headers: str) -> httpx.Response:
+    return httpx.post(server.url + path, content=content, headers=headers, timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "says"),
+    [
+        (b"{not json", 422, "not valid JSON"),
+        (b"[1, 2]", 422, "must be a JSON object"),
+        (b'{"metadata": [1]}', 422, "'metadata' must be an object"),
+        (b'{"thread_id": "not-a-uuid"}', 422, "thread_id must be a UUID"),
+        (b'{"if_exists": "explode"}', 422, "'if_exists' must be one of"),
+        (b'{"metadata": {"a": 1}, "some_future_field": {"x": 1}}', 200, ""),
+        (b"\xff\xfe", 422, "not valid JSON"),
+        (b"[" * 100_000, 422, "not valid JSON"),
+    ],
+)
+def test_a_bad_body_is_a_json_4xx(server: Server, body: bytes, status: int, says: str) -> None:
+    response = _post(server, "/threads", body, **{"content-type": "application/json"})
+    assert response.status_code == status, response.text
+    assert says in response.text
+    assert response.headers["content-type"].startswith("application/json")
+
+
+def test_oversize_bodies_are_refused_with_or_without_content_length(server: Server) -> None:
+    big = b'{"metadata": {"x": "' + b"a" * (11 * 1024 * 1024) + b'"}}'
+    assert _post(server, "/threads", big).status_code == 413
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"metadata": {"x": "'
+        for _ in range(11):
+            yield b"a" * (1024 * 1024)
+        yield b'"}}'
+
+    response = httpx.post(server.url + "/threads", content=chunks(), timeout=30)
+    assert response.status_code == 413 and "larger than" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", f"/threads/{uuid.uuid4()}", 404),
+        ("GET", "/threads/not-a-uuid", 422),
+        ("GET", f"/threads/{uuid.uuid4()}/state", 404),
+        ("POST", f"/threads/{uuid.uuid4()}/runs/wait", 422),  # no assistant_id
+        ("GET", f"/threads/{uuid.uuid4()}/runs/{uuid.uuid4()}", 404),
+        ("GET", "/assistants/nothing", 404),
+        ("GET", "/no/such/path", 404),
+        ("DELETE", "/assistants/search", 405),
+    ],
+)
+def test_unknown_ids_and_paths_are_json_4xx(
+    server: Server, method: str, path: str, status: int
+) -> None:
+    response = httpx.request(method, server.url + path, timeout=10)
+    assert response.status_code == status, response.text
+    assert "detail" in response.json()
+
+
+def test_a_run_of_an_unknown_thread_or_with_an_unserved_option_is_refused(server: Server) -> None:
+    client = get_sync_client(url=server.url, api_key=None)
+    # runs.wait reads its answer through httpx's own raise_for_status
+    with pytest.raises(httpx.HTTPStatusError, match="404 Not Found"):
+        client.runs.wait(str(uuid.uuid4()), "echo", input={})
+    created = client.runs.wait(str(uuid.uuid4()), "echo", input={"n": 1}, if_not_exists="create")
+    assert created == {"n": 1, "doubled": 2}
+    tid = client.threads.create()["thread_id"]
+    for option in ({"interrupt_before": ["echo"]}, {"multitask_strategy": "enqueue"}):
+        response = _post(
+            server, f"/threads/{tid}/runs", json.dumps({"assistant_id": "echo", **option})
+        )
+        assert response.status_code == 422 and "not served yet" in response.json()["detail"]
+
+
+# keys and binding
+
+
+def test_api_keys(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    db = str(tmp_path / "keys.sqlite")
+    server = Server(
+        ["--config", str(config), "--db", db, "--auth-key", "k1", "--no-workers"],
+        tmp_path,
+        PREGELKIT_API_KEY="k2, k3",
+    )
+    try:
+        assert httpx.get(server.url + "/ok").status_code == 200  # health checks need no key
+        for headers, status in [({}, 401), ({"x-api-key": "nope"}, 401), ({"x-api-key": "k1"}, 200),
+                                ({"x-api-key": "k3"}, 200)]:  # fmt: skip
+            response = httpx.get(server.url + "/info", headers=headers)
+            assert response.status_code == status and response.json()
+        with pytest.raises(Exception, match="missing API key"):
+            get_sync_client(url=server.url, api_key=None).assistants.search()
+        assert get_sync_client(url=server.url, api_key="k2").assistants.search()
+    finally:
+        server.stop()
+
+
+def _refused(args: list[str], tmp: Path, **env: str) -> str:
+    proc = _serve(args, tmp, **env)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, (out, err)
+    return err
+
+
+def test_no_key_no_network_and_config_mistakes(tmp_path: Path) -> None:
+    config = str(_config(tmp_path))
+    err = _refused(["--config", config, "--host", "0.0.0.0"], tmp_path)
+    assert "refusing to listen on 0.0.0.0 without an API key" in err
+    assert "name what to serve" in _refused([], tmp_path)
+    (tmp_path / "empty.json").write_text("{}")
+    assert "names no graphs" in _refused(["--config", str(tmp_path / "empty.json")], tmp_path)
+    assert "no such file" in _refused([f"{tmp_path}/nope.py:wf"], tmp_path)
+
+
+def test_langgraph_json_is_read_as_is_with_paths_relative_to_it(tmp_path: Path) -> None:
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "lg_flows.py").write_text(FLOWS.read_text())
+    (tmp_path / "langgraph.json").write_text(
+        json.dumps(
+            {
+                "dependencies": ["."],
+                "graphs": {"agent": "./app/lg_flows.py:echo"},
+                "env": ".env",
+                "python_version": "3.11",
+            }
+        )
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    server = Server(
+        ["--config", str(tmp_path / "langgraph.json"), "--db", str(tmp_path / "lg.sqlite")],
+        elsewhere,
+    )
+    try:
+        client = get_sync_client(url=server.url, api_key=None)
+        [agent] = client.assistants.search()
+        assert agent["graph_id"] == "agent"
+        tid = client.threads.create()["thread_id"]
+        assert client.runs.wait(tid, "agent", input={"n": 3}) == {"n": 3, "doubled": 6}
+    finally:
+        server.stop()
+
+
+def test_import_pregelkit_never_imports_the_server() -> None:
+    code = (
+        "import sys, pregelkit, pregelkit.cli; "
+        "print([m for m in sys.modules if m.startswith(('pregelkit.server', 'starlette'))])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True)
+    assert out.stdout.strip() == "[]", out.stderr
