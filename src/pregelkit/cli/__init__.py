@@ -21,6 +21,7 @@ a PostgreSQL database (``--db postgresql://...``)::
     pregelkit runs [--status S]
     pregelkit send THREAD JSON [--topic T]
     pregelkit serve MODULE:NAME [--config pregelkit.json] [--host H] [--port P]
+    pregelkit lint PATH... [--format json]
 
 Every command prints readable tables (fitted to the terminal, escaped;
 ``_table``), or JSON with ``--json`` (then stdout holds JSON alone, errors
@@ -40,7 +41,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
-from pregelkit.cli import _cancel, _fleet, _send, _serve, _timeline
+from pregelkit.cli import _cancel, _fleet, _lint, _send, _serve, _timeline
 from pregelkit.cli._commands import cmd_delete, cmd_history, cmd_show, cmd_threads
 from pregelkit.cli._db import DEFAULT_DB
 from pregelkit.cli._errors import CliError
@@ -172,6 +173,7 @@ def _parser() -> argparse.ArgumentParser:
     _fleet.register(sub, common, tables)
     _send.register(sub, common)
     _serve.register(sub, common)
+    _lint.register(sub)
     _describe(sub)
     return parser
 
@@ -241,7 +243,8 @@ def _parse(words: list[str]) -> argparse.Namespace:
 def _command(words: list[str], as_json: bool, out: TextIO) -> int:
     try:
         args = _parse(words)  # --help and --version read without rich
-        _require_rich()
+        if args.command != "lint":  # the lint prints no table
+            _require_rich()
         status: int = args.func(args, out)
     except CliError as exc:
         _fail_line(f"error: {exc}")
