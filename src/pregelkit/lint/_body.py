@@ -204,24 +204,24 @@ class BodyCheck:
         param = params[0]
         immutable = _annotation_name(param.annotation) in r.IMMUTABLE_ANNOTATIONS
         aliases = {param.arg}
-        rebound_at = _first_rebinding(self.nodes, param.arg)
+        # `same = inputs`, `messages = inputs["messages"]` and `for m in messages`
+        # name (part of) the input
         for node in self.nodes:
-            if not isinstance(node, ast.Assign):
-                continue
-            if isinstance(node.value, ast.Name) and node.value.id in aliases:
+            if isinstance(node, ast.Assign) and _root_name(node.value) in aliases:
                 aliases.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            elif isinstance(node, ast.For | ast.AsyncFor) and _root_name(node.iter) in aliases:
+                aliases.update(_target_names(node.target))
+        rebound = {name: _first_rebinding(self.nodes, name, aliases) for name in aliases}
         rule = r.MUTATION
         for node in self.nodes:
-            if getattr(node, "lineno", 0) > rebound_at:
-                continue
             for target, shown in _mutated(node):
-                if isinstance(target, ast.Name):
-                    hit = target.id == param.arg and not immutable
-                else:
-                    hit = _root_name(target) in aliases
-                if hit:
-                    text = f"{shown} {rule.title} ('{param.arg}') in {where}"
-                    yield Hit(rule, node, text)
+                root = _root_name(target)
+                if root not in aliases or getattr(node, "lineno", 0) > rebound[root]:
+                    continue
+                if isinstance(target, ast.Name) and (root != param.arg or immutable):
+                    continue  # `x += ...` rebinds a number, a string, a tuple
+                text = f"{shown} {rule.title} ('{param.arg}') in {where}"
+                yield Hit(rule, node, text)
 
 
 def _walk_local(
@@ -313,13 +313,14 @@ def _root_name(expr: ast.AST) -> str | None:
     return expr.id if isinstance(expr, ast.Name) else None
 
 
-def _first_rebinding(nodes: list[ast.AST], name: str) -> int:
-    """The first line that binds ``name`` anew (a copy): later changes are the copy's."""
+def _first_rebinding(nodes: list[ast.AST], name: str, aliases: set[str]) -> int:
+    """The first line that binds ``name`` to something other than the input
+    (a copy): later changes are the copy's."""
     lines = [
         node.lineno
         for node in nodes
         if isinstance(node, ast.Assign)
-        and not isinstance(node.value, ast.Name)
+        and _root_name(node.value) not in aliases
         and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
     ]
     return min(lines, default=1 << 30)

@@ -8,7 +8,7 @@ import re
 import tokenize
 
 _NOQA = re.compile(
-    r"#\s*noqa(?::[\s]?(?P<codes>[A-Z][0-9]+(?:[,\s]+[A-Z][0-9]+)*))?", re.IGNORECASE
+    r"#\s*noqa(?::\s?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE
 )
 _ALL: frozenset[str] = frozenset({"*"})
 
