@@ -22,6 +22,7 @@ a PostgreSQL database (``--db postgresql://...``)::
     pregelkit send THREAD JSON [--topic T]
     pregelkit serve MODULE:NAME [--config pregelkit.json] [--host H] [--port P]
     pregelkit lint PATH... [--format json]
+    pregelkit schedules [list|pause|resume|delete|trigger] [ID]
 
 Every command prints readable tables (fitted to the terminal, escaped;
 ``_table``), or JSON with ``--json`` (then stdout holds JSON alone, errors
@@ -41,7 +42,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
-from pregelkit.cli import _cancel, _fleet, _lint, _send, _serve, _timeline
+from pregelkit.cli import _cancel, _fleet, _lint, _schedules, _send, _serve, _timeline
 from pregelkit.cli._commands import cmd_delete, cmd_history, cmd_show, cmd_threads
 from pregelkit.cli._db import DEFAULT_DB
 from pregelkit.cli._errors import CliError
@@ -174,6 +175,7 @@ def _parser() -> argparse.ArgumentParser:
     _send.register(sub, common)
     _serve.register(sub, common)
     _lint.register(sub)
+    _schedules.register(sub, common, tables)
     _describe(sub)
     return parser
 

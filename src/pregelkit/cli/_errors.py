@@ -11,7 +11,8 @@ class CliError(Exception):
     ``not_resumable``: an action that makes no sense in the thread's state;
     ``not_pending``, ``ambiguous``: an answer for no pending interrupt, or for
     one of several without ``--to``; ``install``: the ``cli`` extra is
-    missing; ``too_large``: a message over the size limit), so a script can
+    missing; ``too_large``: a message over the size limit;
+    ``unknown_schedule``: no schedule has that id), so a script can
     branch on it without parsing prose."""
 
     def __init__(self, message: str, *, kind: str = "usage", thread_id: str | None = None) -> None:
