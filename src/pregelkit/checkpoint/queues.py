@@ -18,7 +18,14 @@ if TYPE_CHECKING:
     from pregelkit.checkpoint._queues import Limits
     from pregelkit.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["MAX_LIMIT", "Queue", "adeclare_queue", "declare_queue"]
+__all__ = [
+    "MAX_LIMIT",
+    "Queue",
+    "QueueState",
+    "adeclare_queue",
+    "declare_queue",
+    "queue_states",
+]
 
 MAX_LIMIT = 2**31 - 1
 """The largest limit a queue stores (a 32-bit column on PostgreSQL)."""
@@ -141,3 +148,62 @@ def declare_queue(saver: BaseCheckpointSaver[Any], queue: Queue) -> None:
 async def adeclare_queue(saver: BaseCheckpointSaver[Any], queue: Queue) -> None:
     """The async twin of :func:`declare_queue`."""
     await saver.arun_queue(_declare_plan([queue]), "declare a queue")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    """A declared queue now: its limits, its runs holding a slot (running
+    under a live lease), its starts in the rate window, and the slots held
+    per key."""
+
+    queue: Queue
+    running: int
+    started: int
+    keys: dict[str, int]
+
+    def describe(self) -> str:
+        """Its limits in words: ``concurrency 5, 2 per worker, 1 per key,
+        10 starts per 60s`` (``no limits``)."""
+        q = self.queue
+        parts = []
+        if q.concurrency is not None:
+            parts.append(f"concurrency {q.concurrency}")
+        if q.worker_concurrency is not None:
+            parts.append(f"{q.worker_concurrency} per worker")
+        if q.key_concurrency is not None:
+            parts.append(f"{q.key_concurrency} per key")
+        if q.rate_limit is not None:
+            parts.append(f"{q.rate_limit[0]} starts per {q.rate_limit[1]:g}s")
+        return ", ".join(parts) or "no limits"
+
+    def holds(self, key: str | None) -> str | None:
+        """Which of its limits holds a queued run of ``key`` now, in words;
+        ``None`` when none does (a worker serving the queue takes it)."""
+        q = self.queue
+        if q.concurrency is not None and self.running >= q.concurrency:
+            return f"queue {q.name!r} at its concurrency ({self.running}/{q.concurrency} running)"
+        held = self.keys.get(key, 0) if key is not None else 0
+        if q.key_concurrency is not None and key is not None and held >= q.key_concurrency:
+            return (
+                f"key {key!r} at the key_concurrency of queue {q.name!r} "
+                f"({held}/{q.key_concurrency} running)"
+            )
+        if q.rate_limit is not None and self.started >= q.rate_limit[0]:
+            count, per = q.rate_limit
+            return f"queue {q.name!r}'s rate limit ({self.started}/{count} starts in {per:g}s)"
+        return None
+
+
+def queue_states(saver: BaseCheckpointSaver[Any]) -> dict[str, QueueState]:
+    """Every declared queue's state now, by name (what ``pregelkit runs``
+    shows)."""
+    from pregelkit.checkpoint import _queues
+
+    found, per_key = saver.run_queue(_queues.overview, "queues")
+    states = {}
+    for lim, running, started in found:
+        rate = None if lim.rate_count is None else (lim.rate_count, lim.rate_seconds or 0.0)
+        queue = Queue(lim.name, lim.concurrency, lim.worker_concurrency, rate, lim.key_concurrency)
+        keys = {key: n for (name, key), n in per_key.items() if name == lim.name}
+        states[lim.name] = QueueState(queue, running, started, keys)
+    return states

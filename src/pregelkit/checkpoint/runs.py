@@ -14,11 +14,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from pregelkit._internal._clock import clock
 from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
 from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint._runqueue import (
@@ -364,8 +365,9 @@ LIVE_SECONDS = 60.0
 def list_runs(
     saver: BaseCheckpointSaver[Any], status: str | None = None, limit: int = 100
 ) -> list[RunRecord]:
-    """Runs newest first; each queued run says why no worker takes it when
-    no live worker serves its workflow."""
+    """Runs newest first; each queued run says why no worker takes it: no
+    live worker serves its workflow, its debounce, or which limit of its
+    queue holds it."""
     if status is not None and status not in STATUSES:
         raise ValueError(f"unknown run status {status!r}: one of {', '.join(STATUSES)}")
     rows, workers = saver.run_queue(
@@ -375,7 +377,13 @@ def list_runs(
     served: set[str] = set()
     for _, workflows, _ in workers:
         served.update(str(workflows).split("\n"))
+    states = None
+    if any(row[3] == QUEUED and row[17] for row in rows):
+        from pregelkit.checkpoint.queues import queue_states
+
+        states = queue_states(saver)
     records = []
+    now = clock().now()
     for row in rows:
         waiting = None
         if row[3] == QUEUED and row[2] not in served:
@@ -384,8 +392,29 @@ def list_runs(
                 + (f" (live workers serve: {', '.join(sorted(served))})" if served else "")
                 + f": start one with `pregelkit worker MODULE:{row[2]} --db URL`"
             )
-        records.append(RunRecord.from_row(row, waiting))
+        record = RunRecord.from_row(row, waiting)
+        if states is not None and waiting is None and record.status == QUEUED and record.queue:
+            record = replace(record, waiting=_held(record, states, now))
+        records.append(record)
     return records
+
+
+def _held(record: RunRecord, states: Mapping[str, Any], now: float) -> str | None:
+    """What keeps a queued run of a named queue from starting now: its
+    debounce, or the limit of its queue it is held by."""
+    import datetime
+
+    if record.not_before is not None and record.not_before > now:
+        when = datetime.datetime.fromtimestamp(record.not_before, datetime.UTC)
+        return (
+            f"debounced: starts at {when:%Y-%m-%d %H:%M:%S} UTC unless a newer submit of "
+            f"key {record.queue_key!r} replaces it"
+        )
+    state = states.get(record.queue)
+    if state is None:
+        return f"queue {record.queue!r} is not declared: declare it for a worker to serve it"
+    held: str | None = state.holds(record.queue_key)
+    return held
 
 
 def _replaced_by(error: str | None) -> str | None:

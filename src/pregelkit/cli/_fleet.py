@@ -20,9 +20,10 @@ from pregelkit.cli._commands import _cli, _db_args, _parse_json, _state
 from pregelkit.cli._db import Database, open_database
 from pregelkit.cli._errors import CliError
 from pregelkit.cli._lifecycle import ACTIVE, INTERRUPTED, ThreadState, refuse
-from pregelkit.cli._options import add_command, add_filters
+from pregelkit.cli._options import add_command, add_filters, duration
 from pregelkit.cli._render import _print_json, clean, shell_join
 from pregelkit.cli._target import load_target, recorded
+from pregelkit.errors import UnknownQueueError
 
 __all__ = ["register"]
 
@@ -58,6 +59,10 @@ def register(sub: Any, common: argparse.ArgumentParser, tables: argparse.Argumen
         "--lease", type=float, default=30.0, help="lease seconds (default 30): how long "
         "a dead worker's runs wait before another worker takes them",
     )  # fmt: skip
+    p.add_argument(
+        "--queue", action="append", default=[], metavar="NAME", help="also serve this "
+        "declared queue (repeat for more); the default queue is always served",
+    )  # fmt: skip
 
     p = add_command(
         sub,
@@ -85,6 +90,16 @@ def register(sub: Any, common: argparse.ArgumentParser, tables: argparse.Argumen
         help="with --resume: the id of the interrupt it answers (needed when several wait)",
     )
     p.add_argument("--priority", type=int, default=0, help="higher is taken first (default 0)")
+    p.add_argument("--queue", metavar="NAME", help="a declared queue (default: the default one)")
+    p.add_argument("--key", metavar="KEY", help="with --queue: what key_concurrency counts")
+    p.add_argument(
+        "--dedup-id", metavar="ID", help="while a run of the queue with this id is active, "
+        "print that run instead",
+    )  # fmt: skip
+    p.add_argument(
+        "--debounce", type=duration, metavar="DURATION", help="with --key: start once the "
+        "key was quiet this long (30s, 5m), replacing its debounced run not started yet",
+    )  # fmt: skip
 
     p = add_command(
         sub, "runs", cmd_runs, [common, tables], help="list queued, running and ended runs"
@@ -110,14 +125,23 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(f"two of the workflows have the same name ({names}): names must differ")
     _log_to_stderr()
     with open_database(args.db, create=True, pool_size=args.concurrency + 2) as db:
-        worker = Worker(graphs, db.saver, concurrency=args.concurrency, lease_seconds=args.lease)
+        worker = Worker(
+            graphs,
+            db.saver,
+            concurrency=args.concurrency,
+            lease_seconds=args.lease,
+            queues=args.queue,
+        )
         if args.json:
             _print_json({"event": "worker", "worker_id": worker.worker_id, "serves": names}, out)
         else:
             serving = f"worker {worker.worker_id} serving {', '.join(names)} on {db.shown}"
             out.write(clean(serving) + "\n")
         out.flush()
-        worker.run()
+        try:
+            worker.run()
+        except UnknownQueueError as exc:
+            raise CliError(str(exc)) from None
     if args.json:
         _print_json({"event": "stopped", "worker_id": worker.worker_id}, out)
     else:
@@ -135,7 +159,7 @@ def _log_to_stderr() -> None:
 
 
 def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
-    from pregelkit.checkpoint.runs import submit_run
+    from pregelkit.checkpoint.runs import Routing, submit_run
     from pregelkit.types import Command
 
     if args.to is not None and args.resume is None:
@@ -154,7 +178,14 @@ def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
         # the workflow is recorded in the thread's checkpoints, as `run` does,
         # so `resume` finds it without --target
         config = {"configurable": {"thread_id": args.thread}, "metadata": recorded(target)}
-        handle = submit_run(db.saver, graph.name, value, config, args.priority)
+        try:
+            route = Routing.of(args.queue, args.key, args.dedup_id, args.debounce)
+        except ValueError as exc:
+            raise CliError(f"{exc} (here: --queue, --key, --dedup-id, --debounce)") from None
+        try:
+            handle = submit_run(db.saver, graph.name, value, config, args.priority, route=route)
+        except UnknownQueueError as exc:
+            raise CliError(str(exc)) from None
         status = handle.status()
     if args.json:
         _print_json(
@@ -205,6 +236,7 @@ def _check_answerable(args: argparse.Namespace, state: ThreadState | None) -> No
 
 
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
+    from pregelkit.checkpoint.queues import queue_states
     from pregelkit.checkpoint.runs import list_runs
     from pregelkit.cli._table import print_table
 
@@ -212,10 +244,15 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(f"--limit must be at least 1, got {args.limit}")
     with open_database(args.db, create=False) as db:
         records = list_runs(db.saver, args.status, args.limit)
+        states = queue_states(db.saver)
     if args.json:
+        for state in states.values():
+            _print_json(_queue_json(state), out)
         for record in records:
             _print_json(record.as_json(), out)
         return 0
+    if states:
+        _print_queues(states, args, out)
     if not records:
         out.write("no runs" + (f" with status {args.status}" if args.status else "") + "\n")
         return 0
@@ -227,15 +264,18 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
             note = f"{r.worker} (lease {r.lease_left:.0f}s)"
         elif r.waits_for is not None:
             note = r.waits_for
-        elif r.waiting:
+        elif r.waiting and r.waiting.startswith("no live worker"):
             note, hint = _waiting_note(r.waiting, r.workflow, args)
             hints.setdefault(r.workflow, hint)
+        elif r.waiting:
+            note = r.waiting
         else:
             note = r.error or ""
         age = f"{now - r.created_at:.0f}s ago"
-        rows.append([r.thread_id, r.workflow, r.status, r.priority, r.attempts, age, note])
+        queue = r.queue + (f" [{r.queue_key}]" if r.queue_key is not None else "")
+        rows.append([r.thread_id, r.workflow, queue, r.status, r.priority, r.attempts, age, note])
     print_table(
-        ["THREAD", "WORKFLOW", "STATUS", "PRIORITY", "TRIES", "QUEUED", "NOTE"],
+        ["THREAD", "WORKFLOW", "QUEUE", "STATUS", "PRIORITY", "TRIES", "QUEUED", "NOTE"],
         rows,
         out,
         wide=args.wide,
@@ -244,6 +284,43 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
     for hint in hints.values():
         out.write(clean(hint) + "\n")
     return 0
+
+
+def _queue_json(state: Any) -> dict[str, Any]:
+    q = state.queue
+    return {
+        "event": "queue",
+        "queue": q.name,
+        "concurrency": q.concurrency,
+        "worker_concurrency": q.worker_concurrency,
+        "key_concurrency": q.key_concurrency,
+        "rate_limit": None if q.rate_limit is None else list(q.rate_limit),
+        "running": state.running,
+        "started_in_window": state.started,
+        "running_per_key": state.keys,
+    }
+
+
+def _print_queues(states: dict[str, Any], args: argparse.Namespace, out: TextIO) -> None:
+    """Each declared queue: its limits, and what runs against them now."""
+    from pregelkit.cli._table import print_table
+
+    rows = []
+    for state in states.values():
+        q = state.queue
+        running = f"{state.running}" + (f"/{q.concurrency}" if q.concurrency else "")
+        rate = f"{state.started}/{q.rate_limit[0]} in {q.rate_limit[1]:g}s" if q.rate_limit else ""
+        busiest = sorted(state.keys.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+        keys = ", ".join(f"{key} {n}" for key, n in busiest)
+        rows.append([q.name, state.describe(), running, rate, keys])
+    print_table(
+        ["QUEUE", "LIMITS", "RUNNING", "STARTS", "BUSIEST KEYS"],
+        rows,
+        out,
+        wide=args.wide,
+        cut=("LIMITS", "BUSIEST KEYS"),
+    )
+    out.write("\n")
 
 
 def _waiting_note(waiting: str, workflow: str, args: argparse.Namespace) -> tuple[str, str]:

@@ -62,3 +62,21 @@ def add_filters(
         metavar="N",
         help=f"at most N {noun}, the most recent first (default: {default})",
     )
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def duration(text: str) -> float:
+    """An argparse ``type``: a duration such as ``30s``, ``5m``, ``1.5h`` or
+    ``30d``, in seconds (the one spelling of durations on the command line)."""
+    value, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    try:
+        seconds = float(value) * _UNITS[unit]
+    except (KeyError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: a number and a unit, s, m, h or d (30s, 5m, 2h, 30d)"
+        ) from None
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration is more than zero")
+    return seconds
