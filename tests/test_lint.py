@@ -141,7 +141,11 @@ IO = [
     """,
     """
     import json
+    import secrets
+    import subprocess
     from pathlib import Path
+
+    import httpx
 
     def open(door: str) -> str:
         return door
@@ -156,7 +160,11 @@ IO = [
         door = open("front")  # the module's own open
         window = Window()
         window.open()  # not a Path
-        print(json.dumps({"door": door}))
+        if not door:
+            raise subprocess.CalledProcessError(1, "door")  # an error is built, not I/O
+        request = httpx.Request("GET", "https://example.com")  # not sent
+        same = secrets.compare_digest(door, "front")
+        print(json.dumps({"door": door, "request": str(request), "same": same}))
         return load(str(target)).result()
 
     class Window:
@@ -209,6 +217,23 @@ UNORDERED = [
             out.append(handle((key, value)))
         unique = len({1, 2}) + sum({3, 4})
         return [*out, unique]
+    """,
+    # recorded calls the module does not define: an imported task (its future's
+    # .result()), a child workflow's .submit(), pregelkit.durable calls
+    """
+    from pregelkit import durable
+    from other_module import child, summarize
+
+    @entrypoint()
+    def wf(names: list[str]) -> list[object]:
+        out = [summarize(n).result() for n in set(names)]  # expect: PK004
+        for n in set(names):  # expect: PK004
+            out.append(child.submit(n))
+        for n in set(names):  # expect: PK004
+            durable.send(n, "hello")
+        for n in set(names):  # nothing recorded: the order does not matter
+            out.append(n.upper())
+        return out
     """,
 ]
 

@@ -92,11 +92,21 @@ class BodyCheck:
     # what flows where
 
     def _is_task_call(self, node: ast.AST) -> bool:
-        return (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in self.module.task_names
-        )
+        """Whether ``node`` is a call whose result is recorded, so whose order
+        matters: a task of this module, anything whose future's ``.result()``
+        is taken (a task imported from elsewhere), a child workflow's
+        ``.submit()``, a ``pregelkit.durable`` call (sleep, send, recv...)."""
+        if not isinstance(node, ast.Call):
+            return False
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in self.module.task_names:
+            return True
+        if isinstance(func, ast.Attribute):
+            if func.attr == "result" and isinstance(func.value, ast.Call):
+                return True
+            if func.attr == "submit":
+                return True
+        return (self.names.qualify(func) or "").startswith("pregelkit.durable.")
 
     def _feeds_tasks(self, nodes: list[ast.AST]) -> bool:
         return any(self._is_task_call(n) for root in nodes for n in _walk_local(root))

@@ -145,9 +145,22 @@ def classify(qualified: str, call: ast.Call) -> Rule | None:
         return None if time_args or call.keywords else CLOCK
     if qualified in _RANDOM_CALLS:
         return RANDOM
+    if qualified == "secrets.compare_digest":  # a comparison, not a draw
+        return None
     if qualified.startswith(_RANDOM_MODULES):
         seeded = qualified.rpartition(".")[2] in _SEEDABLE and (call.args or call.keywords)
         return None if seeded else RANDOM
-    if qualified in _IO_CALLS or qualified.startswith(_IO_MODULES):
+    if qualified in _IO_CALLS:
+        return IO
+    if qualified.startswith(_IO_MODULES) and not _builds_a_value(qualified):
         return IO
     return None
+
+
+# what an I/O module builds without doing I/O: its errors, a request or URL not sent yet
+_VALUES = frozenset({"Request", "URL", "Headers", "Timeout", "Limits", "Cookies", "QueryParams"})
+
+
+def _builds_a_value(qualified: str) -> bool:
+    last = qualified.rpartition(".")[2]
+    return last in _VALUES or last.endswith(("Error", "Exception", "Warning"))
