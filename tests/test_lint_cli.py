@@ -74,6 +74,16 @@ def test_nothing_found_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert run(capsys, str(tmp_path)) == (0, "", "0 finding(s) in 1 file(s)\n")
 
 
+def test_the_lint_needs_no_rich(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "rich", None)  # `import rich` fails
+    (tmp_path / "flows.py").write_text(FLOW)
+    code, out, _ = run(capsys, str(tmp_path))
+    assert code == 1 and "PK001" in out
+    assert main(["threads", "--db", str(tmp_path / "x.sqlite")]) == 2  # the others do
+
+
 def test_a_missing_path_or_a_broken_file_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
