@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +193,25 @@ def test_background_runs_get_join_reject_and_cancel(server: Server) -> None:
         client.runs.get(tid, str(uuid.uuid4()))
 
 
+def test_stateless_runs_copy_and_counts(server: Server) -> None:
+    client = get_sync_client(url=server.url, api_key=None)
+    before = client.threads.count()
+    assert client.runs.wait(None, "echo", input={"n": 5}) == {"n": 5, "doubled": 10}
+    assert client.threads.count() == before  # its thread is deleted once the run ends
+    mark = uuid.uuid4().hex
+    tid = client.threads.create(metadata={"mark": mark})["thread_id"]
+    client.runs.wait(tid, "echo", input={"n": 6})
+    copied = client.threads.copy(tid)
+    assert copied["thread_id"] != tid and copied["metadata"]["mark"] == mark
+    assert copied["values"] == {"n": 6, "doubled": 12}
+    assert len(client.threads.get_history(copied["thread_id"])) == len(
+        client.threads.get_history(tid)
+    )
+    assert client.threads.count(metadata={"mark": mark}) == 2
+    assert client.assistants.count() == len(GRAPHS)
+    assert client.assistants.count(graph_id="echo") == 1
+
+
 def test_store_items_and_namespaces(server: Server) -> None:
     client = get_sync_client(url=server.url, api_key=None)
     top = f"t{uuid.uuid4().hex}"
@@ -322,6 +341,24 @@ def test_api_keys(tmp_path: Path) -> None:
         with pytest.raises(Exception, match="missing API key"):
             get_sync_client(url=server.url, api_key=None).assistants.search()
         assert get_sync_client(url=server.url, api_key="k2").assistants.search()
+
+        # a key sees only the threads it created, and their runs
+        ann, bob = (get_sync_client(url=server.url, api_key=k) for k in ("k1", "k2"))
+        mine = ann.threads.create(metadata={"who": "ann"})["thread_id"]
+        assert ann.threads.get(mine)["metadata"] == {"who": "ann"}
+        with pytest.raises(NotFoundError):
+            bob.threads.get(mine)
+        with pytest.raises(NotFoundError):
+            bob.threads.update(mine, metadata={"who": "bob"})
+        with pytest.raises(NotFoundError):
+            bob.threads.delete(mine)
+        with pytest.raises(ConflictError):  # the id is taken, whoever took it
+            bob.threads.create(thread_id=mine, if_exists="do_nothing")
+        with pytest.raises(httpx.HTTPStatusError, match="404"):
+            bob.runs.wait(mine, "echo", input={})
+        assert mine not in [t["thread_id"] for t in bob.threads.search()]
+        assert mine in [t["thread_id"] for t in ann.threads.search()]
+        assert bob.threads.count() == 0
     finally:
         server.stop()
 
@@ -379,3 +416,35 @@ def test_import_pregelkit_never_imports_the_server() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_servers_without_workers_share_postgres_with_a_worker_process(
+    tmp_path: Path, postgres_database: Callable[[str], str]
+) -> None:
+    """Two `pregelkit serve --no-workers` on one database and a `pregelkit
+    worker` running the runs: a thread made on one server is run from the
+    other, and read back on the first."""
+    db = postgres_database("pregelkit_serve_fleet")
+    config = str(_config(tmp_path))
+    one = Server(["--config", config, "--db", db, "--no-workers"], tmp_path)
+    two = Server(["--config", config, "--db", db, "--no-workers"], tmp_path)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "pregelkit", "worker", f"{FLOWS}:echo", "--db", db],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        first, second = (get_sync_client(url=s.url, api_key=None) for s in (one, two))
+        tid = first.threads.create(metadata={"on": "one"})["thread_id"]
+        assert second.runs.wait(tid, "echo", input={"n": 7}) == {"n": 7, "doubled": 14}
+        thread = first.threads.get(tid)
+        assert thread["values"] == {"n": 7, "doubled": 14} and thread["status"] == "idle"
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=60)
+        one.stop()
+        two.stop()
+    assert worker.returncode == 0

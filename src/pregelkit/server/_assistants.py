@@ -15,6 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from pregelkit.server._api import Api, api_of
+from pregelkit.server._body import Body
 from pregelkit.server._config import Served
 from pregelkit.server._json import Json, iso
 
@@ -35,26 +36,38 @@ def describe(api: Api, s: Served) -> dict[str, Any]:
     }
 
 
-async def search(request: Request) -> Response:
-    api = api_of(request)
-    body = await api.body(request)
+def _matching(api: Api, body: Body) -> list[dict[str, Any]]:
+    """The assistants a search or count body selects."""
     graph_id = body.text("graph_id")
     name = body.text("name")
     metadata = body.obj("metadata", {})
+    found = []
+    for s in api.served:
+        described = describe(api, s)
+        if (
+            graph_id in (None, s.graph_id)
+            and name in (None, s.graph_id)
+            and all(described["metadata"].get(k) == v for k, v in metadata.items())
+        ):
+            found.append(described)
+    return found
+
+
+async def search(request: Request) -> Response:
+    api = api_of(request)
+    body = await api.body(request)
     limit = body.integer("limit", 10)
     offset = body.integer("offset", 0, high=1_000_000)
-    found = [
-        describe(api, s)
-        for s in api.served
-        if graph_id in (None, s.graph_id)
-        and name in (None, s.graph_id)
-        and all(describe(api, s)["metadata"].get(k) == v for k, v in metadata.items())
-    ]
-    page = found[offset : offset + limit]
+    found = _matching(api, body)
     headers = {}
     if offset + limit < len(found):
         headers["X-Pagination-Next"] = str(offset + limit)
-    return Json(page, headers=headers)
+    return Json(found[offset : offset + limit], headers=headers)
+
+
+async def count(request: Request) -> Response:
+    api = api_of(request)
+    return Json(len(_matching(api, await api.body(request))))
 
 
 async def get(request: Request) -> Response:
@@ -98,6 +111,7 @@ async def get_schemas(request: Request) -> Response:
 
 routes = [
     Route("/assistants/search", search, methods=["POST"]),
+    Route("/assistants/count", count, methods=["POST"]),
     Route("/assistants/{assistant_id}", get, methods=["GET"]),
     Route("/assistants/{assistant_id}/graph", get_graph, methods=["GET"]),
     Route("/assistants/{assistant_id}/schemas", get_schemas, methods=["GET"]),

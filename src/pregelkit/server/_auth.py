@@ -1,26 +1,45 @@
-"""API keys: who may call the server at all.
+"""API keys: who may call the server, and whose threads they see.
 
 The SDK sends its key in the ``x-api-key`` header (its ``api_key`` argument
 or ``LANGGRAPH_API_KEY``). Keys are given with ``--auth-key`` (repeatable)
 or ``PREGELKIT_API_KEY`` (comma-separated). Without any key the server
 answers everyone, so it refuses to listen beyond the loopback interface
 without one: an open port on a network must not run workflows for anybody.
+
+Each thread records who created it (a digest of the key, never the key) and
+a key sees only its own threads and their runs. A thread created on a server
+without keys belongs to no key: it is seen only while the server has none.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
 from collections.abc import Iterable, Sequence
 
+from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pregelkit.cli._errors import CliError
 
 KEY_ENV = "PREGELKIT_API_KEY"
+OWNER = "pregelkit_owner"
 OPEN_PATHS = frozenset({"/ok"})
 """Answered without a key: a load balancer's health check carries none."""
+
+
+def owner_id(key: bytes) -> str:
+    """Who a key's holder is, as stored with each thread they create: a
+    digest, so the database never holds a key."""
+    return hashlib.sha256(b"pregelkit-owner:" + key).hexdigest()[:32]
+
+
+def owner_of(request: Request) -> str | None:
+    """The owner of the request's key; ``None`` on a server without keys."""
+    owner: str | None = request.scope.get("state", {}).get(OWNER)
+    return owner
 
 
 def keys_from(given: Sequence[str] | None, env: str | None) -> tuple[str, ...]:
@@ -65,6 +84,7 @@ class ApiKeys:
         given = dict(scope["headers"]).get(b"x-api-key")
         # every key compared, in constant time: no timing tells which was close
         if given is not None and any([hmac.compare_digest(given, k) for k in self.keys]):
+            scope.setdefault("state", {})[OWNER] = owner_id(given)
             await self.app(scope, receive, send)
             return
         detail = (

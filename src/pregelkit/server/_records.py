@@ -15,19 +15,20 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS pregelkit_server_threads ("
     "thread_id TEXT PRIMARY KEY, created_at DOUBLE PRECISION NOT NULL, "
-    "updated_at DOUBLE PRECISION NOT NULL, metadata TEXT NOT NULL)",
+    "updated_at DOUBLE PRECISION NOT NULL, metadata TEXT NOT NULL, owner TEXT)",
     "CREATE INDEX IF NOT EXISTS pregelkit_server_threads_updated "
     "ON pregelkit_server_threads (updated_at, thread_id)",
 )
-COLUMNS = "thread_id, created_at, updated_at, metadata"
+COLUMNS = "thread_id, created_at, updated_at, metadata, owner"
 SCAN_BATCH = 500
 
 
@@ -37,13 +38,28 @@ class ThreadRow:
     created_at: float
     updated_at: float
     metadata: dict[str, Any]
+    owner: str | None
+    """Who created it (``_auth.owner_of``: a digest of the API key, never
+    the key), ``None`` on a server without keys; only its owner sees it."""
 
     @classmethod
     def of(cls, row: Sequence[Any]) -> ThreadRow:
         meta = json.loads(row[3])
         return cls(
-            str(row[0]), float(row[1]), float(row[2]), meta if isinstance(meta, dict) else {}
+            str(row[0]),
+            float(row[1]),
+            float(row[2]),
+            meta if isinstance(meta, dict) else {},
+            None if row[4] is None else str(row[4]),
         )
+
+
+def _owned(owner: str | None) -> tuple[str, tuple[Any, ...]]:
+    """The condition (and its parameter) that keeps ``owner``'s rows."""
+    return ("owner IS NULL", ()) if owner is None else ("owner = ?", (owner,))
+
+
+Execute = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 
 
 class ThreadRecords:
@@ -53,8 +69,9 @@ class ThreadRecords:
         self.kind = kind
         self.source = source
         self._lock = threading.Lock()
-        for statement in SCHEMA:
-            self._run(statement, ())
+        with self._transaction() as run:
+            for statement in SCHEMA:
+                run(statement, ())
 
     @classmethod
     def sqlite(cls, path: str) -> ThreadRecords:
@@ -67,51 +84,70 @@ class ThreadRecords:
             self.source.close()
 
     @contextmanager
-    def _conn(self) -> Iterator[Any]:
+    def _transaction(self) -> Iterator[Execute]:
+        """One transaction; yields what runs a statement in it."""
         if self.kind == "sqlite":
             with self._lock:
-                yield self.source
+                conn = self.source
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield partial(_execute, conn, "?")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
         else:
-            with self.source.connection() as conn:
-                yield conn
+            with self.source.connection() as conn, conn.transaction():
+                yield partial(_execute, conn, "%s")
 
     def _run(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        if self.kind != "sqlite":
-            sql = sql.replace("?", "%s")
-        with self._conn() as conn:
-            cursor = conn.execute(sql, params)
-            rows = cursor.fetchall() if cursor.description else []
-            return [tuple(r) for r in rows]
+        with self._transaction() as run:
+            return run(sql, params)
 
-    def create(self, thread_id: str, metadata: Mapping[str, Any]) -> ThreadRow | None:
-        """The new row, or ``None`` if the thread exists already."""
+    def create(
+        self, thread_id: str, metadata: Mapping[str, Any], owner: str | None
+    ) -> ThreadRow | None:
+        """The new row, or ``None`` if the thread exists already (whoever owns it)."""
         now = time.time()
         rows = self._run(
-            f"INSERT INTO pregelkit_server_threads ({COLUMNS}) VALUES (?, ?, ?, ?) "
+            f"INSERT INTO pregelkit_server_threads ({COLUMNS}) VALUES (?, ?, ?, ?, ?) "
             f"ON CONFLICT (thread_id) DO NOTHING RETURNING {COLUMNS}",
-            (thread_id, now, now, json.dumps(dict(metadata))),
+            (thread_id, now, now, json.dumps(dict(metadata)), owner),
         )
         return ThreadRow.of(rows[0]) if rows else None
 
-    def get(self, thread_id: str) -> ThreadRow | None:
+    def get(self, thread_id: str, owner: str | None) -> ThreadRow | None:
+        """``owner``'s thread ``thread_id``: another owner's is not found."""
+        cond, params = _owned(owner)
         rows = self._run(
-            f"SELECT {COLUMNS} FROM pregelkit_server_threads WHERE thread_id = ?", (thread_id,)
+            f"SELECT {COLUMNS} FROM pregelkit_server_threads WHERE thread_id = ? AND {cond}",
+            (thread_id, *params),
         )
         return ThreadRow.of(rows[0]) if rows else None
 
-    def update(self, thread_id: str, metadata: Mapping[str, Any]) -> ThreadRow | None:
-        """Merge ``metadata`` into the thread's (as LangGraph's server does);
-        ``None`` if there is no such thread."""
-        current = self.get(thread_id)
-        if current is None:
-            return None
-        merged = {**current.metadata, **metadata}
-        rows = self._run(
-            f"UPDATE pregelkit_server_threads SET metadata = ?, updated_at = ? "
-            f"WHERE thread_id = ? RETURNING {COLUMNS}",
-            (json.dumps(merged), time.time(), thread_id),
-        )
-        return ThreadRow.of(rows[0]) if rows else None
+    def update(
+        self, thread_id: str, metadata: Mapping[str, Any], owner: str | None
+    ) -> ThreadRow | None:
+        """Merge ``metadata`` into the thread's (as LangGraph's server does),
+        in one transaction so concurrent updates lose no key; ``None`` if
+        ``owner`` has no such thread."""
+        cond, params = _owned(owner)
+        lock = "" if self.kind == "sqlite" else " FOR UPDATE"
+        with self._transaction() as run:
+            rows = run(
+                f"SELECT {COLUMNS} FROM pregelkit_server_threads "
+                f"WHERE thread_id = ? AND {cond}{lock}",
+                (thread_id, *params),
+            )
+            if not rows:
+                return None
+            merged = {**ThreadRow.of(rows[0]).metadata, **metadata}
+            rows = run(
+                f"UPDATE pregelkit_server_threads SET metadata = ?, updated_at = ? "
+                f"WHERE thread_id = ? RETURNING {COLUMNS}",
+                (json.dumps(merged), time.time(), thread_id),
+            )
+        return ThreadRow.of(rows[0])
 
     def delete(self, thread_id: str) -> bool:
         rows = self._run(
@@ -122,21 +158,24 @@ class ThreadRecords:
 
     def search(
         self,
+        owner: str | None,
         metadata: Mapping[str, Any],
         ids: Sequence[str] | None,
-        keep: Any,
+        keep: Callable[[ThreadRow], bool],
         limit: int,
         offset: int,
     ) -> list[ThreadRow]:
-        """Threads newest first whose metadata holds ``metadata``'s keys with
-        those values and that ``keep(row)`` keeps, ``offset`` of them skipped."""
+        """``owner``'s threads newest first whose metadata holds
+        ``metadata``'s keys with those values and that ``keep(row)`` keeps,
+        ``offset`` of them skipped."""
         if ids is not None and not ids:
             return []
+        cond, owned = _owned(owner)
         found: list[ThreadRow] = []
         after: tuple[float, str] | None = None  # the last row read: pages by (updated_at, id)
         while len(found) < offset + limit:
-            sql = f"SELECT {COLUMNS} FROM pregelkit_server_threads WHERE 1 = 1"
-            params: list[Any] = []
+            sql = f"SELECT {COLUMNS} FROM pregelkit_server_threads WHERE {cond}"
+            params: list[Any] = [*owned]
             if after is not None:
                 sql += " AND (updated_at < ? OR (updated_at = ? AND thread_id < ?))"
                 params.extend((after[0], after[0], after[1]))
@@ -152,3 +191,8 @@ class ThreadRecords:
                 break
             after = (rows[-1].updated_at, rows[-1].thread_id)
         return found[offset : offset + limit]
+
+
+def _execute(conn: Any, mark: str, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    cursor = conn.execute(sql.replace("?", mark), params)
+    return [tuple(r) for r in cursor.fetchall()] if cursor.description else []

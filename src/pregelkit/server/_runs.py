@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,7 @@ from starlette.routing import Route
 from pregelkit.checkpoint.runs import POLL_SECONDS, RunHandle, RunRecord, submit_run
 from pregelkit.errors import RunCancelledError, RunFailedError
 from pregelkit.server._api import Api, api_of, call
+from pregelkit.server._auth import owner_of
 from pregelkit.server._body import Body, check_uuid
 from pregelkit.server._errors import ApiError, not_found
 from pregelkit.server._json import Json, iso, jsonable
@@ -42,7 +44,6 @@ NOT_SERVED = (
     "context",
     "webhook",
     "after_seconds",
-    "on_completion",
     "feedback_keys",
 )
 RUN_STATUS = {
@@ -75,9 +76,11 @@ def view(api: Api, record: RunRecord, metadata: Mapping[str, Any] | None = None)
     }
 
 
-def _submit(api: Api, thread_id: str, body: Body) -> tuple[RunHandle, dict[str, Any]]:
-    """Queue the run the body asks for on ``thread_id``: checks first, in
-    the order a client can fix them."""
+def _submit(
+    api: Api, thread_id: str, owner: str | None, body: Body
+) -> tuple[RunHandle, dict[str, Any]]:
+    """Queue the run the body asks for on ``owner``'s thread ``thread_id``:
+    checks first, in the order a client can fix them."""
     for name in NOT_SERVED:
         if body.any(name) not in (None, [], {}):
             raise ApiError(422, f"{name!r} is not served yet by pregelkit serve: leave it out")
@@ -100,13 +103,15 @@ def _submit(api: Api, thread_id: str, body: Body) -> tuple[RunHandle, dict[str, 
             raise ApiError(422, "give 'input' or 'command', not both")
         value = _command(Body(command))
     if_not_exists = body.choice("if_not_exists", ("reject", "create"), "reject")
+    if body.choice("on_completion", ("delete", "keep")) == "delete":
+        raise ApiError(422, "on_completion 'delete' is served for stateless runs only")
 
-    row = api.records.get(thread_id)
+    row = api.records.get(thread_id, owner)
     if row is None:
         if if_not_exists == "reject":
             raise not_found("thread", thread_id)
-        api.records.create(thread_id, {})
-        row = thread_row(api, thread_id)
+        api.records.create(thread_id, {}, owner)
+        row = thread_row(api, thread_id, owner)
     known = row.metadata.get("graph_id")
     if known is not None and known != served.graph_id:
         raise ApiError(
@@ -121,7 +126,7 @@ def _submit(api: Api, thread_id: str, body: Body) -> tuple[RunHandle, dict[str, 
             "wait for it (runs.join) or cancel it",
         )
     api.records.update(
-        thread_id, {"graph_id": served.graph_id, "assistant_id": served.assistant_id}
+        thread_id, {"graph_id": served.graph_id, "assistant_id": served.assistant_id}, owner
     )
     run_config: dict[str, Any] = {
         "configurable": {**configurable, "thread_id": thread_id},
@@ -156,9 +161,10 @@ async def create(request: Request) -> Response:
     api = api_of(request)
     tid = check_uuid(request.path_params["thread_id"], "thread_id")
     body = await api.body(request)
+    owner = owner_of(request)
 
     def create() -> dict[str, Any]:
-        handle, metadata = _submit(api, tid, body)
+        handle, metadata = _submit(api, tid, owner, body)
         return view(api, handle.record(), metadata)
 
     run = await call(create)
@@ -177,8 +183,34 @@ async def wait(request: Request) -> Response:
     api = api_of(request)
     tid = check_uuid(request.path_params["thread_id"], "thread_id")
     body = await api.body(request)
-    handle, _ = await call(_submit, api, tid, body)
+    handle, _ = await call(_submit, api, tid, owner_of(request), body)
     return Json(await outcome(handle), headers=_run_headers(tid, handle.run_id))
+
+
+async def wait_stateless(request: Request) -> Response:
+    """``runs.wait(None, ...)``: a run on a thread of its own, deleted (its
+    checkpoints too) once the run ends, as LangGraph's server does by
+    default (``on_completion="delete"``)."""
+    api = api_of(request)
+    body = await api.body(request)
+    if body.choice("on_completion", ("delete", "keep"), "delete") != "delete":
+        raise ApiError(422, "on_completion 'keep' is not served yet: run on a thread instead")
+    tid = str(uuid.uuid4())
+    owner = owner_of(request)
+    data = {k: v for k, v in body.data.items() if k not in ("on_completion", "if_not_exists")}
+    handle, _ = await call(_submit, api, tid, owner, Body({**data, "if_not_exists": "create"}))
+    try:
+        result = await outcome(handle)
+    except BaseException:  # the client went away (LangGraph's on_disconnect 'cancel')
+        await call(handle.cancel)
+        raise
+    await call(_forget, api, tid)
+    return Json(result)
+
+
+def _forget(api: Api, thread_id: str) -> None:
+    api.saver.delete_thread(thread_id)
+    api.records.delete(thread_id)
 
 
 async def outcome(handle: RunHandle) -> Any:
@@ -205,8 +237,9 @@ def _error(recorded: str) -> dict[str, str]:
     return {"error": found.group(1), "message": found.group(2)}
 
 
-def _handle(api: Api, thread_id: str, run_id: str) -> RunHandle:
-    check_uuid(thread_id, "thread_id")
+def _handle(api: Api, thread_id: str, run_id: str, owner: str | None) -> RunHandle:
+    """The run ``run_id`` of ``owner``'s thread ``thread_id``."""
+    thread_row(api, thread_id, owner)
     check_uuid(run_id, "run_id")
     handle = RunHandle(api.saver, run_id, thread_id)
     try:
@@ -221,13 +254,14 @@ def _handle(api: Api, thread_id: str, run_id: str) -> RunHandle:
 async def get(request: Request) -> Response:
     api = api_of(request)
     tid, rid = request.path_params["thread_id"], request.path_params["run_id"]
-    return Json(await call(lambda: view(api, _handle(api, tid, rid).record())))
+    owner = owner_of(request)
+    return Json(await call(lambda: view(api, _handle(api, tid, rid, owner).record())))
 
 
 async def join(request: Request) -> Response:
     api = api_of(request)
     tid, rid = request.path_params["thread_id"], request.path_params["run_id"]
-    handle = await call(_handle, api, tid, rid)
+    handle = await call(_handle, api, tid, rid, owner_of(request))
     return Json(await outcome(handle))
 
 
@@ -241,7 +275,7 @@ async def cancel(request: Request) -> Response:
         raise ApiError(422, "query parameter 'action' must be interrupt or rollback")
     if action == "rollback":
         raise ApiError(422, "action 'rollback' is not served yet: cancel with 'interrupt'")
-    handle = await call(_handle, api, tid, rid)
+    handle = await call(_handle, api, tid, rid, owner_of(request))
     await call(handle.cancel)
     if request.query_params.get("wait") in ("1", "true"):
         deadline = time.monotonic() + 60
@@ -254,6 +288,7 @@ RUNNING = ("queued", "running", "sleeping", "waiting")
 
 
 routes = [
+    Route("/runs/wait", wait_stateless, methods=["POST"]),
     Route("/threads/{thread_id}/runs", create, methods=["POST"]),
     Route("/threads/{thread_id}/runs/wait", wait, methods=["POST"]),
     Route("/threads/{thread_id}/runs/{run_id}", get, methods=["GET"]),

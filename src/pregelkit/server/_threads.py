@@ -1,4 +1,4 @@
-"""``/threads``: create, get, search, update, delete, and a thread's state
+"""``/threads``: create, get, search, count, update, delete, copy, and a thread's state
 (now or at a checkpoint), its history, and updates to it.
 
 A thread is a row of its own (``_records``) plus what runs saved in the
@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from pregelkit.checkpoint.runs import handle_of_thread
 from pregelkit.server._api import Api, api_of, call
+from pregelkit.server._auth import owner_of
 from pregelkit.server._body import Body, check_uuid
 from pregelkit.server._errors import ApiError, not_found
 from pregelkit.server._json import Json, iso, jsonable
@@ -75,8 +76,10 @@ def view(api: Api, row: ThreadRow, status: str | None = None) -> dict[str, Any]:
     }
 
 
-def thread_row(api: Api, thread_id: str) -> ThreadRow:
-    row = api.records.get(check_uuid(thread_id, "thread_id"))
+def thread_row(api: Api, thread_id: str, owner: str | None) -> ThreadRow:
+    """``owner``'s thread: another key's is not found (not forbidden: that
+    would tell it exists)."""
+    row = api.records.get(check_uuid(thread_id, "thread_id"), owner)
     if row is None:
         raise not_found("thread", thread_id)
     return row
@@ -88,13 +91,14 @@ async def create(request: Request) -> Response:
     thread_id = body.uuid("thread_id") or str(uuid.uuid4())
     metadata = body.obj("metadata", {})
     if_exists = body.choice("if_exists", ("raise", "do_nothing"), "raise")
+    owner = owner_of(request)
 
     def create() -> dict[str, Any]:
-        row = api.records.create(thread_id, metadata)
+        row = api.records.create(thread_id, metadata, owner)
         if row is None:
-            if if_exists == "raise":
+            row = api.records.get(thread_id, owner)
+            if if_exists == "raise" or row is None:
                 raise ApiError(409, f"thread {thread_id!r} exists already")
-            row = thread_row(api, thread_id)
         return view(api, row)
 
     return Json(await call(create))
@@ -103,16 +107,18 @@ async def create(request: Request) -> Response:
 async def get(request: Request) -> Response:
     api = api_of(request)
     tid = request.path_params["thread_id"]
-    return Json(await call(lambda: view(api, thread_row(api, tid))))
+    owner = owner_of(request)
+    return Json(await call(lambda: view(api, thread_row(api, tid, owner))))
 
 
 async def update(request: Request) -> Response:
     api = api_of(request)
     tid = request.path_params["thread_id"]
     metadata = (await api.body(request)).obj("metadata", {})
+    owner = owner_of(request)
 
     def update() -> dict[str, Any]:
-        row = api.records.update(check_uuid(tid, "thread_id"), metadata)
+        row = api.records.update(check_uuid(tid, "thread_id"), metadata, owner)
         if row is None:
             raise not_found("thread", tid)
         return view(api, row)
@@ -124,8 +130,10 @@ async def delete(request: Request) -> Response:
     api = api_of(request)
     tid = request.path_params["thread_id"]
 
+    owner = owner_of(request)
+
     def delete() -> None:
-        thread_row(api, tid)
+        thread_row(api, tid, owner)
         if status_of(api, tid) == "busy":
             raise ApiError(409, f"thread {tid!r} has a run queued or running: cancel it first")
         api.saver.delete_thread(tid)
@@ -146,6 +154,7 @@ async def search(request: Request) -> Response:
     _check_sort(body)
     if ids is not None:
         ids = [check_uuid(i, "ids[]") for i in ids]
+    owner = owner_of(request)
 
     def search() -> list[dict[str, Any]]:
         statuses: dict[str, str] = {}
@@ -154,10 +163,43 @@ async def search(request: Request) -> Response:
             statuses[row.thread_id] = status_of(api, row.thread_id)
             return status is None or statuses[row.thread_id] == status
 
-        rows = api.records.search(metadata, ids, keep, limit, offset)
+        rows = api.records.search(owner, metadata, ids, keep, limit, offset)
         return [view(api, row, statuses[row.thread_id]) for row in rows]
 
     return Json(await call(search))
+
+
+async def count(request: Request) -> Response:
+    api = api_of(request)
+    body = await api.body(request)
+    metadata = body.obj("metadata", {})
+    status = body.choice("status", STATUSES)
+    owner = owner_of(request)
+
+    def keep(row: ThreadRow) -> bool:
+        return status is None or status_of(api, row.thread_id) == status
+
+    rows = await call(api.records.search, owner, metadata, None, keep, 10**12, 0)
+    return Json(len(rows))
+
+
+async def copy(request: Request) -> Response:
+    """A new thread with the metadata and every checkpoint of this one."""
+    api = api_of(request)
+    tid = request.path_params["thread_id"]
+    owner = owner_of(request)
+
+    def copy() -> dict[str, Any]:
+        source = thread_row(api, tid, owner)
+        if status_of(api, tid) == "busy":
+            raise ApiError(409, f"thread {tid!r} has a run queued or running: copy it after")
+        new_id = str(uuid.uuid4())
+        api.saver.copy_thread(tid, new_id)
+        row = api.records.create(new_id, source.metadata, owner)
+        assert row is not None  # a fresh uuid4
+        return view(api, row)
+
+    return Json(await call(copy))
 
 
 def _check_sort(body: Body) -> None:
@@ -175,7 +217,8 @@ async def get_state(request: Request) -> Response:
     tid = request.path_params["thread_id"]
     checkpoint_id = request.path_params.get("checkpoint_id")
     checkpoint = {"checkpoint_id": checkpoint_id} if checkpoint_id else None
-    return Json(await call(lambda: state_of(api, thread_row(api, tid), checkpoint)))
+    owner = owner_of(request)
+    return Json(await call(lambda: state_of(api, thread_row(api, tid, owner), checkpoint)))
 
 
 async def get_state_at(request: Request) -> Response:
@@ -183,7 +226,8 @@ async def get_state_at(request: Request) -> Response:
     api = api_of(request)
     tid = request.path_params["thread_id"]
     checkpoint = _checkpoint(await api.body(request))
-    return Json(await call(lambda: state_of(api, thread_row(api, tid), checkpoint)))
+    owner = owner_of(request)
+    return Json(await call(lambda: state_of(api, thread_row(api, tid, owner), checkpoint)))
 
 
 def _checkpoint(body: Body) -> dict[str, Any] | None:
@@ -216,16 +260,17 @@ async def update_state(request: Request) -> Response:
     values = body.any("values")
     as_node = body.text("as_node")
     checkpoint = _checkpoint(body)
+    owner = owner_of(request)
 
     def update() -> dict[str, Any]:
-        row = thread_row(api, tid)
+        row = thread_row(api, tid, owner)
         graph = _graph_of(api, row)
         config = {"configurable": {"thread_id": tid, **(checkpoint or {})}}
         try:
             new = graph.update_state(config, values, as_node=as_node)
         except (ValueError, TypeError, KeyError) as exc:
             raise ApiError(422, f"cannot update the state: {exc}") from None
-        api.records.update(tid, {})
+        api.records.update(tid, {}, owner)
         return {"checkpoint": jsonable(new.get("configurable", {}))}
 
     return Json(await call(update))
@@ -239,9 +284,10 @@ async def history(request: Request) -> Response:
     metadata = body.obj("metadata")
     before = Body(body.obj("before", {})).text("checkpoint_id")
     checkpoint = _checkpoint(body)
+    owner = owner_of(request)
 
     def history() -> list[dict[str, Any]]:
-        row = thread_row(api, tid)
+        row = thread_row(api, tid, owner)
         graph = api.graphs.get(str(row.metadata.get("graph_id")))
         if graph is None:
             return []
@@ -256,7 +302,9 @@ async def history(request: Request) -> Response:
 routes = [
     Route("/threads", create, methods=["POST"]),
     Route("/threads/search", search, methods=["POST"]),
+    Route("/threads/count", count, methods=["POST"]),
     Route("/threads/{thread_id}", get, methods=["GET"]),
+    Route("/threads/{thread_id}/copy", copy, methods=["POST"]),
     Route("/threads/{thread_id}", update, methods=["PATCH"]),
     Route("/threads/{thread_id}", delete, methods=["DELETE"]),
     Route("/threads/{thread_id}/state", get_state, methods=["GET"]),
