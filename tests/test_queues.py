@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pregelkit.checkpoint import _queues, _runqueue
+from pregelkit.checkpoint import _queues, _runqueue, _waits
 from pregelkit.checkpoint.postgres.aio import AsyncPostgresSaver
 from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pregelkit.durable import Queue, declare_queue
@@ -474,3 +474,23 @@ def test_a_debounced_submit_to_the_same_thread_replaces_its_queued_run(
         clock.advance(5.1)
         assert claim(saver, "w") == ["t"]
         assert saver.run_queue(lambda d: _runqueue.pending(d, ["job"], ("q",)), "n") == 1
+
+
+def test_a_run_that_sleeps_frees_its_slot_and_resumes_within_the_limit(
+    queue_db: tuple[str, Any],
+) -> None:
+    _, saver = queue_db
+    declare_queue(saver, Queue("q", concurrency=1))
+    wf = job.copy(checkpointer=saver)
+    wf.submit(1, cfg("sleeper"), queue="q")
+    wf.submit(2, cfg("b"), queue="q")
+    (run,) = saver.run_queue(lambda d: _queues.claim(d, "w", ["job"], ["q"], 5, 30), "claim")
+    assert run.thread_id == "sleeper"
+    with FakeClock(2000.0) as clock:
+        lease = (run.run_id, run.fence)
+        saver.run_queue(lambda d: _waits.suspend(d, lease, "sleeping", "sleep", 2010.0, None), "s")
+        assert claim(saver, "w") == ["b"]  # the sleeper holds no slot
+        clock.advance(20)  # due, but b holds the queue's one slot
+        assert claim(saver, "w") == []
+        end(saver, "b")
+        assert claim(saver, "w") == ["sleeper"]
