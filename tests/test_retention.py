@@ -639,3 +639,69 @@ def test_fired_schedule_slots_go_with_ended_runs_and_never_fire_again(
         clock.advance(60)
         Worker([tick], saver).run_until_idle()
     assert len(seen) == len(set(seen)) == 4
+
+
+# the command line
+
+
+def test_pregelkit_prune_reports_then_removes(
+    db: tuple[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from pregelkit.cli import main
+
+    url, saver = db
+    counter = _counter(saver)
+    for t in range(3):
+        for _ in range(3):
+            counter.invoke({"steps": 1}, _config(f"c{t}"))
+    before = len(list(saver.list(None)))
+    assert main(["prune", "--db", url]) == 2
+    assert "say what to prune" in capfd.readouterr().err
+    assert main(["prune", "--db", url, "--older-than", "3w"]) == 2
+    assert "not a duration" in capfd.readouterr().err
+    assert main(["prune", "--db", url, "--keep-latest", "--dry-run", "--json"]) == 0
+    dry = json.loads(capfd.readouterr().out)
+    assert dry["dry_run"] and dry["rows"]["checkpoints"] == before - 3
+    assert len(list(saver.list(None))) == before
+    assert main(["prune", "--db", url, "--keep-latest", "--older-than", "30d"]) == 0
+    out = capfd.readouterr().out
+    assert "prune removed" in out and f"{before - 3} checkpoints" in out
+    assert "checkpoints" in out.splitlines()[0]
+    assert len(list(saver.list(None))) == 3
+    assert counter.invoke({"steps": 1}, _config("c0")) == 4
+
+
+def test_ctrl_c_mid_prune_stops_between_transactions(
+    db: tuple[str, Any], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pregelkit.checkpoint import _retention
+    from pregelkit.cli import main
+
+    url, saver = db
+    counter = _counter(saver)
+    for _ in range(3):
+        counter.invoke({"steps": 1}, _config("k-000"))
+    for t in range(1, 120):
+        saver.copy_thread("k-000", f"k-{t:03}")
+    monkeypatch.setattr(_retention, "THREADS_PER_SCAN", 10)
+    real = _retention._history
+    calls = [0]
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 4:
+            raise KeyboardInterrupt
+        return (yield from real(*args, **kwargs))
+
+    monkeypatch.setattr(_retention, "_history", interrupted)
+    assert main(["prune", "--db", url, "--keep-latest"]) == 130
+    out = capfd.readouterr().out
+    assert "interrupted between two transactions" in out and "prune removed" in out
+    left = len(list(saver.list(None)))
+    assert 120 < left < 120 * 6
+    monkeypatch.setattr(_retention, "_history", real)
+    assert main(["prune", "--db", url, "--keep-latest"]) == 0
+    assert len(list(saver.list(None))) == 120
+    assert counter.invoke({"steps": 1}, _config("k-119")) == 4

@@ -177,8 +177,11 @@ class Scan:
     rows: int = 0
 
 
-def job(cut: Cutoffs, decode: Decode, dry_run: bool) -> Job:
-    """The whole prune, as steps; returns what it removed (or would)."""
+def job(
+    cut: Cutoffs, decode: Decode, dry_run: bool, progress: Callable[[Counts], object] | None = None
+) -> Job:
+    """The whole prune, as steps; returns what it removed (or would).
+    ``progress`` is told the totals after each scan (a progress bar)."""
     total = Counts()
     after = ""
     history = cut.keep is not None or cut.history_before is not None
@@ -187,6 +190,8 @@ def job(cut: Cutoffs, decode: Decode, dry_run: bool) -> Job:
         if scan.last is None:
             break
         total.scanned += scan.rows
+        if progress is not None:
+            progress(total)
         deleted: set[str] = set()
         for thread_id in scan.candidates:
             counts: Counts = yield _step(

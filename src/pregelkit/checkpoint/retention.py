@@ -135,10 +135,8 @@ class PruneReport:
         verb = "would remove" if self.dry_run else "removed"
         parts = [f"{self.rows[t]:,} {t}" for t in TABLES if self.rows[t]]
         what = ", ".join(parts) if parts else "nothing"
-        return (
-            f"prune {verb} {self.total_rows:,} rows ({_size(self.total_bytes)}): {what}; "
-            f"{self.threads_deleted:,} threads deleted whole"
-        )
+        whole = f"; {self.threads_deleted:,} threads deleted whole" if self.threads_deleted else ""
+        return f"prune {verb} {self.total_rows:,} rows ({_size(self.total_bytes)}): {what}{whole}"
 
 
 def _size(n: int) -> str:
@@ -150,7 +148,10 @@ def _size(n: int) -> str:
 
 
 def prune_job(
-    saver: BaseCheckpointSaver[Any], policy: RetentionPolicy, dry_run: bool
+    saver: BaseCheckpointSaver[Any],
+    policy: RetentionPolicy,
+    dry_run: bool,
+    progress: Callable[[Counts], object] | None = None,
 ) -> Generator[Step, Any, Counts]:
     """The steps of one prune of ``saver``'s database (``_retention.job``)."""
     if not isinstance(policy, RetentionPolicy):
@@ -161,7 +162,8 @@ def prune_job(
             "PostgresSaver (or their async twins); an InMemorySaver's history goes with "
             "its process, and saver.prune(thread_ids) drops chosen threads' history"
         )
-    return _retention.job(policy.cutoffs(time.time()), saver.serde.loads_typed, dry_run)
+    cut = policy.cutoffs(time.time())
+    return _retention.job(cut, saver.serde.loads_typed, dry_run, progress)
 
 
 def run_steps(
