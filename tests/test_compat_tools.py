@@ -106,7 +106,7 @@ def test_classify_by_what_each_test_reaches(tmp_path: Path) -> None:
     )
 
 
-def test_missing_names_fail_only_where_used() -> None:
+def test_missing_names_fail_only_where_used(tmp_path: Path) -> None:
     code = textwrap.dedent(
         """\
         import missing_names
@@ -129,13 +129,33 @@ def test_missing_names_fail_only_where_used() -> None:
         """
     )
     out = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-S", "-c", code],
         capture_output=True,
         text=True,
         check=True,
-        env={"PYTHONPATH": str(TOOLS), "PATH": ""},
+        env={"PYTHONPATH": _only_pregelkit(tmp_path), "PATH": ""},
     )
     assert out.stdout.strip() == "missing: pregelkit.no_such_module.Thing"
+
+
+def _only_pregelkit(where: Path) -> str:
+    """A path with pregelkit and its runtime dependencies and nothing else
+    installed (run with ``-S``): the compat run's pregelkit side has no
+    langchain-core, and the test environment does (langgraph-sdk, the
+    server tests' client, requires it)."""
+    import cloudpickle
+    import typing_extensions
+    import wrapt
+    import xxhash
+
+    import pregelkit
+
+    for module in (cloudpickle, typing_extensions, wrapt, xxhash, pregelkit):
+        source = Path(str(module.__file__))
+        if source.name == "__init__.py":
+            source = source.parent
+        (where / source.name).symlink_to(source)
+    return f"{TOOLS}:{where}"
 
 
 def test_failure_reasons_do_not_carry_a_runs_ids_or_addresses() -> None:
