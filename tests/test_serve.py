@@ -191,6 +191,10 @@ def test_background_runs_get_join_reject_and_cancel(server: Server) -> None:
     assert client.runs.get(tid, second["run_id"])["status"] == "interrupted"
     with pytest.raises(NotFoundError):
         client.runs.get(tid, str(uuid.uuid4()))
+    listed = client.runs.list(tid)
+    assert [r["run_id"] for r in listed] == [second["run_id"], run["run_id"]]  # newest first
+    assert [r["run_id"] for r in client.runs.list(tid, status="success")] == [run["run_id"]]
+    assert [r["run_id"] for r in client.runs.list(tid, limit=1, offset=1)] == [run["run_id"]]
 
 
 def test_stateless_runs_copy_and_counts(server: Server) -> None:
@@ -361,6 +365,28 @@ def test_api_keys(tmp_path: Path) -> None:
         assert bob.threads.count() == 0
     finally:
         server.stop()
+
+
+def test_sigterm_hands_a_running_run_back_and_the_next_server_finishes_it(
+    tmp_path: Path,
+) -> None:
+    args = ["--config", str(_config(tmp_path)), "--db", str(tmp_path / "stop.sqlite")]
+    first = Server(args, tmp_path)
+    client = get_sync_client(url=first.url, api_key=None)
+    tid = client.threads.create()["thread_id"]
+    run = client.runs.create(tid, "slow", input={"seconds": 2.0})
+    while client.runs.get(tid, run["run_id"])["status"] != "running":
+        time.sleep(0.05)
+    out, err = first.stop()  # exits 0 once the run's started task ended and it went back
+    assert "stopped" in out
+    assert f"run {run['run_id']} (thread {tid}, slow): handed back (stopping)" in err
+    second = Server(args, tmp_path)
+    try:
+        client = get_sync_client(url=second.url, api_key=None)
+        assert client.runs.join(tid, run["run_id"]) == {"slept": 2.0}
+        assert client.runs.get(tid, run["run_id"])["status"] == "success"
+    finally:
+        second.stop()
 
 
 def _refused(args: list[str], tmp: Path, **env: str) -> str:

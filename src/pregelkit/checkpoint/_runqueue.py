@@ -265,11 +265,23 @@ def latest_of_thread(d: Dialect, thread_id: str) -> RunPlan[str | None]:
 
 
 def list_runs(
-    d: Dialect, status: str | None, limit: int, live_seconds: float
+    d: Dialect,
+    status: str | None,
+    limit: int,
+    live_seconds: float,
+    thread_id: str | None = None,
 ) -> RunPlan[tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]]:
-    """Runs newest first (of one status, or all), and the workers seen in
-    the last ``live_seconds``: (worker id, workflows, seconds since seen)."""
-    where, params = ("WHERE status = ?", [status]) if status else ("", [])
+    """Runs newest first (of one status, or all; of one thread, or all), and
+    the workers seen in the last ``live_seconds``: (worker id, workflows,
+    seconds since seen). One thread's runs walk ``pregelkit_runs_thread``."""
+    conditions, params = [], []
+    if status:
+        conditions.append("status = ?")
+        params.append(status)
+    if thread_id is not None:
+        conditions.append("thread_id = ?")
+        params.append(thread_id)
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
     runs = yield d.q(
         f"SELECT {_RUN_COLUMNS} FROM pregelkit_runs {where} "
         "ORDER BY created_at DESC, run_id DESC LIMIT ?",

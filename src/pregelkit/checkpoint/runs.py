@@ -363,15 +363,24 @@ LIVE_SECONDS = 60.0
 
 
 def list_runs(
-    saver: BaseCheckpointSaver[Any], status: str | None = None, limit: int = 100
+    saver: BaseCheckpointSaver[Any],
+    status: str | None = None,
+    limit: int = 100,
+    thread_id: str | None = None,
 ) -> list[RunRecord]:
-    """Runs newest first; each queued run says why no worker takes it: no
-    live worker serves its workflow, its debounce, or which limit of its
-    queue holds it."""
+    """Runs newest first (``thread_id``: that thread's only); each queued run
+    says why no worker takes it: no live worker serves its workflow, its
+    debounce, or which limit of its queue holds it."""
     if status is not None and status not in STATUSES:
         raise ValueError(f"unknown run status {status!r}: one of {', '.join(STATUSES)}")
     rows, workers = saver.run_queue(
-        partial(_runqueue.list_runs, status=status, limit=limit, live_seconds=LIVE_SECONDS),
+        partial(
+            _runqueue.list_runs,
+            status=status,
+            limit=limit,
+            live_seconds=LIVE_SECONDS,
+            thread_id=thread_id,
+        ),
         "runs",
     )
     served: set[str] = set()

@@ -1,6 +1,6 @@
 """``/threads/{id}/runs``: runs on the queue (``wf.submit``), run by the
 workers (in process, or ``pregelkit worker`` processes with
-``--no-workers``): create (a background run), wait, get, join, cancel.
+``--no-workers``): create (a background run), wait, get, list, join, cancel.
 
 A thread has one active run at a time. A run on a busy thread is refused
 with 409 (LangGraph's server's default ``multitask_strategy``, ``reject``);
@@ -26,11 +26,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pregelkit.checkpoint.runs import POLL_SECONDS, RunHandle, RunRecord, submit_run
+from pregelkit.checkpoint.runs import POLL_SECONDS, RunHandle, RunRecord, list_runs, submit_run
 from pregelkit.errors import RunCancelledError, RunFailedError
 from pregelkit.server._api import Api, api_of, call
 from pregelkit.server._auth import owner_of
-from pregelkit.server._body import Body, check_uuid
+from pregelkit.server._body import Body, check_uuid, query_int
 from pregelkit.server._errors import ApiError, not_found
 from pregelkit.server._json import Json, iso, jsonable
 from pregelkit.server._threads import status_of, thread_row
@@ -57,16 +57,19 @@ RUN_STATUS = {
     "cancelled": "interrupted",
 }
 """pregelkit's run statuses as LangGraph's server names them."""
+MAX_LISTED = 10_000
+"""The most runs of one thread a status filter reads."""
 RESERVED_CONFIGURABLE = ("thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map")
 
 
 def view(api: Api, record: RunRecord, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A run as the SDK's ``Run``."""
-    served = api.assistant(record.workflow)
+    """A run as the SDK's ``Run`` (``assistant_id`` null for a run of a
+    workflow this server does not serve, queued by another program)."""
+    served = next((s for s in api.served if s.graph_id == record.workflow), None)
     return {
         "run_id": record.run_id,
         "thread_id": record.thread_id,
-        "assistant_id": served.assistant_id,
+        "assistant_id": None if served is None else served.assistant_id,
         "created_at": iso(record.created_at),
         "updated_at": iso(record.finished_at or record.created_at),
         "status": RUN_STATUS.get(record.status, record.status),
@@ -258,6 +261,28 @@ async def get(request: Request) -> Response:
     return Json(await call(lambda: view(api, _handle(api, tid, rid, owner).record())))
 
 
+async def list_(request: Request) -> Response:
+    """A thread's runs, newest first (``status`` in LangGraph's names)."""
+    api = api_of(request)
+    tid = request.path_params["thread_id"]
+    limit = query_int(request, "limit", 10, high=1000)
+    offset = query_int(request, "offset", 0, high=1_000_000)
+    status = request.query_params.get("status")
+    if status is not None and status not in set(RUN_STATUS.values()):
+        raise ApiError(422, f"status must be one of {', '.join(sorted(set(RUN_STATUS.values())))}")
+    owner = owner_of(request)
+
+    def listed() -> list[dict[str, Any]]:
+        thread_row(api, tid, owner)
+        # a thread has few runs: a status is picked out here, in LangGraph's names
+        fetch = offset + limit if status is None else MAX_LISTED
+        records = list_runs(api.saver, limit=fetch, thread_id=tid)
+        runs = [view(api, r) for r in records]
+        return [r for r in runs if status in (None, r["status"])][offset : offset + limit]
+
+    return Json(await call(listed))
+
+
 async def join(request: Request) -> Response:
     api = api_of(request)
     tid, rid = request.path_params["thread_id"], request.path_params["run_id"]
@@ -290,6 +315,7 @@ RUNNING = ("queued", "running", "sleeping", "waiting")
 routes = [
     Route("/runs/wait", wait_stateless, methods=["POST"]),
     Route("/threads/{thread_id}/runs", create, methods=["POST"]),
+    Route("/threads/{thread_id}/runs", list_, methods=["GET"]),
     Route("/threads/{thread_id}/runs/wait", wait, methods=["POST"]),
     Route("/threads/{thread_id}/runs/{run_id}", get, methods=["GET"]),
     Route("/threads/{thread_id}/runs/{run_id}/join", join, methods=["GET"]),
