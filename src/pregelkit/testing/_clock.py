@@ -1,6 +1,6 @@
-"""Tools for testing workflows that wait (``pregelkit.durable``).
+"""``FakeClock``: a clock for testing workflows that wait (``pregelkit.durable``).
 
-``FakeClock`` replaces the clock durable timers are judged by, in this
+It replaces the clock durable timers are judged by, in this
 process, for as long as it is entered::
 
     with FakeClock() as clock:
