@@ -7,6 +7,7 @@ goes back, the schedule declared again, paused, deleted)."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from pregelkit import durable
-from pregelkit.checkpoint import _schedules
+from pregelkit.checkpoint import _schedules, _slots
 from pregelkit.checkpoint.postgres import PostgresSaver
 from pregelkit.checkpoint.runs import list_runs
 from pregelkit.checkpoint.sqlite import SqliteSaver
@@ -31,16 +32,23 @@ MINUTE = timedelta(minutes=1)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Any]]:
+    """(connection string, saver) of an empty database."""
     if request.param == "sqlite":
-        with SqliteSaver.from_conn_string(str(tmp_path / "s.db")) as sqlite:
+        url = str(tmp_path / "s.db")
+        with SqliteSaver.from_conn_string(url) as sqlite:
             sqlite.setup()
-            yield sqlite
+            yield url, sqlite
     else:
         url = request.getfixturevalue("postgres_database")("pregelkit_schedules")
         with PostgresSaver.from_conn_string(url) as pg:
             pg.setup()
-            yield pg
+            yield url, pg
+
+
+@pytest.fixture
+def saver(db: tuple[str, Any]) -> Any:
+    return db[1]
 
 
 def _ticker(saver: Any, seen: list[tuple[Any, str, str]]) -> Any:
@@ -217,7 +225,7 @@ def test_workers_firing_at_once_fire_each_slot_once(saver: Any) -> None:
         barrier.wait()
         for _ in range(10):
             try:
-                fired.extend(saver.run_queue(plan, "fire"))
+                fired.extend(saver.run_queue(plan, "fire")[0])
             except BaseException as exc:
                 errors.append(exc)
 
@@ -261,7 +269,7 @@ def test_runs_queued_before_a_delete_still_run(saver: Any) -> None:
         made = tick.schedule("t", every=MINUTE)
         clock.advance(40)
         now = clock.now()
-        fired = saver.run_queue(
+        fired, _ = saver.run_queue(
             partial(_schedules.fire, workflows=["tick"], now=now, dumps=saver.serde.dumps_typed),
             "fire",
         )
@@ -315,3 +323,94 @@ def test_end_at_stops_the_schedule_and_start_at_anchors_it(saver: Any) -> None:
     assert len(seen) == 3
     (ended,) = durable.schedules(saver)
     assert ended.next_at is None and ended.next_fire_times() == []
+
+
+@pytest.mark.parametrize(
+    ("cron", "day", "fired_at"),
+    [
+        # spring forward: 02:30 does not exist on 2026-03-08; it fires at 03:00
+        # EDT (07:00 UTC), then at 02:30 EDT (06:30 UTC)
+        ("30 2 * * *", datetime(2026, 3, 7, 12, tzinfo=UTC), ["08T07:00", "09T06:30", "10T06:30"]),
+        # fall back: 01:30 happens twice on 2026-11-01; it fires once, at the
+        # first (EDT, 05:30 UTC), then at 01:30 EST (06:30 UTC)
+        (
+            "30 1 * * *",
+            datetime(2026, 10, 31, 12, tzinfo=UTC),
+            ["01T05:30", "02T06:30", "03T06:30"],
+        ),
+    ],
+)
+def test_a_worker_fires_through_dst_changes_by_the_timezones_rules(
+    saver: Any, cron: str, day: datetime, fired_at: list[str]
+) -> None:
+    seen: list[tuple[Any, str, str]] = []
+    tick = _ticker(saver, seen)
+    with FakeClock(day) as clock:
+        tick.schedule("ny", cron=cron, timezone="America/New_York")
+        worker = Worker([tick], saver)
+        for _ in range(3 * 24 * 4):  # three days, a look every 15 minutes
+            clock.advance(timedelta(minutes=15))
+            worker.run_until_idle()
+    assert [at[8:16] for _, _, at in seen] == fired_at  # UTC
+
+
+def test_a_worker_fires_only_its_own_workflows_schedules(saver: Any) -> None:
+    tick = _ticker(saver, [])
+
+    @entrypoint(checkpointer=saver)
+    def other(value: Any) -> Any:
+        return value
+
+    with FakeClock(START) as clock:
+        tick.schedule("t", every=MINUTE)
+        clock.advance(timedelta(minutes=2))
+        Worker([other], saver).run_until_idle()
+        assert _slots_fired(saver) == []
+        Worker([tick], saver).run_until_idle()
+        assert len(_slots_fired(saver)) == 1
+
+
+def test_a_schedule_this_worker_cannot_compute_does_not_block_the_others(
+    saver: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[tuple[Any, str, str]] = []
+    tick = _ticker(saver, seen)
+    with FakeClock(START) as clock:
+        tick.schedule("cron", cron="* * * * *")
+        tick.schedule("every", every=MINUTE)
+        clock.advance(40)
+        # this worker's environment has no croniter (installed where it was declared)
+        monkeypatch.setitem(sys.modules, "croniter", None)
+        monkeypatch.setattr(_slots, "_walkers", threading.local())  # nor parsed expressions
+        Worker([tick], saver).run_until_idle()
+        Worker([tick], saver).run_until_idle()
+        assert [sid for _, sid, _ in seen] == ["every"]
+        warned = [r.getMessage() for r in caplog.records if "cannot fire" in r.getMessage()]
+        assert len(warned) == 2 and "pregelkit[schedules]" in warned[0]  # once per worker
+        monkeypatch.delitem(sys.modules, "croniter")
+        Worker([tick], saver).run_until_idle()
+    assert sorted(sid for _, sid, _ in seen) == ["cron", "every"]
+
+
+def test_a_firing_passes_by_a_schedule_being_deleted(db: tuple[str, Any]) -> None:
+    url, saver = db
+    if not isinstance(saver, PostgresSaver):
+        pytest.skip("SQLite serializes a delete and a firing (BEGIN IMMEDIATE)")
+    import psycopg
+
+    tick = _ticker(saver, [])
+    with FakeClock(START) as clock:
+        tick.schedule("t", every=MINUTE)
+        clock.advance(40)
+        now = clock.now()
+    fire = partial(_schedules.fire, workflows=["tick"], now=now, dumps=saver.serde.dumps_typed)
+    with psycopg.connect(url) as other:
+        # a delete in progress holds the row: a firing passes it by, neither
+        # waiting for it nor firing a schedule that is going away
+        other.execute("DELETE FROM pregelkit_schedules WHERE schedule_id = 't'")
+        assert saver.run_queue(fire, "fire") == ([], [])
+        other.rollback()
+    # the delete was rolled back: the slot fires now, once
+    fired, _ = saver.run_queue(fire, "fire")
+    assert [(sid, slot) for sid, slot, _ in fired] == [("t", START.timestamp() + 30)]
+    assert saver.run_queue(fire, "fire") == ([], [])

@@ -26,6 +26,7 @@ from pregelkit.errors import InvalidScheduleError, ScheduleNotFoundError
 
 __all__ = [
     "COLUMNS",
+    "Failed",
     "Fired",
     "declare",
     "delete",
@@ -44,6 +45,9 @@ COLUMNS = """schedule_id, workflow, cron, every_seconds, timezone, catchup, star
 
 Fired = tuple[str, float, str]
 """(schedule id, slot time, run id) of a slot fired."""
+Failed = tuple[str, str]
+"""(schedule id, why) of a due schedule this process cannot compute (a cron
+schedule where croniter is not installed): left due for another worker."""
 Dumps = Callable[[Any], tuple[str, bytes]]
 """The saver's ``serde.dumps_typed``: how a run's input and config are stored."""
 
@@ -246,10 +250,11 @@ def fire(
     now: float,
     dumps: Dumps,
     limit: int = 10,
-) -> RunPlan[list[Fired]]:
+) -> RunPlan[tuple[list[Fired], list[Failed]]]:
     """Fire the due slots of up to ``limit`` schedules of ``workflows`` (the
     earliest due first): the slots ``catchup`` says, a run queued for each
-    slot not fired before."""
+    slot not fired before. A schedule whose slots cannot be computed here
+    is left as it is; the others fire."""
     names = ", ".join("?" for _ in workflows)
     rows = yield d.q(
         f"SELECT {COLUMNS} {_DUE % names} ORDER BY next_at LIMIT ?{{skip_locked}}",
@@ -257,9 +262,14 @@ def fire(
         "all",
     )
     fired: list[Fired] = []
+    failed: list[Failed] = []
     for row in rows:
         schedule_id = str(row[0])
-        slots, next_at = _slots.due_slots(spec_of(row), float(row[9]), now, str(row[5]))
+        try:
+            slots, next_at = _slots.due_slots(spec_of(row), float(row[9]), now, str(row[5]))
+        except Exception as exc:
+            failed.append((schedule_id, f"{type(exc).__name__}: {exc}"))
+            continue
         for slot in slots:
             thread = thread_of(schedule_id, slot)
             new = yield d.q(
@@ -283,4 +293,4 @@ def fire(
             "last_slot_at = COALESCE(?, last_slot_at) WHERE schedule_id = ?",
             (next_at, now, slots[-1] if slots else None, schedule_id),
         )
-    return fired
+    return fired, failed

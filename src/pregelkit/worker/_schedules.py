@@ -39,6 +39,7 @@ class Firing:
         self.names = list(names)
         self.every = every
         self.asked_at: float | None = None
+        self.reported: set[_schedules.Failed] = set()
 
     def reset(self) -> None:
         """A new serving loop asks at once (``run_until_idle`` fires what is due)."""
@@ -60,9 +61,16 @@ class Firing:
             _schedules.fire, workflows=self.names, now=now, dumps=self.saver.serde.dumps_typed
         )
 
-    def fired(self, fired: list[_schedules.Fired]) -> None:
+    def fired(self, firings: tuple[list[_schedules.Fired], list[_schedules.Failed]]) -> None:
+        """Log the slots fired, and each schedule this worker cannot fire
+        (once per reason: it is asked again every look)."""
+        fired, failed = firings
         for schedule_id, slot, run_id in fired:
             log.info("schedule %s: slot %s fired (run %s)", schedule_id, _slots.iso(slot), run_id)
+        for reason in failed:
+            if reason not in self.reported:
+                self.reported.add(reason)
+                log.warning("schedule %s: this worker cannot fire it (%s)", *reason)
 
 
 def check(firing: Firing) -> None:
