@@ -494,3 +494,19 @@ def test_a_run_that_sleeps_frees_its_slot_and_resumes_within_the_limit(
         assert claim(saver, "w") == []
         end(saver, "b")
         assert claim(saver, "w") == ["sleeper"]
+
+
+def test_a_lapsed_lease_of_a_named_queue_is_lost_not_renewed(queue_db: tuple[str, Any]) -> None:
+    """Its slot was counted free (and maybe given away) once it lapsed: a
+    worker continued after SIGSTOP must not take it back by a heartbeat."""
+    _, saver = queue_db
+    declare_queue(saver, Queue("q", concurrency=1))
+    wf = job.copy(checkpointer=saver)
+    wf.submit(1, cfg("named"), queue="q")
+    wf.submit(1, cfg("plain"))
+    taken = saver.run_queue(lambda d: _queues.claim(d, "w", ["job"], ["q"], 5, 30), "claim")
+    leases = [(c.run_id, c.fence) for c in sorted(taken, key=lambda c: c.thread_id)]
+    expire(saver, "named")
+    expire(saver, "plain")
+    lost = saver.run_queue(lambda d: _runqueue.heartbeat(d, "w", ["job"], leases, 30), "beat")
+    assert lost == {leases[0]}  # the default queue's lapsed lease renews, as before

@@ -57,6 +57,8 @@ __all__ = [
     "submit",
 ]
 
+STARTS_KEPT = 60.0
+"""Seconds a start is kept past its queue's rate window."""
 REPLACED = "replaced by run "
 """How the error of a debounced run a newer one replaced starts: the
 replacing run's id follows, up to the first space."""
@@ -69,11 +71,17 @@ _LIMITED = (
 _ORDER = "grp, due_at, priority DESC, created_at, run_id"
 """The order a claim takes runs in: due ones (sleeping, waiting) first,
 earliest due first, then queued ones by priority, then oldest."""
+HELD_GRACE = 1.0
+"""Seconds a lapsed lease still holds its slot: a heartbeat that found the
+lease live (it renews only live ones of a named queue) may still be
+committing when a claim counts."""
 _HELD = (
     "SELECT count(*) FROM pregelkit_runs AS h WHERE h.queue = ? AND h.queue <> '' "
-    "AND h.status = 'running' AND h.lease_until >= {now}"
+    f"AND h.status = 'running' AND h.lease_until >= {{now}} - {HELD_GRACE}"
 )
-"""Runs of a queue that hold a slot: running under a lease not yet expired."""
+"""Runs of a queue that hold a slot: running under a lease not expired (or
+expired within ``HELD_GRACE``). Once a lease of a named queue lapsed, no
+heartbeat renews it: a slot counted free stays free."""
 _STARTS = "SELECT count(*) FROM pregelkit_queue_starts WHERE queue = ? AND started_at >= ?"
 """A queue's starts in the rate window (``started_at`` at or after its start)."""
 
@@ -361,7 +369,8 @@ def _take(
             tuple(value for queue in rated for value in (queue, now)),
         )
         for queue in sorted(set(rated)):
-            window = limits[queue].rate_seconds or 0.0
+            # a minute past the window stays: the queue's recent starts, to look at
+            window = (limits[queue].rate_seconds or 0.0) + STARTS_KEPT
             yield d.q(
                 "DELETE FROM pregelkit_queue_starts WHERE queue = ? AND started_at < ?",
                 (queue, now - window),
@@ -503,7 +512,7 @@ def overview(
     queues = yield from declared(d)
     rows = yield d.q(
         "SELECT queue, queue_key, count(*) FROM pregelkit_runs WHERE status = 'running' "
-        "AND queue <> '' AND lease_until >= {now} GROUP BY queue, queue_key",
+        f"AND queue <> '' AND lease_until >= {{now}} - {HELD_GRACE} GROUP BY queue, queue_key",
         (),
         "all",
     )

@@ -571,6 +571,9 @@ def heartbeat(
         rows = yield d.q(
             "UPDATE pregelkit_runs SET lease_until = {now} + ?, updated_at = {now} "
             f"WHERE (run_id, fence) IN (VALUES {pairs}) AND status = 'running' "
+            # a named queue's claims counted a lapsed lease's slot free, maybe
+            # gave it away: such a lease is lost, not renewed (_queues.py)
+            "AND (queue = '' OR lease_until >= {now}) "
             "RETURNING run_id, fence",
             (lease_seconds, *(value for lease in batch for value in lease)),
             "all",
