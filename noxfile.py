@@ -69,7 +69,8 @@ def typecheck(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """pregelkit vs LangGraph benchmarks, then the worker fleet's
-    (benchmarks/fleet.py) and runs that wait (benchmarks/waiting.py);
+    (benchmarks/fleet.py), runs that wait (benchmarks/waiting.py) and retention
+    (benchmarks/retention.py);
     writes docs/benchmarks.md.
 
     pregelkit goes into this session's venv; LangGraph into a second venv
@@ -113,6 +114,12 @@ def bench(session: nox.Session) -> None:
     session.run(
         "python",
         str(ROOT / "benchmarks" / "waiting.py"),
+        *(["--quick"] if "--quick" in session.posargs else []),
+    )
+    # retention (issue 29): prune speed on a million checkpoints, workers' latency meanwhile
+    session.run(
+        "python",
+        str(ROOT / "benchmarks" / "retention.py"),
         *(["--quick"] if "--quick" in session.posargs else []),
     )
 
