@@ -414,3 +414,53 @@ def test_a_firing_passes_by_a_schedule_being_deleted(db: tuple[str, Any]) -> Non
     fired, _ = saver.run_queue(fire, "fire")
     assert [(sid, slot) for sid, slot, _ in fired] == [("t", START.timestamp() + 30)]
     assert saver.run_queue(fire, "fire") == ([], [])
+
+
+def test_the_async_twins_on_async_savers(db: tuple[str, Any], arun: Any) -> None:
+    from crash_workflow import open_async_saver
+
+    url, _ = db
+
+    async def main() -> None:
+        async with open_async_saver(url) as asaver:
+
+            @entrypoint(checkpointer=asaver)
+            async def atick(value: Any) -> Any:
+                return value
+
+            with FakeClock(START) as clock:
+                made = await atick.aschedule("a", every=MINUTE, input="v")
+                paused = await made.apause()
+                assert paused.paused
+                handle = await paused.atrigger()
+                assert (await paused.aresume()).next_at == made.next_at
+                clock.advance(40)
+                assert await AsyncWorker([atick], asaver).run_until_idle() == 2
+                assert await handle.aresult() == "v"
+                (listed,) = await durable.aschedules(asaver, "atick")
+                assert listed.last_slot_at == made.next_at
+                await listed.adelete()
+                assert await durable.aschedules(asaver) == []
+                with pytest.raises(ScheduleNotFoundError):
+                    await listed.adelete()
+
+    arun(main())
+
+
+def test_a_new_timezone_or_cron_takes_effect_from_now(saver: Any) -> None:
+    seen: list[tuple[Any, str, str]] = []
+    tick = _ticker(saver, seen)
+    with FakeClock(START) as clock:  # 12:00:30 UTC
+        made = tick.schedule("t", cron="0 13 * * *", timezone="UTC", input="utc")
+        assert made.next_at == datetime(2026, 11, 29, 13, 0, tzinfo=UTC)
+        # 13:00 in Tokyo (UTC+9) is 04:00 UTC: today's is past, tomorrow's is next
+        moved = tick.schedule("t", cron="0 13 * * *", timezone="Asia/Tokyo", input="tokyo")
+        assert moved.next_at == datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
+        clock.advance(timedelta(hours=2))  # past 13:00 UTC: the old slot does not fire
+        Worker([tick], saver).run_until_idle()
+        assert seen == []
+        again = tick.schedule("t", cron="*/30 * * * *", timezone="Asia/Tokyo", input="often")
+        assert again.next_at == datetime(2026, 11, 29, 14, 30, tzinfo=UTC)
+        clock.advance(timedelta(minutes=30))
+        Worker([tick], saver).run_until_idle()
+    assert seen == [("often", "t", "2026-11-29T14:30:00Z")]

@@ -5,7 +5,9 @@
 each under a lease renewed by a heartbeat, and record how they end. A run
 whose worker died is resumed by another from its last checkpoint; a worker
 that lost its lease can write nothing more for the run (its fence is
-checked in every write transaction). See docs/scale-out.md.
+checked in every write transaction). Workers also fire the schedules of
+their workflows (``wf.schedule``), with no leader. See docs/scale-out.md and
+docs/guides/fleet.md.
 """
 
 from pregelkit.checkpoint.runs import RunHandle, RunRecord

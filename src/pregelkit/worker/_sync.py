@@ -37,6 +37,10 @@ class Worker(WorkerFront):
     each from its last checkpoint, and the old holder can write nothing
     more for them (``LeaseLostError``). Several workers, in any number of
     processes and machines, may serve one database.
+
+    It also fires the schedules of its workflows (``wf.schedule``): about
+    once a second it looks whether a slot is due, and queues its run; each
+    slot fires once, whichever worker looks first (``worker/_schedules.py``).
     """
 
     def run(self) -> None:
