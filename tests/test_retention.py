@@ -534,6 +534,9 @@ def test_a_prune_while_workers_run_removes_nothing_they_need(db: tuple[str, Any]
         th.start()
     try:
         for round_ in range(6):
+            # while every thread runs or waits, even delete_threads_after=0 deletes none
+            if round_ < 3:
+                assert prune(saver, RetentionPolicy(delete_threads_after=0)).threads_deleted == 0
             prune(saver, harsh)
             if round_ == 3:
                 for i in range(8):
@@ -706,3 +709,41 @@ def test_ctrl_c_mid_prune_stops_between_transactions(
     assert main(["prune", "--db", url, "--keep-latest"]) == 0
     assert len(list(saver.list(None))) == 120
     assert counter.invoke({"steps": 1}, _config("k-119")) == 4
+
+
+def test_children_of_a_waiting_parent_survive_any_prune(db: tuple[str, Any]) -> None:
+    """A parent waits for a message after its children ended: prunes that
+    delete ended threads and runs leave the children a resuming parent reads."""
+    from pregelkit import durable
+
+    _, saver = db
+
+    @entrypoint(checkpointer=saver)
+    def child(x: int) -> int:
+        return x * 2
+
+    @entrypoint(checkpointer=saver)
+    def parent(xs: list[int]) -> int:
+        total = sum(h.result() for h in [child.submit(x) for x in xs])
+        return total + durable.recv(topic="go")
+
+    harsh = RetentionPolicy(
+        keep_checkpoints=1, max_age=0, ended_runs_max_age=0, delete_threads_after=0
+    )
+    handle = parent.submit([1, 2, 3], _config("parent"))
+    worker = Worker([parent, child], saver, concurrency=4, lease_seconds=5)
+    serving = threading.Thread(target=worker.run, daemon=True)
+    serving.start()
+    try:
+        end = time.monotonic() + 60
+        while handle.status() != "waiting":
+            assert time.monotonic() < end
+            time.sleep(0.02)
+        for _ in range(3):
+            report = prune(saver, harsh)
+            assert report.threads_deleted == 0 and report.rows["runs"] == 0
+        durable.send(saver, "parent", 100, topic="go")
+        assert handle.result(timeout=60) == 112
+    finally:
+        worker.stop()
+        serving.join(30)
