@@ -296,12 +296,22 @@ def test_two_prunes_at_once_remove_each_row_once(db: tuple[str, Any]) -> None:
         assert counter.invoke({"steps": 1}, _config(f"t{t:02}")) == 4
 
 
-def test_aprune_on_an_async_saver(tmp_path: Path, arun: Any) -> None:
+def _async_saver(url: str) -> Any:
+    """An async saver of the database at ``url`` (its tables made already)."""
+    if url.startswith("postgres"):
+        from pregelkit.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        return AsyncPostgresSaver.from_conn_string(url)
     from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+    return AsyncSqliteSaver.from_conn_string(url)
+
+
+def test_aprune_on_an_async_saver(db: tuple[str, Any], arun: Any) -> None:
+    url, _ = db
+
     async def main() -> PruneReport:
-        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "a.db")) as saver:
-            await saver.setup()
+        async with _async_saver(url) as saver:
             counter = _counter(saver)
             for _ in range(3):
                 await counter.ainvoke({"steps": 1}, _config("a"))
@@ -472,15 +482,17 @@ def test_a_worker_with_a_policy_prunes_in_the_background(db: tuple[str, Any]) ->
     assert counter.invoke({"steps": 1}, _config("bg0")) == 5
 
 
-def test_an_async_worker_with_a_policy_prunes_in_the_background(tmp_path: Path, arun: Any) -> None:
+def test_an_async_worker_with_a_policy_prunes_in_the_background(
+    db: tuple[str, Any], arun: Any
+) -> None:
     import asyncio
 
-    from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
     from pregelkit.worker import AsyncWorker
 
+    url, _ = db
+
     async def main() -> int:
-        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "w.db")) as saver:
-            await saver.setup()
+        async with _async_saver(url) as saver:
             counter = _counter(saver)
             for _ in range(4):
                 await counter.ainvoke({"steps": 1}, _config("aw"))
