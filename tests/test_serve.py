@@ -156,6 +156,8 @@ def test_runs_wait_state_history_interrupt_and_failure(server: Server) -> None:
     assert (
         client.threads.get_state(tid, checkpoint_id=older)["checkpoint"]["checkpoint_id"] == older
     )
+    with pytest.raises(NotFoundError, match="checkpoint"):
+        client.threads.get_state(tid, checkpoint_id=str(uuid.uuid4()))
 
     asked = client.threads.create()["thread_id"]
     stopped = client.runs.wait(asked, "ask", input={"what": "report"})
@@ -241,9 +243,18 @@ def test_the_async_client(server: Server) -> None:
         assert (await client.threads.get_state(tid))["values"] == {"n": 1, "doubled": 2}
         run = await client.runs.create(tid, "echo", input={"n": 2})
         assert await client.runs.join(tid, run["run_id"]) == {"n": 2, "doubled": 4}
+        assert [r["run_id"] for r in await client.runs.list(tid, limit=1)] == [run["run_id"]]
+        await client.threads.update(tid, metadata={"more": 1})
+        found = await client.threads.search(metadata={"async": True, "more": 1})
+        assert [t["thread_id"] for t in found] == [tid]
+        assert await client.runs.wait(None, "echo", input={"n": 3}) == {"n": 3, "doubled": 6}
         await client.store.put_item(["async"], "k", {"v": 1})
         assert (await client.store.get_item(["async"], "k"))["value"] == {"v": 1}
+        assert (await client.store.search_items(["async"]))["items"][0]["key"] == "k"
         assert [a["graph_id"] for a in await client.assistants.search(graph_id="echo")] == ["echo"]
+        await client.threads.delete(tid)
+        with pytest.raises(NotFoundError):
+            await client.threads.get(tid)
 
     asyncio.run(main())
 
@@ -289,12 +300,26 @@ def test_oversize_bodies_are_refused_with_or_without_content_length(server: Serv
     assert response.status_code == 413 and "larger than" in response.json()["detail"]
 
 
+def test_bad_headers_and_query_parameters_are_json_4xx(server: Server) -> None:
+    # a Content-Length no client library sends: uvicorn answers 400 before the app
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
+        conn.sendall(b"POST /threads HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}")
+        assert conn.recv(100).startswith(b"HTTP/1.1 400 ")
+    tid = get_sync_client(url=server.url, api_key=None).threads.create()["thread_id"]
+    for query in ("limit=x", "limit=-1", "offset=99999999999", "status=done"):
+        response = httpx.get(f"{server.url}/threads/{tid}/runs?{query}")
+        assert response.status_code == 422 and response.json()["detail"], query
+    response = httpx.get(f"{server.url}/store/items?namespace=a..b&key=k")
+    assert response.status_code == 422 and "label" in response.json()["detail"]
+
+
 @pytest.mark.parametrize(
     ("method", "path", "status"),
     [
         ("GET", f"/threads/{uuid.uuid4()}", 404),
         ("GET", "/threads/not-a-uuid", 422),
         ("GET", f"/threads/{uuid.uuid4()}/state", 404),
+        ("GET", f"/threads/{uuid.uuid4()}/runs", 404),
         ("POST", f"/threads/{uuid.uuid4()}/runs/wait", 422),  # no assistant_id
         ("GET", f"/threads/{uuid.uuid4()}/runs/{uuid.uuid4()}", 404),
         ("GET", "/assistants/nothing", 404),

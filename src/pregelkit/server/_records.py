@@ -29,6 +29,9 @@ SCHEMA = (
     "ON pregelkit_server_threads (updated_at, thread_id)",
 )
 COLUMNS = "thread_id, created_at, updated_at, metadata, owner"
+SCHEMA_LOCK = 0x70726567_73727672
+"""PostgreSQL advisory lock held while the table is created: CREATE TABLE IF
+NOT EXISTS run by two servers at once can fail on the catalogue's unique index."""
 SCAN_BATCH = 500
 
 
@@ -70,6 +73,8 @@ class ThreadRecords:
         self.source = source
         self._lock = threading.Lock()
         with self._transaction() as run:
+            if kind != "sqlite":  # two servers starting at once: one creates, the other waits
+                run("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK,))
             for statement in SCHEMA:
                 run(statement, ())
 

@@ -51,10 +51,10 @@ def state_of(api: Api, row: ThreadRow, checkpoint: dict[str, Any] | None = None)
         return empty_state(row.thread_id)
     config = {"configurable": {"thread_id": row.thread_id, **(checkpoint or {})}}
     snapshot = graph.get_state(config)
-    if snapshot.metadata is None and not checkpoint:
+    if snapshot.metadata is None:  # nothing saved (there)
+        if checkpoint:
+            raise not_found("checkpoint", str(checkpoint["checkpoint_id"]))
         return empty_state(row.thread_id)
-    if snapshot.metadata is None:
-        raise not_found("checkpoint", str(checkpoint.get("checkpoint_id") if checkpoint else None))
     return thread_state(snapshot)
 
 
