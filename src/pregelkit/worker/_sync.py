@@ -38,7 +38,7 @@ class Worker(WorkerFront):
     more for them (``LeaseLostError``). Several workers, in any number of
     processes and machines, may serve one database.
 
-    It also fires the schedules of its workflows (``wf.schedule``): about
+    It also fires the schedules of its workflows (``wf.schedule``): at most
     once a second it looks whether a slot is due, and queues its run; each
     slot fires once, whichever worker looks first (``worker/_schedules.py``).
     """
