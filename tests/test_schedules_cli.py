@@ -46,7 +46,8 @@ def test_the_table_shows_each_schedule_with_its_next_three_fire_times(
     db: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
     path, _ = db
-    code, out, _ = _cli(capfd, "schedules", "--db", path, "--wide")
+    with FakeClock(START):
+        code, out, _ = _cli(capfd, "schedules", "--db", path, "--wide")
     assert code == 0
     header, _, nightly, often = out.splitlines()
     assert header.split() == ["ID", "WORKFLOW", "SPEC", "TZ", "STATE", "NEXT", "FIRE", "TIMES",
@@ -90,3 +91,15 @@ def test_mistakes_exit_2_saying_what_to_do(db: Any, capfd: pytest.CaptureFixture
     assert code == 2 and "takes no ID" in err
     code, _, err = _cli(capfd, "schedules", "stop", "nightly", "--db", path)
     assert code == 2 and "invalid choice: 'stop'" in err
+
+
+def test_a_schedule_no_worker_fires_is_shown_overdue(
+    db: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    path, _ = db
+    with FakeClock(START + timedelta(minutes=10)):
+        _, out, _ = _cli(capfd, "schedules", "--db", path, "--wide")
+    lines = out.splitlines()
+    assert "overdue" in lines[3] and "active" in lines[2]  # often is; nightly is not due yet
+    hint = "no worker fires 'report''s schedules: start one: pregelkit worker MODULE:report"
+    assert lines[4] == f"{hint} --db {path}"

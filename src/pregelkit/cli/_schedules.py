@@ -4,7 +4,9 @@ operator's controls over them.
 
 ``list`` (the default) prints a table: id, workflow, spec, timezone, state,
 the next three fire times in the schedule's timezone, and the last slot
-fired. ``trigger`` queues a run now (paused or not) on a thread of its own.
+fired. A schedule whose next slot is over a minute past is ``overdue``: no
+worker serving its workflow has looked (the table says how to start one).
+``trigger`` queues a run now (paused or not) on a thread of its own.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 ACTIONS = ("list", "pause", "resume", "delete", "trigger")
+OVERDUE_SECONDS = 60.0
+"""A slot this late has not been seen by any worker (they look every second
+or two): the schedule's workflow has no live worker."""
 
 
 def register(sub: Any, common: argparse.ArgumentParser, tables: argparse.ArgumentParser) -> None:
@@ -106,13 +111,22 @@ def _list(found: list[Schedule], args: argparse.Namespace, out: TextIO) -> int:
             "no schedules" + (f" of workflow {args.workflow}" if args.workflow else "") + "\n"
         )
         return 0
-    rows = []
+    from pregelkit._internal._clock import clock
+    from pregelkit.cli._commands import _db_args
+    from pregelkit.cli._render import shell_join
+
+    now = clock().now()
+    rows, hints = [], {}
     for s in found:
         times = ", ".join(_local(t, s.timezone) for t in s.next_fire_times(3))
         if s.paused:
             state, times = "paused", "-"
         elif s.next_at is None:
             state, times = "ended", "-"
+        elif now - s.next_at.timestamp() > OVERDUE_SECONDS:
+            state = "overdue"
+            command = shell_join(["pregelkit", "worker", f"MODULE:{s.workflow}", *_db_args(args)])
+            hints[s.workflow] = f"no worker fires {s.workflow!r}'s schedules: start one: {command}"
         else:
             state = "active"
         last = "-" if s.last_slot_at is None else _local(s.last_slot_at, s.timezone)
@@ -124,6 +138,8 @@ def _list(found: list[Schedule], args: argparse.Namespace, out: TextIO) -> int:
         wide=args.wide,
         cut=("ID", "WORKFLOW", "NEXT FIRE TIMES"),
     )
+    for hint in hints.values():
+        out.write(clean(hint) + "\n")
     return 0
 
 
