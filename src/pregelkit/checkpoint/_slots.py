@@ -231,7 +231,12 @@ def due_slots(
     if latest_missed is not None and latest_missed >= next_at:
         if catchup == "all":
             first = latest_missed
-            for _ in range(CATCHUP_ALL_LIMIT - 1):
+            # slots are a minute apart at least (cron), or `every`: fewer
+            # than the limit fit since next_at unless it is that far back
+            gap = 60.0 if spec.every is None else spec.every
+            if latest_missed - next_at < (CATCHUP_ALL_LIMIT - 1) * gap:
+                first = next_at
+            for _ in range(CATCHUP_ALL_LIMIT - 1 if first > next_at else 0):
                 before = spec.prev_slot(first - 0.5)  # slots are >= 1 s apart
                 if before is None or before < next_at:
                     break
