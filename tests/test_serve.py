@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from langgraph_sdk import get_client, get_sync_client
-from langgraph_sdk.errors import ConflictError, NotFoundError
+from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
 FLOWS = Path(__file__).with_name("serve_flows.py")
 SRC = str(Path(__file__).parents[1] / "src")
@@ -158,6 +158,13 @@ def test_runs_wait_state_history_interrupt_and_failure(server: Server) -> None:
     )
     with pytest.raises(NotFoundError, match="checkpoint"):
         client.threads.get_state(tid, checkpoint_id=str(uuid.uuid4()))
+
+    with pytest.raises(UnprocessableEntityError, match="names no node"):
+        client.threads.update_state(tid, {"x": 1}, as_node="nope")
+    with pytest.raises(NotFoundError, match="checkpoint"):
+        client.threads.update_state(tid, {"x": 1}, checkpoint_id=str(uuid.uuid4()))
+    client.threads.update_state(tid, {"n": 5, "doubled": 10}, as_node="echo")
+    assert client.threads.get_state(tid)["values"] == {"n": 5, "doubled": 10}
 
     asked = client.threads.create()["thread_id"]
     stopped = client.runs.wait(asked, "ask", input={"what": "report"})
@@ -348,6 +355,39 @@ def test_a_run_of_an_unknown_thread_or_with_an_unserved_option_is_refused(server
             server, f"/threads/{tid}/runs", json.dumps({"assistant_id": "echo", **option})
         )
         assert response.status_code == 422 and "not served yet" in response.json()["detail"]
+
+
+def test_an_unexpected_error_is_a_json_500_and_the_connection_lives_on() -> None:
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from pregelkit.server._errors import Unexpected
+
+    async def broken(request: Request) -> JSONResponse:
+        raise RuntimeError("a bug")
+
+    async def fine(request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True})
+
+    app = Starlette(
+        routes=[Route("/broken", broken), Route("/fine", fine)],
+        middleware=[Middleware(Unexpected)],
+    )
+
+    async def main() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            response = await client.get("/broken")
+            assert response.status_code == 500
+            assert response.json() == {
+                "detail": "internal error: RuntimeError (the server's log has the details)"
+            }
+            assert (await client.get("/fine")).json() == {"ok": True}
+
+    asyncio.run(main())
 
 
 # keys and binding

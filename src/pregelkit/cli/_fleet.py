@@ -149,8 +149,9 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _log_to_stderr() -> None:
-    log = logging.getLogger("pregelkit.worker")
+def _log_to_stderr(name: str = "pregelkit.worker") -> None:
+    """Log ``name``'s records to stderr, with their time and level."""
+    log = logging.getLogger(name)
     if not log.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))

@@ -18,7 +18,7 @@ from starlette.routing import Route
 from pregelkit.server import _assistants, _runs, _store, _threads
 from pregelkit.server._api import Api
 from pregelkit.server._auth import ApiKeys
-from pregelkit.server._errors import ApiError, on_api_error, on_http_error, on_unexpected
+from pregelkit.server._errors import ApiError, Unexpected, on_api_error, on_http_error
 from pregelkit.server._json import Json
 
 
@@ -64,11 +64,10 @@ def create_app(
             *_store.routes,
             *_runs.routes,
         ],
-        middleware=[Middleware(ApiKeys, keys=keys)],
+        middleware=[Middleware(ApiKeys, keys=keys), Middleware(Unexpected)],
         exception_handlers={
             ApiError: on_api_error,
             HTTPException: on_http_error,
-            Exception: on_unexpected,
         },
         lifespan=lifespan,
     )

@@ -52,6 +52,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
             api.wake = worker.wake
             start = in_thread(worker)
         _log_to_stderr()  # a failed run's traceback, as `pregelkit worker` logs it
+        _log_to_stderr("pregelkit.server")  # a request that failed unexpectedly
         app = create_app(api, keys, start)
         workers = "no workers" if args.no_workers else f"{args.concurrency} in-process runs"
         graphs = ", ".join(s.graph_id for s in served)

@@ -2,7 +2,7 @@
 shape LangGraph's server uses and the SDK reads into its exceptions
 (``NotFoundError``, ``ConflictError``, ...). Nothing a client sends may
 become a 500 with a traceback: what is not an ``ApiError`` is logged here
-and answered as a bare 500."""
+and answered as a bare 500 (``Unexpected``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import logging
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("pregelkit.server")
 
@@ -38,9 +39,32 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
     return JSONResponse({"detail": str(getattr(exc, "detail", ""))}, status_code=status)
 
 
-async def on_unexpected(request: Request, exc: Exception) -> Response:
-    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
-    return JSONResponse(
-        {"detail": f"internal error: {type(exc).__name__} (the server's log has the details)"},
-        status_code=500,
-    )
+class Unexpected:
+    """ASGI middleware: an exception no route turned into an ``ApiError`` (a
+    bug, a database gone) is logged with its traceback and answered 500 in
+    JSON. Caught here rather than by Starlette's ``Exception`` handler,
+    which answers and then raises it again to the server: uvicorn then
+    closed the connection, and the client's next request on it failed."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            log.error("%s %s failed", scope["method"], scope["path"], exc_info=exc)
+            if started:  # too late for a status: the client sees the body cut
+                raise
+            detail = f"internal error: {type(exc).__name__} (the server's log has the details)"
+            await JSONResponse({"detail": detail}, status_code=500)(scope, receive, send)

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from pregelkit.checkpoint.runs import handle_of_thread
+from pregelkit.errors import InvalidUpdateError
 from pregelkit.server._api import Api, api_of, call
 from pregelkit.server._auth import owner_of
 from pregelkit.server._body import Body, check_uuid
@@ -265,10 +266,12 @@ async def update_state(request: Request) -> Response:
     def update() -> dict[str, Any]:
         row = thread_row(api, tid, owner)
         graph = _graph_of(api, row)
+        if checkpoint:
+            state_of(api, row, checkpoint)  # a 404 unless it exists
         config = {"configurable": {"thread_id": tid, **(checkpoint or {})}}
         try:
             new = graph.update_state(config, values, as_node=as_node)
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, InvalidUpdateError) as exc:
             raise ApiError(422, f"cannot update the state: {exc}") from None
         api.records.update(tid, {}, owner)
         return {"checkpoint": jsonable(new.get("configurable", {}))}
