@@ -198,12 +198,20 @@ def test_background_runs_get_join_reject_and_cancel(server: Server) -> None:
     second = client.runs.create(tid, "slow", input={"seconds": 30})
     client.runs.cancel(tid, second["run_id"], wait=True)
     assert client.runs.get(tid, second["run_id"])["status"] == "interrupted"
-    with pytest.raises(NotFoundError):
-        client.runs.get(tid, str(uuid.uuid4()))
     listed = client.runs.list(tid)
     assert [r["run_id"] for r in listed] == [second["run_id"], run["run_id"]]  # newest first
     assert [r["run_id"] for r in client.runs.list(tid, status="success")] == [run["run_id"]]
     assert [r["run_id"] for r in client.runs.list(tid, limit=1, offset=1)] == [run["run_id"]]
+    assert client.runs.wait(tid, "slow", input={"seconds": 0.1}) == {"slept": 0.1}
+
+    # 'interrupt': the active run is cancelled, stops at its next task, and the new one runs
+    third = client.runs.create(tid, "slow", input={"seconds": 30})
+    fourth = client.runs.create(tid, "slow", input={"seconds": 0.2}, multitask_strategy="interrupt")
+    assert fourth["multitask_strategy"] == "interrupt"
+    assert client.runs.get(tid, third["run_id"])["status"] == "interrupted"
+    assert client.runs.join(tid, fourth["run_id"]) == {"slept": 0.2}
+    with pytest.raises(NotFoundError):
+        client.runs.get(tid, str(uuid.uuid4()))
 
 
 def test_stateless_runs_copy_and_counts(server: Server) -> None:

@@ -3,8 +3,9 @@ workers (in process, or ``pregelkit worker`` processes with
 ``--no-workers``): create (a background run), wait, get, list, join, cancel.
 
 A thread has one active run at a time. A run on a busy thread is refused
-with 409 (LangGraph's server's default ``multitask_strategy``, ``reject``);
-the other strategies are not served yet. Options that would change what a
+with 409 (LangGraph's server's default ``multitask_strategy``, ``reject``),
+or with ``interrupt`` starts once the active run is cancelled and stopped;
+``rollback`` and ``enqueue`` are not served yet. Options that would change what a
 run does and are not served yet (``checkpoint_id``, ``interrupt_before``,
 ``context``, ``webhook``, ...) are refused with 422 naming the option,
 rather than ignored: a run that silently did something else would be worse.
@@ -26,7 +27,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pregelkit.checkpoint.runs import POLL_SECONDS, RunHandle, RunRecord, list_runs, submit_run
+from pregelkit.checkpoint.runs import (
+    POLL_SECONDS,
+    RunHandle,
+    RunRecord,
+    handle_of_thread,
+    list_runs,
+    submit_run,
+)
 from pregelkit.errors import RunCancelledError, RunFailedError
 from pregelkit.server._api import Api, api_of, call
 from pregelkit.server._auth import owner_of
@@ -59,12 +67,21 @@ RUN_STATUS = {
 """pregelkit's run statuses as LangGraph's server names them."""
 MAX_LISTED = 10_000
 """The most runs of one thread a status filter reads."""
+INTERRUPT_WAIT_SECONDS = 30.0
+"""How long ``multitask_strategy="interrupt"`` waits for the active run to stop."""
 RESERVED_CONFIGURABLE = ("thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map")
 
 
-def view(api: Api, record: RunRecord, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def view(
+    api: Api,
+    record: RunRecord,
+    metadata: Mapping[str, Any] | None = None,
+    strategy: str | None = None,
+) -> dict[str, Any]:
     """A run as the SDK's ``Run`` (``assistant_id`` null for a run of a
-    workflow this server does not serve, queued by another program)."""
+    workflow this server does not serve, queued by another program; the
+    ``metadata`` and ``multitask_strategy`` a run was created with are
+    answered when it is, not stored: null later)."""
     served = next((s for s in api.served if s.graph_id == record.workflow), None)
     return {
         "run_id": record.run_id,
@@ -74,22 +91,26 @@ def view(api: Api, record: RunRecord, metadata: Mapping[str, Any] | None = None)
         "updated_at": iso(record.finished_at or record.created_at),
         "status": RUN_STATUS.get(record.status, record.status),
         "metadata": dict(metadata or {}),
-        "multitask_strategy": "reject",
+        "multitask_strategy": strategy,
         "kwargs": {},
     }
 
 
 def _submit(
     api: Api, thread_id: str, owner: str | None, body: Body
-) -> tuple[RunHandle, dict[str, Any]]:
+) -> tuple[RunHandle, dict[str, Any], str]:
     """Queue the run the body asks for on ``owner``'s thread ``thread_id``:
     checks first, in the order a client can fix them."""
     for name in NOT_SERVED:
         if body.any(name) not in (None, [], {}):
             raise ApiError(422, f"{name!r} is not served yet by pregelkit serve: leave it out")
-    strategy = body.choice("multitask_strategy", ("reject", "interrupt", "rollback", "enqueue"))
-    if strategy not in (None, "reject"):
-        raise ApiError(422, f"multitask_strategy {strategy!r} is not served yet: only 'reject'")
+    strategy = body.choice(
+        "multitask_strategy", ("reject", "interrupt", "rollback", "enqueue"), "reject"
+    )
+    if strategy not in ("reject", "interrupt"):
+        raise ApiError(
+            422, f"multitask_strategy {strategy!r} is not served yet: 'reject' or 'interrupt'"
+        )
     assistant_id = body.text("assistant_id")
     if assistant_id is None:
         raise ApiError(422, "field 'assistant_id' is required (an assistant id or graph id)")
@@ -123,11 +144,13 @@ def _submit(
             "run that graph's assistant on it, or start a new thread",
         )
     if status_of(api, thread_id) == "busy":
-        raise ApiError(
-            409,
-            f"thread {thread_id!r} has a run queued or running (multitask_strategy 'reject'): "
-            "wait for it (runs.join) or cancel it",
-        )
+        if strategy == "reject":
+            raise ApiError(
+                409,
+                f"thread {thread_id!r} has a run queued or running (multitask_strategy "
+                "'reject'): wait for it (runs.join), cancel it, or ask for 'interrupt'",
+            )
+        _interrupt_active(api, thread_id)
     api.records.update(
         thread_id, {"graph_id": served.graph_id, "assistant_id": served.assistant_id}, owner
     )
@@ -141,7 +164,28 @@ def _submit(
         run_config["recursion_limit"] = limit
     handle = submit_run(api.saver, served.graph_id, value, run_config)
     api.wake()
-    return handle, metadata
+    return handle, metadata, strategy
+
+
+def _interrupt_active(api: Api, thread_id: str) -> None:
+    """``multitask_strategy="interrupt"``: cancel the thread's active run and
+    wait for it to stop (at its next task boundary; what it finished stays
+    saved), so the new run starts from where it stopped."""
+    handle = handle_of_thread(api.saver, thread_id)
+    if handle is None:
+        return
+    handle.cancel()
+    deadline = time.monotonic() + INTERRUPT_WAIT_SECONDS
+    pause = POLL_SECONDS[0]
+    while handle.status() in RUNNING:
+        if time.monotonic() > deadline:
+            raise ApiError(
+                409,
+                f"thread {thread_id!r}: its run {handle.run_id!r} was cancelled but has not "
+                f"stopped within {INTERRUPT_WAIT_SECONDS:.0f} s (a task still running): try again",
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, POLL_SECONDS[1])
 
 
 def _command(body: Body) -> Command:
@@ -167,8 +211,8 @@ async def create(request: Request) -> Response:
     owner = owner_of(request)
 
     def create() -> dict[str, Any]:
-        handle, metadata = _submit(api, tid, owner, body)
-        return view(api, handle.record(), metadata)
+        handle, metadata, strategy = _submit(api, tid, owner, body)
+        return view(api, handle.record(), metadata, strategy)
 
     run = await call(create)
     return Json(run, headers=_run_headers(tid, run["run_id"]))
@@ -186,7 +230,7 @@ async def wait(request: Request) -> Response:
     api = api_of(request)
     tid = check_uuid(request.path_params["thread_id"], "thread_id")
     body = await api.body(request)
-    handle, _ = await call(_submit, api, tid, owner_of(request), body)
+    handle, _, _ = await call(_submit, api, tid, owner_of(request), body)
     return Json(await outcome(handle), headers=_run_headers(tid, handle.run_id))
 
 
@@ -201,7 +245,7 @@ async def wait_stateless(request: Request) -> Response:
     tid = str(uuid.uuid4())
     owner = owner_of(request)
     data = {k: v for k, v in body.data.items() if k not in ("on_completion", "if_not_exists")}
-    handle, _ = await call(_submit, api, tid, owner, Body({**data, "if_not_exists": "create"}))
+    handle, _, _ = await call(_submit, api, tid, owner, Body({**data, "if_not_exists": "create"}))
     try:
         result = await outcome(handle)
     except BaseException:  # the client went away (LangGraph's on_disconnect 'cancel')
