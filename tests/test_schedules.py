@@ -464,3 +464,23 @@ def test_a_new_timezone_or_cron_takes_effect_from_now(saver: Any) -> None:
         clock.advance(timedelta(minutes=30))
         Worker([tick], saver).run_until_idle()
     assert seen == [("often", "t", "2026-11-29T14:30:00Z")]
+
+
+def test_a_saver_without_a_run_queue_or_no_saver_is_refused() -> None:
+    from pregelkit.checkpoint.memory import InMemorySaver
+
+    @entrypoint(checkpointer=InMemorySaver())
+    def in_memory(value: Any) -> Any:
+        return value
+
+    with pytest.raises(TypeError, match="InMemorySaver keeps no run queue"):
+        in_memory.schedule("a", every=MINUTE)
+    with pytest.raises(TypeError, match="SqliteSaver or PostgresSaver"):
+        durable.schedules(InMemorySaver())
+
+    @entrypoint()
+    def unsaved(value: Any) -> Any:
+        return value
+
+    with pytest.raises(ValueError, match="has no checkpointer"):
+        unsaved.schedule("a", every=MINUTE)
