@@ -215,6 +215,8 @@ class Routing:
 
 
 DEFAULT_ROUTE = Routing()
+MAX_PRIORITY = 2**31 - 1
+"""The highest priority a run takes (a 32-bit column on PostgreSQL)."""
 
 
 def _plain_submit(
@@ -238,6 +240,11 @@ def _request(
     call. It returns (run id, its thread, whether queued now)."""
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise TypeError(f"priority must be an int (higher runs first), got {priority!r}")
+    if not -MAX_PRIORITY - 1 <= priority <= MAX_PRIORITY:
+        # PostgreSQL's column is 32-bit (SQLite's 64): the same bound on both
+        raise ValueError(
+            f"priority must be between {-MAX_PRIORITY - 1} and {MAX_PRIORITY}, got {priority}"
+        )
     conf = (config or {}).get(CONF) or {}
     thread_id = conf.get(CONFIG_KEY_THREAD_ID)
     if thread_id is None or thread_id == "":
