@@ -6,13 +6,16 @@ disagreeing) before its fix; SQLite and PostgreSQL each."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pregelkit import durable
 from pregelkit.checkpoint.postgres import PostgresSaver
 from pregelkit.checkpoint.sqlite import SqliteSaver
+from pregelkit.errors import InvalidScheduleError
 from pregelkit.func import entrypoint
 
 
@@ -55,4 +58,26 @@ def test_priority_is_bounded_alike_on_both_databases(saver: Any) -> None:
             echo.submit(1, {"configurable": {"thread_id": f"p{priority}"}}, priority=priority)
     for priority in (2**31 - 1, -(2**31)):
         echo.submit(1, {"configurable": {"thread_id": f"p{priority}"}}, priority=priority)
+
+
+def test_a_schedule_past_the_calendar_is_refused_and_lists(saver: Any) -> None:
+    """``every=timedelta(days=999999999)`` was stored with a next slot past
+    the year 9999, and from then on ``schedules(saver)`` (so ``pregelkit
+    schedules``) failed for every schedule with ``year 2739877 is out of
+    range``; a cron schedule starting on 9999-12-30 listed, and its next
+    fire times failed with croniter's OverflowError. Now a schedule that
+    would never fire is refused, and one whose slots run out at the
+    calendar's end lists them up to there."""
+    echo = _echo(saver)
+    with pytest.raises(InvalidScheduleError, match="never fires"):
+        echo.schedule("far", every=timedelta(days=999_999_999))
+    with pytest.raises(InvalidScheduleError, match="never fires"):
+        echo.schedule("late", cron="0 0 * * *", start_at=datetime(9999, 12, 31, 1, tzinfo=UTC))
+    pytest.importorskip("croniter")
+    echo.schedule("end", cron="0 0 * * *", start_at=datetime(9999, 12, 30, tzinfo=UTC))
+    echo.schedule("end2", every=timedelta(days=1), start_at=datetime(9999, 12, 30, tzinfo=UTC))
+    (end, end2) = durable.schedules(saver)
+    last = [datetime(9999, 12, 30, tzinfo=UTC), datetime(9999, 12, 31, tzinfo=UTC)]
+    assert end.next_fire_times() == last
+    assert end2.next_fire_times() == last
 

@@ -59,6 +59,9 @@ CATCHUP_ALL_LIMIT = 1000
 """``catchup="all"`` fires at most this many missed slots (the latest)."""
 FIRE_LIMIT = 100
 """Slots one check fires for one schedule; the next check goes on."""
+LAST_SLOT = datetime(9999, 12, 31, tzinfo=UTC).timestamp()
+"""No slot is later (a datetime's range ends in 9999): past it a schedule
+has no next slot, as past its ``end_at``."""
 FIELDS = ("minute", "hour", "day of month", "month", "day of week")
 MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 _SEARCH_STEPS = 10_000
@@ -148,7 +151,7 @@ class Spec:
         if self.start_at is not None and after < self.start_at:
             after = math.nextafter(self.start_at, -math.inf)
         slot = self._every_after(after) if self.every is not None else self._cron_after(after)
-        if slot is None or (self.end_at is not None and slot > self.end_at):
+        if slot is None or slot > (LAST_SLOT if self.end_at is None else self.end_at):
             return None
         return slot
 
@@ -200,7 +203,11 @@ class Spec:
         walk = _walker(str(self.cron), wall)
         step = walk.get_prev if backwards else walk.get_next
         for _ in range(_SEARCH_STEPS):
-            yield _instant(step(datetime), tz)
+            try:
+                wall = step(datetime)
+            except OverflowError:  # past the year 9999 (or before 1): no slot there
+                return
+            yield _instant(wall, tz)
 
     def _cron_after(self, after: float) -> float | None:
         for slot in self._walls(after, backwards=False):

@@ -246,6 +246,11 @@ def _request(
     )
     if spec.start_at is not None and spec.end_at is not None and spec.end_at <= spec.start_at:
         raise InvalidScheduleError(f"end_at ({end_at}) must be after start_at ({start_at})")
+    if spec.end_at is None and spec.next_slot(due_now(None)) is None:
+        raise InvalidScheduleError(
+            f"schedule {schedule_id!r} never fires: its first slot is past the year 9999 "
+            f"(every={every!r}, start_at={start_at!r})"
+        )
     if input is None:
         stored: tuple[Any, Any] = (None, None)
     else:
