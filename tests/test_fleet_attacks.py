@@ -17,6 +17,7 @@ from pregelkit.checkpoint.postgres import PostgresSaver
 from pregelkit.checkpoint.sqlite import SqliteSaver
 from pregelkit.errors import InvalidScheduleError
 from pregelkit.func import entrypoint
+from pregelkit.testing import FakeClock
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -81,3 +82,24 @@ def test_a_schedule_past_the_calendar_is_refused_and_lists(saver: Any) -> None:
     assert end.next_fire_times() == last
     assert end2.next_fire_times() == last
 
+
+def test_a_debounced_submit_that_finds_its_thread_busy_replaces_nothing(saver: Any) -> None:
+    """A debounced submit whose thread already has an active run returns
+    that run (a thread has one active run at a time), and it used to cancel
+    the key's pending debounced run first anyway: that run's ``result()``
+    then named a replacing run that was never queued, and the key had no
+    run left to start. Now the pending one stays."""
+    echo = _echo(saver)
+    durable.declare_queue(saver, durable.Queue("q"))
+    with FakeClock(100.0) as clock:
+        busy = echo.submit(0, {"configurable": {"thread_id": "busy"}})
+        pending = echo.submit(
+            1, {"configurable": {"thread_id": "a"}}, queue="q", key="k", debounce=5
+        )
+        again = echo.submit(
+            2, {"configurable": {"thread_id": "busy"}}, queue="q", key="k", debounce=5
+        )
+        assert again.run_id == busy.run_id
+        assert pending.status() == "queued"
+        clock.advance(6)
+        assert pending.record().not_before == 105.0

@@ -191,6 +191,18 @@ def submit(
     run_id = uuid6()
     not_before = None
     if debounce is not None:
+        # the thread's active run stands for this submit unless this submit
+        # replaces it: then replacing the key's pending runs would name a
+        # run never queued and leave the key none to start
+        busy = yield d.q(
+            f"SELECT run_id, thread_id FROM pregelkit_runs WHERE thread_id = ? AND {IS_ACTIVE} "
+            "AND NOT (queue = ? AND queue_key = ? AND status = 'queued' "
+            "AND not_before IS NOT NULL AND attempts = 0)",
+            (thread_id, queue, key),
+            "one",
+        )
+        if busy is not None:
+            return str(busy[0]), str(busy[1]), False
         not_before = due_now(now) + debounce
         yield d.q(
             """
