@@ -5,6 +5,7 @@ disagreeing) before its fix; SQLite and PostgreSQL each."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -103,3 +104,43 @@ def test_a_debounced_submit_that_finds_its_thread_busy_replaces_nothing(saver: A
         assert pending.status() == "queued"
         clock.advance(6)
         assert pending.record().not_before == 105.0
+
+
+def test_a_run_queued_while_a_prune_deletes_its_thread_survives(
+    postgres_database: Any,
+) -> None:
+    """PostgreSQL (READ COMMITTED): ``delete_threads_after`` judged the
+    thread ended, then deleted its runs by thread id; a run submitted to the
+    thread in between (committed before the delete) went with them, its
+    handle's record gone. The delete now removes only ended runs, so the
+    new run stays and a worker runs it. (SQLite's BEGIN IMMEDIATE
+    serializes the two.)"""
+    from pregelkit.checkpoint import _retention
+    from pregelkit.worker import Worker
+
+    url = postgres_database("pregelkit_attacks_race")
+    with PostgresSaver.from_conn_string(url) as pg, PostgresSaver.from_conn_string(url) as other:
+        pg.setup()
+        echo = _echo(pg)
+        cfg = {"configurable": {"thread_id": "t"}}
+        echo.submit(1, cfg)
+        assert Worker([echo], pg).run_until_idle() == 1
+        cut = _retention.Cutoffs(None, None, None, None, time.time() + 1000)
+        late: list[Any] = []
+
+        def racing(d: Any) -> Any:
+            plan = _retention._delete_thread(d, thread_id="t", cut=cut, dry_run=False)
+            value = yield next(plan)  # the thread's state: ended
+            late.append(_echo(other).submit(2, cfg))
+            while True:
+                try:
+                    effect = plan.send(value)
+                except StopIteration as done:
+                    return done.value
+                value = yield effect
+
+        pg.run_queue(racing, "prune a thread")
+        (handle,) = late
+        assert handle.status() == "queued"
+        assert Worker([echo], pg).run_until_idle() == 1
+        assert handle.result(timeout=30) == 2

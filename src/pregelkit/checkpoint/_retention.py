@@ -562,10 +562,10 @@ def _delete_thread(d: Dialect, thread_id: str, cut: Cutoffs, dry_run: bool) -> R
         return counts
     sizes = _Sizes(sp)
     for name, table, size in _WHOLE:
-        counts.add(
-            name,
-            *(yield from _take(d, table, "thread_id = ?", (thread_id,), size % sizes, dry_run)),
-        )
+        # only ended runs: on PostgreSQL a run submitted to the thread since
+        # the state above was read (committed before this delete) would go too
+        where = f"thread_id = ? AND status IN ({_ENDED_SQL})" if name == "runs" else "thread_id = ?"
+        counts.add(name, *(yield from _take(d, table, where, (thread_id,), size % sizes, dry_run)))
     counts.threads_deleted = 1
     return counts
 
