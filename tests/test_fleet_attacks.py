@@ -144,3 +144,15 @@ def test_a_run_queued_while_a_prune_deletes_its_thread_survives(
         assert handle.status() == "queued"
         assert Worker([echo], pg).run_until_idle() == 1
         assert handle.result(timeout=30) == 2
+
+
+def test_a_schedule_id_is_bounded(saver: Any) -> None:
+    """A schedule id of 2,680 random characters was declared on
+    PostgreSQL, and then every firing of the workflows' schedules failed
+    (its slot's thread id, 30 characters longer, passed the btree index's
+    2,704 bytes): one schedule stopped all of them on every worker. Ids are
+    at most 200 characters, as queue names."""
+    echo = _echo(saver)
+    with pytest.raises(InvalidScheduleError, match="at most 200 characters"):
+        echo.schedule("x" * 201, every=timedelta(minutes=1))
+    assert echo.schedule("x" * 200, every=timedelta(minutes=1)).schedule_id == "x" * 200

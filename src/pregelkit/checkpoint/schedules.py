@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 __all__ = ["Schedule", "adeclare_schedule", "aschedules", "declare_schedule", "schedules"]
 
 
+MAX_ID = 200
+"""The longest schedule id (as queue names): its slots' runs' thread ids
+are ``schedule:<id>:<slot>``."""
+
+
 def _when(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
 
@@ -227,6 +232,12 @@ def _request(
     if not isinstance(schedule_id, str) or not schedule_id.strip():
         raise InvalidScheduleError(
             f"a schedule id is a non-empty string (e.g. 'nightly-report'), got {schedule_id!r}"
+        )
+    if len(schedule_id) > MAX_ID:
+        # its slots' thread ids hold it: one too long for PostgreSQL's index
+        # (about 2,700 bytes) failed every firing of the fleet's schedules
+        raise InvalidScheduleError(
+            f"a schedule id is at most {MAX_ID} characters, got {len(schedule_id)}"
         )
     if (cron is None) == (every is None):
         raise InvalidScheduleError(
