@@ -156,3 +156,11 @@ def test_a_schedule_id_is_bounded(saver: Any) -> None:
     with pytest.raises(InvalidScheduleError, match="at most 200 characters"):
         echo.schedule("x" * 201, every=timedelta(minutes=1))
     assert echo.schedule("x" * 200, every=timedelta(minutes=1)).schedule_id == "x" * 200
+
+
+def test_the_machines_local_timezone_is_refused(saver: Any) -> None:
+    """``timezone="localtime"`` was taken (zoneinfo reads it from
+    /etc/localtime): each worker would read the cron fields in its own
+    machine's zone, and one without the file could not fire it at all."""
+    with pytest.raises(InvalidScheduleError, match="name the zone"):
+        _echo(saver).schedule("local", every=timedelta(minutes=1), timezone="localtime")

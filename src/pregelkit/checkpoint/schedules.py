@@ -243,6 +243,12 @@ def _request(
         raise InvalidScheduleError(
             "schedule() takes one of cron='0 3 * * *' or every=timedelta(minutes=5)"
         )
+    if timezone == "localtime":
+        raise InvalidScheduleError(
+            "timezone 'localtime' is each machine's own zone (/etc/localtime), and workers on "
+            "machines set apart would fire the schedule at different instants: name the zone, "
+            "e.g. 'Europe/Berlin'"
+        )
     _slots.zone(timezone)
     if catchup not in CATCHUP:
         raise InvalidScheduleError(
