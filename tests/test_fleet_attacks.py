@@ -164,3 +164,42 @@ def test_the_machines_local_timezone_is_refused(saver: Any) -> None:
     machine's zone, and one without the file could not fire it at all."""
     with pytest.raises(InvalidScheduleError, match="name the zone"):
         _echo(saver).schedule("local", every=timedelta(minutes=1), timezone="localtime")
+
+
+def test_pregelkit_schedules_lists_where_croniter_is_not_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """An operator's machine without croniter: ``pregelkit schedules`` (and
+    ``--json``, and ``pause``) failed with an internal error and a
+    traceback on the first cron schedule (``pause`` after pausing it), for
+    the next fire times after the stored one. Now they show the stored next
+    slot and say why no more; ``resume``, which computes a cron slot, is an
+    error naming the install."""
+    import json
+    import sys
+    import threading
+
+    from pregelkit.checkpoint import _slots
+    from pregelkit.cli import main
+
+    pytest.importorskip("croniter")
+    path = str(tmp_path / "ops.db")
+    with SqliteSaver.from_conn_string(path) as saver:
+        saver.setup()
+        echo = _echo(saver)
+        with FakeClock(datetime(2026, 11, 29, 12, tzinfo=UTC)):
+            echo.schedule("nightly", cron="0 3 * * *")
+            echo.schedule("often", every=timedelta(minutes=5))
+    monkeypatch.setitem(sys.modules, "croniter", None)
+    monkeypatch.setattr(_slots, "_walkers", threading.local())
+    capfd.readouterr()
+    assert main(["schedules", "--db", path, "--wide"]) == 0
+    out = capfd.readouterr().out
+    assert "2026-11-30 03:00:00 UTC  " in out and "pregelkit[schedules]" in out
+    assert main(["schedules", "--db", path, "--json"]) == 0
+    nightly, often = (json.loads(line) for line in capfd.readouterr().out.splitlines())
+    assert nightly["next_fire_times"] == ["2026-11-30T03:00:00Z"]
+    assert len(often["next_fire_times"]) == 3
+    assert main(["schedules", "pause", "nightly", "--db", path]) == 0
+    assert main(["schedules", "resume", "nightly", "--db", path]) == 2
+    assert "pregelkit[schedules]" in capfd.readouterr().err

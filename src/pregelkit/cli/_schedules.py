@@ -73,6 +73,8 @@ def cmd_schedules(args: argparse.Namespace, out: TextIO) -> int:
             return _act(schedule, args, out)
         except ScheduleNotFoundError as exc:
             raise CliError(str(exc), kind="unknown_schedule") from None
+        except ImportError as exc:  # resuming a cron schedule computes its next slot
+            raise CliError(str(exc)) from None
 
 
 def _act(schedule: Schedule, args: argparse.Namespace, out: TextIO) -> int:
@@ -87,7 +89,7 @@ def _act(schedule: Schedule, args: argparse.Namespace, out: TextIO) -> int:
         line = f"schedule {sid} deleted (runs it queued still run)"
     else:
         schedule = schedule.pause() if action == "pause" else schedule.resume()
-        times = schedule.next_fire_times(1)
+        times = _next_times(schedule, 1, {})
         event.update(paused=schedule.paused, next_at=_iso(times[0] if times else None))
         line = f"schedule {sid} {'paused' if schedule.paused else 'resumed'}"
         if times:
@@ -104,7 +106,7 @@ def _list(found: list[Schedule], args: argparse.Namespace, out: TextIO) -> int:
 
     if args.json:
         for s in found:
-            _print_json(_as_json(s), out)
+            _print_json(_as_json(s, _next_times(s, 3, {})), out)
         return 0
     if not found:
         out.write(
@@ -116,9 +118,10 @@ def _list(found: list[Schedule], args: argparse.Namespace, out: TextIO) -> int:
     from pregelkit.cli._render import shell_join
 
     now = clock().now()
-    rows, hints = [], {}
+    rows: list[list[str]] = []
+    hints: dict[str, str] = {}
     for s in found:
-        times = ", ".join(_local(t, s.timezone) for t in s.next_fire_times(3))
+        times = ", ".join(_local(t, s.timezone) for t in _next_times(s, 3, hints))
         if s.paused:
             state, times = "paused", "-"
         elif s.next_at is None:
@@ -151,7 +154,17 @@ def _iso(when: datetime | None) -> str | None:
     return None if when is None else when.isoformat().replace("+00:00", "Z")
 
 
-def _as_json(s: Schedule) -> dict[str, Any]:
+def _next_times(s: Schedule, count: int, hints: dict[str, str]) -> list[datetime]:
+    """``s``'s next ``count`` fire times; where croniter is not installed, a
+    cron schedule's stored next slot only (a listing must not fail on one)."""
+    try:
+        return s.next_fire_times(count)
+    except ImportError as exc:
+        hints["croniter"] = f"only each cron schedule's next fire time is shown: {exc}"
+        return [] if s.paused or s.next_at is None else [s.next_at]
+
+
+def _as_json(s: Schedule, times: list[datetime]) -> dict[str, Any]:
     return {
         "schedule_id": s.schedule_id,
         "workflow": s.workflow,
@@ -162,6 +175,6 @@ def _as_json(s: Schedule) -> dict[str, Any]:
         "paused": s.paused,
         "start_at": _iso(s.start_at),
         "end_at": _iso(s.end_at),
-        "next_fire_times": [_iso(t) for t in s.next_fire_times(3)],
+        "next_fire_times": [_iso(t) for t in times],
         "last_slot_at": _iso(s.last_slot_at),
     }
