@@ -27,6 +27,11 @@ SRC = str(Path(__file__).parents[1] / "src")
 GRAPHS = ("echo", "ask", "boom", "slow")
 
 
+# fixed ids: pytest-xdist workers must collect the same parameters
+UNKNOWN = "5b0f7c9e-3d52-4c1e-9a57-7d1a3e6f2b10"
+UNKNOWN_RUN = "1e7d2c4a-8b6f-4f0e-b3a9-2c5d6e7f8a90"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -331,12 +336,12 @@ def test_bad_headers_and_query_parameters_are_json_4xx(server: Server) -> None:
 @pytest.mark.parametrize(
     ("method", "path", "status"),
     [
-        ("GET", f"/threads/{uuid.uuid4()}", 404),
+        ("GET", f"/threads/{UNKNOWN}", 404),
         ("GET", "/threads/not-a-uuid", 422),
-        ("GET", f"/threads/{uuid.uuid4()}/state", 404),
-        ("GET", f"/threads/{uuid.uuid4()}/runs", 404),
-        ("POST", f"/threads/{uuid.uuid4()}/runs/wait", 422),  # no assistant_id
-        ("GET", f"/threads/{uuid.uuid4()}/runs/{uuid.uuid4()}", 404),
+        ("GET", f"/threads/{UNKNOWN}/state", 404),
+        ("GET", f"/threads/{UNKNOWN}/runs", 404),
+        ("POST", f"/threads/{UNKNOWN}/runs/wait", 422),  # no assistant_id
+        ("GET", f"/threads/{UNKNOWN}/runs/{UNKNOWN_RUN}", 404),
         ("GET", "/assistants/nothing", 404),
         ("GET", "/no/such/path", 404),
         ("DELETE", "/assistants/search", 405),
