@@ -203,3 +203,30 @@ def test_pregelkit_schedules_lists_where_croniter_is_not_installed(
     assert main(["schedules", "pause", "nightly", "--db", path]) == 0
     assert main(["schedules", "resume", "nightly", "--db", path]) == 2
     assert "pregelkit[schedules]" in capfd.readouterr().err
+
+
+def test_command_line_durations_and_priorities(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``--older-than 6M`` read as 6 minutes (the unit was lowercased), so
+    a prune meant to keep six months kept each thread's latest checkpoint
+    only: ``M`` is now refused, saying so. ``pregelkit submit --priority``
+    past 32 bits was an internal error with a traceback: now a usage error."""
+    import argparse
+
+    from pregelkit.cli import main
+    from pregelkit.cli._options import duration
+
+    with pytest.raises(argparse.ArgumentTypeError, match="months are no unit"):
+        duration("6M")
+    assert duration("6m") == 360 and duration("2H") == 7200
+    path = str(tmp_path / "p.db")
+    with SqliteSaver.from_conn_string(path) as saver:
+        saver.setup()
+    capfd.readouterr()
+    assert main(["prune", "--db", path, "--older-than", "6M"]) == 2
+    assert "months are no unit" in capfd.readouterr().err
+    code = main(["submit", "fleet_flows:chain", "--input", "1", "--thread", "t", "--db", path,
+                 "--priority", str(2**31)])  # fmt: skip
+    err = capfd.readouterr().err
+    assert code == 2 and "--priority is between" in err and "Traceback" not in err

@@ -31,7 +31,7 @@ def run_cli(capfd: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, 
 
 
 @pytest.mark.parametrize(
-    ("text", "seconds"), [("30s", 30), ("5m", 300), ("1.5h", 5400), ("30d", 2592000), ("2M", 120)]
+    ("text", "seconds"), [("30s", 30), ("5m", 300), ("1.5h", 5400), ("30d", 2592000), ("2H", 7200)]
 )
 def test_durations_take_s_m_h_d(text: str, seconds: float) -> None:
     assert duration(text) == seconds

@@ -160,9 +160,11 @@ def _log_to_stderr(name: str = "pregelkit.worker") -> None:
 
 
 def cmd_submit(args: argparse.Namespace, out: TextIO) -> int:
-    from pregelkit.checkpoint.runs import Routing, submit_run
+    from pregelkit.checkpoint.runs import MAX_PRIORITY, Routing, submit_run
     from pregelkit.types import Command
 
+    if not -MAX_PRIORITY - 1 <= args.priority <= MAX_PRIORITY:
+        raise CliError(f"--priority is between {-MAX_PRIORITY - 1} and {MAX_PRIORITY}")
     if args.to is not None and args.resume is None:
         raise CliError("--to ID names the interrupt a --resume answer is for: give --resume JSON")
     # parsed before anything is opened: a typo in the JSON is the first thing said

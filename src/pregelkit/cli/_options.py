@@ -70,7 +70,13 @@ _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 def duration(text: str) -> float:
     """An argparse ``type``: a duration such as ``30s``, ``5m``, ``1.5h`` or
     ``30d``, in seconds (the one spelling of durations on the command line)."""
-    value, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    value, unit = text.strip()[:-1], text.strip()[-1:]
+    if unit == "M":
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: m is minutes, and months are no unit (they would read as minutes, and "
+            "a prune would keep almost nothing): say 30d for 30 days, 5m for 5 minutes"
+        )
+    unit = unit.lower()
     try:
         seconds = float(value) * _UNITS[unit]
     except (KeyError, ValueError):
