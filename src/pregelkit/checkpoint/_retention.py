@@ -34,6 +34,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from pregelkit._internal._ids import _timestamp
 from pregelkit._internal._plan import Statement
 from pregelkit.checkpoint._runqueue import (
     ACTIVE,
@@ -115,8 +116,6 @@ def id_at(seconds: float) -> str:
 
 def seconds_of(checkpoint_id: str) -> float | None:
     """When a UUIDv6 checkpoint id was made (``None`` for another form)."""
-    from pregelkit._internal._ids import _timestamp
-
     ts = _timestamp(checkpoint_id)
     return None if ts == 0 else (ts - 0x01B21DD213814000) / 10_000_000
 
