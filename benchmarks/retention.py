@@ -12,7 +12,8 @@ workers that keep running meanwhile.
   its submit) and finish latency (its end minus its submit), p50 / p99,
   first for ``BASELINE`` seconds without a prune, then during the prune;
 * prune: ``RetentionPolicy(keep_checkpoints=1)`` in this process: rows and
-  checkpoints removed per second.
+  checkpoints removed per second; on SQLite also with the pause a worker's
+  background prune makes between two transactions.
 
 Writes its section of docs/benchmarks.md (between ``<!-- retention -->``
 markers), after ``benchmarks/waiting.py`` has written its own.
@@ -46,8 +47,10 @@ import fleet_workload  # noqa: E402
 from fleet import cfg, live_workers, postgres, saver_for, stop, wait_until  # noqa: E402
 
 from pregelkit.checkpoint.base import BaseCheckpointSaver  # noqa: E402
-from pregelkit.durable import PruneReport, RetentionPolicy, prune  # noqa: E402
+from pregelkit.checkpoint.retention import prune_job, run_steps  # noqa: E402
+from pregelkit.durable import PruneReport, RetentionPolicy  # noqa: E402
 from pregelkit.func import entrypoint, task  # noqa: E402
+from pregelkit.worker._retention import PAUSE_SECONDS  # noqa: E402
 
 ROWS = 1_000_000
 HISTORY = 20
@@ -174,7 +177,7 @@ class Latency:
             return f"{statistics.quantiles(xs, n=100)[q - 1] * 1000:,.0f}"
 
         return (
-            f"{self.runs} | {p(self.claim, 50)} / {p(self.claim, 99)} | "
+            f"{self.runs:,} | {p(self.claim, 50)} / {p(self.claim, 99)} | "
             f"{p(self.finish, 50)} / {p(self.finish, 99)}"
         )
 
@@ -240,7 +243,9 @@ def reset(url: str) -> None:
             conn.executescript(sql)
 
 
-def measure(url: str, rows: int, baseline: float) -> tuple[str, str]:
+def measure(url: str, rows: int, baseline: float, pause: float) -> tuple[str, str]:
+    """Build, load, prune (``pause`` seconds between its transactions);
+    the prune's row and the latency row of the section's tables."""
     reset(url)
     with saver_for(url) as saver:
         threads, built = build(url, saver, rows)
@@ -258,7 +263,9 @@ def measure(url: str, rows: int, baseline: float) -> tuple[str, str]:
                 time.sleep(baseline)
                 load.phase = "prune"
                 began = time.perf_counter()
-                report = prune(saver, RetentionPolicy(keep_checkpoints=1))
+                job = prune_job(saver, RetentionPolicy(keep_checkpoints=1), dry_run=False)
+                counts = run_steps(saver, job, between=lambda: time.sleep(pause))
+                report = PruneReport.of(counts, dry_run=False)
                 took = time.perf_counter() - began
                 load.phase = "after"
             wait_until(lambda: _all_done(saver), timeout=120, pause=0.2)
@@ -301,12 +308,18 @@ def main() -> None:
     prune_rows: list[str] = []
     latency_rows: list[str] = []
     with tempfile.TemporaryDirectory() as tmp, postgres() as pg:
-        for name, url in (("PostgreSQL", pg), ("SQLite", os.path.join(tmp, "retention.db"))):
+        sqlite = os.path.join(tmp, "retention.db")
+        for name, url, pause in (
+            ("PostgreSQL", pg, 0.0),
+            ("SQLite", sqlite, 0.0),
+            ("SQLite", sqlite, PAUSE_SECONDS),
+        ):
             if args.only not in (None, name):
                 continue
-            pruned, latency = measure(url, rows, baseline)
-            prune_rows.append(f"| {name} | {pruned} |")
-            latency_rows.append(f"| {name} | {latency} |")
+            pruned, latency = measure(url, rows, baseline, pause)
+            label = f"{name}, {pause * 1000:g} ms pauses" if pause else name
+            prune_rows.append(f"| {label} | {pruned} |")
+            latency_rows.append(f"| {label} | {latency} |")
             print(prune_rows[-1], latency_rows[-1], sep="\n", flush=True)
     section = "\n".join(
         [
@@ -331,8 +344,9 @@ def main() -> None:
             "The workers' runs meanwhile, in milliseconds (p50 / p99): claim is a "
             "run's first task's start minus its submit, finish its end minus its "
             f"submit; first {baseline:g} s with no prune, then the runs submitted while "
-            "the prune ran (it pauses for nothing: a worker's background prune also "
-            "waits 20 ms between transactions):",
+            "the prune ran. `prune()` runs its transactions back to back; a worker's "
+            f"background prune waits {PAUSE_SECONDS * 1000:g} ms between two "
+            "(`worker/_retention.py`), the rows with pauses:",
             "",
             "| database | runs before | claim before | finish before | runs during "
             "| claim during | finish during |",
