@@ -163,6 +163,7 @@ def test_runs_wait_state_history_interrupt_and_failure(server: Server) -> None:
     )
     with pytest.raises(NotFoundError, match="checkpoint"):
         client.threads.get_state(tid, checkpoint_id=str(uuid.uuid4()))
+    assert client.threads.get_state(tid, subgraphs=True)["values"] == state["values"]
 
     with pytest.raises(UnprocessableEntityError, match="names no node"):
         client.threads.update_state(tid, {"x": 1}, as_node="nope")
@@ -326,8 +327,9 @@ def test_bad_headers_and_query_parameters_are_json_4xx(server: Server) -> None:
         conn.sendall(b"POST /threads HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}")
         assert conn.recv(100).startswith(b"HTTP/1.1 400 ")
     tid = get_sync_client(url=server.url, api_key=None).threads.create()["thread_id"]
-    for query in ("limit=x", "limit=-1", "offset=99999999999", "status=done"):
-        response = httpx.get(f"{server.url}/threads/{tid}/runs?{query}")
+    for query in ("runs?limit=x", "runs?limit=-1", "runs?offset=99999999999", "runs?status=done",
+                  "state?subgraphs=maybe"):  # fmt: skip
+        response = httpx.get(f"{server.url}/threads/{tid}/{query}")
         assert response.status_code == 422 and response.json()["detail"], query
     response = httpx.get(f"{server.url}/store/items?namespace=a..b&key=k")
     assert response.status_code == 422 and "label" in response.json()["detail"]

@@ -125,3 +125,11 @@ def query_int(request: Request, name: str, default: int, high: int = 10_000) -> 
     if not raw.isdigit() or int(raw) > high:
         raise ApiError(422, f"query parameter {name!r} must be an integer from 0 to {high}")
     return int(raw)
+
+
+def query_flag(request: Request, name: str) -> bool:
+    """A true/false query parameter (the SDK sends ``true`` or ``false``)."""
+    raw = request.query_params.get(name, "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise ApiError(422, f"query parameter {name!r} must be true or false")
+    return raw in ("true", "1")

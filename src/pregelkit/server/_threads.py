@@ -22,7 +22,7 @@ from pregelkit.checkpoint.runs import handle_of_thread
 from pregelkit.errors import InvalidUpdateError
 from pregelkit.server._api import Api, api_of, call
 from pregelkit.server._auth import owner_of
-from pregelkit.server._body import Body, check_uuid
+from pregelkit.server._body import Body, check_uuid, query_flag
 from pregelkit.server._errors import ApiError, not_found
 from pregelkit.server._json import Json, iso, jsonable
 from pregelkit.server._records import ThreadRow
@@ -46,12 +46,14 @@ def status_of(api: Api, thread_id: str) -> str:
     return _RUN_STATUS.get(handle.status(), "idle")
 
 
-def state_of(api: Api, row: ThreadRow, checkpoint: dict[str, Any] | None = None) -> dict[str, Any]:
+def state_of(
+    api: Api, row: ThreadRow, checkpoint: dict[str, Any] | None = None, subgraphs: bool = False
+) -> dict[str, Any]:
     graph = api.graphs.get(str(row.metadata.get("graph_id")))
     if graph is None:
         return empty_state(row.thread_id)
     config = {"configurable": {"thread_id": row.thread_id, **(checkpoint or {})}}
-    snapshot = graph.get_state(config)
+    snapshot = graph.get_state(config, subgraphs=subgraphs)
     if snapshot.metadata is None:  # nothing saved (there)
         if checkpoint:
             raise not_found("checkpoint", str(checkpoint["checkpoint_id"]))
@@ -218,17 +220,24 @@ async def get_state(request: Request) -> Response:
     tid = request.path_params["thread_id"]
     checkpoint_id = request.path_params.get("checkpoint_id")
     checkpoint = {"checkpoint_id": checkpoint_id} if checkpoint_id else None
+    subgraphs = query_flag(request, "subgraphs")
     owner = owner_of(request)
-    return Json(await call(lambda: state_of(api, thread_row(api, tid, owner), checkpoint)))
+    return Json(
+        await call(lambda: state_of(api, thread_row(api, tid, owner), checkpoint, subgraphs))
+    )
 
 
 async def get_state_at(request: Request) -> Response:
     """``POST /threads/{id}/state/checkpoint``: the state at ``checkpoint``."""
     api = api_of(request)
     tid = request.path_params["thread_id"]
-    checkpoint = _checkpoint(await api.body(request))
+    body = await api.body(request)
+    checkpoint = _checkpoint(body)
+    subgraphs = bool(body.flag("subgraphs", False))
     owner = owner_of(request)
-    return Json(await call(lambda: state_of(api, thread_row(api, tid, owner), checkpoint)))
+    return Json(
+        await call(lambda: state_of(api, thread_row(api, tid, owner), checkpoint, subgraphs))
+    )
 
 
 def _checkpoint(body: Body) -> dict[str, Any] | None:
