@@ -230,3 +230,14 @@ def test_command_line_durations_and_priorities(
                  "--priority", str(2**31)])  # fmt: skip
     err = capfd.readouterr().err
     assert code == 2 and "--priority is between" in err and "Traceback" not in err
+
+
+def test_keep_checkpoints_is_bounded(saver: Any) -> None:
+    """``RetentionPolicy(keep_checkpoints=2**63)`` was taken, and the prune
+    failed in the database (SQLite: OverflowError converting it)."""
+    from pregelkit.durable import RetentionPolicy, prune
+
+    with pytest.raises(ValueError, match="at most 2147483647"):
+        RetentionPolicy(keep_checkpoints=2**63)
+    _echo(saver).invoke(1, {"configurable": {"thread_id": "t"}})
+    assert prune(saver, RetentionPolicy(keep_checkpoints=2**31 - 1)).threads_deleted == 0

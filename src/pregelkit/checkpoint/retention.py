@@ -81,6 +81,12 @@ class RetentionPolicy:
                 f"RetentionPolicy(keep_checkpoints=...) must be an int >= 1, got {keep!r}: "
                 "each thread's latest checkpoint always stays (1 keeps only it; None keeps all)"
             )
+        if keep is not None and keep > 2**31 - 1:
+            # a query's OFFSET: SQLite's OverflowError past 2**63, PostgreSQL's past 2**63 - 1
+            raise ValueError(
+                f"RetentionPolicy(keep_checkpoints=...) is at most {2**31 - 1}, got {keep}: "
+                "None keeps all"
+            )
         ages = [
             _seconds(name, getattr(self, name))
             for name in ("max_age", "ended_runs_max_age", "delete_threads_after")
