@@ -97,10 +97,15 @@ def test_a_task_run_again_after_its_result_was_saved_is_named(tmp_path: Path) ->
     crashed = [
         {"save": 1, "kind": "checkpoint", "step": -1, "source": "input"},
         {"start": task, "name": "charge", "step": 0},
+        {"effect": "charge card", "task": task},
         {"save": 2, "kind": "writes", "task": task, "path": "~__pregel_pull, charge"}
         | {"channels": ["total"], "call": None},
     ]
-    resumed = [{"start": task, "name": "charge", "step": 0}, {"out": None, "repr": "30"}]
+    resumed = [
+        {"start": task, "name": "charge", "step": 0},
+        {"effect": "charge card", "task": task},
+        {"out": None, "repr": "30"},
+    ]
     log = tmp_path / "sync-after2.log"
     log.write_text("".join(json.dumps(e) + "\n" for e in crashed))
     Path(f"{log}.resume").write_text("".join(json.dumps(e) + "\n" for e in resumed))
@@ -110,5 +115,15 @@ def test_a_task_run_again_after_its_result_was_saved_is_named(tmp_path: Path) ->
         "durability='sync', SIGKILL after save point 2 of 3: the result of 'charge', step 0\n"
         "  saved by then: [1] the checkpoint of step -1 (input), [2] the result of 'charge', "
         "step 0\n"
-        "  - task 'charge' ran again on resume, though its result was committed at save point 2"
+        "  - task 'charge' ran again on resume, though its result was committed at save point 2\n"
+        "  - effect 'charge card' (in 'charge') ran again on resume, though save point 2 "
+        "(the result of 'charge', step 0) had committed after it"
     )
+
+
+def test_on_postgresql(postgres_dsn: str) -> None:
+    # an async workflow: the PostgreSQL saver's own aput/aput_writes are the save points
+    report = check_crash_safety(asteps, 2, saver=postgres_dsn, durability="async")
+    assert report.save_points == {"async": 5}
+    with pytest.raises(CrashSafetyError, match="effect 'email'"):
+        check_crash_safety(email_then_steps, 2, saver=postgres_dsn, durability="sync")
