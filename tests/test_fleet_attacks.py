@@ -241,3 +241,14 @@ def test_keep_checkpoints_is_bounded(saver: Any) -> None:
         RetentionPolicy(keep_checkpoints=2**63)
     _echo(saver).invoke(1, {"configurable": {"thread_id": "t"}})
     assert prune(saver, RetentionPolicy(keep_checkpoints=2**31 - 1)).threads_deleted == 0
+
+
+@pytest.mark.parametrize("cron", ["R * * * *", "0 r * * *", "R(0-29) 3 * * *", "0 0 * * 1,R"])
+def test_a_random_cron_field_is_refused(saver: Any, cron: str) -> None:
+    """croniter reads ``R`` as a random value, drawn in each process: ``R *
+    * * *`` was taken, and each worker computed its own minute (three
+    processes listed 22:48, 22:25, 22:54), so each fired its own slots."""
+    pytest.importorskip("croniter")
+    with pytest.raises(InvalidScheduleError, match="random"):
+        _echo(saver).schedule("random", cron=cron)
+    assert _echo(saver).schedule("names", cron="0 3 * mar-apr fri").cron == "0 3 * mar-apr fri"

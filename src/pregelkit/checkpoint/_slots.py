@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -64,6 +65,8 @@ LAST_SLOT = datetime(9999, 12, 31, tzinfo=UTC).timestamp()
 has no next slot, as past its ``end_at``."""
 FIELDS = ("minute", "hour", "day of month", "month", "day of week")
 MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+_RANDOM = re.compile(r"(?<![a-z])r(?![a-z])", re.IGNORECASE)
+"""croniter's random value (``R``, ``R(0-29)``), not the r of a name (``fri``)."""
 _SEARCH_STEPS = 10_000
 """Wall times a search walks before it gives up (a wall time maps to an
 earlier instant only inside a repeated hour: a few steps at most)."""
@@ -100,6 +103,12 @@ def check_cron(expr: Any) -> str:
             "(e.g. '*/5 * * * *' every 5 minutes, '0 3 * * mon-fri' at 03:00 on weekdays)"
         )
     for index, name in enumerate(FIELDS):
+        if _RANDOM.search(fields[index]):
+            raise InvalidScheduleError(
+                f"cron {text!r}: the {name} field {fields[index]!r} is random (croniter's R), "
+                "drawn by each worker for itself, so each would fire at its own times: "
+                "write the value"
+            )
         alone = ["*"] * len(FIELDS)
         alone[index] = fields[index]
         if not croniter.is_valid(" ".join(alone)):
