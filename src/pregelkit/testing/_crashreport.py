@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pregelkit.pregel._plan.algo import is_done_write
-
 __all__ = ["Crash", "Log", "findings", "load_log", "result_of"]
 
 CALL = "__call__"
@@ -74,6 +72,9 @@ class Crash:
 
 
 def _done(save: dict[str, Any]) -> bool:
+    # imported here: the pytest plugin loads this package in every test session
+    from pregelkit.pregel._plan.algo import is_done_write
+
     return save["kind"] == "writes" and any(is_done_write(c) for c in save["channels"])
 
 
