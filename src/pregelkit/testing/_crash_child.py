@@ -49,25 +49,34 @@ MAIN = "__pregelkit_crash_main__"
 
 
 class _Counter:
-    """Numbers the saves of this process in the order they commit."""
+    """Numbers the saves of this process in the order they commit; a save
+    that fails is not one (its number goes to the next)."""
 
     def __init__(self, kill: tuple[str, int] | None) -> None:
         self.kill = kill
         self.saves = 0
         self.lock = threading.Lock()
+        self.alock: asyncio.Lock | None = None
+        """The async twins' lock, made on the job's one event loop."""
         self.log: CrashLog | None = None
 
     def before(self) -> int:
-        self.saves += 1
-        if self.kill == ("before", self.saves):
+        n = self.saves + 1
+        if self.kill == ("before", n):
             _die()
-        return self.saves
+        return n
 
     def after(self, n: int, event: dict[str, Any]) -> None:
         assert self.log is not None
+        self.saves = n
         self.log.write({"save": n, **event})
         if self.kill == ("after", n):
             _die()
+
+    def async_lock(self) -> asyncio.Lock:
+        if self.alock is None:
+            self.alock = asyncio.Lock()
+        return self.alock
 
 
 class _Starts:
@@ -138,17 +147,20 @@ def counting(base: type[BaseCheckpointSaver[Any]], counter: _Counter) -> type[An
             counter.after(n, _writes_event(writes, task_id, a[0] if a else kw.get("task_path", "")))
 
     async def aput(self: Any, config: Any, checkpoint: Any, metadata: Any, versions: Any) -> Any:
-        n = counter.before()  # one event loop: no lock held across the await
-        out = await base.aput(self, config, checkpoint, metadata, versions)
-        counter.after(n, _checkpoint_event(metadata))
+        async with counter.async_lock():
+            n = counter.before()
+            out = await base.aput(self, config, checkpoint, metadata, versions)
+            counter.after(n, _checkpoint_event(metadata))
         return out
 
     async def aput_writes(
         self: Any, config: Any, writes: Any, task_id: str, *a: Any, **kw: Any
     ) -> None:
-        n = counter.before()
-        await base.aput_writes(self, config, writes, task_id, *a, **kw)
-        counter.after(n, _writes_event(writes, task_id, a[0] if a else kw.get("task_path", "")))
+        async with counter.async_lock():
+            n = counter.before()
+            await base.aput_writes(self, config, writes, task_id, *a, **kw)
+            path = a[0] if a else kw.get("task_path", "")
+            counter.after(n, _writes_event(writes, task_id, path))
 
     @contextmanager
     def grouped(self: Any) -> Iterator[None]:
