@@ -360,3 +360,41 @@ def test_children_of_a_waiting_parent_survive_any_prune(db: tuple[str, Any]) -> 
     finally:
         worker.stop()
         serving.join(30)
+
+
+def test_a_sleeping_run_survives_the_harshest_prune(db: tuple[str, Any]) -> None:
+    from pregelkit import durable
+    from pregelkit.testing import FakeClock
+
+    _, saver = db
+
+    @task
+    def add(x: int) -> int:
+        return x + 1
+
+    @entrypoint(checkpointer=saver)
+    def napper(x: int) -> int:
+        y = add(add(x).result()).result()
+        durable.sleep(3600)
+        return add(y).result()
+
+    harsh = RetentionPolicy(
+        keep_checkpoints=1, max_age=0, ended_runs_max_age=0, delete_threads_after=0
+    )
+    with FakeClock(skip_sleeps=False) as clock:
+        handle = napper.submit(1, _config("nap"))
+        worker = Worker([napper], saver, concurrency=1, lease_seconds=5)
+        serving = threading.Thread(target=worker.run, daemon=True)
+        serving.start()
+        try:
+            end = time.monotonic() + 60
+            while handle.status() != "sleeping":
+                assert time.monotonic() < end
+                time.sleep(0.02)
+            report = prune(saver, harsh)
+            assert report.threads_deleted == 0 and report.rows["runs"] == 0
+            clock.advance(3601)
+            assert handle.result(timeout=30) == 4
+        finally:
+            worker.stop()
+            serving.join(30)
