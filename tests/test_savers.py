@@ -32,8 +32,10 @@ from pregelkit.checkpoint.base import (
     empty_checkpoint,
 )
 from pregelkit.checkpoint.postgres import PostgresSaver
+from pregelkit.checkpoint.postgres._sql import MIGRATIONS as PG_MIGRATIONS
 from pregelkit.checkpoint.postgres.aio import AsyncPostgresSaver
 from pregelkit.checkpoint.sqlite import SqliteSaver
+from pregelkit.checkpoint.sqlite._sql import MIGRATIONS
 from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pregelkit.errors import CheckpointCorruptError, ThreadBusyError
 
@@ -911,8 +913,9 @@ def test_sqlite_file_settings_and_schema_version(tmp_path: Path) -> None:
         versions = saver.conn.execute("SELECT version FROM pregelkit_migrations").fetchall()
         # 2: run-control marks, 3: attempt records, 4: the run queue, 5: its claim index,
         # 6: durable waits (sleeping and waiting runs, messages, events),
-        # 7: detached children (a parent's cancel cancels the others)
-        assert versions == [(1,), (2,), (3,), (4,), (5,), (6,), (7,)]
+        # 7: detached children (a parent's cancel cancels the others), then
+        # queues, retention, schedules, stream parts: every one applied, in order
+        assert versions == [(v,) for v in range(1, len(MIGRATIONS) + 1)]
         saver.conn.execute("INSERT INTO pregelkit_migrations VALUES (99, 'future')")
     with (
         SqliteSaver.from_conn_string(path) as saver,
@@ -965,13 +968,7 @@ def test_postgres_setup_is_safe_to_run_concurrently(
     assert errors == []
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT version FROM pregelkit_migrations").fetchall() == [
-            (1,),
-            (2,),
-            (3,),
-            (4,),
-            (5,),
-            (6,),
-            (7,),
+            (v,) for v in range(1, len(PG_MIGRATIONS) + 1)
         ]
         conn.execute("INSERT INTO pregelkit_migrations (version) VALUES (99)")
         conn.commit()

@@ -79,5 +79,8 @@ CONFIG_KEY_NODE_FINISHED: Final = "__pregel_node_finished"
 CONFIG_KEY_PREVIOUS: Final = "__pregel_previous"
 CONFIG_KEY_LEASE: Final = "__pregelkit_lease"
 """(run id, fencing token) of a run a worker holds: its savers' writes check it."""
+CONFIG_KEY_STREAM_MODES: Final = "__pregelkit_stream_modes"
+"""In a queued run's config: the stream modes whose parts its worker writes
+to the database (``pregelkit serve`` streams them); taken out by the worker."""
 METADATA_KEY_RUN: Final = "pregelkit_run"
 """Checkpoint metadata naming the queued run (``wf.submit``) that saved it."""

@@ -36,6 +36,7 @@ from typing import Any, TypeAlias
 
 from pregelkit._internal._ids import _timestamp
 from pregelkit._internal._plan import Statement
+from pregelkit.checkpoint import _parts
 from pregelkit.checkpoint._runqueue import (
     ACTIVE,
     CANCELLED,
@@ -603,6 +604,7 @@ def _ended_runs(
     counts.add("runs", len(ids), sum(int(r[1]) for r in rows))
     if not dry_run:
         yield d.q(f"DELETE FROM pregelkit_runs WHERE run_id IN ({_marks(len(ids))})", ids)
+        yield from _parts.delete(d, ids)
     return counts, (ids[-1] if len(ids) == BATCH_ROWS else None)
 
 

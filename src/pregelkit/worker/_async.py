@@ -11,6 +11,7 @@ from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
 from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint.retention import arun_steps
 from pregelkit.errors import StorageError
+from pregelkit.pregel._api.tee import ainvoke_tee
 from pregelkit.pregel.main import Pregel
 from pregelkit.runtime import RunControl
 from pregelkit.worker import _retention
@@ -21,6 +22,7 @@ from pregelkit.worker._core import (
     WorkerFront,
     log,
 )
+from pregelkit.worker._parts import AsyncPartWriter
 from pregelkit.worker._schedules import acheck
 
 __all__ = ["AsyncWorker"]
@@ -149,7 +151,7 @@ class AsyncWorker(WorkerFront):
                     )
                     if core.resumes(claimed, latest):
                         input = None
-                result = await graph.ainvoke(input, cfg, control=control)
+                result = await self._invoke(claimed, graph, input, cfg, control)
             except Exception as exc:
                 error = exc
             outcome = core.outcome(claimed, result, error)
@@ -164,6 +166,27 @@ class AsyncWorker(WorkerFront):
             claimed, graph, input, cfg, control = following
         if self._wake is not None:
             self._wake.set()
+
+    async def _invoke(
+        self,
+        claimed: _runqueue.Claimed,
+        graph: Pregel,
+        input: Any,
+        cfg: Any,
+        control: RunControl,
+    ) -> Any:
+        """Run it; a run queued with stream modes writes its parts too."""
+        modes = self._core.stream_modes(claimed.run_id)
+        if not modes:
+            return await graph.ainvoke(input, cfg, control=control)
+        parts = AsyncPartWriter(self._core.saver, (claimed.run_id, claimed.fence))
+        try:
+            result = await ainvoke_tee(
+                graph, input, cfg, control=control, modes=modes, sink=parts.add
+            )
+        finally:
+            await parts.close()
+        return result
 
     async def _record(self, outcome: Outcome) -> Any:
         """Record how a run ended; what the plan returned, or ``None``."""

@@ -21,12 +21,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, get_args
 
 from pregelkit._internal._constants import (
     CONF,
     CONFIG_KEY_DURABILITY,
     CONFIG_KEY_LEASE,
+    CONFIG_KEY_STREAM_MODES,
     CONFIG_KEY_THREAD_ID,
     INTERRUPT,
     METADATA_KEY_RUN,
@@ -47,6 +48,7 @@ from pregelkit.errors import (
 from pregelkit.pregel._exec.stop import POLL_SECONDS
 from pregelkit.pregel.main import Pregel
 from pregelkit.runtime import RunControl
+from pregelkit.types import StreamMode
 from pregelkit.worker import _retention
 from pregelkit.worker._schedules import Firing
 
@@ -77,6 +79,8 @@ class Held:
     control: RunControl = field(default_factory=RunControl)
     lost: bool = False
     cancelled: bool = False
+    modes: tuple[str, ...] = ()
+    """The stream modes whose parts are written for the run (none: not streamed)."""
 
     @property
     def lease(self) -> tuple[str, int]:
@@ -284,21 +288,28 @@ class WorkerCore:
         serde = self.saver.serde
         config: dict[str, Any] = dict(serde.loads_typed(claimed.config))
         input = serde.loads_typed(claimed.input)
+        asked = dict(config.get(CONF) or {})
+        modes = _stream_modes(asked.pop(CONFIG_KEY_STREAM_MODES, None))
         conf = {
             # a task's result is saved before the run goes on (as Temporal and
             # DBOS record a step): a worker's death re-runs at most the
             # bodies it was running, never one that had finished
             CONFIG_KEY_DURABILITY: "sync",
-            **(config.get(CONF) or {}),
+            **asked,
             CONFIG_KEY_THREAD_ID: claimed.thread_id,
             CONFIG_KEY_LEASE: (claimed.run_id, claimed.fence),
         }
         metadata = {**(config.get("metadata") or {}), METADATA_KEY_RUN: claimed.run_id}
         config = {**config, CONF: conf, "metadata": metadata}
-        held = self.held[claimed.run_id] = Held(claimed)
+        held = self.held[claimed.run_id] = Held(claimed, modes=modes)
         if self.stopping:  # a stop that came as it was claimed
             held.control.request_drain(self.stop_reason or "worker stopping")
         return self.graphs[claimed.workflow], input, config, held.control
+
+    def stream_modes(self, run_id: str) -> tuple[str, ...]:
+        """The modes whose parts are written for a run held here."""
+        held = self.held.get(run_id)
+        return () if held is None else held.modes
 
     def resumes(self, claimed: _runqueue.Claimed, latest: Any) -> bool:
         """Whether the run already saved a checkpoint (an earlier holder of
@@ -472,6 +483,16 @@ class WorkerCore:
         if count:
             waits += " to the queue"
         log.info("stopping (%s): claiming no more runs; %s", self.stop_reason, waits)
+
+
+def _stream_modes(asked: Any) -> tuple[str, ...]:
+    """The stream modes a run was queued with, the known ones only."""
+    if not isinstance(asked, list | tuple):
+        return ()
+    return tuple(m for m in asked if m in STREAM_MODES)
+
+
+STREAM_MODES = frozenset(get_args(StreamMode))
 
 
 def _served(queues: Sequence[Queue | str]) -> tuple[list[Limits], list[str]]:

@@ -12,6 +12,7 @@ from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
 from pregelkit.checkpoint import _runqueue
 from pregelkit.checkpoint.retention import run_steps
 from pregelkit.errors import StorageError
+from pregelkit.pregel._api.tee import invoke_tee
 from pregelkit.pregel.main import Pregel
 from pregelkit.runtime import RunControl
 from pregelkit.worker import _retention
@@ -22,6 +23,7 @@ from pregelkit.worker._core import (
     WorkerFront,
     log,
 )
+from pregelkit.worker._parts import PartWriter
 from pregelkit.worker._schedules import check
 
 __all__ = ["Worker"]
@@ -165,7 +167,7 @@ class Worker(WorkerFront):
                     latest = core.saver.get_tuple({CONF: {CONFIG_KEY_THREAD_ID: claimed.thread_id}})
                     if core.resumes(claimed, latest):
                         input = None
-                result = graph.invoke(input, cfg, control=control)
+                result = self._invoke(claimed, graph, input, cfg, control)
             except BaseException as exc:
                 error = exc
             with self._lock:
@@ -183,6 +185,26 @@ class Worker(WorkerFront):
         self._event.set()
         if error is not None and not isinstance(error, Exception):
             raise error
+
+    def _invoke(
+        self,
+        claimed: _runqueue.Claimed,
+        graph: Pregel,
+        input: Any,
+        cfg: Any,
+        control: RunControl,
+    ) -> Any:
+        """Run it; a run queued with stream modes writes its parts too."""
+        with self._lock:
+            modes = self._core.stream_modes(claimed.run_id)
+        if not modes:
+            return graph.invoke(input, cfg, control=control)
+        parts = PartWriter(self._core.saver, (claimed.run_id, claimed.fence))
+        try:
+            result = invoke_tee(graph, input, cfg, control=control, modes=modes, sink=parts.add)
+        finally:
+            parts.close()
+        return result
 
     def _record(self, outcome: Outcome) -> Any:
         """Record how a run ended; what the plan returned, or ``None``."""

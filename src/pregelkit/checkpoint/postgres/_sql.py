@@ -336,6 +336,25 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    (
+        # stream parts (checkpoint/_parts.py): what a run started with
+        # stream modes emitted, written by its worker in batches, read by
+        # any process serving its stream (pregelkit serve); part_id orders
+        # one run's parts and is the stream's event id
+        """
+        CREATE TABLE pregelkit_stream_parts (
+            part_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            run_id text NOT NULL,
+            mode text NOT NULL,
+            ns text NOT NULL,
+            data_type text NOT NULL,
+            data bytea NOT NULL
+        )
+        """,
+        """
+        CREATE INDEX pregelkit_stream_parts_run ON pregelkit_stream_parts (run_id, part_id)
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 

@@ -339,6 +339,25 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    (
+        # stream parts (checkpoint/_parts.py): what a run started with
+        # stream modes emitted, written by its worker in batches, read by
+        # any process serving its stream (pregelkit serve); part_id orders
+        # one run's parts and is the stream's event id
+        """
+        CREATE TABLE pregelkit_stream_parts (
+            part_id INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT NOT NULL,
+            mode TEXT NOT NULL,
+            ns TEXT NOT NULL,
+            data_type TEXT NOT NULL,
+            data BLOB NOT NULL
+        )
+        """,
+        """
+        CREATE INDEX pregelkit_stream_parts_run ON pregelkit_stream_parts (run_id, part_id)
+        """,
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
