@@ -78,6 +78,9 @@ CONFIG_KEY_RESUME_MAP: Final = "__pregel_resume_map"
 CONFIG_KEY_NODE_FINISHED: Final = "__pregel_node_finished"
 CONFIG_KEY_PREVIOUS: Final = "__pregel_previous"
 CONFIG_KEY_LEASE: Final = "__pregelkit_lease"
+CONFIG_KEY_REPLAY_CHECK: Final = "__pregelkit_replay_check"
+"""A ``ReplayProbe`` (``_plan/replay.py``): the run is a replay check, which
+stops at the first call it would have to run (``pregelkit.testing.replay_check``)."""
 """(run id, fencing token) of a run a worker holds: its savers' writes check it."""
 CONFIG_KEY_STREAM_MODES: Final = "__pregelkit_stream_modes"
 """In a queued run's config: the stream modes whose parts its worker writes

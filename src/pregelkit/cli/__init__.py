@@ -42,7 +42,17 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
-from pregelkit.cli import _cancel, _fleet, _lint, _prune, _schedules, _send, _serve, _timeline
+from pregelkit.cli import (
+    _cancel,
+    _fleet,
+    _lint,
+    _prune,
+    _replay_check,
+    _schedules,
+    _send,
+    _serve,
+    _timeline,
+)
 from pregelkit.cli._commands import cmd_delete, cmd_history, cmd_show, cmd_threads
 from pregelkit.cli._db import DEFAULT_DB
 from pregelkit.cli._errors import CliError
@@ -177,6 +187,7 @@ def _parser() -> argparse.ArgumentParser:
     _lint.register(sub)
     _schedules.register(sub, common, tables)
     _prune.register(sub, common)
+    _replay_check.register(sub, common)
     _describe(sub)
     return parser
 

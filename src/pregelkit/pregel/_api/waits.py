@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Itera
 from typing import Any
 
 from pregelkit._internal._clock import clock
-from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
+from pregelkit._internal._constants import CONF, CONFIG_KEY_REPLAY_CHECK, CONFIG_KEY_THREAD_ID
 from pregelkit._internal._current import require_scope
 from pregelkit._internal._ids import uuid6
 from pregelkit.checkpoint import waits as queue_waits
@@ -37,6 +37,7 @@ from pregelkit.errors import LeaseLostError, RunSuspended
 from pregelkit.pregel._exec.stop import SUSPENDED
 from pregelkit.pregel._graph.call import Call, FnSpec
 from pregelkit.pregel._graph.scope import TaskScope
+from pregelkit.pregel._plan.replay import ReplayProbe
 
 __all__ = [
     "SUSPEND_AFTER",
@@ -135,6 +136,9 @@ def wait_for(
     until a ``Take`` finds what is waited for. Returns ``(found, value)``;
     ``(False, None)`` when ``due`` came first."""
     clk = clock()
+    probe = scope.run.base_config.get(CONF, {}).get(CONFIG_KEY_REPLAY_CHECK)
+    if probe is not None:
+        return _checked(scope, probe, kind, due, topic)
     if takes:
         found: Found = yield TAKE
         if found[0]:
@@ -172,6 +176,23 @@ def wait_for(
             found = yield TAKE
             if found[0]:
                 return found
+
+
+def _checked(
+    scope: TaskScope, probe: ReplayProbe, kind: str, due: float | None, topic: str | None
+) -> Found:
+    """A replay check does not wait: a wait its recorded run went past (it
+    recorded the next call; a sleep that is due) goes on at once, any other
+    is the frontier. A ``recv``'s message is not recorded (it is taken from
+    the mailbox again), so a ``recv`` is always the frontier."""
+    runner = scope.run.runner
+    went_past = runner is not None and runner.recorded_call(scope.task, scope.call_counter)[1]
+    if kind == "sleep" and (went_past or (due is not None and due <= clock().now())):
+        return False, None
+    if kind == "child" and went_past:
+        return True, None
+    what = f"{kind} on {topic!r}" if topic is not None else kind
+    raise probe.reach(f"{what} in {scope.task.name!r}")
 
 
 def _park_args(

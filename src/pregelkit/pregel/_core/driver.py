@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pregelkit._internal._constants import CONF, EVENTS
+from pregelkit._internal._constants import CONF, CONFIG_KEY_REPLAY_CHECK, EVENTS
 from pregelkit._internal._threads import on_loop
 from pregelkit.errors import GraphRecursionError
 from pregelkit.pregel._core.output import DONE, Raw
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from pregelkit.pregel._core.loop import PregelLoop
     from pregelkit.pregel._core.perform import AsyncPregelLoop, SyncPregelLoop
-    from pregelkit.pregel._exec.runner import PregelRunner, StepRules
+    from pregelkit.pregel._exec.runner import PregelRunner, ScheduleTask, StepRules
     from pregelkit.pregel._graph.protocol import RunGraph
 
 __all__ = ["RunDriver"]
@@ -297,8 +297,14 @@ def _step_rules(
 ) -> StepRules:
     """How the runner runs each step of ``loop``'s run (live when the caller
     is woken as output comes)."""
+    accept: ScheduleTask = loop.accept_push
+    probe = loop.core.run.base_config.get(CONF, {}).get(CONFIG_KEY_REPLAY_CHECK)
+    if probe is not None:
+        from pregelkit.pregel._core.replay_check import replays_only
+
+        accept = replays_only(accept, loop.calls, probe)
     return (_ENGINE or _load_engine()).StepRules(
-        graph.step_timeout, graph.retry_policy, loop.accept_push, wake is not None
+        graph.step_timeout, graph.retry_policy, accept, wake is not None
     )
 
 

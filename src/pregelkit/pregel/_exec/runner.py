@@ -591,7 +591,9 @@ def _done_class() -> Callable[[Any, BaseException | None], AnyFuture]:
 
 
 def _outcome(writes: Iterable[tuple[str, Any]]) -> tuple[Any, BaseException | None]:
-    """The value, or the failure, that a call's saved or cached writes hold."""
+    """The value, or the failure, that a call's saved or cached writes hold
+    (or the live failure a replay check stops a call with: saved writes of
+    a call never hold ``ERROR``)."""
     value = None
     failure: BaseException | None = None
     for chan, v in writes:
@@ -599,6 +601,8 @@ def _outcome(writes: Iterable[tuple[str, Any]]) -> tuple[Any, BaseException | No
             value = v
         elif chan == CALL and is_failure(v):
             failure = rebuild_failure(v)
+        elif chan == ERROR:
+            failure = v
     return value, failure
 
 

@@ -21,10 +21,12 @@ from typing import Any
 
 from xxhash import xxh3_64_hexdigest
 
-from pregelkit.errors import NondeterminismError, ReplayedTaskError
+from pregelkit.errors import GraphBubbleUp, NondeterminismError, ReplayedTaskError
 
 __all__ = [
     "PATCH_PREFIX",
+    "ReplayFrontier",
+    "ReplayProbe",
     "call_identity",
     "check_call",
     "check_ended",
@@ -166,6 +168,29 @@ def replays(
     if done is not None:
         return True
     return isinstance(record, list) and failure_handled(record)
+
+
+# the replay check (pregelkit.testing.replay_check)
+class ReplayFrontier(GraphBubbleUp):
+    """A replay check reached a call its recorded run had not finished: the
+    run stops there instead of running the call's body (or waiting)."""
+
+
+class ReplayProbe:
+    """Rides in a replay check's config (``CONFIG_KEY_REPLAY_CHECK``): where
+    the run reached the frontier of its recorded run, if it did."""
+
+    __slots__ = ("frontier",)
+
+    def __init__(self) -> None:
+        self.frontier: str | None = None
+
+    def reach(self, where: str) -> ReplayFrontier:
+        """The exception that stops the run at ``where``; the first one is kept
+        (code that catches it and goes on cannot hide it)."""
+        if self.frontier is None:
+            self.frontier = where
+        return ReplayFrontier(where)
 
 
 # failures
