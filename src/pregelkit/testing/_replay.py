@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from pregelkit._internal._constants import CONF, CONFIG_KEY_REPLAY_CHECK
+from pregelkit._internal._constants import CONF, CONFIG_KEY_REPLAY_CHECK, INTERRUPT
 from pregelkit.errors import NondeterminismError
 from pregelkit.pregel._plan.replay import ReplayProbe
 
@@ -117,10 +117,15 @@ def replay_check(
     else:
         for tup in tuples:
             copy = _Copy(workflow, saver, tup)
-            if copy.in_flight():
-                report.threads.append(copy.judge(lambda c=copy: c.graph.invoke(None, c.config)))
-            else:
+            if not copy.in_flight(tup):
                 report.skipped += 1
+                continue
+            try:
+                output = copy.graph.invoke(None, copy.config)
+            except BaseException as exc:
+                report.threads.append(copy.judge_failure(exc))
+            else:
+                report.threads.append(copy.judge_output(output))
     report.seconds = time.perf_counter() - started
     return report
 
@@ -134,15 +139,15 @@ async def _acheck_all(
     """The async driver: every thread on one event loop."""
     for tup in tuples:
         copy = _Copy(workflow, saver, tup)
-        if not copy.in_flight():
+        if not copy.in_flight(tup):
             report.skipped += 1
             continue
         try:
-            await copy.graph.ainvoke(None, copy.config)
+            output = await copy.graph.ainvoke(None, copy.config)
         except BaseException as exc:
             report.threads.append(copy.judge_failure(exc))
         else:
-            report.threads.append(copy.judge_output())
+            report.threads.append(copy.judge_output(output))
 
 
 def _is_async(workflow: Pregel) -> bool:
@@ -216,24 +221,21 @@ class _Copy:
             "durability": "exit",
         }
 
-    def in_flight(self) -> bool:
-        """Its latest checkpoint has tasks left to run."""
+    def in_flight(self, tup: CheckpointTuple) -> bool:
+        """Its latest checkpoint has tasks left to run. A thread with pending
+        writes has (an interrupt, a failure, a saved call, a wake time are
+        writes of a step not over); one without is asked (it finished, or
+        crashed before its step saved anything)."""
+        if tup.pending_writes:
+            return True
         return bool(self.graph.get_state({CONF: {"thread_id": self.thread_id}}).next)
 
-    def judge(self, resume: Any) -> ThreadCheck:
-        try:
-            resume()
-        except BaseException as exc:
-            return self.judge_failure(exc)
-        return self.judge_output()
-
-    def judge_output(self) -> ThreadCheck:
+    def judge_output(self, output: Any) -> ThreadCheck:
         """The run returned: at an interrupt, or at the frontier (code that
         caught the frontier went on), or the workflow ended."""
         if self.probe.frontier is not None:
             return ThreadCheck(self.thread_id, "ok", self.probe.frontier)
-        state = self.graph.get_state({CONF: {"thread_id": self.thread_id}})
-        stopped = "interrupt" if state.interrupts else "end"
+        stopped = "interrupt" if isinstance(output, dict) and INTERRUPT in output else "end"
         return ThreadCheck(self.thread_id, "ok", stopped)
 
     def judge_failure(self, exc: BaseException) -> ThreadCheck:
