@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, TextIO
 
+from pregelkit.cli._commands import _require_thread
 from pregelkit.cli._db import open_database
-from pregelkit.cli._errors import CliError
 from pregelkit.cli._options import add_command, duration
 from pregelkit.cli._render import _print_json
 from pregelkit.cli._target import load_target
@@ -58,10 +58,10 @@ def cmd_replay_check(args: argparse.Namespace, out: TextIO) -> int:
 
     target = load_target(args.entrypoint)
     with open_database(args.db, create=False) as db:
-        threads = args.thread if args.thread else db.threads()
-        missing = [t for t in args.thread or () if not db.has_thread(t)]
-        if missing:
-            raise CliError(f"no thread {missing[0]!r} in {db.shown}", kind="unknown_thread")
+        for thread_id in args.thread or ():
+            _require_thread(db, thread_id)
+        # listed by id (a get_tuple each): the cost grows with the threads, not their history
+        threads = args.thread or db.threads()
         report = replay_check(target.graph, db.saver, threads=threads, since=args.since)
     if args.json:
         _print_json(_document(report), out)
