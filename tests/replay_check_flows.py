@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import threading
 from typing import Any
 
 from pregelkit import durable
@@ -174,9 +173,14 @@ def _record(db: str, thread: str, n: int, how: str, is_async: bool) -> None:
     inp: dict[str, Any] = {"n": n}
     if how == "crash":
         inp["crash"] = True
-    else:  # sleep: killed while it sleeps, once the wake time is saved
+    else:  # sleep: killed as it starts to sleep, its wake time saved
         inp["sleep"] = 3600
-        threading.Timer(1.0, os._exit, (9,)).start()
+        from pregelkit.durable import _primitives
+
+        def killed(*args: Any) -> None:
+            os._exit(9)
+
+        _primitives._sleep = _primitives._asleep = killed  # type: ignore[assignment]
     config = {"configurable": {"thread_id": thread}}
     with _saver(db) as saver:
         wf = build(1, saver, is_async=is_async)
