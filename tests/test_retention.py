@@ -437,3 +437,31 @@ def test_every_kept_thread_resumes_after_a_prune(
         else:
             got = flaky.invoke(None, _config(thread))
         assert got == value, (thread, policy)
+
+
+@pytest.mark.parametrize("batch", [1, 7, 500])
+def test_chunks_of_any_size_remove_what_one_chunk_would(
+    db: tuple[str, Any], monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    """Chunk boundaries inside a namespace, between namespaces and between
+    scans: a dry run counts what the prune then removes, whatever the sizes."""
+    from pregelkit.checkpoint import _retention
+
+    _, saver = db
+    counter = _counter(saver)
+    for t in range(7):
+        for _ in range(2 + t):
+            counter.invoke({"steps": 1}, _config(f"c{t}"))
+    for r in range(3):
+        counter.submit({"steps": 1}, _config(f"r{r}"))
+    Worker([counter], saver).run_until_idle()
+    expected = sum(2 * (2 + t) - 2 for t in range(7))
+    monkeypatch.setattr(_retention, "BATCH_ROWS", batch)
+    monkeypatch.setattr(_retention, "THREADS_PER_SCAN", 3)
+    policy = RetentionPolicy(keep_checkpoints=2, ended_runs_max_age=0)
+    dry = prune(saver, policy, dry_run=True)
+    report = prune(saver, policy)
+    assert dry.rows == report.rows and dry.bytes == report.bytes
+    assert report.rows["checkpoints"] == expected and report.rows["runs"] == 3
+    assert all(_rows(saver, f"c{t}") == 2 for t in range(7))
+    assert prune(saver, policy).total_rows == 0
