@@ -8,6 +8,10 @@
   at most lease + two heartbeats.
 * fence: what checking the lease costs a task (a chain of tasks run with
   and without a lease in its config, ``durability="sync"`` as workers run).
+* queue limits (issue 29): what a named queue's limits cost: runs per
+  second through 2 worker processes on the default queue against a queue
+  with every limit set (none of them binding), and claims per second in one
+  process (a run's end with the claim of the next), limits off and on.
 
 Writes its section of docs/benchmarks.md (between ``<!-- fleet -->``
 markers), after ``benchmarks/run.py`` has written the rest. PostgreSQL
@@ -15,6 +19,7 @@ comes from ``PREGELKIT_TEST_PG_DSN`` or a throwaway server (tests/_pg_server.py)
 
     python benchmarks/fleet.py            # full: writes docs/benchmarks.md
     python benchmarks/fleet.py --quick    # small, prints only
+    python benchmarks/fleet.py --queues   # the queue-limits section alone (writes it)
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- fleet:start -->", "<!-- fleet:end -->"
+QSTART, QEND = "<!-- fleet-queues:start -->", "<!-- fleet-queues:end -->"
 sys.path[:0] = [str(HERE), str(ROOT / "tests")]
 
 import fleet_workload  # noqa: E402
@@ -78,7 +84,7 @@ def reset(url: str) -> None:
         sql = (
             "DELETE FROM pregelkit_runs; DELETE FROM pregelkit_workers; "
             "DELETE FROM pregelkit_checkpoints; DELETE FROM pregelkit_writes; "
-            "DELETE FROM pregelkit_blobs"
+            "DELETE FROM pregelkit_blobs; DELETE FROM pregelkit_queue_starts"
         )
         conn: Any = getattr(saver, "conn", None)
         if url.startswith("postgresql://"):
@@ -89,7 +95,7 @@ def reset(url: str) -> None:
 
 
 def start_workers(
-    url: str, n: int, target: str, lease: float = LEASE
+    url: str, n: int, target: str, lease: float = LEASE, queues: tuple[str, ...] = ()
 ) -> list[subprocess.Popen[bytes]]:
     env = {
         **os.environ,
@@ -109,6 +115,7 @@ def start_workers(
                 "4",
                 "--lease",
                 str(lease),
+                *(arg for queue in queues for arg in ("--queue", queue)),
             ],
             cwd=HERE,
             env=env,
@@ -223,7 +230,12 @@ class Rate:
 
 
 def throughput(
-    url: str, workers: int, runs: int, workflow: str = "short", counter: Any = None
+    url: str,
+    workers: int,
+    runs: int,
+    workflow: str = "short",
+    counter: Any = None,
+    queue: Any = None,
 ) -> Rate:
     """Runs per second of ``workflow`` through ``workers`` worker processes,
     and the CPU each run cost the workers and the database server, measured
@@ -233,16 +245,26 @@ def throughput(
     serving (its imports and connecting left out). With ``counter`` (a
     ``pg_wire.WireCounter``) the workers connect through it and the rate
     says what they sent per run; its hop slows them, so such a pass is not
-    a timed figure."""
+    a timed figure. ``queue``: a ``Queue`` the runs are submitted to (with
+    50 keys), which the workers serve."""
     reset(url)
     target = f"fleet_workload:{workflow}"
     with saver_for(url) as saver:
         wf = getattr(fleet_workload, workflow).copy(checkpointer=saver)
-        handles = [wf.submit(i, cfg(f"t{i}")) for i in range(runs)]
+        if queue is None:
+            handles = [wf.submit(i, cfg(f"t{i}")) for i in range(runs)]
+        else:
+            from pregelkit.durable import declare_queue
+
+            declare_queue(saver, queue)
+            handles = [
+                wf.submit(i, cfg(f"t{i}"), queue=queue.name, key=f"k{i % 50}") for i in range(runs)
+            ]
         postmaster = _postmaster(url)
         db0 = _server_cpu_seconds(postmaster)
         sent0 = counter.snapshot() if counter else None
-        procs = start_workers(counter.dsn if counter else url, workers, target)
+        served = () if queue is None else (queue.name,)
+        procs = start_workers(counter.dsn if counter else url, workers, target, queues=served)
         try:
             cpu0: dict[int, float] = {}
             started: list[float] = []
@@ -387,6 +409,114 @@ def fence_cost(url: str, tasks: int, rounds: int) -> tuple[float, float]:
         return statistics.median(plain), statistics.median(leased)
 
 
+LIMITED = ("limited", 10_000, 100, (1_000_000, 1.0), 1_000)
+"""A queue with every limit set and none binding: concurrency, per worker,
+a rate limit, per key."""
+
+
+def _limited() -> Any:
+    from pregelkit.durable import Queue
+
+    return Queue(*LIMITED)
+
+
+def claims(url: str, cycles: int, limited: bool) -> float:
+    """Claims per second in this process: a run's end recorded with the
+    claim of the next (``finish_and_claim``, what a busy worker makes), on
+    the default queue or on a queue with every limit set, behind a backlog."""
+    from functools import partial
+
+    from pregelkit.checkpoint import _queues, _runqueue
+
+    reset(url)
+    with saver_for(url) as saver:
+        wf = fleet_workload.short.copy(checkpointer=saver)
+        queue = _limited() if limited else None
+        route: dict[str, Any] = {}
+        if queue is not None:
+            from pregelkit.durable import declare_queue
+
+            declare_queue(saver, queue)
+            route = {"queue": queue.name}
+        for i in range(cycles + 50):
+            wf.submit(i, cfg(f"c{i}"), key=f"k{i % 50}" if route else None, **route)
+        common = {"worker_id": "w", "workflows": ["short"], "lease_seconds": 30}
+        if queue is None:
+            take: Any = partial(_runqueue.claim, limit=1, **common)
+            end: Any = partial(_runqueue.finish_and_claim, **common)
+        else:
+            names = {"queues": [queue.name]}
+            take = partial(_queues.claim, limit=1, **common, **names)
+            end = partial(_queues.finish_and_claim, **common, **names)
+        alone = queue is None
+        (run,) = saver.run_queue(take, "bench: claim", single=alone)
+        start = time.perf_counter()
+        for _ in range(cycles):
+            plan = partial(end, lease=(run.run_id, run.fence), status="done", result=None,
+                           error=None)  # fmt: skip
+            ended, run = saver.run_queue(plan, "bench: end and claim", single=alone)
+            assert ended and run is not None
+        return cycles / (time.perf_counter() - start)
+
+
+def queue_section(pg: str, tmp: str, quick: bool) -> str:
+    """The queue-limits section: runs/s through workers and claims/s in one
+    process, the default queue against a limited one, medians of rounds
+    alternating off and on."""
+    rounds = 1 if quick else 3
+    runs, cycles = (60, 200) if quick else (200, 500)
+    rows: list[str] = []
+    for name, url in (("SQLite", os.path.join(tmp, "queues.db")), ("PostgreSQL", pg)):
+        got: dict[str, list[float]] = {"off": [], "on": [], "claims off": [], "claims on": []}
+        for _ in range(rounds):
+            got["off"].append(throughput(url, 2, runs).per_second)
+            got["on"].append(throughput(url, 2, runs, queue=_limited()).per_second)
+            got["claims off"].append(claims(url, cycles, False))
+            got["claims on"].append(claims(url, cycles, True))
+        med = {k: statistics.median(v) for k, v in got.items()}
+        rows.append(
+            f"| {name} | {med['off']:,.1f} | {med['on']:,.1f} | {med['on'] / med['off'] - 1:+.0%} "
+            f"| {med['claims off']:,.0f} | {med['claims on']:,.0f} "
+            f"| {med['claims on'] / med['claims off'] - 1:+.0%} |"
+        )
+        print(rows[-1], flush=True)
+    concurrency, per_worker, rate, per_key = LIMITED[1:]
+    return "\n".join(
+        [
+            QSTART,
+            "## Queue limits (issue 29)",
+            "",
+            "What a named queue's limits cost (`python benchmarks/fleet.py --queues`): the "
+            "CPU-light workflow through 2 worker processes (concurrency 4) on the default "
+            f"queue, against a queue with every limit set and none binding (concurrency "
+            f"{concurrency:,}, {per_worker} per worker, {rate[0]:,} starts per {rate[1]:g} s, "
+            f"{per_key:,} per key; runs over 50 keys), {runs} runs a figure; and claims per "
+            f"second in one process, each a run's end with the claim of the next "
+            f"(`finish_and_claim`) behind a backlog, {cycles} a figure. Medians of "
+            f"{rounds} rounds alternating off and on. A claim of a limited queue locks the "
+            "queue's row, then counts what runs and starts: goal, limits cost at most 20%.",
+            "",
+            "| database | runs/s, default queue | runs/s, limited queue | change "
+            "| claims/s, default | claims/s, limited | change |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+            *rows,
+            QEND,
+        ]
+    )
+
+
+def write_section(section: str, start: str, end: str) -> None:
+    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
+    if start in text and end in text:
+        head, _, rest = text.partition(start)
+        _, _, tail = rest.partition(end)
+        text = head + section + tail
+    else:
+        text = text.rstrip() + "\n\n" + section + "\n"
+    DOC.write_text(text)
+    print(f"wrote {DOC}")
+
+
 @contextlib.contextmanager
 def postgres() -> Iterator[str]:
     if dsn := os.environ.get("PREGELKIT_TEST_PG_DSN"):
@@ -420,7 +550,16 @@ def main() -> None:
     parser.add_argument(
         "--only", choices=("SQLite", "PostgreSQL"), help="one database; writes nothing"
     )
+    parser.add_argument("--queues", action="store_true", help="the queue-limits section alone")
     args = parser.parse_args()
+    if args.queues:
+        with tempfile.TemporaryDirectory() as tmp, postgres() as pg:
+            queues = queue_section(pg, tmp, args.quick)
+        if args.quick:
+            print(queues)
+        else:
+            write_section(queues, QSTART, QEND)
+        return
     runs = {"short": 60 if args.quick else 400, "waits": 40 if args.quick else 160}
     load = os.getloadavg()[0]
     rows: list[str] = []
@@ -453,6 +592,7 @@ def main() -> None:
             plain, leased = fence_cost(url, 50 if args.quick else 200, 3 if args.quick else 7)
             fences.append(f"| {name} | {plain:,.0f} | {leased:,.0f} | {leased - plain:+,.0f} |")
             print(takeovers[-1], fences[-1], sep="\n", flush=True)
+        queues = "" if args.only else queue_section(pg, tmp, args.quick)
     section = "\n".join(
         [
             START,
@@ -506,17 +646,10 @@ def main() -> None:
         ]
     )
     if args.quick or args.only:
-        print(section)
+        print(section, queues, sep="\n")
         return
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    if START in text and END in text:
-        head, _, rest = text.partition(START)
-        _, _, tail = rest.partition(END)
-        text = head + section + tail
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    DOC.write_text(text)
-    print(f"wrote {DOC}")
+    write_section(section, START, END)
+    write_section(queues, QSTART, QEND)
 
 
 if __name__ == "__main__":

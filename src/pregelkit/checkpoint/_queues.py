@@ -58,7 +58,12 @@ __all__ = [
 ]
 
 STARTS_KEPT = 60.0
-"""Seconds a start is kept past its queue's rate window."""
+"""Seconds a start is kept past its queue's rate window (at least)."""
+SWEEP_EVERY = 32
+"""A process deletes the starts older than that at every this many claims
+that started runs of a rate-limited queue (not at each: a statement saved;
+the count reads the window through its index whatever lies before it)."""
+_SWEEPS = [0]
 REPLACED = "replaced by run "
 """How the error of a debounced run a newer one replaced starts: the
 replacing run's id follows, up to the first space."""
@@ -325,12 +330,14 @@ def finish_and_claim(
 ) -> RunPlan[tuple[bool, Claimed | None]]:
     """``_runqueue.finish_and_claim`` for a worker that serves named
     queues: the end first, then the claim, in one transaction, so the slot
-    the run leaves is free for the claim to count."""
+    the run leaves is free for the claim to count. The end is written before
+    the queues' rows are locked: the lock is held for the claim alone (a
+    claim never waits for a run's row: it skips locked ones)."""
     now = due_now(now)
-    limits = yield from _lock(d, queues)
     ended = yield d.q(FINISH, finish_params(lease, status, result, error), "one")
     if ended is not None and child is not None:
         yield from wake(d, child[0], "child", child[1], now)
+    limits = yield from _lock(d, queues)
     taken = yield from _take(
         d, worker_id, workflows, queues, limits, 1, lease_seconds, now, skip=lease[0]
     )
@@ -371,22 +378,43 @@ def _take(
     stmt = _Sql().add(CLAIM_SET, worker_id, lease_seconds)
     stmt.add(" WHERE run_id IN (SELECT run_id FROM (").extend(union)
     stmt.add(f") AS c) AS taken ORDER BY {_ORDER} LIMIT ?)", limit).add(CLAIM_RETURNING)
+    limited = sorted(name for name, lim in limits.items() if lim.rate_count)
+    recorded = bool(limited) and d.writable_ctes
+    if recorded:
+        # the starts written by the claim itself: one statement less while
+        # the queue's row is locked
+        names = ", ".join("?" for _ in limited)
+        stmt = (
+            _Sql()
+            .add("WITH taken AS (")
+            .extend(stmt)
+            .add(
+                "), started AS (INSERT INTO pregelkit_queue_starts (queue, started_at) "
+                f"SELECT queue, CAST(? AS double precision) FROM taken WHERE queue IN ({names})) "
+                "SELECT * FROM taken",
+                now,
+                *limited,
+            )
+        )
     rows = yield d.q(stmt.sql, stmt.params, "all")
     claimed = claimed_rows(rows)
     rated = [c.queue for c in claimed if (lim := limits.get(c.queue)) and lim.rate_count]
-    if rated:
+    if rated and not recorded:
         yield d.q(
             "INSERT INTO pregelkit_queue_starts (queue, started_at) VALUES "
             + ", ".join("(?, ?)" for _ in rated),
             tuple(value for queue in rated for value in (queue, now)),
         )
-        for queue in sorted(set(rated)):
+    if rated:
+        _SWEEPS[0] += 1
+        if _SWEEPS[0] % SWEEP_EVERY == 0:
             # a minute past the window stays: the queue's recent starts, to look at
-            window = (limits[queue].rate_seconds or 0.0) + STARTS_KEPT
-            yield d.q(
-                "DELETE FROM pregelkit_queue_starts WHERE queue = ? AND started_at < ?",
-                (queue, now - window),
-            )
+            for queue in sorted(set(rated)):
+                window = (limits[queue].rate_seconds or 0.0) + STARTS_KEPT
+                yield d.q(
+                    "DELETE FROM pregelkit_queue_starts WHERE queue = ? AND started_at < ?",
+                    (queue, now - window),
+                )
     return claimed
 
 
