@@ -241,3 +241,41 @@ def test_importing_pregelkit_testing_does_not_load_the_engine() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
     assert flows.build  # the flows module is importable from the tests' directory
+
+
+def _waiting_flow(saver: Any, version: int) -> Any:
+    from pregelkit.func import entrypoint
+
+    @entrypoint(checkpointer=saver)
+    def order(n: int) -> list[str]:
+        steps = [flows.reserve(f"item{n}").result()]
+        flows.durable.sleep(0.05)
+        steps.append(flows.charge(n + (version == 2)).result())
+        if version == 3:  # a new call, in code that swallows every exception, the frontier's too
+            try:
+                flows.ship(n).result()
+            except Exception:
+                steps.append("caught")
+        if version == 4:
+            steps.append(steps[0]["total"])  # fails: the recorded result is a str
+        steps.append(flows.interrupt("ship?"))
+        return steps
+
+    return order
+
+
+def test_a_due_sleep_is_replayed_past_and_a_swallowed_frontier_still_stops() -> None:
+    from pregelkit.checkpoint.memory import InMemorySaver
+
+    saver = InMemorySaver()
+    _waiting_flow(saver, 1).invoke(5, _config("slept"))  # slept 50 ms in place, then charged
+    BODIES.clear()
+    [check] = replay_check(_waiting_flow(None, 1), saver).threads
+    assert (check.status, check.stopped_at) == ("ok", "interrupt")
+    [bad] = replay_check(_waiting_flow(None, 2), saver).failures  # the call after the sleep
+    assert (bad.status, bad.position) == ("mismatch", 2)
+    [check] = replay_check(_waiting_flow(None, 3), saver).threads
+    assert check.ok and "ship" in check.stopped_at  # caught by the code, reported all the same
+    [bad] = replay_check(_waiting_flow(None, 4), saver).failures
+    assert bad.status == "error" and bad.stopped_at.startswith("TypeError")
+    assert BODIES == []
