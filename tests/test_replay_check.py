@@ -279,3 +279,35 @@ def test_a_due_sleep_is_replayed_past_and_a_swallowed_frontier_still_stops() -> 
     [bad] = replay_check(_waiting_flow(None, 4), saver).failures
     assert bad.status == "error" and bad.stopped_at.startswith("TypeError")
     assert BODIES == []
+
+
+def test_a_graph_is_refused(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A graph's pending nodes are task bodies: the check refuses to run them."""
+    from pregelkit.channels import LastValue
+    from pregelkit.checkpoint.memory import InMemorySaver
+    from pregelkit.pregel import NodeBuilder, Pregel
+
+    app = Pregel(
+        nodes={"plan": NodeBuilder().subscribe_only("request").do(str.upper).write_to("plan")},
+        channels={"request": LastValue(str), "plan": LastValue(str)},
+        input_channels="request",
+        output_channels="plan",
+        checkpointer=InMemorySaver(),
+    )
+    with pytest.raises(TypeError, match="checks @entrypoint workflows"):
+        replay_check(app)
+    db = str(tmp_path / "app.sqlite")
+    from pregelkit.checkpoint.sqlite import SqliteSaver
+
+    with SqliteSaver.from_conn_string(db) as saver:
+        _record(saver, 1, 3, "t3")
+    graph = tmp_path / f"graph_{uuid.uuid4().hex[:8]}.py"
+    graph.write_text(
+        "from pregelkit.channels import LastValue\n"
+        "from pregelkit.pregel import NodeBuilder, Pregel\n"
+        "app = Pregel(nodes={'plan': NodeBuilder().subscribe_only('request').do(str.upper)"
+        ".write_to('plan')}, channels={'request': LastValue(str), 'plan': LastValue(str)}, "
+        "input_channels='request', output_channels='plan')\n"
+    )
+    assert cli_main(["replay-check", "--db", db, f"{graph}:app", "--json"]) == 2
+    assert json.loads(capfd.readouterr().out)["error"]["type"] == "usage"

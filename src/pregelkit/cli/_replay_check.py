@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from pregelkit.cli._commands import _require_thread
 from pregelkit.cli._db import open_database
+from pregelkit.cli._errors import CliError
 from pregelkit.cli._options import add_command, duration
 from pregelkit.cli._render import _print_json
 from pregelkit.cli._target import load_target
@@ -57,6 +58,12 @@ def cmd_replay_check(args: argparse.Namespace, out: TextIO) -> int:
     from pregelkit.testing import replay_check
 
     target = load_target(args.entrypoint)
+    if getattr(target.graph, "__wrapped__", None) is None:
+        raise CliError(
+            f"{args.entrypoint} is not an @entrypoint workflow: replay-check replays "
+            "entrypoints (a graph's pending nodes are task bodies, which it must not run)",
+            kind="usage",
+        )
     with open_database(args.db, create=False) as db:
         for thread_id in args.thread or ():
             _require_thread(db, thread_id)

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from pregelkit._internal._constants import CONF, CONFIG_KEY_REPLAY_CHECK, INTERRUPT
+from pregelkit._internal._constants import CONF, CONFIG_KEY_REPLAY_CHECK, INTERRUPT, PREVIOUS
 from pregelkit.errors import NondeterminismError
 from pregelkit.pregel._plan.replay import ReplayProbe
 
@@ -103,6 +103,12 @@ def replay_check(
     ``since``: only threads saved within this many seconds (or timedelta).
     The entrypoint's body does run (it is what is checked): side effects it
     has outside tasks (what ``pregelkit lint`` flags) happen here too."""
+    if getattr(workflow, "__wrapped__", None) is None or PREVIOUS not in workflow.channels:
+        raise TypeError(
+            f"replay_check checks @entrypoint workflows, not {type(workflow).__name__} "
+            f"{workflow.name!r}: a graph's pending nodes are task bodies, which a check must "
+            "not run"
+        )
     saver = checkpointer if checkpointer is not None else workflow.checkpointer
     if saver is None or saver is True or saver is False:
         raise ValueError(
