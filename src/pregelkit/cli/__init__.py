@@ -66,6 +66,21 @@ from pregelkit.cli._streams import broken_pipe, command_streams
 __all__ = ["main"]
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse measures the commands of ``--help`` at the indent of their
+    heading, then prints them one step further in: a name as long as
+    ``schedules`` pushed its help onto a line of its own."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        if action.help is argparse.SUPPRESS:
+            return
+        nested = self._current_indent + self._indent_increment
+        for sub in self._iter_indented_subactions(action):
+            width = len(self._format_action_invocation(sub)) + nested
+            self._action_max_length = max(self._action_max_length, width)
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage mistakes become ``CliError``s, so ``--json`` reports them as JSON."""
 
@@ -85,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     tables = table_options(_Parser(add_help=False))
     parser = _Parser(
         prog="pregelkit",
+        formatter_class=_Formatter,
         description="Run, resume and inspect durable pregelkit workflows.",
         epilog="Exit status: 0 done or waiting at an interrupt, 1 the workflow failed (or "
         "was cancelled while it ran), 2 a usage or environment error, or an action that "

@@ -20,7 +20,7 @@ def register(sub: Any) -> None:
         "lint",
         cmd_lint,
         [],
-        help="find what makes a workflow's replay take another path (no import of the code)",
+        help="find code a replay would not repeat (never imports it)",
         description="Flag, in @entrypoint bodies and Pregel nodes but not in @task bodies, "
         "reads of the clock, randomness, I/O, unordered iteration feeding tasks, mutation "
         "of the input and interrupt() in loops of unrecorded length. `# noqa: PK001` (or a "

@@ -38,7 +38,7 @@ def register(sub: Any, common: argparse.ArgumentParser, tables: argparse.Argumen
         "schedules",
         cmd_schedules,
         [common, tables],
-        help="list schedules and their next fire times; pause, resume, delete or trigger one",
+        help="list, pause, resume, delete or trigger schedules",
         description="Without an action (or with `list`): the schedules (wf.schedule) in the "
         "database with their next 3 fire times, in each schedule's timezone. `pause ID` fires "
         "nothing until `resume ID` (which goes on from the next slot, missing none it would "
