@@ -277,13 +277,11 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
         age = f"{now - r.created_at:.0f}s ago"
         queue = r.queue + (f" [{r.queue_key}]" if r.queue_key is not None else "")
         rows.append([r.thread_id, r.workflow, queue, r.status, r.priority, r.attempts, age, note])
-    print_table(
-        ["THREAD", "WORKFLOW", "QUEUE", "STATUS", "PRIORITY", "TRIES", "QUEUED", "NOTE"],
-        rows,
-        out,
-        wide=args.wide,
-        cut=("THREAD", "WORKFLOW", "NOTE"),
-    )
+    headers = ["THREAD", "WORKFLOW", "QUEUE", "STATUS", "PRIORITY", "TRIES", "QUEUED", "NOTE"]
+    if not any(row[2] for row in rows):  # no named queue in use: the column only takes room
+        headers.pop(2)
+        rows = [row[:2] + row[3:] for row in rows]
+    print_table(headers, rows, out, wide=args.wide, cut=("THREAD", "WORKFLOW", "NOTE"))
     for hint in hints.values():
         out.write(clean(hint) + "\n")
     return 0

@@ -28,7 +28,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         "replay-check",
         cmd_replay_check,
         [common],
-        help="would this code resume the threads in flight? (a deploy gate)",
+        help="check that this code resumes the threads in flight",
         description="Replay every thread in flight (interrupted, failed, crashed, "
         "sleeping, waiting) against MODULE:NAME as it is now: recorded results are served, "
         "no task body runs, nothing is written. Reports, per thread, ok or the call where "
