@@ -1,9 +1,9 @@
 """Workflows recorded by one version of their code and replay-checked against
 another (tests/test_replay_check.py). Also a script: records one thread that
 crashes (``os._exit``) once its first calls are saved, or that is killed
-while it sleeps:
+while it sleeps or waits for a message:
 
-    python tests/replay_check_flows.py DB THREAD N crash|sleep [async]
+    python tests/replay_check_flows.py DB THREAD N crash|sleep|recv [async]
 
 Versions of ``order`` (the input is ``{"n": int, ...}``):
 
@@ -17,7 +17,8 @@ Versions of ``order`` (the input is ``{"n": int, ...}``):
 
 Flags of the input: ``fail`` (``ship`` raises after the charge: the run
 fails), ``crash`` (the process exits there), ``sleep`` (a durable sleep of
-that many seconds there), ``nested`` (the calls are made by the task ``pack``).
+that many seconds there), ``recv`` (waits for a message on topic ``go``
+there), ``nested`` (the calls are made by the task ``pack``).
 """
 
 from __future__ import annotations
@@ -130,6 +131,8 @@ def build(version: int, saver: Any = None, *, is_async: bool = False) -> Pregel:
             ship(n).result()
         if inp.get("sleep"):
             durable.sleep(inp["sleep"])
+        if inp.get("recv"):
+            steps.append(durable.recv("go"))
         steps.append(interrupt("ship?"))
         return steps
 
@@ -153,6 +156,8 @@ def _build_async(version: int, saver: Any) -> Pregel:
             await aship(n)
         if inp.get("sleep"):
             await durable.asleep(inp["sleep"])
+        if inp.get("recv"):
+            steps.append(await durable.arecv("go"))
         steps.append(interrupt("ship?"))
         return steps
 
@@ -171,16 +176,19 @@ def _saver(db: str) -> Any:
 
 def _record(db: str, thread: str, n: int, how: str, is_async: bool) -> None:
     inp: dict[str, Any] = {"n": n}
+    from pregelkit.durable import _primitives
+
+    def killed(*args: Any) -> Any:
+        os._exit(9)
+
     if how == "crash":
         inp["crash"] = True
-    else:  # sleep: killed as it starts to sleep, its wake time saved
+    elif how == "sleep":  # killed as it starts to sleep, its wake time saved
         inp["sleep"] = 3600
-        from pregelkit.durable import _primitives
-
-        def killed(*args: Any) -> None:
-            os._exit(9)
-
-        _primitives._sleep = _primitives._asleep = killed  # type: ignore[assignment]
+        _primitives._sleep = _primitives._asleep = killed
+    else:  # recv: killed as it starts to wait, its key recorded
+        inp["recv"] = True
+        _primitives.block = _primitives.ablock = killed
     config = {"configurable": {"thread_id": thread}}
     with _saver(db) as saver:
         wf = build(1, saver, is_async=is_async)

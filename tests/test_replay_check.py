@@ -128,13 +128,16 @@ def _kill_during(url: str, thread: str, n: int, how: str, is_async: bool = False
 
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
-def test_crashed_and_sleeping_threads(queue_db: tuple[str, Any], is_async: bool) -> None:
+def test_crashed_sleeping_and_waiting_threads(queue_db: tuple[str, Any], is_async: bool) -> None:
     url, saver = queue_db
     _kill_during(url, "crashed", 7, "crash", is_async)
     _kill_during(url, "sleeping", 3, "sleep", is_async)
+    _kill_during(url, "waiting", 4, "recv", is_async)
     report = replay_check(build(1, is_async=is_async), saver)
     stops = {t.thread_id: t.stopped_at for t in report.threads}
-    assert report.ok and "crash" in stops["crashed"] and stops["sleeping"].startswith("sleep")
+    assert report.ok, report.failures
+    assert "crash" in stops["crashed"] and stops["sleeping"].startswith("sleep")
+    assert stops["waiting"].startswith("recv on 'go'")
     [bad] = replay_check(build(2, is_async=is_async), saver).failures
     assert bad.thread_id == "crashed"
     [bad] = replay_check(build(6, is_async=is_async), saver, threads=["sleeping"]).failures
