@@ -1,10 +1,11 @@
-"""Workflows `pregelkit serve` serves in tests/test_serve.py."""
+"""Workflows `pregelkit serve` serves in tests/test_serve.py and test_serve_streams.py."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
+from pregelkit.config import get_stream_writer
 from pregelkit.func import entrypoint, task
 from pregelkit.types import interrupt
 
@@ -48,3 +49,14 @@ def slow(inputs: dict[str, Any]) -> dict[str, Any]:
     for _ in range(round(seconds * 10)):
         nap(0.1).result()
     return {"slept": seconds}
+
+
+@entrypoint()
+def talk(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Says ``n`` custom parts, each after a nap of ``pause`` seconds."""
+    say = get_stream_writer()
+    n = int(inputs.get("n", 10))
+    for i in range(n):
+        nap(float(inputs.get("pause", 0.02))).result()
+        say({"i": i})
+    return {"said": n}

@@ -8,6 +8,7 @@ so SQLite and PostgreSQL take one code path.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +41,9 @@ class Api:
     wake: Callable[[], None] = lambda: None
     """Called after a run is queued: wakes the in-process worker, if any."""
     started_at: float = field(default_factory=time.time)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    """Set when the server stops: open streams end (without ``end``, so
+    clients reconnect and resume)."""
     graphs: dict[str, Pregel] = field(init=False)
     """By graph id: the configured graph bound to the saver and store."""
 

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pregelkit.server import _assistants, _runs, _store, _threads
+from pregelkit.server import _assistants, _runs, _store, _streams, _threads
 from pregelkit.server._api import Api
 from pregelkit.server._auth import ApiKeys
 from pregelkit.server._errors import ApiError, Unexpected, on_api_error, on_http_error
@@ -62,6 +62,7 @@ def create_app(
             *_assistants.routes,
             *_threads.routes,
             *_store.routes,
+            *_streams.routes,
             *_runs.routes,
         ],
         middleware=[Middleware(ApiKeys, keys=keys), Middleware(Unexpected)],

@@ -34,6 +34,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from pregelkit.server._app import create_app, in_thread
     from pregelkit.server._config import load_served
     from pregelkit.server._database import open_backend
+    from pregelkit.server._uvicorn import Server
 
     keys = keys_from(args.auth_key, os.environ.get(KEY_ENV))
     check_bind(args.host, keys)
@@ -62,7 +63,8 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
         )  # fmt: skip
         out.flush()
         with _stopped_by_signals():
-            uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+            config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+            Server(api, config).run()
     out.write("stopped\n")
     return 0
 

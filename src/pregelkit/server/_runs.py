@@ -21,12 +21,15 @@ import re
 import time
 import uuid
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from pregelkit._internal._constants import CONFIG_KEY_STREAM_MODES
+from pregelkit.checkpoint import _parts
 from pregelkit.checkpoint.runs import (
     POLL_SECONDS,
     RunHandle,
@@ -96,11 +99,33 @@ def view(
     }
 
 
-def _submit(
-    api: Api, thread_id: str, owner: str | None, body: Body
+STREAMED = ("values", "updates", "custom", "tasks", "checkpoints", "debug")
+"""The stream modes served: their parts travel through the database."""
+
+
+def stream_modes(body: Body) -> tuple[str, ...]:
+    """The body's ``stream_mode`` (a mode or a list of them; ``values`` if
+    none), each one served."""
+    asked = body.any("stream_mode")
+    modes = ["values"] if asked in (None, []) else [asked] if isinstance(asked, str) else asked
+    if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
+        raise ApiError(422, "field 'stream_mode' must be a stream mode or a list of them")
+    for mode in modes:
+        if mode not in STREAMED:
+            raise ApiError(
+                422, f"stream mode {mode!r} is not served yet: ask for {', '.join(STREAMED)}"
+            )
+    if body.flag("stream_subgraphs", False):
+        raise ApiError(422, "'stream_subgraphs' is not served yet: leave it out")
+    return tuple(dict.fromkeys(modes))
+
+
+def submit(
+    api: Api, thread_id: str, owner: str | None, body: Body, modes: tuple[str, ...] = ()
 ) -> tuple[RunHandle, dict[str, Any], str]:
     """Queue the run the body asks for on ``owner``'s thread ``thread_id``:
-    checks first, in the order a client can fix them."""
+    checks first, in the order a client can fix them. ``modes``: the stream
+    modes whose parts its worker writes to the database."""
     for name in NOT_SERVED:
         if body.any(name) not in (None, [], {}):
             raise ApiError(422, f"{name!r} is not served yet by pregelkit serve: leave it out")
@@ -118,7 +143,9 @@ def _submit(
     metadata = body.obj("metadata", {})
     config = Body(body.obj("config", {}))
     configurable = {
-        k: v for k, v in config.obj("configurable", {}).items() if k not in RESERVED_CONFIGURABLE
+        k: v
+        for k, v in config.obj("configurable", {}).items()
+        if k not in RESERVED_CONFIGURABLE and not k.startswith("__")
     }
     command = body.obj("command")
     value: Any = body.any("input")
@@ -154,6 +181,8 @@ def _submit(
     api.records.update(
         thread_id, {"graph_id": served.graph_id, "assistant_id": served.assistant_id}, owner
     )
+    if modes:
+        configurable[CONFIG_KEY_STREAM_MODES] = list(modes)
     run_config: dict[str, Any] = {
         "configurable": {**configurable, "thread_id": thread_id},
         "metadata": {**metadata, "graph_id": served.graph_id, "assistant_id": served.assistant_id},
@@ -210,15 +239,18 @@ async def create(request: Request) -> Response:
     body = await api.body(request)
     owner = owner_of(request)
 
+    # a resumable run writes its parts, for a join_stream later
+    modes = stream_modes(body) if body.flag("stream_resumable", False) else ()
+
     def create() -> dict[str, Any]:
-        handle, metadata, strategy = _submit(api, tid, owner, body)
+        handle, metadata, strategy = submit(api, tid, owner, body, modes)
         return view(api, handle.record(), metadata, strategy)
 
     run = await call(create)
-    return Json(run, headers=_run_headers(tid, run["run_id"]))
+    return Json(run, headers=run_headers(tid, run["run_id"]))
 
 
-def _run_headers(thread_id: str, run_id: str) -> dict[str, str]:
+def run_headers(thread_id: str, run_id: str) -> dict[str, str]:
     """Where the run is (the SDK's ``on_run_created`` reads it)."""
     return {"Content-Location": f"/threads/{thread_id}/runs/{run_id}"}
 
@@ -230,8 +262,8 @@ async def wait(request: Request) -> Response:
     api = api_of(request)
     tid = check_uuid(request.path_params["thread_id"], "thread_id")
     body = await api.body(request)
-    handle, _, _ = await call(_submit, api, tid, owner_of(request), body)
-    return Json(await outcome(handle), headers=_run_headers(tid, handle.run_id))
+    handle, _, _ = await call(submit, api, tid, owner_of(request), body)
+    return Json(await outcome(handle), headers=run_headers(tid, handle.run_id))
 
 
 async def wait_stateless(request: Request) -> Response:
@@ -239,25 +271,30 @@ async def wait_stateless(request: Request) -> Response:
     checkpoints too) once the run ends, as LangGraph's server does by
     default (``on_completion="delete"``)."""
     api = api_of(request)
-    body = await api.body(request)
-    if body.choice("on_completion", ("delete", "keep"), "delete") != "delete":
-        raise ApiError(422, "on_completion 'keep' is not served yet: run on a thread instead")
-    tid = str(uuid.uuid4())
-    owner = owner_of(request)
-    data = {k: v for k, v in body.data.items() if k not in ("on_completion", "if_not_exists")}
-    handle, _, _ = await call(_submit, api, tid, owner, Body({**data, "if_not_exists": "create"}))
+    tid, body = stateless(await api.body(request))
+    handle, _, _ = await call(submit, api, tid, owner_of(request), body)
     try:
         result = await outcome(handle)
     except BaseException:  # the client went away (LangGraph's on_disconnect 'cancel')
         await call(handle.cancel)
         raise
-    await call(_forget, api, tid)
+    await call(forget, api, handle)
     return Json(result)
 
 
-def _forget(api: Api, thread_id: str) -> None:
-    api.saver.delete_thread(thread_id)
-    api.records.delete(thread_id)
+def stateless(body: Body) -> tuple[str, Body]:
+    """A stateless run's new thread, and the body that creates it."""
+    if body.choice("on_completion", ("delete", "keep"), "delete") != "delete":
+        raise ApiError(422, "on_completion 'keep' is not served yet: run on a thread instead")
+    data = {k: v for k, v in body.data.items() if k not in ("on_completion", "if_not_exists")}
+    return str(uuid.uuid4()), Body({**data, "if_not_exists": "create"})
+
+
+def forget(api: Api, handle: RunHandle) -> None:
+    """Delete a stateless run's thread: its checkpoints, record and parts."""
+    api.saver.delete_thread(handle.thread_id)
+    api.records.delete(handle.thread_id)
+    api.saver.run_queue(partial(_parts.delete, run_ids=[handle.run_id]), "delete stream parts")
 
 
 async def outcome(handle: RunHandle) -> Any:
@@ -284,7 +321,7 @@ def _error(recorded: str) -> dict[str, str]:
     return {"error": found.group(1), "message": found.group(2)}
 
 
-def _handle(api: Api, thread_id: str, run_id: str, owner: str | None) -> RunHandle:
+def handle_of(api: Api, thread_id: str, run_id: str, owner: str | None) -> RunHandle:
     """The run ``run_id`` of ``owner``'s thread ``thread_id``."""
     thread_row(api, thread_id, owner)
     check_uuid(run_id, "run_id")
@@ -302,7 +339,7 @@ async def get(request: Request) -> Response:
     api = api_of(request)
     tid, rid = request.path_params["thread_id"], request.path_params["run_id"]
     owner = owner_of(request)
-    return Json(await call(lambda: view(api, _handle(api, tid, rid, owner).record())))
+    return Json(await call(lambda: view(api, handle_of(api, tid, rid, owner).record())))
 
 
 async def list_(request: Request) -> Response:
@@ -330,7 +367,7 @@ async def list_(request: Request) -> Response:
 async def join(request: Request) -> Response:
     api = api_of(request)
     tid, rid = request.path_params["thread_id"], request.path_params["run_id"]
-    handle = await call(_handle, api, tid, rid, owner_of(request))
+    handle = await call(handle_of, api, tid, rid, owner_of(request))
     return Json(await outcome(handle))
 
 
@@ -344,7 +381,7 @@ async def cancel(request: Request) -> Response:
         raise ApiError(422, "query parameter 'action' must be interrupt or rollback")
     if action == "rollback":
         raise ApiError(422, "action 'rollback' is not served yet: cancel with 'interrupt'")
-    handle = await call(_handle, api, tid, rid, owner_of(request))
+    handle = await call(handle_of, api, tid, rid, owner_of(request))
     await call(handle.cancel)
     if request.query_params.get("wait") in ("1", "true"):
         deadline = time.monotonic() + 60
