@@ -314,3 +314,33 @@ def test_a_graph_is_refused(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -
     )
     assert cli_main(["replay-check", "--db", db, f"{graph}:app", "--json"]) == 2
     assert json.loads(capfd.readouterr().out)["error"]["type"] == "usage"
+
+
+def test_a_child_the_recorded_run_waited_for_is_replayed_past(tmp_path: Path) -> None:
+    from pregelkit.checkpoint.sqlite import SqliteSaver
+    from pregelkit.func import entrypoint
+
+    with SqliteSaver.from_conn_string(str(tmp_path / "kids.db")) as saver:
+
+        @entrypoint(checkpointer=saver)
+        def shipment(parcel: str) -> str:
+            return f"{parcel} shipped"
+
+        def parent(version: int) -> Any:
+            @entrypoint(checkpointer=saver)
+            def order(n: int) -> list[str]:
+                steps = [shipment.submit(f"parcel{n}").result()]
+                steps.append(flows.charge(n + (version == 2)).result())
+                steps.append(flows.interrupt("ship?"))
+                return steps
+
+            return order
+
+        parent(1).invoke(5, _config("kids"))
+        BODIES.clear()
+        report = replay_check(parent(1), saver)
+        assert [(t.thread_id, t.stopped_at) for t in report.threads] == [("kids", "interrupt")]
+        assert report.skipped == 1  # the child's thread: it ended
+        [bad] = replay_check(parent(2), saver).failures  # the call after the child's result
+        assert (bad.thread_id, bad.position) == ("kids", 2)
+        assert BODIES == []
