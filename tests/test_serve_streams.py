@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,8 @@ def test_a_dropped_stream_resumes_with_no_part_lost_or_repeated(server: Server) 
         if len(got) == 6:
             break  # the client goes away; the run goes on
     run_id, last = got[0].data["run_id"], got[-1].id
+    # the parts came as the run emitted them, not at its end
+    assert client.runs.get(tid, run_id)["status"] == "running"
     rest = list(client.runs.join_stream(tid, run_id, last_event_id=last))
     assert rest[0].event == "metadata" and rest[-1].event == "end"
     said = [p.data["i"] for p in got + rest if p.event == "custom"]
@@ -215,3 +218,25 @@ def test_the_client_reconnects_by_itself_when_the_server_restarts(tmp_path: Path
         if second is not None:
             second.terminate()
             second.communicate(timeout=30)
+
+
+def test_a_stateless_stream_dropped_cancels_its_run(server: Server) -> None:
+    client = get_sync_client(url=server.url, api_key=None)
+    created: list[Any] = []
+    stream = client.runs.stream(
+        None,
+        "talk",
+        input={"n": 100, "pause": 0.05},
+        stream_mode="custom",
+        on_run_created=created.append,
+    )
+    for part in stream:
+        if part.event == "custom":
+            break  # on_disconnect defaults to 'cancel' for a stateless run
+    stream.close()
+    tid, rid = created[0]["thread_id"], created[0]["run_id"]
+    deadline = time.monotonic() + 20
+    while client.runs.get(tid, rid)["status"] not in ("interrupted", "error", "success"):
+        assert time.monotonic() < deadline, "the run was not cancelled"
+        time.sleep(0.1)
+    assert client.runs.get(tid, rid)["status"] == "interrupted"

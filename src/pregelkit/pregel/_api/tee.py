@@ -56,10 +56,18 @@ def _start(
     modes: Collection[str],
     sink: Sink,
 ) -> tuple[Any, _Tee]:
-    driver, shape = graph._start(
-        RunArgs(where, input, config, {}, stream_mode="values", control=control),
-        frozenset(modes),
+    # started as ``stream`` is, so that parts come as they are emitted (an
+    # invoke gets a step's parts at its end), with invoke's output channels
+    args = RunArgs(
+        where,
+        input,
+        config,
+        {},
+        stream_mode="values",
+        output_keys=graph.output_channels,
+        control=control,
     )
+    driver, shape = graph._start(args, frozenset(modes))
     return driver, _Tee(InvokeResult("values", shape), shape.modes, frozenset(modes), sink)
 
 
@@ -74,7 +82,7 @@ def invoke_tee(
 ) -> Any:
     """``graph.invoke(input, config, control=control)``, the parts of
     ``modes`` handed to ``sink`` as they are emitted."""
-    driver, tee = _start(graph, "invoke", input, config, control, modes, sink)
+    driver, tee = _start(graph, "stream", input, config, control, modes, sink)
     events = driver.events()
     try:
         for ns, mode, payload in events:
@@ -94,7 +102,7 @@ async def ainvoke_tee(
     sink: Sink,
 ) -> Any:
     """The async twin of ``invoke_tee``."""
-    driver, tee = _start(graph, "ainvoke", input, config, control, modes, sink)
+    driver, tee = _start(graph, "astream", input, config, control, modes, sink)
     events = driver.aevents()
     try:
         async for ns, mode, payload in events:
