@@ -252,3 +252,39 @@ def test_a_random_cron_field_is_refused(saver: Any, cron: str) -> None:
     with pytest.raises(InvalidScheduleError, match="random"):
         _echo(saver).schedule("random", cron=cron)
     assert _echo(saver).schedule("names", cron="0 3 * mar-apr fri").cron == "0 3 * mar-apr fri"
+
+
+def test_schedules_queues_and_prunes_together(saver: Any) -> None:
+    """The three parts at once, each minute for ten: a schedule fires, a
+    limited queue takes submits (each dedup id twice), a worker serves
+    both, and a prune that deletes ended threads and runs at once goes
+    between. Every slot runs once on its own thread, a dedup id stands for
+    its active run, and once that run ended (and was pruned) queues anew."""
+    from pregelkit.checkpoint.runs import list_runs
+    from pregelkit.durable import RetentionPolicy, prune
+    from pregelkit.worker import Worker
+
+    echo = _echo(saver)
+    queue = durable.Queue("q", concurrency=1, rate_limit=(3, 60))
+    policy = RetentionPolicy(ended_runs_max_age=0, delete_threads_after=0, keep_checkpoints=1)
+    slots: list[str] = []
+    with FakeClock(datetime(2026, 11, 29, 12, 0, 30, tzinfo=UTC)) as clock:
+        echo.schedule("minutely", every=timedelta(minutes=1))
+        durable.declare_queue(saver, queue)
+        worker = Worker([echo], saver, queues=[queue])
+        for minute in range(10):
+            clock.advance(61)  # past the rate window of the last minute's starts
+            for n in range(3):
+                first = echo.submit(n, {"configurable": {"thread_id": f"m{minute}-{n}"}},
+                                    queue="q", dedup_id=f"d{n}")  # fmt: skip
+                again = echo.submit(n, {"configurable": {"thread_id": f"x{minute}-{n}"}},
+                                    queue="q", dedup_id=f"d{n}")  # fmt: skip
+                assert again == first and first.thread_id == f"m{minute}-{n}"
+            assert worker.run_until_idle() == 4
+            runs = list_runs(saver)
+            slots += [r.thread_id for r in runs if r.thread_id.startswith("schedule:")]
+            assert sorted(r.thread_id for r in runs if r.queue == "q") == [
+                f"m{minute}-{n}" for n in range(3)
+            ]
+            prune(saver, policy)
+    assert len(slots) == len(set(slots)) == 10
