@@ -299,6 +299,20 @@ def test_a_context_copied_inside_a_block_does_not_join_it_after_the_block_ends(
         assert idle == (0,)
 
 
+async def _saving(watcher: psycopg.AsyncConnection[Any]) -> None:
+    """Until a save is on the server, in its slow trigger (a fixed pause
+    before the cancel raced the run's first saves on a loaded machine)."""
+    for _ in range(3000):
+        cur = await watcher.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' "
+            "AND datname = current_database()"
+        )
+        if (await cur.fetchone()) != (0,):
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the run never saved")
+
+
 @pytest.mark.parametrize("saving", ["pregelkit_writes", "pregelkit_attempts"])
 def test_a_run_cancelled_while_its_gathered_calls_save_ends_cancelled(
     postgres_database: Callable[[str], str], saving: str
@@ -333,7 +347,8 @@ def test_a_run_cancelled_while_its_gathered_calls_save_ends_cancelled(
 
             config = _cfg("cancelled")
             run = asyncio.ensure_future(gathered.ainvoke(3, config, durability="sync"))
-            await asyncio.sleep(0.15)  # the calls' saves are on the wire
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as watcher:
+                await _saving(watcher)  # the calls' saves are on the wire
             run.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await run
@@ -362,16 +377,6 @@ def test_a_run_cancelled_during_its_exits_saves_gives_the_thread_back_after_them
         ran.append(i)
         return i
 
-    async def saving(watcher: psycopg.AsyncConnection[Any]) -> None:
-        for _ in range(3000):  # the checkpoint's insert is on the server (in the trigger)
-            cur = await watcher.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'"
-            )
-            if (await cur.fetchone()) != (0,):
-                return
-            await asyncio.sleep(0.005)
-        raise AssertionError("the run's exit never saved its checkpoint")
-
     async def main() -> None:
         async with (
             AsyncConnectionPool(dsn, min_size=4, kwargs={"autocommit": True}) as pool,
@@ -385,7 +390,7 @@ def test_a_run_cancelled_during_its_exits_saves_gives_the_thread_back_after_them
 
             config = _cfg("cancelled-at-exit")
             run = asyncio.ensure_future(chain.ainvoke(3, config, durability=durability))
-            await saving(watcher)
+            await _saving(watcher)
             run.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await run
