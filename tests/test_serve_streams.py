@@ -122,6 +122,9 @@ def test_a_dropped_stream_resumes_with_no_part_lost_or_repeated(server: Server) 
     # from the first part again ("-1"), and only some modes
     again = list(client.runs.join_stream(tid, run_id, last_event_id="-1", stream_mode="custom"))
     assert [p.data["i"] for p in again if p.event == "custom"] == list(range(20))
+    # no id: from now on (the run has ended: nothing more to say)
+    now = list(client.runs.join_stream(tid, run_id))
+    assert [p.event for p in now] == ["metadata", "end"]
     # threads.join_stream: the thread's latest run
     joined = list(client.threads.join_stream(tid, last_event_id="-1"))
     assert [p.data["i"] for p in joined if p.event == "custom"] == list(range(20))

@@ -17,7 +17,7 @@ from typing import Any
 
 from pregelkit.checkpoint._runqueue import Dialect, RunPlan, check_fence
 
-__all__ = ["Part", "Stored", "delete", "tail", "write"]
+__all__ = ["Part", "Stored", "delete", "latest", "tail", "write"]
 
 Part = tuple[str, str, str, bytes]
 """A part to write: mode, namespace (``|``-joined), serde type, data."""
@@ -57,6 +57,14 @@ def tail(
     )
     parts = [(int(i), str(m), str(n), str(t), bytes(b)) for i, m, n, t, b in rows]
     return (None if row is None else str(row[0])), parts
+
+
+def latest(d: Dialect, run_id: str) -> RunPlan[int]:
+    """The id of the run's latest part (0: none yet)."""
+    row = yield d.q(
+        "SELECT MAX(part_id) FROM pregelkit_stream_parts WHERE run_id = ?", (run_id,), "one"
+    )
+    return 0 if row is None or row[0] is None else int(row[0])
 
 
 def delete(d: Dialect, run_ids: Sequence[str]) -> RunPlan[None]:

@@ -158,13 +158,7 @@ def _cancel_on_disconnect(request: Request) -> bool:
 def _now(api: Api, run_id: str) -> int:
     """The id of the run's latest part yet (0: none): a join without
     ``Last-Event-ID`` streams what comes after it."""
-    after = 0
-    while True:
-        plan = partial(_parts.tail, run_id=run_id, after=after)
-        _, parts = api.saver.run_queue(plan, "read stream parts")
-        if len(parts) < _parts.READ_LIMIT:
-            return parts[-1][0] if parts else after
-        after = parts[-1][0]
+    return api.saver.run_queue(partial(_parts.latest, run_id=run_id), "read stream parts")
 
 
 async def stream(request: Request) -> Response:
