@@ -324,6 +324,47 @@ def test_ctrl_c_mid_prune_stops_between_transactions(
     assert counter.invoke({"steps": 1}, _config("k-119")) == 4
 
 
+def test_a_real_ctrl_c_mid_transaction_lets_it_commit_then_stops(
+    db: tuple[str, Any], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGINT delivered inside a transaction (as a user's Ctrl-C lands): the
+    transaction finishes and the prune stops after it, exit 130; raised
+    where it landed, it could leave the saver's connection marked as held
+    ("close() inside a grouped() block", 1 real Ctrl-C in 60)."""
+    import signal
+
+    from pregelkit.checkpoint import _retention
+    from pregelkit.cli import main
+
+    url, saver = db
+    counter = _counter(saver)
+    for _ in range(3):
+        counter.invoke({"steps": 1}, _config("k-000"))
+    for t in range(1, 40):
+        saver.copy_thread("k-000", f"k-{t:03}")
+    monkeypatch.setattr(_retention, "THREADS_PER_SCAN", 10)
+    real = _retention._history
+    calls = [0]
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 2:
+            signal.raise_signal(signal.SIGINT)
+        return (yield from real(*args, **kwargs))
+
+    per_thread = len(list(saver.list(_config("k-000"))))
+    monkeypatch.setattr(_retention, "_history", interrupted)
+    assert main(["prune", "--db", url, "--keep-latest"]) == 130
+    assert calls[0] == 2  # stopped right after the transaction it landed in
+    # ... which committed: the threads of two scans (10 each) pruned, not of one
+    assert len(list(saver.list(None))) == 40 * per_thread - 20 * (per_thread - 1)
+    assert "interrupted between two transactions" in capfd.readouterr().out
+    monkeypatch.setattr(_retention, "_history", real)
+    assert main(["prune", "--db", url, "--keep-latest"]) == 0
+    assert len(list(saver.list(None))) == 40
+    assert counter.invoke({"steps": 1}, _config("k-039")) == 4
+
+
 def test_children_of_a_waiting_parent_survive_any_prune(db: tuple[str, Any]) -> None:
     """A parent waits for a message after its children ended: prunes that
     delete ended threads and runs leave the children a resuming parent reads."""

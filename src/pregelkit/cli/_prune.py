@@ -10,9 +10,11 @@ command finishes later.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pregelkit.cli._db import open_database
@@ -87,12 +89,42 @@ def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
                 advance(counts.scanned)
 
             try:
-                counts = run_steps(saver, prune_job(saver, policy, args.dry_run, progress))
+                with _stop_between() as between:
+                    job = prune_job(saver, policy, args.dry_run, progress)
+                    counts = run_steps(saver, job, between)
             except KeyboardInterrupt:
                 _summary(out, args, PruneReport.of(so_far[0], args.dry_run) if so_far else None)
                 return INTERRUPTED
     _summary(out, args, PruneReport.of(counts, args.dry_run), done=True)
     return 0
+
+
+@contextmanager
+def _stop_between() -> Iterator[Callable[[], None]]:
+    """Ctrl-C stops the prune between two transactions: the first one is
+    noted and raised by the check run after each transaction (raised at any
+    bytecode, it could land while the saver's connection is being taken and
+    leave it marked as held); a second one stops at once."""
+    asked: list[bool] = []
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        if asked:
+            raise KeyboardInterrupt
+        asked.append(True)
+
+    def between() -> None:
+        if asked:
+            raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGINT, handle)
+    except ValueError:  # not the main thread: Python delivers no signal here
+        yield lambda: None
+        return
+    try:
+        yield between
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextmanager
