@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, get_args
 
+from pregelkit._internal._clock import clock
 from pregelkit._internal._constants import (
     CONF,
     CONFIG_KEY_DURABILITY,
@@ -229,7 +230,8 @@ class WorkerCore:
             return self._idle_pause
         pause = self._idle_pause
         self._idle_pause = min(pause * 2, self.poll_seconds[1])
-        return pause * random.uniform(0.8, 1.2)
+        # under a test's clock (pregelkit.testing.FakeClock), an advance is seen at once
+        return min(pause * random.uniform(0.8, 1.2), clock().poll)
 
     def pending_plan(self) -> Plan:
         return partial(_runqueue.pending, workflows=self.names, queues=("", *self.queues))

@@ -18,6 +18,7 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from pregelkit._internal._clock import clock
 from pregelkit.checkpoint import _schedules, _slots
 from pregelkit.checkpoint._runqueue import due_now
 
@@ -50,7 +51,7 @@ class Firing:
         less than ``every`` ago (real seconds: a test's clock that stands
         still must not stop the asking)."""
         mono = time.monotonic()
-        if self.asked_at is not None and mono - self.asked_at < self.every:
+        if self.asked_at is not None and mono - self.asked_at < min(self.every, clock().poll):
             return None
         self.asked_at = mono
         now = due_now(None)

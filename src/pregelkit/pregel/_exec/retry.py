@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pregelkit._internal._clock import clock
 from pregelkit._internal._current import CURRENT
 from pregelkit.errors import GraphBubbleUp, NodeTimeoutError, ParentCommand
 from pregelkit.pregel._exec.attempt import arun_task, run_task
@@ -232,7 +233,7 @@ def run_with_retry(
                 raise
             if attempt_failed is not None:
                 attempt_failed(task, exc)
-            time.sleep(delay)
+            time.sleep(clock().backoff(delay))  # a test's clock skips it
             number += 1
         else:
             if events is not None and events.hooks is not None:  # _ended, inline: per task
@@ -262,7 +263,7 @@ async def arun_with_retry(
                 await pending
             import asyncio  # a retry's pause only: not a statement per task
 
-            await asyncio.sleep(delay)
+            await asyncio.sleep(clock().backoff(delay))
             number += 1
         else:
             if events is not None and events.hooks is not None:  # _ended, inline: per task
