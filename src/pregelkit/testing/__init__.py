@@ -3,8 +3,9 @@
 - ``check_crash_safety`` and ``effect``: kill a workflow at every save
   point, resume it, and check the resume (``_crash``); the pytest fixture
   ``crash_safety`` (``pytest_plugin``) does the same in a test.
-- ``FakeClock``: a clock you control, for durable timers, schedules and
-  workers (``_clock``).
+- ``FakeClock``: a clock you control, for durable timers, schedules, rate
+  limits and retry backoff, here and in the workers a test starts
+  (``_clock``); the pytest fixture ``fake_clock`` is one in use.
 - ``replay_check``: would this code resume the threads in flight? A deploy
   gate (``_replay``; ``pregelkit replay-check`` on the command line). It
   loads the engine, as the crash checker does: both are imported on first
