@@ -31,6 +31,7 @@ __all__ = [
     "Plan",
     "Run",
     "Statement",
+    "Together",
     "adrive",
     "aexecute",
     "afetched",
@@ -72,6 +73,17 @@ class Statement:
 
     def __repr__(self) -> str:
         return f"Statement({self.sql!r}, {self.params!r}, {self.fetch!r}, later={self.later!r})"
+
+
+class Together(tuple[Statement, ...]):
+    """Statements a plan yields as one effect because none needs another's
+    result: a driver may send them all before it waits for the first
+    result (PostgreSQL: one pipeline, with the transaction's BEGIN, one
+    round trip); elsewhere they run one after another. Sends back each
+    one's result, in order. Fetches ``"one"``, ``"all"`` or none (a
+    pipeline knows a row count only once synced)."""
+
+    __slots__ = ()
 
 
 class Dialect:
@@ -207,8 +219,10 @@ def all_statements(sql: ModuleType) -> tuple[str, ...]:
     return tuple(statement for version in sql.MIGRATIONS for statement in version)
 
 
-def execute(cursor: Any, statement: Statement) -> Any:
+def execute(cursor: Any, statement: Statement | Together) -> Any:
     """Perform ``statement`` on a DB-API cursor (or a ``sqlite3`` connection)."""
+    if isinstance(statement, Together):
+        return [execute(cursor, each) for each in statement]
     if statement.fetch == "many":
         rows = statement.params
         if len(rows) == 1:  # one row: no batch machinery (psycopg's is a pipeline)
@@ -231,8 +245,10 @@ def fetched(cursor: Any, statement: Statement) -> Any:
     return cursor.rowcount
 
 
-async def aexecute(cursor: Any, statement: Statement) -> Any:
+async def aexecute(cursor: Any, statement: Statement | Together) -> Any:
     """:func:`execute` on an async cursor (psycopg's)."""
+    if isinstance(statement, Together):
+        return [await aexecute(cursor, each) for each in statement]
     if statement.fetch == "many":
         rows = statement.params
         if len(rows) == 1:

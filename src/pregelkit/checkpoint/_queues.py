@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pregelkit._internal._ids import uuid6
+from pregelkit._internal._plan import Statement, Together
 from pregelkit.checkpoint._runqueue import (
     CLAIM_RETURNING,
     CLAIM_SET,
@@ -310,7 +311,12 @@ def claim(
     if limit <= 0 or not workflows:
         return []
     now = due_now(now)
-    limits = yield from _lock(d, queues)
+    lock = _lock(d, queues)
+    limits: dict[str, Limits] = {}
+    if lock is not None:
+        # sent with the transaction's BEGIN (``Together``): one round trip
+        (rows,) = yield Together((lock,))
+        limits = _limits(rows)
     return (yield from _take(d, worker_id, workflows, queues, limits, limit, lease_seconds, now))
 
 
@@ -332,30 +338,45 @@ def finish_and_claim(
     queues: the end first, then the claim, in one transaction, so the slot
     the run leaves is free for the claim to count. The end is written before
     the queues' rows are locked: the lock is held for the claim alone (a
-    claim never waits for a run's row: it skips locked ones)."""
+    claim never waits for a run's row: it skips locked ones). Without a
+    parent to wake, the end and the lock need no result of each other: they
+    go out together (``Together``), with BEGIN, in one round trip."""
     now = due_now(now)
-    ended = yield d.q(FINISH, finish_params(lease, status, result, error), "one")
-    if ended is not None and child is not None:
-        yield from wake(d, child[0], "child", child[1], now)
-    limits = yield from _lock(d, queues)
+    end = d.q(FINISH, finish_params(lease, status, result, error), "one")
+    lock = _lock(d, queues)
+    limits: dict[str, Limits] = {}
+    if child is None:
+        ended, *locked = yield Together((end,) if lock is None else (end, lock))
+        if locked:
+            limits = _limits(locked[0])
+    else:
+        ended = yield end
+        if ended is not None:
+            yield from wake(d, child[0], "child", child[1], now)
+        if lock is not None:
+            limits = _limits((yield lock))
     taken = yield from _take(
         d, worker_id, workflows, queues, limits, 1, lease_seconds, now, skip=lease[0]
     )
     return ended is not None, next(iter(taken), None)
 
 
-def _lock(d: Dialect, queues: Sequence[str]) -> RunPlan[dict[str, Limits]]:
-    """The limits of the served queues that have any, their rows locked
-    until the claim commits (in name order: claims never deadlock)."""
+def _lock(d: Dialect, queues: Sequence[str]) -> Statement | None:
+    """The statement reading the limits of the served queues that have any,
+    their rows locked until the claim commits (in name order: claims never
+    deadlock); ``None`` without named queues."""
     if not queues:
-        return {}
+        return None
     names = ", ".join("?" for _ in queues)
-    rows = yield d.q(
+    return d.q(
         f"SELECT {_LIMITS} FROM pregelkit_queues WHERE name IN ({names}) AND {_LIMITED} "
         f"ORDER BY name{d.lock_rows}",
         tuple(queues),
         "all",
     )
+
+
+def _limits(rows: Sequence[Sequence[Any]]) -> dict[str, Limits]:
     return {str(row[0]): Limits.from_row(row) for row in rows}
 
 

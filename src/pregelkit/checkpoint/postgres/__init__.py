@@ -43,6 +43,7 @@ from pregelkit._internal._plan import (
     Plan,
     Run,
     Statement,
+    Together,
     all_statements,
     drive,
     execute,
@@ -152,6 +153,10 @@ class PostgresSaver(Connections, _plans.SqlSaver):
         return self._in_transaction(run, batched, single)
 
     def _in_transaction(self, run: Run[T], batched: bool = False, single: bool = False) -> T:
+        if self.pipe is None and type(run.effect) is Together:
+            with self._connection() as conn:
+                if conn.autocommit:
+                    return _opened_together(conn, run)
         if self.pipe is None and (batched or single):
             with self._connection() as conn:
                 if conn.autocommit:
@@ -311,7 +316,9 @@ class _Held(AbstractContextManager[None]):
         self.saver._drive(_core.release(self.saver._locks, self.thread_id, self.local))
 
 
-def _execute_alone(conn: psycopg.Connection[Any], statement: Statement) -> Any:
+def _execute_alone(conn: psycopg.Connection[Any], statement: Statement | Together) -> Any:
+    if isinstance(statement, Together):
+        return _sent_together(conn, statement)
     if type(statement) is Combined:  # $n placeholders, not parsed again
         with psycopg.RawCursor(conn) as raw:
             raw.execute(statement.sql, statement.params)
@@ -320,7 +327,36 @@ def _execute_alone(conn: psycopg.Connection[Any], statement: Statement) -> Any:
         return execute(cur, statement)
 
 
-def _together(conn: psycopg.Connection[Any], statements: tuple[Statement, ...]) -> list[Any]:
+def _sent_together(conn: psycopg.Connection[Any], statements: Together) -> list[Any]:
+    """Each statement's result, all sent before the first is waited for (in
+    a pipeline: one round trip): a cursor each, which keeps its result."""
+    with ExitStack() as stack:
+        cursors = [stack.enter_context(conn.cursor(row_factory=tuple_row)) for _ in statements]
+        for cur, statement in zip(cursors, statements, strict=True):
+            cur.execute(statement.sql, statement.params)
+        return [fetched(cur, s) for cur, s in zip(cursors, statements, strict=True)]
+
+
+def _opened_together(conn: psycopg.Connection[Any], run: Run[T]) -> T:
+    """``run``, whose first effect is ``Together``, in a transaction on an
+    autocommit connection: its BEGIN and those statements go as one simple
+    query (one round trip, where ``conn.transaction()`` would wait for its
+    BEGIN first), the plan's other statements after, then its COMMIT."""
+    try:
+        with run:
+            run.value = _together(conn, tuple(run.effect), begin=True)
+        result = drive(run, partial(_execute_alone, conn))
+        _execute_alone(conn, _core.COMMIT)
+        return result
+    except BaseException:
+        if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _together(
+    conn: psycopg.Connection[Any], statements: tuple[Statement, ...], begin: bool = False
+) -> list[Any]:
     """Each statement's result, all sent at once (on an autocommit connection;
     otherwise in a transaction, one by one): one simple query of several
     statements, each its own snapshot, their parameters bound by the
@@ -329,9 +365,9 @@ def _together(conn: psycopg.Connection[Any], statements: tuple[Statement, ...]) 
     if not conn.autocommit:
         with conn.transaction():
             return [_execute_alone(conn, statement) for statement in statements]
-    if len(statements) == 1:
+    if len(statements) == 1 and not begin:
         return [_execute_alone(conn, statements[0])]
-    one = OneQuery(conn, statements)
+    one = OneQuery(conn, statements, begin)
     with psycopg.ClientCursor(conn, row_factory=tuple_row) as cur, forgetting(conn):
         cur.execute(one.query, one.params)
         for _ in range(one.skip):
@@ -344,10 +380,12 @@ def _together(conn: psycopg.Connection[Any], statements: tuple[Statement, ...]) 
     return results
 
 
-def _in_group(group: _core.Group, statement: Statement) -> Any:
+def _in_group(group: _core.Group, statement: Statement | Together) -> Any:
     """``statement`` in a ``grouped`` block: kept for the block's batch, or
     sent after what must go before it (``Group.before``), in the block's
     pipeline."""
+    if isinstance(statement, Together):
+        return [_in_group(group, each) for each in statement]
     before = group.before(statement)
     if before is None:
         return None

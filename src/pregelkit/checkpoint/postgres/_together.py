@@ -48,20 +48,23 @@ _PLACEHOLDER = re.compile(r"%[s%]")
 class OneQuery:
     """``statements`` as one simple query on ``conn``: ``query`` and
     ``params`` to send (``;``-joined, parameters bound by the client),
-    ``skip``: the results of its ``PREPARE``s, which come first. Call
-    ``sent()`` once the query succeeded."""
+    ``skip``: the results of its ``PREPARE``s, which come first (after
+    its ``BEGIN``, with ``begin``: a transaction the query opens and leaves
+    open). Call ``sent()`` once the query succeeded."""
 
     __slots__ = ("conn", "new", "params", "query", "skip")
 
-    def __init__(self, conn: Any, statements: Sequence[Statement]) -> None:
+    def __init__(self, conn: Any, statements: Sequence[Statement], begin: bool = False) -> None:
         params: list[Any] = []
         for statement in statements:
             assert statement.fetch != "many", "one simple query runs each statement once"
             params.extend(statement.params)
         self.conn, self.params = conn, params
         self.new: dict[str, str] = {}
+        head = ["BEGIN"] if begin else []
         if conn.prepare_threshold is None:
-            self.query, self.skip = "; ".join(s.sql for s in statements), 0
+            self.query = "; ".join(head + [s.sql for s in statements])
+            self.skip = len(head)
             return
         names = _PREPARED.get(conn)
         if names is None:
@@ -74,8 +77,8 @@ class OneQuery:
                 parts.append(f"PREPARE {name} AS {_numbered(statement.sql)}")
             marks = ", ".join(["%s"] * len(statement.params))
             executes.append(f"EXECUTE {name}({marks})" if marks else f"EXECUTE {name}")
-        self.skip = len(parts)
-        self.query = "; ".join(parts + executes)
+        self.skip = len(head) + len(parts)
+        self.query = "; ".join(head + parts + executes)
 
     def sent(self) -> None:
         """The query succeeded: what it prepared is in place."""

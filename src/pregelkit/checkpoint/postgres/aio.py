@@ -35,6 +35,7 @@ from pregelkit._internal._plan import (
     Plan,
     Run,
     Statement,
+    Together,
     adrive,
     aexecute,
     afetched,
@@ -161,6 +162,10 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
         return await self._in_transaction(run, batched, single)
 
     async def _in_transaction(self, run: Run[T], batched: bool = False, single: bool = False) -> T:
+        if self.pipe is None and type(run.effect) is Together:
+            async with self._connection() as conn:
+                if conn.autocommit:
+                    return await _opened_together(conn, run)
         if self.pipe is None and (batched or single):
             async with self._connection() as conn:
                 if conn.autocommit:
@@ -504,7 +509,11 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
             self._sync(self._drive(_core.release(self._locks, thread_id, local)), "lock_thread")
 
 
-async def _execute_alone(conn: psycopg.AsyncConnection[Any], statement: Statement) -> Any:
+async def _execute_alone(
+    conn: psycopg.AsyncConnection[Any], statement: Statement | Together
+) -> Any:
+    if isinstance(statement, Together):
+        return await _sent_together(conn, statement)
     if type(statement) is Combined:  # as in postgres._execute_alone
         async with psycopg.AsyncRawCursor(conn) as raw:
             await raw.execute(statement.sql, statement.params)
@@ -513,17 +522,42 @@ async def _execute_alone(conn: psycopg.AsyncConnection[Any], statement: Statemen
         return await aexecute(cur, statement)
 
 
+async def _sent_together(conn: psycopg.AsyncConnection[Any], statements: Together) -> list[Any]:
+    """As ``postgres._sent_together``."""
+    async with AsyncExitStack() as stack:
+        cursors = [
+            await stack.enter_async_context(conn.cursor(row_factory=tuple_row)) for _ in statements
+        ]
+        for cur, statement in zip(cursors, statements, strict=True):
+            await cur.execute(statement.sql, statement.params)
+        return [await afetched(cur, s) for cur, s in zip(cursors, statements, strict=True)]
+
+
+async def _opened_together(conn: psycopg.AsyncConnection[Any], run: Run[T]) -> T:
+    """As ``postgres._opened_together``."""
+    try:
+        with run:
+            run.value = await _together(conn, tuple(run.effect), begin=True)
+        result = await adrive(run, partial(_execute_alone, conn))
+        await _execute_alone(conn, _core.COMMIT)
+        return result
+    except BaseException:
+        if conn.info.transaction_status != TransactionStatus.IDLE and not conn.closed:
+            await conn.execute("ROLLBACK")
+        raise
+
+
 async def _together(
-    conn: psycopg.AsyncConnection[Any], statements: tuple[Statement, ...]
+    conn: psycopg.AsyncConnection[Any], statements: tuple[Statement, ...], begin: bool = False
 ) -> list[Any]:
     """As ``postgres._together``: one simple query on an autocommit connection,
     of statements prepared once on the server."""
     if not conn.autocommit:
         async with conn.transaction():
             return [await _execute_alone(conn, statement) for statement in statements]
-    if len(statements) == 1:
+    if len(statements) == 1 and not begin:
         return [await _execute_alone(conn, statements[0])]
-    one = OneQuery(conn, statements)
+    one = OneQuery(conn, statements, begin)
     async with psycopg.AsyncClientCursor(conn, row_factory=tuple_row) as cur:
         with forgetting(conn):
             await cur.execute(one.query, one.params)
@@ -537,8 +571,10 @@ async def _together(
     return results
 
 
-async def _in_group(group: _core.Group, statement: Statement) -> Any:
+async def _in_group(group: _core.Group, statement: Statement | Together) -> Any:
     """As ``postgres._in_group``."""
+    if isinstance(statement, Together):
+        return [await _in_group(group, each) for each in statement]
     before = group.before(statement)
     if before is None:
         return None
