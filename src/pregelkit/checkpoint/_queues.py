@@ -88,8 +88,10 @@ _HELD = (
 """Runs of a queue that hold a slot: running under a lease not expired (or
 expired within ``HELD_GRACE``). Once a lease of a named queue lapsed, no
 heartbeat renews it: a slot counted free stays free."""
-_STARTS = "SELECT count(*) FROM pregelkit_queue_starts WHERE queue = ? AND started_at >= ?"
-"""A queue's starts in the rate window (``started_at`` at or after its start)."""
+_STARTS = "SELECT count(*) FROM pregelkit_queue_starts WHERE queue = ? AND started_at > ?"
+"""A queue's starts in the rate window, which is half open as most limiters'
+are: a start exactly ``rate_seconds`` ago no longer counts, so a test that
+advances its clock by the window's length frees the next start."""
 
 
 @dataclass(frozen=True, slots=True)
