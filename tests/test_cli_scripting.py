@@ -425,6 +425,7 @@ _VOLATILE = [
     (re.compile(r"\b[0-9a-f]{32}\b"), "<interrupt>"),
     (re.compile(r"\bid='[0-9a-f]{0,31}…"), "id='<interrupt>…"),  # cut to fit the table
     (re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\b"), "<time>"),
+    (re.compile(r", \d+\.\d s$"), ", <seconds>"),  # how long a replay check took
     (re.compile(r"(?<=  )[0-9a-f]{8}(?=  )"), "<task>"),
 ]
 
