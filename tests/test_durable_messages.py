@@ -124,6 +124,32 @@ def test_events_latest_wins_and_get_event_waits(saver: BaseCheckpointSaver[Any])
     assert durable.get_event(saver, "ev", "missing", timeout=0.05) is None
 
 
+def test_delete_thread_deletes_its_mailbox(saver: BaseCheckpointSaver[Any]) -> None:
+    """A deleted thread's messages (taken or not) and events go with it: a
+    new thread of the same id starts with an empty mailbox. InMemorySaver's
+    mailbox lives as long as its process, and is kept."""
+    if isinstance(saver, InMemorySaver):
+        pytest.skip("InMemorySaver keeps its mailbox for its process")
+
+    @entrypoint(checkpointer=saver)
+    def inbox(x: int) -> Any:
+        durable.set_event("seen", durable.recv())
+        return durable.recv(timeout=0.01)
+
+    for value in ("first", "second", "unread"):
+        durable.send(saver, "box", value)
+    durable.send(saver, "other", "kept")
+    assert inbox.invoke(0, _config("box")) == "second"
+    assert durable.get_event(saver, "box", "seen") == "first"
+    saver.delete_thread("box")
+    assert durable.get_event(saver, "box", "seen") is None
+    durable.send(saver, "box", "new")
+    assert inbox.invoke(0, _config("box")) is None  # "unread" went with the thread
+    assert durable.get_event(saver, "box", "seen") == "new"
+    assert inbox.invoke(0, _config("other")) is None  # another thread's mailbox stays
+    assert durable.get_event(saver, "other", "seen") == "kept"
+
+
 def test_async_twins(async_saver: BaseCheckpointSaver[Any], arun: Any) -> None:
     @entrypoint(checkpointer=async_saver)
     async def main(x: int) -> Any:

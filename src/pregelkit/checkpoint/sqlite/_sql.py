@@ -358,6 +358,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         CREATE INDEX pregelkit_stream_parts_run ON pregelkit_stream_parts (run_id, part_id)
         """,
     ),
+    (
+        # delete_thread deletes the thread's mailbox too: its messages, read
+        # and unread (the index of migration 6 holds only unread ones)
+        "CREATE INDEX pregelkit_messages_thread ON pregelkit_messages (thread_id)",
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
@@ -438,6 +443,9 @@ DELETE_THREAD = (
     "DELETE FROM pregelkit_writes WHERE thread_id = ?",
     "DELETE FROM pregelkit_thread_control WHERE thread_id = ?",
     "DELETE FROM pregelkit_attempts WHERE thread_id = ?",
+    # its mailbox (pregelkit.durable): messages sent to it, events it set
+    "DELETE FROM pregelkit_messages WHERE thread_id = ?",
+    "DELETE FROM pregelkit_events WHERE thread_id = ?",
 )
 
 # Parameters: target thread id, source thread id. Rows the target already has
