@@ -7,6 +7,7 @@ import argparse
 import datetime as dt
 import os
 import platform
+import re
 import subprocess
 from pathlib import Path
 
@@ -423,4 +424,17 @@ empty); without it, a throwaway server is started where PostgreSQL is installed
 (`--no-postgres-server` skips them instead).
 """
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text + _kept_sections(path), encoding="utf-8")
+
+
+_SECTION = re.compile(r"<!-- ([\w-]+):start -->.*?<!-- \1:end -->", re.DOTALL)
+
+
+def _kept_sections(path: Path) -> str:
+    """The sections other benchmarks wrote between their markers
+    (``<!-- name:start -->``, ``<!-- name:end -->``): kept as they are, so a
+    run of this one alone loses none of theirs (each rewrites its own)."""
+    if not path.exists():
+        return ""
+    old = path.read_text(encoding="utf-8")
+    return "".join(f"\n{match.group(0)}\n" for match in _SECTION.finditer(old))
