@@ -75,7 +75,6 @@ def test_a_schedule_past_the_calendar_is_refused_and_lists(saver: Any) -> None:
         echo.schedule("far", every=timedelta(days=999_999_999))
     with pytest.raises(InvalidScheduleError, match="never fires"):
         echo.schedule("late", cron="0 0 * * *", start_at=datetime(9999, 12, 31, 1, tzinfo=UTC))
-    pytest.importorskip("croniter")
     echo.schedule("end", cron="0 0 * * *", start_at=datetime(9999, 12, 30, tzinfo=UTC))
     echo.schedule("end2", every=timedelta(days=1), start_at=datetime(9999, 12, 30, tzinfo=UTC))
     (end, end2) = durable.schedules(saver)
@@ -182,7 +181,6 @@ def test_pregelkit_schedules_lists_where_croniter_is_not_installed(
     from pregelkit.checkpoint import _slots
     from pregelkit.cli import main
 
-    pytest.importorskip("croniter")
     path = str(tmp_path / "ops.db")
     with SqliteSaver.from_conn_string(path) as saver:
         saver.setup()
@@ -248,7 +246,6 @@ def test_a_random_cron_field_is_refused(saver: Any, cron: str) -> None:
     """croniter reads ``R`` as a random value, drawn in each process: ``R *
     * * *`` was taken, and each worker computed its own minute (three
     processes listed 22:48, 22:25, 22:54), so each fired its own slots."""
-    pytest.importorskip("croniter")
     with pytest.raises(InvalidScheduleError, match="random"):
         _echo(saver).schedule("random", cron=cron)
     assert _echo(saver).schedule("names", cron="0 3 * mar-apr fri").cron == "0 3 * mar-apr fri"
