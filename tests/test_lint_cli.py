@@ -5,7 +5,6 @@ finding on the project's own examples and documentation."""
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import json
 import os
 import subprocess
@@ -151,7 +150,6 @@ def test_pyproject_registers_the_flake8_plugin() -> None:
     assert project["entry-points"]["flake8.extension"] == {"PK": "pregelkit.lint.flake8:Plugin"}
 
 
-@pytest.mark.skipif(importlib.util.find_spec("flake8") is None, reason="flake8 not installed")
 def test_flake8_reports_the_findings_and_applies_noqa(tmp_path: Path) -> None:
     flows = tmp_path / "flows.py"
     flows.write_text(
