@@ -37,6 +37,19 @@ def quiet(i):
 
 
 @entrypoint()
+def until(path):
+    # runs until path exists (a minute at most): as long as a test needs it running
+    import os
+    import time
+
+    for _ in range(6000):
+        if os.path.exists(path):
+            return path
+        time.sleep(0.01)
+    raise TimeoutError(path)
+
+
+@entrypoint()
 def big(n):
     return list(range(n))
 
@@ -396,7 +409,7 @@ def _wait_for_status(cwd: Path, thread_id: str, status: str) -> None:
 def test_threads_shows_a_run_in_progress_as_running(workdir: Path) -> None:
     assert cli(workdir, "run", "flows:points", "1", "--thread", "first").code == 0
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pregelkit", "run", "flows:slow", "10", "--thread", "busy"],
+        [sys.executable, "-m", "pregelkit", "run", "flows:until", '"go"', "--thread", "busy"],
         cwd=workdir,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -407,6 +420,7 @@ def test_threads_shows_a_run_in_progress_as_running(workdir: Path) -> None:
         table = cli(workdir, "threads")
         assert ["busy", "running"] in [line.split()[:2] for line in table.lines]
     finally:
+        (workdir / "go").touch()
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert _status(workdir, "busy") == "done"
