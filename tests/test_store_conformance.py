@@ -9,7 +9,7 @@ import asyncio
 import itertools
 import math
 import time
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from conftest import StoreUnderTest
 from pregelkit.store._filter import matches, parse_filter
 from pregelkit.store.base import InvalidNamespaceError, Item, PutOp, SearchItem
+from pregelkit.testing import FakeClock
 
 _fixture_ok = settings(
     max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None
@@ -467,26 +468,31 @@ def test_ttl(make_store: Any) -> None:
         return
     # Expired, unswept items are left out of reads only with omit_expired
     # (tests/test_store_batch.py has them read until swept without it).
-    ttl = {"default_ttl": 4 / 60, "refresh_on_read": True, "omit_expired": True}
-    s: StoreUnderTest = make_store(ttl=ttl)
-    start = time.monotonic()
+    # TTLs go by the process's clock, which a test's FakeClock moves (the
+    # sweeper thread, on real time, runs every 100 minutes here: not during it)
+    ttl = {"default_ttl": 4.0, "refresh_on_read": True, "omit_expired": True}
+    with FakeClock(1_800_000_000.0) as clock:
+        s: StoreUnderTest = make_store(ttl=ttl)
 
-    def at(seconds: float) -> None:  # wide margins: a loaded machine is slow
-        time.sleep(max(0.0, start + seconds - time.monotonic()))
+        def after(minutes: float) -> None:
+            clock.advance(timedelta(minutes=minutes))
 
-    s.put(("a",), "default", {"v": 1})  # expires at 4 s
-    s.put(("a",), "kept", {"v": 2}, ttl=None)  # never
-    s.put(("a",), "read", {"v": 3})
-    at(2.0)
-    assert s.get(("a",), "read") is not None  # restarts its TTL: expires at 6 s
-    assert s.get(("a",), "default", refresh_ttl=False) is not None
-    at(4.8)
-    assert s.get(("a",), "default") is None  # expired: left out, swept or not
-    assert [i.key for i in s.search(("a",), refresh_ttl=False)] == ["read", "kept"]
-    at(6.8)
-    assert [i.key for i in s.search(("a",))] == ["kept"]
-    assert s.sweep_ttl() == 2
-    assert s.list_namespaces() == [("a",)]
+        s.put(("a",), "default", {"v": 1})  # expires at 4 min
+        s.put(("a",), "kept", {"v": 2}, ttl=None)  # never
+        s.put(("a",), "read", {"v": 3})
+        after(2)
+        assert s.get(("a",), "read") is not None  # restarts its TTL: expires at 6 min
+        assert s.get(("a",), "default", refresh_ttl=False) is not None
+        after(1.9)
+        assert s.get(("a",), "default", refresh_ttl=False) is not None  # 6 s to go
+        after(0.2)
+        assert s.get(("a",), "default") is None  # expired: left out, swept or not
+        assert [i.key for i in s.search(("a",), refresh_ttl=False)] == ["read", "kept"]
+        assert s.sweep_ttl() == 1
+        after(2)
+        assert [i.key for i in s.search(("a",))] == ["kept"]
+        assert s.sweep_ttl() == 1
+        assert s.list_namespaces() == [("a",)]
 
 
 def test_ttl_sweeper(make_store: Any, arun: Any) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal, TypeAlias, cast
 
-from pregelkit._internal import _plan
+from pregelkit._internal import _clock, _plan
 from pregelkit._internal._plan import Statement
 from pregelkit.store import _index, _namespaces
 from pregelkit.store._filter import Condition, for_sql, has_nul, parse_filter
@@ -133,20 +133,31 @@ class Dialect(_plan.Dialect, ABC):
         """SQL and params returning ``ITEM_COLUMNS`` plus a score column."""
 
 
+def wall_time() -> datetime:
+    """Now, by the process's clock (``pregelkit._internal._clock``): a TTL
+    is a stored expiry time like a durable wait's wake time, so a test's
+    ``FakeClock`` expires items as it wakes runs."""
+    return datetime.fromtimestamp(_clock.clock().now(), UTC)
+
+
 class Clock:
     """Write times that strictly increase within a process, so "newest
-    first" is the order of the writes even within one clock tick."""
+    first" is the order of the writes even within one clock tick. Only
+    while the process keeps one clock: the times a test's ``FakeClock``
+    gave do not hold back the real clock's after it ends."""
 
     def __init__(self) -> None:
         self._last = datetime.min.replace(tzinfo=UTC)
+        self._source: object = None
         self._lock = threading.Lock()
 
     def __call__(self) -> datetime:
         with self._lock:
-            now = datetime.now(UTC)
-            if now <= self._last:
+            source = _clock.clock()
+            now = datetime.fromtimestamp(source.now(), UTC)
+            if source is self._source and now <= self._last:
                 now = self._last + timedelta(microseconds=1)
-            self._last = now
+            self._last, self._source = now, source
             return now
 
 
@@ -170,7 +181,7 @@ def run_batch(
     ``omit_expired``: leave expired, not yet swept items out of reads
     (LangGraph's ``TTLConfig`` option, off by default: until the sweeper
     deletes them, expired items are read as live ones)."""
-    now = datetime.now(UTC)
+    now = wall_time()
     horizon = _horizon(dialect, now, omit_expired)
     results: list[Result] = [None] * len(ops)
     gets: dict[tuple[str, str], list[int]] = {}
@@ -216,7 +227,7 @@ def get_one(dialect: Dialect, op: GetOp, omit_expired: bool) -> Statement:
     """The one ``SELECT`` of a lone get, without a plan: a store's most
     common call, for stores that take it straight (see ``found_one``)."""
     key = (_namespaces.encode(op.namespace), op.key)
-    return dialect.select_items([key], _horizon(dialect, datetime.now(UTC), omit_expired))
+    return dialect.select_items([key], _horizon(dialect, wall_time(), omit_expired))
 
 
 def found_one(
@@ -387,7 +398,7 @@ def _item(dialect: Dialect, row: Sequence[Any], deserialize: Deserializer) -> It
 
 def sweep(dialect: Dialect) -> Plan:
     """Delete expired items (and their vectors); returns how many."""
-    now = dialect.time(datetime.now(UTC))
+    now = dialect.time(wall_time())
     yield Statement(dialect.sweep_vectors, (now,))
     count = yield Statement(dialect.sweep, (now,), "count")
     return int(count or 0)
