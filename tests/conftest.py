@@ -392,3 +392,12 @@ def queue_db(
     monkeypatch.setenv("FLEET_DB", dsn)
     yield dsn, PostgresSaver(pool)
     _fail_on_open_transactions(pool)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """A headless Chromium for a module's browser tests (``chromium.py``)."""
+    from chromium import launched
+
+    with launched() as chromium:
+        yield chromium

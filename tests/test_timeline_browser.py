@@ -4,15 +4,12 @@ per attempt, shows an attempt's details on hover, zooms and pans, and shows
 hostile task names as text. It also takes the guide's screenshot
 (docs/images/timeline.png).
 
-Chromium is the system's (Debian: ``apt-get install chromium``; ``.ci/run``
-installs it); Playwright's own browser download is never used. Without it
-the tests skip, except under ``CI=true``, where a missing browser fails.
+Chromium is the system's (the ``browser`` fixture, ``chromium.py``): without
+it the tests skip, except under ``CI=true``, where a missing browser fails.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,44 +20,7 @@ from pregelkit.cli._timeline_html import render_html
 from pregelkit.observe.timeline import Timeline
 from timeline_samples import ATTEMPTS, HOSTILE_ERROR, HOSTILE_NAME, guide_timeline, sample_timeline
 
-CHROMIUM = os.environ.get("PREGELKIT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "images" / "timeline.png"
-
-
-def _missing(what: str) -> None:
-    message = (
-        f"{what}: the HTML timeline tests need Chromium (apt-get install chromium) and "
-        "Playwright (pip install -e '.[test]')"
-    )
-    if os.environ.get("CI") == "true":
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("playwright is not installed")
-    if not os.path.exists(CHROMIUM):
-        _missing(f"no Chromium at {CHROMIUM}")
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 class Page:

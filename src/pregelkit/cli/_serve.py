@@ -42,6 +42,12 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run no workers here: `pregelkit worker` processes run the queued runs",
     )
+    p.add_argument(
+        "--static",
+        metavar="DIR",
+        help="also serve the files of DIR at /ui/ (a web page calling this API on its own "
+        "origin; the files need no key, the API still does)",
+    )
     p.add_argument("--concurrency", type=int, default=8, help="in-process runs at a time (8)")
     p.add_argument(
         "--max-body", type=int, default=MAX_BODY, metavar="BYTES",

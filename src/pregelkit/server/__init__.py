@@ -11,7 +11,8 @@ exactly as ``pregelkit run`` and ``pregelkit worker`` do.
 One module per job: ``_config`` (what is served), ``_auth`` (API keys),
 ``_body`` (request bodies: size limit, JSON, field types), ``_errors``
 (JSON errors), ``_json`` (values as JSON), ``_api`` (what every route works
-with), ``_app`` (the application), and one module of routes per resource.
+with), ``_app`` (the application), ``_static`` (``--static``: a web page
+at ``/ui/``), and one module of routes per resource.
 See docs/guides/serve.md.
 """
 

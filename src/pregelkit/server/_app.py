@@ -20,6 +20,7 @@ from pregelkit.server._api import Api
 from pregelkit.server._auth import ApiKeys
 from pregelkit.server._errors import ApiError, Unexpected, on_api_error, on_http_error
 from pregelkit.server._json import Json
+from pregelkit.server._static import ui_mount
 
 
 async def ok(request: Request) -> Response:
@@ -42,9 +43,11 @@ def create_app(
     api: Api,
     keys: Sequence[str] = (),
     start_workers: Callable[[], Callable[[], None]] | None = None,
+    static: str | None = None,
 ) -> Starlette:
     """The application over ``api``. ``start_workers`` starts the in-process
-    workers and returns what stops them (called when the server stops)."""
+    workers and returns what stops them (called when the server stops);
+    ``static`` is a directory served at ``/ui/`` (``_static``)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -64,8 +67,12 @@ def create_app(
             *_store.routes,
             *_streams.routes,
             *_runs.routes,
+            *([ui_mount(static)] if static is not None else []),
         ],
-        middleware=[Middleware(ApiKeys, keys=keys), Middleware(Unexpected)],
+        middleware=[
+            Middleware(ApiKeys, keys=keys, open_ui=static is not None),
+            Middleware(Unexpected),
+        ],
         exception_handlers={
             ApiError: on_api_error,
             HTTPException: on_http_error,

@@ -23,11 +23,13 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pregelkit.cli._errors import CliError
+from pregelkit.server._static import is_ui_path
 
 KEY_ENV = "PREGELKIT_API_KEY"
 OWNER = "pregelkit_owner"
 OPEN_PATHS = frozenset({"/ok"})
-"""Answered without a key: a load balancer's health check carries none."""
+"""Answered without a key: a load balancer's health check carries none (nor
+does a browser loading the ``--static`` page at ``/ui/``: ``_static``)."""
 
 
 def owner_id(key: bytes) -> str:
@@ -73,12 +75,16 @@ class ApiKeys:
     """ASGI middleware: a request without one of ``keys`` in ``x-api-key``
     is answered 401 (JSON) before any route sees it. No keys: all pass."""
 
-    def __init__(self, app: ASGIApp, keys: Iterable[str]) -> None:
+    def __init__(self, app: ASGIApp, keys: Iterable[str], open_ui: bool = False) -> None:
         self.app = app
         self.keys = tuple(k.encode() for k in keys)
+        self.open_ui = open_ui
+
+    def _open(self, path: str) -> bool:
+        return path in OPEN_PATHS or (self.open_ui and is_ui_path(path))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.keys or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or not self.keys or self._open(scope["path"]):
             await self.app(scope, receive, send)
             return
         given = dict(scope["headers"]).get(b"x-api-key")

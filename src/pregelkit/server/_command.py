@@ -14,6 +14,7 @@ from pregelkit.cli._errors import CliError
 from pregelkit.cli._fleet import _log_to_stderr
 from pregelkit.cli._render import clean
 from pregelkit.server._auth import KEY_ENV, check_bind, keys_from
+from pregelkit.server._static import UI_PATH, check_static
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -43,6 +44,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     if args.max_body < 1024:
         raise CliError(f"--max-body must be at least 1024 bytes, got {args.max_body}")
     served = load_served(args.target, args.config)
+    static = check_static(args.static) if args.static is not None else None
     with contextlib.ExitStack() as stack:
         backend = stack.enter_context(open_backend(args.db, pool_size=8))
         db = backend.db
@@ -54,13 +56,17 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
             start = in_thread(worker)
         _log_to_stderr()  # a failed run's traceback, as `pregelkit worker` logs it
         _log_to_stderr("pregelkit.server")  # a request that failed unexpectedly
-        app = create_app(api, keys, start)
+        app = create_app(api, keys, start, static)
         workers = "no workers" if args.no_workers else f"{args.concurrency} in-process runs"
         graphs = ", ".join(s.graph_id for s in served)
         out.write(
             clean(f"serving {graphs} on {db.shown} at http://{args.host}:{args.port} "
                   f"({workers}, {'API keys required' if keys else 'no API key'})") + "\n"
         )  # fmt: skip
+        if static is not None:
+            out.write(
+                clean(f"the files of {static} at http://{args.host}:{args.port}{UI_PATH}/") + "\n"
+            )
         out.flush()
         with _stopped_by_signals():
             config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
