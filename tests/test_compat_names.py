@@ -11,12 +11,13 @@ import uuid
 import warnings
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+from pregelkit._internal._jsonschema import json_schema
 from pregelkit._internal._typing import MISSING as MISSING_VALUE
 from pregelkit.channels import LastValue, Topic
 from pregelkit.checkpoint.base import (
@@ -46,6 +47,11 @@ from pregelkit.types import Command, Interrupt, Send, StateUpdate, interrupt
 class State(TypedDict):
     a: int
     b: list[str]
+
+
+class Loose(TypedDict):
+    a: int
+    b: NotRequired[list[str]]
 
 
 class Decision(TypedDict):
@@ -339,6 +345,18 @@ def test_schemas_from_type_hints_match_langgraphs() -> None:
     assert flow.get_output_jsonschema() == {
         "additionalProperties": {"type": "integer"},
         "title": "LangGraphOutput",
+        "type": "object",
+    }
+
+    # NotRequired (under this module's `from __future__ import annotations`
+    # too): the key's own type, and not required, as pydantic writes it
+    assert json_schema(Loose)["$defs"]["Loose"] == {
+        "properties": {
+            "a": {"title": "A", "type": "integer"},
+            "b": {"items": {"type": "string"}, "title": "B", "type": "array"},
+        },
+        "required": ["a"],
+        "title": "Loose",
         "type": "object",
     }
 

@@ -40,6 +40,7 @@ _SCALARS: dict[Any, dict[str, Any]] = {
     pathlib.Path: {"format": "path", "type": "string"},
 }
 _JSON_VALUES = (str, int, float, bool, type(None))
+_WRAPPERS = (typing.Annotated, typing.Required, typing.NotRequired)
 
 
 def _title(name: str) -> str:
@@ -55,6 +56,16 @@ def _hints(tp: Any) -> dict[str, Any]:
         return typing.get_type_hints(tp, include_extras=True)
     except Exception:  # unresolvable forward references: fields accept anything
         return dict.fromkeys(getattr(tp, "__annotations__", {}), Any)
+
+
+def _required(tp: Any, key: str, hint: Any) -> bool:
+    """Whether a TypedDict needs ``key``. Its hint says so first: under
+    ``from __future__ import annotations``, Python 3.11 counts a
+    ``NotRequired`` key among ``__required_keys__``."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Required, typing.NotRequired):
+        return origin is typing.Required
+    return key in tp.__required_keys__
 
 
 class _Builder:
@@ -75,7 +86,7 @@ class _Builder:
                     elif f.default_factory is dataclasses.MISSING:
                         required.append(f.name)
             elif _is_typeddict(tp):
-                required = [k for k in _hints(tp) if k in tp.__required_keys__]  # type: ignore[attr-defined]
+                required = [k for k, hint in _hints(tp).items() if _required(tp, k, hint)]
             else:  # NamedTuple
                 defaults = dict(getattr(tp, "_field_defaults", {}))
                 required = [k for k in tp._fields if k not in defaults]  # type: ignore[attr-defined]
@@ -98,7 +109,7 @@ class _Builder:
             return dict(_SCALARS[tp])
         origin = typing.get_origin(tp)
         args = typing.get_args(tp)
-        if origin is typing.Annotated:
+        if origin in _WRAPPERS:  # Annotated, and a TypedDict key's NotRequired[...]
             return self.schema(args[0])
         if origin in (typing.Union, types.UnionType):
             return {"anyOf": [self.schema(a) for a in args]}

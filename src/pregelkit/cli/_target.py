@@ -91,6 +91,25 @@ def load_target(spec: str) -> Target:
     )
 
 
+def load_object(spec: str, what: str) -> Any:
+    """Import ``MODULE:NAME`` as ``load_target`` does and return what ``NAME``
+    is, whatever it is (``what`` names it in errors: "the auth hook")."""
+    module_part, name = _split(spec)
+    if _is_path(module_part):
+        path = os.path.abspath(module_part)
+        if not os.path.isfile(path):
+            raise CliError(f"no such file for {what}: {module_part!r} (from {spec!r})")
+        module = _import_file(path)
+    else:
+        cwd = os.getcwd()
+        if cwd not in sys.path and "" not in sys.path:
+            sys.path.insert(0, cwd)  # as `python -m` does
+        module = _import_module(module_part)
+    if not hasattr(module, name):
+        raise CliError(f"{module_part!r} has no {name!r} (given as {what}: {spec!r})")
+    return getattr(module, name)
+
+
 def load_recorded(spec: str, recorded: Any, thread_id: str) -> Target:
     """The workflow ``run`` recorded for ``thread_id``, from where it was
     found then; an error saying what changed if it is not there any more."""

@@ -9,6 +9,7 @@ workflows are found (``cli._target``) and databases opened (``cli._db``)
 exactly as ``pregelkit run`` and ``pregelkit worker`` do.
 
 One module per job: ``_config`` (what is served), ``_auth`` (API keys),
+``_hook`` (the config's auth hook), ``_schemas`` (run inputs checked),
 ``_body`` (request bodies: size limit, JSON, field types), ``_errors``
 (JSON errors), ``_json`` (values as JSON), ``_api`` (what every route works
 with), ``_app`` (the application), ``_static`` (``--static``: a web page
@@ -19,5 +20,6 @@ See docs/guides/serve.md.
 from pregelkit.server._api import Api
 from pregelkit.server._app import create_app
 from pregelkit.server._config import Served, load_served
+from pregelkit.server._hook import AuthError
 
-__all__ = ["Api", "Served", "create_app", "load_served"]
+__all__ = ["Api", "AuthError", "Served", "create_app", "load_served"]

@@ -19,6 +19,7 @@ from pregelkit.server import _assistants, _runs, _store, _streams, _threads
 from pregelkit.server._api import Api
 from pregelkit.server._auth import ApiKeys
 from pregelkit.server._errors import ApiError, Unexpected, on_api_error, on_http_error
+from pregelkit.server._hook import Hook, HookAuth
 from pregelkit.server._json import Json
 from pregelkit.server._static import ui_mount
 
@@ -44,10 +45,12 @@ def create_app(
     keys: Sequence[str] = (),
     start_workers: Callable[[], Callable[[], None]] | None = None,
     static: str | None = None,
+    hook: Hook | None = None,
 ) -> Starlette:
     """The application over ``api``. ``start_workers`` starts the in-process
     workers and returns what stops them (called when the server stops);
-    ``static`` is a directory served at ``/ui/`` (``_static``)."""
+    ``static`` is a directory served at ``/ui/`` (``_static``); ``hook``
+    (the config's ``auth``) admits requests in place of ``keys``."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -70,7 +73,9 @@ def create_app(
             *([ui_mount(static)] if static is not None else []),
         ],
         middleware=[
-            Middleware(ApiKeys, keys=keys, open_ui=static is not None),
+            Middleware(HookAuth, hook=hook, open_ui=static is not None)
+            if hook
+            else Middleware(ApiKeys, keys=keys, open_ui=static is not None),
             Middleware(Unexpected),
         ],
         exception_handlers={

@@ -7,8 +7,11 @@ answers everyone, so it refuses to listen beyond the loopback interface
 without one: an open port on a network must not run workflows for anybody.
 
 Each thread records who created it (a digest of the key, never the key) and
-a key sees only its own threads and their runs. A thread created on a server
-without keys belongs to no key: it is seen only while the server has none.
+a key sees only its own threads and their runs, crons and store namespaces
+(``_store``). A thread created on a server without keys belongs to no key: it
+is seen only while the server has none. An auth hook named in the config
+(``_hook``) replaces the keys: the identity it answers owns what the request
+creates, the same way.
 """
 
 from __future__ import annotations
@@ -50,15 +53,16 @@ def keys_from(given: Sequence[str] | None, env: str | None) -> tuple[str, ...]:
     return tuple(k for k in keys if k)
 
 
-def check_bind(host: str, keys: Sequence[str]) -> None:
-    """Refuse to listen beyond loopback without a key."""
-    if keys or _is_loopback(host):
+def check_bind(host: str, keys: Sequence[str], hook: bool = False) -> None:
+    """Refuse to listen beyond loopback without a key (or an auth hook)."""
+    if keys or hook or _is_loopback(host):
         return
     raise CliError(
         f"refusing to listen on {host} without an API key: anyone who reaches the port could "
         f"run the workflows. Give one with --auth-key KEY (or {KEY_ENV}=KEY1,KEY2), and clients "
-        "send it as the x-api-key header (the SDK's api_key= or LANGGRAPH_API_KEY); or listen "
-        "on 127.0.0.1"
+        "send it as the x-api-key header (the SDK's api_key= or LANGGRAPH_API_KEY); or name an "
+        'auth hook in the config ("auth": {"path": "auth.py:authenticate"}); or listen on '
+        "127.0.0.1"
     )
 
 
@@ -98,15 +102,20 @@ class ApiKeys:
             if given is None
             else ("wrong API key")
         )
-        body = json.dumps({"detail": detail}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await refuse(send, 401, detail)
+
+
+async def refuse(send: Send, status: int, detail: str) -> None:
+    """Answer ``status`` with ``{"detail": detail}`` before any route runs."""
+    body = json.dumps({"detail": detail}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

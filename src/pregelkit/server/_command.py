@@ -20,6 +20,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 if TYPE_CHECKING:
     from pregelkit.server._api import Api
+    from pregelkit.server._hook import Hook
     from pregelkit.worker import Worker
 
 
@@ -35,10 +36,17 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from pregelkit.server._app import create_app, in_thread
     from pregelkit.server._config import load_served
     from pregelkit.server._database import open_backend
+    from pregelkit.server._hook import load_hook
     from pregelkit.server._uvicorn import Server
 
     keys = keys_from(args.auth_key, os.environ.get(KEY_ENV))
-    check_bind(args.host, keys)
+    hook = load_hook(args.config)
+    if hook is not None and keys:
+        raise CliError(
+            f"the config's auth hook ({hook.spec}) replaces API keys: give no --auth-key "
+            f"and no {KEY_ENV} (the hook can check x-api-key itself)"
+        )
+    check_bind(args.host, keys, hook is not None)
     if args.concurrency < 1:
         raise CliError(f"--concurrency must be at least 1, got {args.concurrency}")
     if args.max_body < 1024:
@@ -56,12 +64,12 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
             start = in_thread(worker)
         _log_to_stderr()  # a failed run's traceback, as `pregelkit worker` logs it
         _log_to_stderr("pregelkit.server")  # a request that failed unexpectedly
-        app = create_app(api, keys, start, static)
+        app = create_app(api, keys, start, static, hook)
         workers = "no workers" if args.no_workers else f"{args.concurrency} in-process runs"
         graphs = ", ".join(s.graph_id for s in served)
         out.write(
             clean(f"serving {graphs} on {db.shown} at http://{args.host}:{args.port} "
-                  f"({workers}, {'API keys required' if keys else 'no API key'})") + "\n"
+                  f"({workers}, {_admission(keys, hook)})") + "\n"
         )  # fmt: skip
         if static is not None:
             out.write(
@@ -73,6 +81,13 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
             Server(api, config).run()
     out.write("stopped\n")
     return 0
+
+
+def _admission(keys: tuple[str, ...], hook: Hook | None) -> str:
+    """Who the server admits, as its start line says it."""
+    if hook is not None:
+        return f"auth hook {hook.spec}"
+    return "API keys required" if keys else "no API key"
 
 
 @contextlib.contextmanager

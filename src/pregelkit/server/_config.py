@@ -1,6 +1,7 @@
 """Which workflows a server serves: one ``MODULE:NAME`` from the command line,
 or the ``graphs`` of a config file (``pregelkit.json``, or LangGraph's
-``langgraph.json`` read as is: its other sections are ignored).
+``langgraph.json`` read as is: besides ``graphs``, only its ``auth`` section
+is read, by ``_hook``; the others are ignored).
 
 Only what the config names is ever imported: no request can make the server
 load code. Paths in a config file are relative to the file, as in LangGraph.
@@ -52,10 +53,11 @@ def load_served(target: str | None, config: str | None) -> list[Served]:
     assert config is not None
     graphs = _graphs_of(config)
     base = os.path.dirname(os.path.abspath(config))
-    return [_served(name, _relative(spec, base)) for name, spec in graphs.items()]
+    return [_served(name, relative(spec, base)) for name, spec in graphs.items()]
 
 
-def _graphs_of(path: str) -> dict[str, str]:
+def read_config(path: str) -> dict[str, Any]:
+    """The config file's JSON object (an empty one if it holds another value)."""
     try:
         with open(path, encoding="utf-8") as f:
             data: Any = json.load(f)
@@ -63,7 +65,11 @@ def _graphs_of(path: str) -> dict[str, str]:
         raise CliError(f"cannot read the config {path!r}: {exc.strerror}") from None
     except ValueError as exc:
         raise CliError(f"the config {path!r} is not valid JSON: {exc}") from None
-    graphs = data.get("graphs") if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
+def _graphs_of(path: str) -> dict[str, str]:
+    graphs = read_config(path).get("graphs")
     if not isinstance(graphs, dict) or not graphs:
         raise CliError(
             f"the config {path!r} names no graphs: it needs "
@@ -78,7 +84,7 @@ def _graphs_of(path: str) -> dict[str, str]:
     return graphs
 
 
-def _relative(spec: str, base: str) -> str:
+def relative(spec: str, base: str) -> str:
     """A file path of ``spec`` made absolute from the config's directory
     (``./agent.py:graph``); a dotted module is left as it is."""
     module, _, attr = spec.rpartition(":")

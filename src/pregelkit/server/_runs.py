@@ -44,6 +44,7 @@ from pregelkit.server._auth import owner_of
 from pregelkit.server._body import Body, check_uuid, query_int
 from pregelkit.server._errors import ApiError, not_found
 from pregelkit.server._json import Json, iso, jsonable
+from pregelkit.server._schemas import check_input
 from pregelkit.server._threads import status_of, thread_row
 from pregelkit.types import Command
 
@@ -153,6 +154,8 @@ def submit(
         if value is not None:
             raise ApiError(422, "give 'input' or 'command', not both")
         value = _command(Body(command))
+    elif value is not None:
+        check_input(api.graphs[served.graph_id].get_input_jsonschema(), value)
     if_not_exists = body.choice("if_not_exists", ("reject", "create"), "reject")
     if body.choice("on_completion", ("delete", "keep")) == "delete":
         raise ApiError(422, "on_completion 'delete' is served for stateless runs only")

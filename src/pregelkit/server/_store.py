@@ -4,6 +4,15 @@ workflows' ``store`` argument sees too.
 Namespaces are arrays of non-empty labels without ``.`` (the SDK joins
 them with dots in a query string); a missing item reads as ``null``, as on
 LangGraph's server.
+
+With API keys (or an auth hook) each owner has a store of its own: what a
+client names ``("users", "ann")`` is kept under ``("pregelkit-owner:<owner
+digest>", "users", "ann")``, and that first label is added on the way in and
+taken off on the way out, so the client sees its namespaces unchanged. Every
+read and search is under the owner's label, so no prefix, wildcard or
+namespace spelled like the label reaches another owner's items. Without keys
+the store is served as it is (the database's whole store, owners' labels
+included); only writing under an owner's label is refused there.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from pregelkit.server._api import api_of, call
+from pregelkit.server._auth import owner_of
 from pregelkit.server._body import Body
 from pregelkit.server._errors import ApiError
 from pregelkit.server._json import Json
@@ -30,9 +40,32 @@ def _namespace(labels: list[str] | None, what: str, *, empty: bool = False) -> t
     return tuple(labels)
 
 
-def _item(item: Any) -> dict[str, Any]:
+OWNED = "pregelkit-owner:"
+"""The first label of an owner's namespaces, followed by its digest."""
+
+
+def _scope(request: Request) -> tuple[str, ...]:
+    """The labels the request's owner's namespaces start with (none without keys)."""
+    owner = owner_of(request)
+    return () if owner is None else (OWNED + owner,)
+
+
+def _writable(request: Request, namespace: tuple[str, ...]) -> tuple[str, ...]:
+    """``namespace`` as stored, for a put or a delete: without keys, an
+    owner's label is refused (a keyless client must not plant items in a
+    key's store)."""
+    scope = _scope(request)
+    if not scope and namespace[0].startswith(OWNED):
+        raise ApiError(
+            422, f"namespaces starting with {OWNED!r} belong to API keys: name another label"
+        )
+    return scope + namespace
+
+
+def _item(item: Any, hidden: int) -> dict[str, Any]:
+    """The item as the SDK reads it, without the ``hidden`` owner's label."""
     out: dict[str, Any] = {
-        "namespace": list(item.namespace),
+        "namespace": list(item.namespace)[hidden:],
         "key": item.key,
         "value": item.value,
         "created_at": item.created_at.isoformat(),
@@ -58,7 +91,7 @@ def _store_error(exc: Exception) -> ApiError:
 async def put_item(request: Request) -> Response:
     api = api_of(request)
     body = await api.body(request)
-    namespace = _namespace(body.labels("namespace"), "namespace")
+    namespace = _writable(request, _namespace(body.labels("namespace"), "namespace"))
     key = _key(body)
     value = body.obj("value")
     if value is None:
@@ -79,7 +112,8 @@ async def put_item(request: Request) -> Response:
 async def get_item(request: Request) -> Response:
     api = api_of(request)
     raw = request.query_params.get("namespace", "")
-    namespace = _namespace(raw.split(".") if raw else [], "namespace")
+    scope = _scope(request)
+    namespace = scope + _namespace(raw.split(".") if raw else [], "namespace")
     key = request.query_params.get("key")
     if not key:
         raise ApiError(422, "query parameter 'key' is required")
@@ -87,13 +121,13 @@ async def get_item(request: Request) -> Response:
     item = await call(
         api.store.get, namespace, key, refresh_ttl=None if refresh is None else refresh == "true"
     )
-    return Json(None if item is None else _item(item))
+    return Json(None if item is None else _item(item, len(scope)))
 
 
 async def delete_item(request: Request) -> Response:
     api = api_of(request)
     body = await api.body(request)
-    namespace = _namespace(body.labels("namespace"), "namespace")
+    namespace = _writable(request, _namespace(body.labels("namespace"), "namespace"))
     await call(api.store.delete, namespace, _key(body))
     return Response(status_code=204)
 
@@ -101,7 +135,8 @@ async def delete_item(request: Request) -> Response:
 async def search_items(request: Request) -> Response:
     api = api_of(request)
     body = await api.body(request)
-    prefix = _namespace(body.labels("namespace_prefix"), "namespace_prefix", empty=True)
+    scope = _scope(request)
+    prefix = scope + _namespace(body.labels("namespace_prefix"), "namespace_prefix", empty=True)
     try:
         items = await call(
             api.store.search,
@@ -114,23 +149,25 @@ async def search_items(request: Request) -> Response:
         )
     except (ValueError, TypeError, NotImplementedError) as exc:
         raise _store_error(exc) from None
-    return Json({"items": [_item(i) for i in items]})
+    return Json({"items": [_item(i, len(scope)) for i in items]})
 
 
 async def list_namespaces(request: Request) -> Response:
     api = api_of(request)
     body = await api.body(request)
-    prefix = body.labels("prefix")
+    scope = _scope(request)
+    prefix = scope + _namespace(body.labels("prefix"), "prefix", empty=True)
     suffix = body.labels("suffix")
+    depth = body.integer("max_depth", None, low=1, high=1000)
     found = await call(
         api.store.list_namespaces,
-        prefix=_namespace(prefix, "prefix") if prefix else None,
+        prefix=prefix or None,
         suffix=_namespace(suffix, "suffix") if suffix else None,
-        max_depth=body.integer("max_depth", None, low=1, high=1000),
+        max_depth=None if depth is None else depth + len(scope),
         limit=body.integer("limit", 100, high=1000),
         offset=body.integer("offset", 0, high=1_000_000),
     )
-    return Json({"namespaces": [list(ns) for ns in found]})
+    return Json({"namespaces": [list(ns)[len(scope) :] for ns in found]})
 
 
 routes = [
