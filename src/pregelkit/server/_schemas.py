@@ -33,7 +33,10 @@ _TYPES: dict[str, str] = {
 
 def check_input(schema: Mapping[str, Any], value: Any) -> None:
     """Raise a 422 naming the first place where ``value`` breaks ``schema``."""
-    problem = _Checker(schema.get("$defs", {})).problem(schema, value, "input")
+    try:
+        problem = _Checker(schema.get("$defs", {})).problem(schema, value, "input")
+    except RecursionError:  # a recursive type, and an input nested past Python's stack
+        raise ApiError(422, "the input is nested too deeply to check") from None
     if problem is not None:
         raise ApiError(422, f"{problem} (the workflow's input schema: assistants.get_schemas)")
 
