@@ -445,7 +445,7 @@ def claims(url: str, cycles: int, limited: bool) -> float:
             take: Any = partial(_runqueue.claim, limit=1, **common)
             end: Any = partial(_runqueue.finish_and_claim, **common)
         else:
-            names = {"queues": [queue.name]}
+            names = {"queues": [queue.name], "known": _queues.Known()}  # as a worker keeps
             take = partial(_queues.claim, limit=1, **common, **names)
             end = partial(_queues.finish_and_claim, **common, **names)
         alone = queue is None

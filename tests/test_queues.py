@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pregelkit._internal._plan import Whole
 from pregelkit.checkpoint import _queues, _runqueue, _waits
 from pregelkit.checkpoint.postgres.aio import AsyncPostgresSaver
 from pregelkit.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -34,9 +35,16 @@ def job(x: Any) -> Any:
     return x
 
 
-def claim(saver: Any, worker: str, limit: int = 10, queues: tuple[str, ...] = ("q",)) -> list[str]:
+def claim(
+    saver: Any,
+    worker: str,
+    limit: int = 10,
+    queues: tuple[str, ...] = ("q",),
+    known: _queues.Known | None = None,
+) -> list[str]:
     taken = saver.run_queue(
-        lambda d: _queues.claim(d, worker, ["job"], list(queues), limit, 30), "claim"
+        lambda d: _queues.claim(d, worker, ["job"], list(queues), limit, 30, known=known),
+        "claim",
     )
     return sorted(c.thread_id for c in taken)
 
@@ -209,6 +217,93 @@ def test_a_lower_limit_declared_while_runs_hold_slots_lets_them_finish(
     assert claim(saver, "w1") == ["t3"]
     declare_queue(saver, Queue("q"))  # no limits any more
     assert claim(saver, "w1") == ["t4", "t5"]
+
+
+def test_a_claim_built_on_limits_since_changed_takes_nothing_of_that_queue(
+    queue_db: tuple[str, Any],
+) -> None:
+    """A worker keeps the limits it last read (``Known``) and builds its
+    claim on them, so that on PostgreSQL the lock, the claim and the COMMIT
+    are one query; a claim on limits that changed since takes nothing of
+    that queue, and the next one is built on the new limits."""
+    url, saver = queue_db
+    stale_first = url.startswith("postgresql://")  # SQLite reads the limits first anyway
+    known = _queues.Known()
+
+    def again(expected: list[str]) -> None:
+        got = claim(saver, "w", known=known)
+        if stale_first:
+            assert got == [], "a claim on stale limits took runs"
+            got = claim(saver, "w", known=known)
+        assert got == expected
+
+    declare_queue(saver, Queue("q", concurrency=3))
+    wf = job.copy(checkpointer=saver)
+    for i in range(8):
+        wf.submit(i, cfg(f"t{i}"), queue="q")
+    assert claim(saver, "w", known=known) == ["t0", "t1", "t2"]
+    assert known.limits == {"q": _queues.Limits("q", concurrency=3)}
+    end(saver, "t0")
+    declare_queue(saver, Queue("q", concurrency=4))  # higher: its first claim waits one more
+    again(["t3", "t4"])
+    assert known.limits == {"q": _queues.Limits("q", concurrency=4)}
+    assert claim(saver, "w", known=known) == []  # at the limit, on limits it knows
+    declare_queue(saver, Queue("q"))  # no limits any more
+    again(["t5", "t6", "t7"])
+    assert known.limits == {}
+    wf.submit(8, cfg("t8"), queue="q")
+    declare_queue(saver, Queue("q", concurrency=1))  # limited again, 7 running
+    assert claim(saver, "w", known=known) == []
+    assert claim(saver, "w", known=known) == []
+    assert known.limits == {"q": _queues.Limits("q", concurrency=1)}
+
+
+def _whole(then_fail: bool, yield_after: bool = False) -> Any:
+    """A transaction of one ``Whole`` effect: raise the run's priority,
+    then (``then_fail``) read a table that is not there."""
+
+    def plan(d: Any) -> Any:
+        raise_it = d.q("UPDATE pregelkit_runs SET priority = 99 WHERE thread_id = ?", ("w",))
+        last = d.q("SELECT 1 FROM no_such_table" if then_fail else "SELECT 1", (), "one")
+        got = yield Whole((raise_it, last))
+        if yield_after:
+            yield d.q("SELECT 1", (), "one")
+        return got[1]
+
+    return plan
+
+
+def _priority(saver: Any) -> int:
+    look = _one("SELECT priority FROM pregelkit_runs WHERE thread_id = ?", ("w",))
+    return int(saver.run_queue(look, "look")[0])
+
+
+def test_a_whole_transaction_is_all_or_nothing(queue_db: tuple[str, Any], arun: Any) -> None:
+    """``Whole`` (BEGIN, the statements and COMMIT as one query on
+    PostgreSQL): a failing last statement keeps nothing of the first, and
+    the connection serves the next call; a plan that yields after it is a
+    bug, said."""
+    url, saver = queue_db
+    job.copy(checkpointer=saver).submit(1, cfg("w"))
+    with pytest.raises(Exception, match="no_such_table"):
+        saver.run_queue(_whole(then_fail=True), "whole")
+    assert _priority(saver) == 0
+    assert saver.run_queue(_whole(then_fail=False), "whole") == (1,)
+    assert _priority(saver) == 99
+    if url.startswith("postgresql://"):
+        with pytest.raises(RuntimeError, match="after its Whole effect"):
+            saver.run_queue(_whole(then_fail=False, yield_after=True), "whole")
+
+        async def on_async() -> tuple[Any, int]:
+            async with AsyncPostgresSaver.from_conn_string(url) as asaver:
+                with pytest.raises(Exception, match="no_such_table"):
+                    await asaver.arun_queue(_whole(then_fail=True), "whole")
+                look = _one("SELECT priority FROM pregelkit_runs WHERE thread_id = ?", ("w",))
+                return await asaver.arun_queue(_whole(False), "whole"), (
+                    await asaver.arun_queue(look, "look")
+                )[0]
+
+        assert arun(on_async()) == ((1,), 99)
 
 
 def test_huge_limits_are_no_limits(queue_db: tuple[str, Any]) -> None:

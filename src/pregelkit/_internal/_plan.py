@@ -32,11 +32,13 @@ __all__ = [
     "Run",
     "Statement",
     "Together",
+    "Whole",
     "adrive",
     "aexecute",
     "afetched",
     "done",
     "drive",
+    "ended",
     "execute",
     "fetched",
     "migrate",
@@ -82,6 +84,16 @@ class Together(tuple[Statement, ...]):
     round trip); elsewhere they run one after another. Sends back each
     one's result, in order. Fetches ``"one"``, ``"all"`` or none (a
     pipeline knows a row count only once synced)."""
+
+    __slots__ = ()
+
+
+class Whole(Together):
+    """``Together`` as a plan's last effect: the whole of its transaction,
+    so a driver may send the COMMIT with them too (PostgreSQL: BEGIN, the
+    statements and COMMIT as one simple query, one round trip, the
+    transaction's locks held for no client round trip). The plan returns
+    once it is sent their results; it yields nothing after."""
 
     __slots__ = ()
 
@@ -139,6 +151,14 @@ class Run(Generic[T]):
             self.effect = None
             self.result = done.value
         return True
+
+
+def ended(run: Run[T]) -> T:
+    """The result of ``run``, sent the results of its ``Whole`` effect: the
+    transaction is over, so the plan must have returned."""
+    if run.effect is not None:
+        raise RuntimeError(f"a plan yielded {run.effect!r} after its Whole effect")
+    return run.result
 
 
 def drive(plan: Plan[T] | Run[T], perform: Callable[[Any], Any]) -> T:

@@ -14,8 +14,10 @@ Claims of a limited queue are serialized: the claim first locks the
 queue's row (PostgreSQL ``FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE``
 serializes every claim already) and then counts, in a statement of its own
 that sees what the claim before it committed. Two workers never both take
-the last slot. The default queue, and a named queue with no limits, take
-no lock: their claims stay ``SKIP LOCKED`` ones that never wait.
+the last slot. A worker builds its claim on the limits it last read
+(:class:`Known`), so on PostgreSQL the lock, the claim and the COMMIT go out
+as one query: the row is locked for no client round trip. The default
+queue, and a named queue with no limits, take no lock: their claims stay ``SKIP LOCKED`` ones that never wait.
 
 One claim statement walks each served queue's runs in the order it takes
 them (due ones first, then by priority and age) up to the worker's free
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pregelkit._internal._ids import uuid6
-from pregelkit._internal._plan import Statement, Together
+from pregelkit._internal._plan import Statement, Together, Whole
 from pregelkit.checkpoint._runqueue import (
     CLAIM_RETURNING,
     CLAIM_SET,
@@ -49,6 +51,7 @@ from pregelkit.errors import UnknownQueueError
 
 __all__ = [
     "REPLACED",
+    "Known",
     "Limits",
     "claim",
     "declare",
@@ -299,6 +302,21 @@ class _Sql:
         return "".join(self.parts)
 
 
+class Known:
+    """The limits a worker last read of the queues it serves. With them its
+    claim statement is built before the queues' rows are locked, so on
+    PostgreSQL the lock, the claim and the COMMIT go out as one query
+    (``Whole``): the rows stay locked for no client round trip. The claim
+    takes nothing of a queue whose limits are not those any more (each
+    queue's part checks its row, read after the lock); the limits the lock
+    read replace these, for the next claim."""
+
+    __slots__ = ("limits",)
+
+    def __init__(self) -> None:
+        self.limits: dict[str, Limits] | None = None
+
+
 def claim(
     d: Dialect,
     worker_id: str,
@@ -307,6 +325,7 @@ def claim(
     limit: int,
     lease_seconds: float,
     now: float | None = None,
+    known: Known | None = None,
 ) -> RunPlan[list[Claimed]]:
     """``_runqueue.claim`` for a worker that serves named queues besides
     the default one: up to ``limit`` runs, each within its queue's limits."""
@@ -314,12 +333,20 @@ def claim(
         return []
     now = due_now(now)
     lock = _lock(d, queues)
+    if lock is not None and known is not None and known.limits is not None and d.writable_ctes:
+        take = _Take(d, worker_id, workflows, queues, known.limits, limit, lease_seconds, now)
+        locked, rows, *_ = yield Whole((lock, take.statement(guard=True), *take.sweeps()))
+        known.limits = _limits(locked)
+        return claimed_rows(rows)
     limits: dict[str, Limits] = {}
     if lock is not None:
         # sent with the transaction's BEGIN (``Together``): one round trip
         (rows,) = yield Together((lock,))
         limits = _limits(rows)
-    return (yield from _take(d, worker_id, workflows, queues, limits, limit, lease_seconds, now))
+        if known is not None:
+            known.limits = limits
+    take = _Take(d, worker_id, workflows, queues, limits, limit, lease_seconds, now)
+    return (yield from take.plan())
 
 
 def finish_and_claim(
@@ -335,6 +362,7 @@ def finish_and_claim(
     lease_seconds: float,
     child: tuple[str, str] | None = None,
     now: float | None = None,
+    known: Known | None = None,
 ) -> RunPlan[tuple[bool, Claimed | None]]:
     """``_runqueue.finish_and_claim`` for a worker that serves named
     queues: the end first, then the claim, in one transaction, so the slot
@@ -342,10 +370,22 @@ def finish_and_claim(
     the queues' rows are locked: the lock is held for the claim alone (a
     claim never waits for a run's row: it skips locked ones). Without a
     parent to wake, the end and the lock need no result of each other: they
-    go out together (``Together``), with BEGIN, in one round trip."""
+    go out together (``Together``), with BEGIN, in one round trip; with
+    the limits ``known``, the claim and the COMMIT too (``Whole``)."""
     now = due_now(now)
     end = d.q(FINISH, finish_params(lease, status, result, error), "one")
     lock = _lock(d, queues)
+    fast = lock is not None and known is not None and known.limits is not None
+    if fast and child is None and d.writable_ctes:
+        assert known is not None and known.limits is not None and lock is not None
+        take = _Take(
+            d, worker_id, workflows, queues, known.limits, 1, lease_seconds, now, skip=lease[0]
+        )
+        ended, locked, rows, *_ = yield Whole(
+            (end, lock, take.statement(guard=True), *take.sweeps())
+        )
+        known.limits = _limits(locked)
+        return ended is not None, next(iter(claimed_rows(rows)), None)
     limits: dict[str, Limits] = {}
     if child is None:
         ended, *locked = yield Together((end,) if lock is None else (end, lock))
@@ -357,9 +397,10 @@ def finish_and_claim(
             yield from wake(d, child[0], "child", child[1], now)
         if lock is not None:
             limits = _limits((yield lock))
-    taken = yield from _take(
-        d, worker_id, workflows, queues, limits, 1, lease_seconds, now, skip=lease[0]
-    )
+    if known is not None and lock is not None:
+        known.limits = limits
+    take = _Take(d, worker_id, workflows, queues, limits, 1, lease_seconds, now, skip=lease[0])
+    taken = yield from take.plan()
     return ended is not None, next(iter(taken), None)
 
 
@@ -382,63 +423,115 @@ def _limits(rows: Sequence[Sequence[Any]]) -> dict[str, Limits]:
     return {str(row[0]): Limits.from_row(row) for row in rows}
 
 
-def _take(
-    d: Dialect,
-    worker_id: str,
-    workflows: Sequence[str],
-    queues: Sequence[str],
-    limits: dict[str, Limits],
-    limit: int,
-    lease_seconds: float,
-    now: float,
-    skip: str | None = None,
-) -> RunPlan[list[Claimed]]:
-    walk = _Walk(d, workflows, limit, now, skip)
-    union = _Sql().add("SELECT run_id, grp, due_at, priority, created_at FROM (")
-    union.extend(walk.default())
-    for queue in queues:
-        union.add(" UNION ALL ").extend(walk.named(queue, limits.get(queue), worker_id))
-    stmt = _Sql().add(CLAIM_SET, worker_id, lease_seconds)
-    stmt.add(" WHERE run_id IN (SELECT run_id FROM (").extend(union)
-    stmt.add(f") AS c) AS taken ORDER BY {_ORDER} LIMIT ?)", limit).add(CLAIM_RETURNING)
-    limited = sorted(name for name, lim in limits.items() if lim.rate_count)
-    recorded = bool(limited) and d.writable_ctes
-    if recorded:
-        # the starts written by the claim itself: one statement less while
-        # the queue's row is locked
-        names = ", ".join("?" for _ in limited)
-        stmt = (
-            _Sql()
-            .add("WITH taken AS (")
-            .extend(stmt)
-            .add(
-                "), started AS (INSERT INTO pregelkit_queue_starts (queue, started_at) "
-                f"SELECT queue, CAST(? AS double precision) FROM taken WHERE queue IN ({names})) "
-                "SELECT * FROM taken",
-                now,
-                *limited,
-            )
-        )
-    rows = yield d.q(stmt.sql, stmt.params, "all")
-    claimed = claimed_rows(rows)
-    rated = [c.queue for c in claimed if (lim := limits.get(c.queue)) and lim.rate_count]
-    if rated and not recorded:
-        yield d.q(
-            "INSERT INTO pregelkit_queue_starts (queue, started_at) VALUES "
-            + ", ".join("(?, ?)" for _ in rated),
-            tuple(value for queue in rated for value in (queue, now)),
-        )
-    if rated:
-        _SWEEPS[0] += 1
-        if _SWEEPS[0] % SWEEP_EVERY == 0:
-            # a minute past the window stays: the queue's recent starts, to look at
-            for queue in sorted(set(rated)):
-                window = (limits[queue].rate_seconds or 0.0) + STARTS_KEPT
-                yield d.q(
-                    "DELETE FROM pregelkit_queue_starts WHERE queue = ? AND started_at < ?",
-                    (queue, now - window),
+class _Take:
+    """One claim of up to ``limit`` runs from the default queue and
+    ``queues``, within ``limits`` (those of the queues that have any)."""
+
+    def __init__(
+        self,
+        d: Dialect,
+        worker_id: str,
+        workflows: Sequence[str],
+        queues: Sequence[str],
+        limits: dict[str, Limits],
+        limit: int,
+        lease_seconds: float,
+        now: float,
+        skip: str | None = None,
+    ) -> None:
+        self.d, self.worker_id, self.workflows, self.queues = d, worker_id, workflows, queues
+        self.limits, self.limit, self.lease_seconds, self.now = limits, limit, lease_seconds, now
+        self.skip = skip
+        self.rated = sorted(name for name, lim in limits.items() if lim.rate_count)
+        self.recorded = bool(self.rated) and d.writable_ctes
+        """Whether the claim statement writes its rate-limited starts itself."""
+
+    def statement(self, guard: bool = False) -> Statement:
+        """The claim. ``guard``: each named queue's part takes runs only
+        while the queue's row still holds the limits it was built with."""
+        walk = _Walk(self.d, self.workflows, self.limit, self.now, self.skip)
+        union = _Sql().add("SELECT run_id, grp, due_at, priority, created_at FROM (")
+        union.extend(walk.default())
+        for queue in self.queues:
+            lim = self.limits.get(queue)
+            part = walk.named(queue, lim, self.worker_id)
+            union.add(" UNION ALL ").extend(_guarded(queue, lim, part) if guard else part)
+        stmt = _Sql().add(CLAIM_SET, self.worker_id, self.lease_seconds)
+        stmt.add(" WHERE run_id IN (SELECT run_id FROM (").extend(union)
+        stmt.add(f") AS c) AS taken ORDER BY {_ORDER} LIMIT ?)", self.limit).add(CLAIM_RETURNING)
+        if self.recorded:
+            # the starts written by the claim itself: one statement less while
+            # the queue's row is locked
+            names = ", ".join("?" for _ in self.rated)
+            stmt = (
+                _Sql()
+                .add("WITH taken AS (")
+                .extend(stmt)
+                .add(
+                    "), started AS (INSERT INTO pregelkit_queue_starts (queue, started_at) "
+                    "SELECT queue, CAST(? AS double precision) FROM taken "
+                    f"WHERE queue IN ({names})) SELECT * FROM taken",
+                    self.now,
+                    *self.rated,
                 )
-    return claimed
+            )
+        return self.d.q(stmt.sql, stmt.params, "all")
+
+    def sweeps(self) -> list[Statement]:
+        """At every ``SWEEP_EVERY``-th claim of a rate-limited queue, the
+        deletes of its starts long past its window (a minute past the
+        window stays: the queue's recent starts, to look at)."""
+        if not self.rated:
+            return []
+        _SWEEPS[0] += 1
+        if _SWEEPS[0] % SWEEP_EVERY:
+            return []
+        return [
+            self.d.q(
+                "DELETE FROM pregelkit_queue_starts WHERE queue = ? AND started_at < ?",
+                (queue, self.now - (self.limits[queue].rate_seconds or 0.0) - STARTS_KEPT),
+            )
+            for queue in self.rated
+        ]
+
+    def plan(self) -> RunPlan[list[Claimed]]:
+        """The claim, then what it did not write itself: its starts, and
+        now and then the sweeps of old ones."""
+        claimed = claimed_rows((yield self.statement()))
+        rated = [c.queue for c in claimed if c.queue in self.rated]
+        if rated and not self.recorded:
+            yield self.d.q(
+                "INSERT INTO pregelkit_queue_starts (queue, started_at) VALUES "
+                + ", ".join("(?, ?)" for _ in rated),
+                tuple(value for queue in rated for value in (queue, self.now)),
+            )
+        sweeps = self.sweeps() if rated else []
+        if sweeps:
+            yield Together(sweeps)
+        return claimed
+
+
+_SAME = " AND ".join(f"{column} IS NOT DISTINCT FROM ?" for column in _LIMITS.split(", ")[1:])
+
+
+def _guarded(queue: str, lim: Limits | None, part: _Sql) -> _Sql:
+    """``part`` (a queue's runs to take), taken only while the queue's row
+    holds ``lim`` (``None``: no limits): a condition on no run, which the
+    database checks once before it walks (and locks) any."""
+    if lim is None:
+        condition = f"NOT EXISTS (SELECT 1 FROM pregelkit_queues WHERE name = ? AND {_LIMITED})"
+        params: tuple[Any, ...] = (queue,)
+    else:
+        condition = f"EXISTS (SELECT 1 FROM pregelkit_queues WHERE name = ? AND {_SAME})"
+        params = (
+            queue,
+            lim.concurrency,
+            lim.worker_concurrency,
+            lim.key_concurrency,
+            lim.rate_count,
+            lim.rate_seconds,
+        )
+    return _Sql().add("SELECT * FROM (").extend(part).add(f") AS g WHERE {condition}", *params)
 
 
 class _Walk:

@@ -163,6 +163,7 @@ class WorkerCore:
         self.graphs = graphs
         self.names = sorted(graphs)
         self.declares, self.queues = _served(queues)
+        self.known = _queues.Known()
         self.saver = checkpointer
         self.concurrency = concurrency
         self.lease_seconds = float(lease_seconds)
@@ -213,6 +214,7 @@ class WorkerCore:
                 queues=self.queues,
                 limit=free,
                 lease_seconds=self.lease_seconds,
+                known=self.known,
             )
         return partial(
             _runqueue.claim,
@@ -412,6 +414,7 @@ class WorkerCore:
                 workflows=self.names,
                 queues=self.queues,
                 lease_seconds=self.lease_seconds,
+                known=self.known,
             )
             return Outcome(plan, message, level, exc, refills=True, single=False)
         plan = partial(

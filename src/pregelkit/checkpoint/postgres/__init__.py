@@ -44,8 +44,10 @@ from pregelkit._internal._plan import (
     Run,
     Statement,
     Together,
+    Whole,
     all_statements,
     drive,
+    ended,
     execute,
     fetched,
 )
@@ -59,6 +61,9 @@ from pregelkit.checkpoint.postgres._batch import Combined, refusing
 from pregelkit.checkpoint.postgres._connect import Connections, reopen_args, share_locks
 from pregelkit.checkpoint.postgres._together import OneQuery, forgetting
 from pregelkit.checkpoint.serde.base import SerializerProtocol
+
+_TOGETHER = (Together, Whole)
+"""Effects a transaction may open with, sent with its BEGIN."""
 
 __all__ = ["PostgresSaver", "ShallowPostgresSaver"]
 
@@ -153,7 +158,7 @@ class PostgresSaver(Connections, _plans.SqlSaver):
         return self._in_transaction(run, batched, single)
 
     def _in_transaction(self, run: Run[T], batched: bool = False, single: bool = False) -> T:
-        if self.pipe is None and type(run.effect) is Together:
+        if self.pipe is None and type(run.effect) in _TOGETHER:
             with self._connection() as conn:
                 if conn.autocommit:
                     return _opened_together(conn, run)
@@ -341,10 +346,15 @@ def _opened_together(conn: psycopg.Connection[Any], run: Run[T]) -> T:
     """``run``, whose first effect is ``Together``, in a transaction on an
     autocommit connection: its BEGIN and those statements go as one simple
     query (one round trip, where ``conn.transaction()`` would wait for its
-    BEGIN first), the plan's other statements after, then its COMMIT."""
+    BEGIN first), the plan's other statements after, then its COMMIT. A
+    ``Whole`` effect is the plan's transaction: its COMMIT goes in the same
+    query."""
+    whole = type(run.effect) is Whole
     try:
         with run:
-            run.value = _together(conn, tuple(run.effect), begin=True)
+            run.value = _together(conn, tuple(run.effect), begin=True, commit=whole)
+        if whole:
+            return ended(run)
         result = drive(run, partial(_execute_alone, conn))
         _execute_alone(conn, _core.COMMIT)
         return result
@@ -355,7 +365,10 @@ def _opened_together(conn: psycopg.Connection[Any], run: Run[T]) -> T:
 
 
 def _together(
-    conn: psycopg.Connection[Any], statements: tuple[Statement, ...], begin: bool = False
+    conn: psycopg.Connection[Any],
+    statements: tuple[Statement, ...],
+    begin: bool = False,
+    commit: bool = False,
 ) -> list[Any]:
     """Each statement's result, all sent at once (on an autocommit connection;
     otherwise in a transaction, one by one): one simple query of several
@@ -367,7 +380,7 @@ def _together(
             return [_execute_alone(conn, statement) for statement in statements]
     if len(statements) == 1 and not begin:
         return [_execute_alone(conn, statements[0])]
-    one = OneQuery(conn, statements, begin)
+    one = OneQuery(conn, statements, begin, commit)
     with psycopg.ClientCursor(conn, row_factory=tuple_row) as cur, forgetting(conn):
         cur.execute(one.query, one.params)
         for _ in range(one.skip):

@@ -50,11 +50,14 @@ class OneQuery:
     ``params`` to send (``;``-joined, parameters bound by the client),
     ``skip``: the results of its ``PREPARE``s, which come first (after
     its ``BEGIN``, with ``begin``: a transaction the query opens and leaves
-    open). Call ``sent()`` once the query succeeded."""
+    open, unless ``commit`` ends it too). Call ``sent()`` once the query
+    succeeded."""
 
     __slots__ = ("conn", "new", "params", "query", "skip")
 
-    def __init__(self, conn: Any, statements: Sequence[Statement], begin: bool = False) -> None:
+    def __init__(
+        self, conn: Any, statements: Sequence[Statement], begin: bool = False, commit: bool = False
+    ) -> None:
         params: list[Any] = []
         for statement in statements:
             assert statement.fetch != "many", "one simple query runs each statement once"
@@ -62,8 +65,9 @@ class OneQuery:
         self.conn, self.params = conn, params
         self.new: dict[str, str] = {}
         head = ["BEGIN"] if begin else []
+        tail = ["COMMIT"] if commit else []
         if conn.prepare_threshold is None:
-            self.query = "; ".join(head + [s.sql for s in statements])
+            self.query = "; ".join(head + [s.sql for s in statements] + tail)
             self.skip = len(head)
             return
         names = _PREPARED.get(conn)
@@ -78,7 +82,7 @@ class OneQuery:
             marks = ", ".join(["%s"] * len(statement.params))
             executes.append(f"EXECUTE {name}({marks})" if marks else f"EXECUTE {name}")
         self.skip = len(head) + len(parts)
-        self.query = "; ".join(head + parts + executes)
+        self.query = "; ".join(head + parts + executes + tail)
 
     def sent(self) -> None:
         """The query succeeded: what it prepared is in place."""

@@ -36,10 +36,12 @@ from pregelkit._internal._plan import (
     Run,
     Statement,
     Together,
+    Whole,
     adrive,
     aexecute,
     afetched,
     all_statements,
+    ended,
 )
 from pregelkit._internal._threads import running_loop
 from pregelkit.checkpoint import _plans, _runqueue
@@ -68,6 +70,9 @@ from pregelkit.checkpoint.postgres._connect import (
 from pregelkit.checkpoint.postgres._together import OneQuery, forgetting
 from pregelkit.checkpoint.serde.base import SerializerProtocol
 from pregelkit.errors import ThreadBusyError
+
+_TOGETHER = (Together, Whole)
+"""Effects a transaction may open with, sent with its BEGIN."""
 
 __all__ = ["AsyncPostgresSaver", "AsyncShallowPostgresSaver"]
 
@@ -162,7 +167,7 @@ class AsyncPostgresSaver(AsyncConnections, _plans.SqlSaver):
         return await self._in_transaction(run, batched, single)
 
     async def _in_transaction(self, run: Run[T], batched: bool = False, single: bool = False) -> T:
-        if self.pipe is None and type(run.effect) is Together:
+        if self.pipe is None and type(run.effect) in _TOGETHER:
             async with self._connection() as conn:
                 if conn.autocommit:
                     return await _opened_together(conn, run)
@@ -535,9 +540,12 @@ async def _sent_together(conn: psycopg.AsyncConnection[Any], statements: Togethe
 
 async def _opened_together(conn: psycopg.AsyncConnection[Any], run: Run[T]) -> T:
     """As ``postgres._opened_together``."""
+    whole = type(run.effect) is Whole
     try:
         with run:
-            run.value = await _together(conn, tuple(run.effect), begin=True)
+            run.value = await _together(conn, tuple(run.effect), begin=True, commit=whole)
+        if whole:
+            return ended(run)
         result = await adrive(run, partial(_execute_alone, conn))
         await _execute_alone(conn, _core.COMMIT)
         return result
@@ -548,7 +556,10 @@ async def _opened_together(conn: psycopg.AsyncConnection[Any], run: Run[T]) -> T
 
 
 async def _together(
-    conn: psycopg.AsyncConnection[Any], statements: tuple[Statement, ...], begin: bool = False
+    conn: psycopg.AsyncConnection[Any],
+    statements: tuple[Statement, ...],
+    begin: bool = False,
+    commit: bool = False,
 ) -> list[Any]:
     """As ``postgres._together``: one simple query on an autocommit connection,
     of statements prepared once on the server."""
@@ -557,7 +568,7 @@ async def _together(
             return [await _execute_alone(conn, statement) for statement in statements]
     if len(statements) == 1 and not begin:
         return [await _execute_alone(conn, statements[0])]
-    one = OneQuery(conn, statements, begin)
+    one = OneQuery(conn, statements, begin, commit)
     async with psycopg.AsyncClientCursor(conn, row_factory=tuple_row) as cur:
         with forgetting(conn):
             await cur.execute(one.query, one.params)
