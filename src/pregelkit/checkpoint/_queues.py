@@ -17,7 +17,8 @@ that sees what the claim before it committed. Two workers never both take
 the last slot. A worker builds its claim on the limits it last read
 (:class:`Known`), so on PostgreSQL the lock, the claim and the COMMIT go out
 as one query: the row is locked for no client round trip. The default
-queue, and a named queue with no limits, take no lock: their claims stay ``SKIP LOCKED`` ones that never wait.
+queue, and a named queue with no limits, take no lock: their claims stay
+``SKIP LOCKED`` ones that never wait.
 
 One claim statement walks each served queue's runs in the order it takes
 them (due ones first, then by priority and age) up to the worker's free
