@@ -2,7 +2,10 @@
 
 A schedule is a row of ``pregelkit_schedules``; each slot it fired is a row
 of ``pregelkit_schedule_slots`` whose key is (schedule id, slot time), and
-its run's thread is derived from the two (:func:`thread_of`). Workers fire
+its run's thread is derived from the two (:func:`thread_of`), or is the
+schedule's own ``thread_id`` when it has one (``pregelkit serve``'s thread
+crons): then its slots run one at a time, and a slot that finds the thread's
+run still active is skipped, not queued behind it. Workers fire
 due slots themselves, no leader: :func:`fire` locks the due schedule rows
 (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so two workers fire different
 schedules; SQLite: ``BEGIN IMMEDIATE`` serializes), inserts a slot row per
@@ -40,11 +43,12 @@ __all__ = [
 ]
 
 COLUMNS = """schedule_id, workflow, cron, every_seconds, timezone, catchup, start_at, end_at,
-    paused, next_at, last_slot_at, created_at, updated_at, input_type, input"""
+    paused, next_at, last_slot_at, created_at, updated_at, input_type, input, thread_id"""
 """A schedule's row as the plans read it (``Schedule.from_row``)."""
 
-Fired = tuple[str, float, str]
-"""(schedule id, slot time, run id) of a slot fired."""
+Fired = tuple[str, float, str | None]
+"""(schedule id, slot time, run id) of a slot fired; run id ``None``: the
+slot was skipped, its schedule's own thread still running the last one."""
 Failed = tuple[str, str]
 """(schedule id, why) of a due schedule this process cannot compute (a cron
 schedule where croniter is not installed): left due for another worker."""
@@ -74,12 +78,14 @@ def declare(
     catchup: str,
     input: tuple[str, bytes],
     now: float,
+    thread_id: str | None = None,
 ) -> RunPlan[tuple[Any, ...]]:
     """Record the schedule, or update the one of that id: a paused one stays
     paused (an operator's pause outlives a deploy that declares it again);
     ``next_at`` is kept while the slots are the same (declaring again fires
     and skips nothing), and is the first slot after now (and after the last
-    one fired) when they changed. Returns its row."""
+    one fired) when they changed. ``thread_id``: the one thread every slot
+    runs on (``None``: each on its own). Returns its row."""
     for _ in range(2):
         row = yield d.q(
             f"SELECT {COLUMNS} FROM pregelkit_schedules WHERE schedule_id = ?{_for_update(d)}",
@@ -91,8 +97,8 @@ def declare(
                 f"""
                 INSERT INTO pregelkit_schedules (schedule_id, workflow, cron, every_seconds,
                     timezone, catchup, start_at, end_at, paused, next_at, created_at, updated_at,
-                    input_type, input)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)
+                    input_type, input, thread_id)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (schedule_id) DO NOTHING
                 RETURNING {COLUMNS}
                 """,
@@ -109,6 +115,7 @@ def declare(
                     now,
                     now,
                     *input,
+                    thread_id,
                 ),
                 "one",
             )
@@ -129,7 +136,7 @@ def declare(
             f"""
             UPDATE pregelkit_schedules SET cron = ?, every_seconds = ?, timezone = ?,
                 catchup = ?, start_at = ?, end_at = ?, next_at = ?, updated_at = ?,
-                input_type = ?, input = ?
+                input_type = ?, input = ?, thread_id = ?
             WHERE schedule_id = ? RETURNING {COLUMNS}
             """,
             (
@@ -142,6 +149,7 @@ def declare(
                 next_at,
                 now,
                 *input,
+                thread_id,
                 schedule_id,
             ),
             "one",
@@ -209,15 +217,20 @@ def delete(d: Dialect, schedule_id: str) -> RunPlan[None]:
 
 def trigger(d: Dialect, schedule_id: str, now: float, dumps: Dumps) -> RunPlan[tuple[str, str]]:
     """Queue a run of the schedule now, paused or not, on a thread of its
-    own (``schedule:<id>:trigger:<now>``): (run id, thread id). No slot is
-    used up: the schedule fires as before."""
+    own (``schedule:<id>:trigger:<now>``), or on the schedule's thread if it
+    has one (its active run, if it has one: nothing is queued behind it):
+    (run id, thread id). No slot is used up: the schedule fires as before."""
     row = yield from get(d, schedule_id)
-    thread = f"schedule:{schedule_id}:trigger:{_slots.iso(now)}"
-    return (yield from _queue(d, row, thread, now, dumps)), thread
+    thread = row[15] or f"schedule:{schedule_id}:trigger:{_slots.iso(now)}"
+    run_id, _ = yield from _queue(d, row, thread, now, dumps)
+    return run_id, thread
 
 
-def _queue(d: Dialect, row: Sequence[Any], thread: str, slot: float, dumps: Dumps) -> RunPlan[str]:
-    """Queue the run of one slot. Its config carries ``schedule_id`` and
+def _queue(
+    d: Dialect, row: Sequence[Any], thread: str, slot: float, dumps: Dumps
+) -> RunPlan[tuple[str, bool]]:
+    """Queue the run of one slot: (run id, True), or the thread's active run
+    and False (nothing queued). Its config carries ``schedule_id`` and
     ``scheduled_at`` (ISO 8601 UTC); a schedule declared with no input
     gives each run its slot time (the ``scheduled_at`` string) as input."""
     scheduled_at = _slots.iso(slot)
@@ -225,8 +238,7 @@ def _queue(d: Dialect, row: Sequence[Any], thread: str, slot: float, dumps: Dump
         "configurable": {"thread_id": thread, "schedule_id": row[0], "scheduled_at": scheduled_at}
     }
     input = dumps(scheduled_at) if row[13] is None else (str(row[13]), bytes(row[14]))
-    run_id, _ = yield from _runqueue.submit(d, thread, str(row[1]), 0, input, dumps(config))
-    return run_id
+    return (yield from _runqueue.submit(d, thread, str(row[1]), 0, input, dumps(config)))
 
 
 _DUE = """
@@ -271,7 +283,7 @@ def fire(
             failed.append((schedule_id, f"{type(exc).__name__}: {exc}"))
             continue
         for slot in slots:
-            thread = thread_of(schedule_id, slot)
+            thread = row[15] or thread_of(schedule_id, slot)
             new = yield d.q(
                 "INSERT INTO pregelkit_schedule_slots (schedule_id, slot_at, thread_id, "
                 "fired_at) VALUES (?, ?, ?, ?) ON CONFLICT (schedule_id, slot_at) DO NOTHING "
@@ -281,7 +293,10 @@ def fire(
             )
             if new is None:  # fired before (a clock that went back, a re-declared schedule)
                 continue
-            run_id = yield from _queue(d, row, thread, slot, dumps)
+            run_id, queued = yield from _queue(d, row, thread, slot, dumps)
+            if not queued:  # its own thread still runs the last slot: this one is skipped
+                fired.append((schedule_id, slot, None))
+                continue
             yield d.q(
                 "UPDATE pregelkit_schedule_slots SET run_id = ? "
                 "WHERE schedule_id = ? AND slot_at = ?",

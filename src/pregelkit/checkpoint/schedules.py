@@ -45,8 +45,10 @@ class Schedule:
     ``end_at``), ``last_slot_at`` the last slot fired. ``every`` or ``cron``
     says when it fires, ``timezone`` how a cron expression's wall times are
     read. ``input``: what each run is given (``None``: its slot time as an
-    ISO 8601 UTC string). The methods act on the database (``a``-prefixed:
-    async twins) and return the schedule as it is then."""
+    ISO 8601 UTC string). ``thread_id``: the one thread its runs go on, one
+    at a time (``None``: each slot on a thread of its own). The methods act
+    on the database (``a``-prefixed: async twins) and return the schedule as
+    it is then."""
 
     schedule_id: str
     workflow: str
@@ -63,11 +65,12 @@ class Schedule:
     updated_at: datetime
     input: Any = field(default=None, repr=False)
     saver: BaseCheckpointSaver[Any] | None = field(default=None, repr=False, compare=False)
+    thread_id: str | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...], saver: BaseCheckpointSaver[Any]) -> Schedule:
         (schedule_id, workflow, cron, every, timezone, catchup, start_at, end_at) = row[:8]
-        paused, next_at, last_slot_at, created_at, updated_at, itype, ivalue = row[8:15]
+        paused, next_at, last_slot_at, created_at, updated_at, itype, ivalue, thread = row[8:16]
         return cls(
             str(schedule_id),
             str(workflow),
@@ -84,6 +87,7 @@ class Schedule:
             datetime.fromtimestamp(updated_at, UTC),
             None if itype is None else saver.serde.loads_typed((str(itype), bytes(ivalue))),
             saver,
+            None if thread is None else str(thread),
         )
 
     @property
@@ -224,9 +228,13 @@ def _request(
     catchup: Any,
     start_at: Any,
     end_at: Any,
+    thread_id: Any = None,
+    slot_input: bool = True,
 ) -> tuple[Spec, tuple[Any, ...]]:
     """The checked schedule: its spec and the rest of its row (catchup,
-    stored input). Every check happens here, before the database."""
+    stored input). Every check happens here, before the database.
+    ``slot_input=False``: ``input=None`` is stored as ``None``, each run's
+    input (``pregelkit serve``'s crons: a run created with no input)."""
     if not saver.has_run_queue:
         raise no_run_queue(saver)
     if not isinstance(schedule_id, str) or not schedule_id.strip():
@@ -268,7 +276,9 @@ def _request(
             f"schedule {schedule_id!r} never fires: its first slot is past the year 9999 "
             f"(every={every!r}, start_at={start_at!r})"
         )
-    if input is None:
+    if thread_id is not None and (not isinstance(thread_id, str) or not thread_id.strip()):
+        raise InvalidScheduleError(f"thread_id is a non-empty string, got {thread_id!r}")
+    if input is None and slot_input:
         stored: tuple[Any, Any] = (None, None)
     else:
         try:
@@ -290,13 +300,15 @@ def _declare(saver: Any, workflow: str, schedule_id: str, **kwargs: Any) -> Call
         catchup=catchup,
         input=stored,
         now=due_now(None),
+        thread_id=kwargs.get("thread_id"),
     )
 
 
 def declare_schedule(
     saver: BaseCheckpointSaver[Any], workflow: str, schedule_id: str, **kwargs: Any
 ) -> Schedule:
-    """Record (or update) a schedule of ``workflow`` (what ``wf.schedule`` does)."""
+    """Record (or update) a schedule of ``workflow`` (what ``wf.schedule``
+    does; its keywords, and ``thread_id``, ``slot_input`` of ``_request``)."""
     plan = _declare(saver, workflow, schedule_id, **kwargs)
     return Schedule.from_row(saver.run_queue(plan, "declare a schedule"), saver)
 

@@ -67,7 +67,11 @@ class Firing:
         (once per reason: it is asked again every look)."""
         fired, failed = firings
         for schedule_id, slot, run_id in fired:
-            log.info("schedule %s: slot %s fired (run %s)", schedule_id, _slots.iso(slot), run_id)
+            when = _slots.iso(slot)
+            if run_id is None:
+                log.info("schedule %s: slot %s skipped (its thread is busy)", schedule_id, when)
+            else:
+                log.info("schedule %s: slot %s fired (run %s)", schedule_id, when, run_id)
         for reason in failed:
             if reason not in self.reported:
                 self.reported.add(reason)

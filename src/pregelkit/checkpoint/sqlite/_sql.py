@@ -363,6 +363,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # and unread (the index of migration 6 holds only unread ones)
         "CREATE INDEX pregelkit_messages_thread ON pregelkit_messages (thread_id)",
     ),
+    (
+        # a schedule whose every slot runs on one thread (pregelkit serve's
+        # thread crons); NULL: each slot on a thread of its own, as before
+        "ALTER TABLE pregelkit_schedules ADD COLUMN thread_id TEXT",
+    ),
 )
 """Migration N (1-based) is ``MIGRATIONS[N - 1]``; append, never edit."""
 
