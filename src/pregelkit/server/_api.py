@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from pregelkit.server._body import Body, read_json
+from pregelkit.server._cronrows import CronRecords
 from pregelkit.server._errors import not_found
 
 if TYPE_CHECKING:
@@ -46,8 +47,11 @@ class Api:
     clients reconnect and resume)."""
     graphs: dict[str, Pregel] = field(init=False)
     """By graph id: the configured graph bound to the saver and store."""
+    crons: CronRecords = field(init=False)
+    """The crons' rows (their firing is the fleet's schedules)."""
 
     def __post_init__(self) -> None:
+        self.crons = CronRecords(self.records)
         self.graphs = {
             s.graph_id: s.graph.copy(checkpointer=self.saver, store=self.store) for s in self.served
         }

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pregelkit.server import _assistants, _runs, _store, _streams, _threads
+from pregelkit.server import _assistants, _crons, _runs, _store, _streams, _threads
 from pregelkit.server._api import Api
 from pregelkit.server._auth import ApiKeys
 from pregelkit.server._errors import ApiError, Unexpected, on_api_error, on_http_error
@@ -35,7 +35,7 @@ async def info(request: Request) -> Response:
         {
             "version": __version__,
             "server": "pregelkit",
-            "flags": {"assistants": True, "crons": False, "langsmith": False},
+            "flags": {"assistants": True, "crons": True, "langsmith": False},
         }
     )
 
@@ -69,6 +69,7 @@ def create_app(
             *_threads.routes,
             *_store.routes,
             *_streams.routes,
+            *_crons.routes,
             *_runs.routes,
             *([ui_mount(static)] if static is not None else []),
         ],

@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -104,6 +104,10 @@ class ThreadRecords:
         else:
             with self.source.connection() as conn, conn.transaction():
                 yield partial(_execute, conn, "%s")
+
+    def transaction(self) -> AbstractContextManager[Execute]:
+        """One transaction on the server's database (the cron rows use it too)."""
+        return self._transaction()
 
     def _run(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         with self._transaction() as run:

@@ -23,6 +23,7 @@ from pregelkit.errors import InvalidUpdateError
 from pregelkit.server._api import Api, api_of, call
 from pregelkit.server._auth import owner_of
 from pregelkit.server._body import Body, check_uuid, query_flag
+from pregelkit.server._cronrows import forget_thread
 from pregelkit.server._errors import ApiError, not_found
 from pregelkit.server._json import Json, iso, jsonable
 from pregelkit.server._records import ThreadRow
@@ -139,6 +140,7 @@ async def delete(request: Request) -> Response:
         thread_row(api, tid, owner)
         if status_of(api, tid) == "busy":
             raise ApiError(409, f"thread {tid!r} has a run queued or running: cancel it first")
+        forget_thread(api.saver, api.crons, tid)  # its crons would run on no thread
         api.saver.delete_thread(tid)
         api.records.delete(tid)
 
