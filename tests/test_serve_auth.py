@@ -42,9 +42,9 @@ def _config(tmp: Path, auth: dict[str, Any] | None = None) -> Path:
     return path
 
 
-def _keyed_server(tmp: Path, db: str, keys: tuple[str, ...]) -> Server:
+def _keyed_server(tmp: Path, db: str, keys: tuple[str, ...], *more: str) -> Server:
     flags = [arg for key in keys for arg in ("--auth-key", key)]
-    return Server(["--config", str(_config(tmp)), "--db", db, *flags], tmp)
+    return Server(["--config", str(_config(tmp)), "--db", db, *flags, *more], tmp)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -212,7 +212,10 @@ def hooked(
 ) -> Iterator[tuple[str, Server]]:
     tmp = tmp_path_factory.mktemp("serve-hook")
     config = _config(tmp, HOOKS[request.param])
-    server = Server(["--config", str(config), "--db", str(tmp / "hook.sqlite")], tmp)
+    (tmp / "page").mkdir()
+    (tmp / "page" / "index.html").write_text("<p>hello</p>")
+    args = ["--config", str(config), "--db", str(tmp / "hook.sqlite"), "--static", "page"]
+    server = Server(args, tmp)
     yield request.param, server
     server.stop()
 
@@ -244,6 +247,7 @@ def test_the_hooks_identity_owns_threads_runs_and_store(hooked: tuple[str, Serve
 def test_the_hooks_refusals_failures_and_timeouts(hooked: tuple[str, Server]) -> None:
     kind, server = hooked
     assert httpx.get(server.url + "/ok").status_code == 200  # health checks pass unasked
+    assert httpx.get(server.url + "/ui/").text == "<p>hello</p>"  # so does a page's file
     header = "authorization" if kind == "async" else "x-api-key"
 
     def status(token: str | bytes) -> tuple[int, str]:
@@ -338,7 +342,7 @@ def test_a_revoked_key_loses_access_and_a_server_without_keys_cannot_plant(tmp_p
     finally:
         server.stop()
 
-    server = _keyed_server(tmp_path, db, ("k1",))  # k2 revoked
+    server = _keyed_server(tmp_path, db, ("k1",), "--no-workers")  # k2 revoked
     try:
         _refused(
             401,
@@ -352,7 +356,7 @@ def test_a_revoked_key_loses_access_and_a_server_without_keys_cannot_plant(tmp_p
     finally:
         server.stop()
 
-    server = _keyed_server(tmp_path, db, ())  # no keys: the store as it is
+    server = _keyed_server(tmp_path, db, (), "--no-workers")  # no keys: the store as it is
     try:
         local = get_sync_client(url=server.url, api_key=None)
         [ns] = local.store.list_namespaces()["namespaces"]
@@ -368,7 +372,7 @@ def test_a_revoked_key_loses_access_and_a_server_without_keys_cannot_plant(tmp_p
     finally:
         server.stop()
 
-    server = _keyed_server(tmp_path, db, ("k2",))  # given back
+    server = _keyed_server(tmp_path, db, ("k2",), "--no-workers")  # given back
     try:
         k2 = get_sync_client(url=server.url, api_key="k2")
         assert k2.threads.get(tid)["values"] == {"doubled": 2, "tags": []}

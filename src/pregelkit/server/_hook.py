@@ -71,7 +71,7 @@ class Hook:
         """Who the request comes from; an ``AuthError`` when the hook refuses."""
         given = _arguments(scope, self.wants)
         pending: Awaitable[Any]
-        if inspect.iscoroutinefunction(self.fn):
+        if _is_async(self.fn):
             pending = self.fn(**given)
         else:  # on an executor thread, which a timeout abandons (anyio's would wait)
             call = functools.partial(self.fn, **given)
@@ -91,6 +91,11 @@ class Hook:
                 500, f"the auth hook failed: {type(exc).__name__} (the server's log has it)"
             ) from None
         return _identity_of(answer, self.spec)
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """An ``async def``, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
 
 
 def owner_of_identity(identity: str) -> str:
