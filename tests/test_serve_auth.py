@@ -180,6 +180,13 @@ def test_input_breaking_the_schema_is_a_422_naming_the_field_and_nothing_runs(
         lambda: client.runs.create(fresh, "typed", input={"n": None}, if_not_exists="create"),
     )
     assert len(client.runs.list(tid)) == 1  # only the good run was ever queued
+    # a cron's input too: its firings would all fail
+    daily = {"schedule": "0 3 * * *", "input": {"n": "x"}}
+    _refused(422, r"input\.n", partial(client.crons.create, "typed", **daily))
+    _refused(422, r"input\.n", partial(client.crons.create_for_thread, tid, "typed", **daily))
+    assert client.crons.search() == []
+    cron = client.crons.create("typed", schedule="0 3 * * *", input={"n": 1})
+    client.crons.delete(cron["cron_id"])
     with pytest.raises(NotFoundError):  # nor was the thread created
         client.threads.get(fresh)
     # an unannotated workflow takes anything, as before

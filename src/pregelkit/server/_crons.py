@@ -39,6 +39,7 @@ from pregelkit.server._body import Body, check_uuid
 from pregelkit.server._cronrows import CronRow, forget
 from pregelkit.server._errors import ApiError, not_found
 from pregelkit.server._json import Json, iso
+from pregelkit.server._schemas import check_input
 from pregelkit.server._threads import thread_row
 
 NOT_SERVED = ("interrupt_before", "interrupt_after", "webhook", "context", "checkpoint")
@@ -139,6 +140,13 @@ def _declare(
         raise ApiError(422, f"schedule {payload['schedule']!r}: {exc}") from None
 
 
+def _check_input(api: Api, graph_id: str, payload: dict[str, Any]) -> None:
+    """The cron's input against the workflow's input schema, as a run's is:
+    a firing must not fail every time on an input refused now."""
+    if (value := payload.get("input")) is not None:
+        check_input(api.graphs[graph_id].get_input_jsonschema(), value)
+
+
 def _create(api: Api, body: Body, owner: str | None, thread_id: str | None) -> dict[str, Any]:
     if body.text("schedule") is None:
         raise ApiError(422, "field 'schedule' is required (a cron expression, e.g. '0 3 * * *')")
@@ -147,6 +155,7 @@ def _create(api: Api, body: Body, owner: str | None, thread_id: str | None) -> d
         raise ApiError(422, "field 'assistant_id' is required (an assistant id or graph id)")
     payload = _checked(body, thread_id)
     served = api.assistant(assistant_id)
+    _check_input(api, served.graph_id, payload)
     metadata = body.obj("metadata", {})
     if thread_id is not None:
         known = thread_row(api, thread_id, owner).metadata.get("graph_id")
@@ -265,6 +274,7 @@ async def update(request: Request) -> Response:
         if "end_time" in body.data and body.data["end_time"] is None:
             payload.pop("end_time", None)
         served = api.assistant(row.assistant_id)
+        _check_input(api, served.graph_id, payload)
         schedule = _declare(api, row.cron_id, served.graph_id, row.thread_id, payload)
         enabled = body.flag("enabled")
         if enabled is not None:
