@@ -196,8 +196,8 @@ def test_background_runs_get_join_reject_and_cancel(server: Server) -> None:
     run = client.runs.create(tid, "slow", input={"seconds": 1.0})
     assert run["status"] in ("pending", "running") and run["thread_id"] == tid
     assert client.threads.get(tid)["status"] == "busy"
-    with pytest.raises(ConflictError, match="reject"):  # LangGraph's default strategy
-        client.runs.create(tid, "slow", input={"seconds": 0})
+    with pytest.raises(ConflictError, match="reject"):
+        client.runs.create(tid, "slow", input={"seconds": 0}, multitask_strategy="reject")
     assert client.runs.join(tid, run["run_id"]) == {"slept": 1.0}
     assert client.runs.get(tid, run["run_id"])["status"] == "success"
 
@@ -365,7 +365,7 @@ def test_a_run_of_an_unknown_thread_or_with_an_unserved_option_is_refused(server
     created = client.runs.wait(str(uuid.uuid4()), "echo", input={"n": 1}, if_not_exists="create")
     assert created == {"n": 1, "doubled": 2}
     tid = client.threads.create()["thread_id"]
-    for option in ({"interrupt_before": ["echo"]}, {"multitask_strategy": "enqueue"}):
+    for option in ({"interrupt_before": ["echo"]}, {"webhook": "https://example.com/hook"}):
         response = _post(
             server, f"/threads/{tid}/runs", json.dumps({"assistant_id": "echo", **option})
         )

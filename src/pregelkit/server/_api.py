@@ -41,6 +41,9 @@ class Api:
     max_body: int
     wake: Callable[[], None] = lambda: None
     """Called after a run is queued: wakes the in-process worker, if any."""
+    promote: Callable[[], None] = lambda: None
+    """Called after a run is enqueued: wakes this process's promoter of
+    pending runs (``_multitask``)."""
     started_at: float = field(default_factory=time.time)
     stopping: threading.Event = field(default_factory=threading.Event)
     """Set when the server stops: open streams end (without ``end``, so

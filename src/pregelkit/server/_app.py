@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pregelkit.server import _assistants, _crons, _runs, _store, _streams, _threads
+from pregelkit.server import _assistants, _crons, _multitask, _runs, _store, _streams, _threads
 from pregelkit.server._api import Api
 from pregelkit.server._auth import ApiKeys
 from pregelkit.server._errors import ApiError, Unexpected, on_api_error, on_http_error
@@ -55,9 +55,11 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         stop = start_workers() if start_workers is not None else None
+        promoting = _multitask.start_promoter(api)
         try:
             yield
         finally:
+            await promoting()
             if stop is not None:
                 stop()
 

@@ -2,13 +2,13 @@
 workers (in process, or ``pregelkit worker`` processes with
 ``--no-workers``): create (a background run), wait, get, list, join, cancel.
 
-A thread has one active run at a time. A run on a busy thread is refused
-with 409 (LangGraph's server's default ``multitask_strategy``, ``reject``),
-or with ``interrupt`` starts once the active run is cancelled and stopped;
-``rollback`` and ``enqueue`` are not served yet. Options that would change what a
-run does and are not served yet (``checkpoint_id``, ``interrupt_before``,
-``context``, ``webhook``, ...) are refused with 422 naming the option,
-rather than ignored: a run that silently did something else would be worse.
+A run created on a busy thread follows its ``multitask_strategy``
+(``_multitask``: enqueue by default, reject, interrupt, rollback); one
+created with ``checkpoint_id`` (or ``checkpoint``) starts from that older
+checkpoint of the thread, a fork. Options that would change what a run does
+and are not served yet (``context``, ``webhook``, ...) are refused with 422
+naming the option, rather than ignored: a run that silently did something
+else would be worse.
 
 Waiting for a run polls its queue row from the event loop (a thread is
 held only for each read), so many waiting clients cost no threads.
@@ -20,7 +20,6 @@ import asyncio
 import re
 import time
 import uuid
-from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -34,23 +33,28 @@ from pregelkit.checkpoint.runs import (
     POLL_SECONDS,
     RunHandle,
     RunRecord,
-    handle_of_thread,
     list_runs,
-    submit_run,
 )
 from pregelkit.errors import RunCancelledError, RunFailedError
+from pregelkit.server import _options
 from pregelkit.server._api import Api, api_of, call
 from pregelkit.server._auth import owner_of
 from pregelkit.server._body import Body, check_uuid, query_int
 from pregelkit.server._errors import ApiError, not_found
 from pregelkit.server._json import Json, iso, jsonable
+from pregelkit.server._multitask import (
+    DEFAULT_STRATEGY,
+    STRATEGIES,
+    cancel_pending,
+    queue,
+    roll_back,
+)
+from pregelkit.server._options import Options, checkpoint_of
 from pregelkit.server._schemas import check_input
-from pregelkit.server._threads import status_of, thread_row
+from pregelkit.server._threads import thread_row
 from pregelkit.types import Command
 
 NOT_SERVED = (
-    "checkpoint",
-    "checkpoint_id",
     "interrupt_before",
     "interrupt_after",
     "context",
@@ -59,6 +63,7 @@ NOT_SERVED = (
     "feedback_keys",
 )
 RUN_STATUS = {
+    "pending": "pending",
     "queued": "pending",
     "running": "running",
     "sleeping": "running",
@@ -71,21 +76,15 @@ RUN_STATUS = {
 """pregelkit's run statuses as LangGraph's server names them."""
 MAX_LISTED = 10_000
 """The most runs of one thread a status filter reads."""
-INTERRUPT_WAIT_SECONDS = 30.0
-"""How long ``multitask_strategy="interrupt"`` waits for the active run to stop."""
 RESERVED_CONFIGURABLE = ("thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map")
 
 
-def view(
-    api: Api,
-    record: RunRecord,
-    metadata: Mapping[str, Any] | None = None,
-    strategy: str | None = None,
-) -> dict[str, Any]:
+def view(api: Api, record: RunRecord, options: Options | None = None) -> dict[str, Any]:
     """A run as the SDK's ``Run`` (``assistant_id`` null for a run of a
-    workflow this server does not serve, queued by another program; the
-    ``metadata`` and ``multitask_strategy`` a run was created with are
-    answered when it is, not stored: null later)."""
+    workflow this server does not serve, queued by another program;
+    ``options``: the ``metadata`` and ``multitask_strategy`` it was created
+    with, ``_options.read`` gives them back)."""
+    metadata, strategy = options or ({}, None)
     served = next((s for s in api.served if s.graph_id == record.workflow), None)
     return {
         "run_id": record.run_id,
@@ -123,20 +122,14 @@ def stream_modes(body: Body) -> tuple[str, ...]:
 
 def submit(
     api: Api, thread_id: str, owner: str | None, body: Body, modes: tuple[str, ...] = ()
-) -> tuple[RunHandle, dict[str, Any], str]:
+) -> tuple[RunHandle, Options, RunRecord]:
     """Queue the run the body asks for on ``owner``'s thread ``thread_id``:
     checks first, in the order a client can fix them. ``modes``: the stream
     modes whose parts its worker writes to the database."""
     for name in NOT_SERVED:
         if body.any(name) not in (None, [], {}):
             raise ApiError(422, f"{name!r} is not served yet by pregelkit serve: leave it out")
-    strategy = body.choice(
-        "multitask_strategy", ("reject", "interrupt", "rollback", "enqueue"), "reject"
-    )
-    if strategy not in ("reject", "interrupt"):
-        raise ApiError(
-            422, f"multitask_strategy {strategy!r} is not served yet: 'reject' or 'interrupt'"
-        )
+    strategy = body.choice("multitask_strategy", STRATEGIES, DEFAULT_STRATEGY)
     assistant_id = body.text("assistant_id")
     if assistant_id is None:
         raise ApiError(422, "field 'assistant_id' is required (an assistant id or graph id)")
@@ -173,14 +166,8 @@ def submit(
             f"thread {thread_id!r} holds the state of graph {known!r}, not {served.graph_id!r}: "
             "run that graph's assistant on it, or start a new thread",
         )
-    if status_of(api, thread_id) == "busy":
-        if strategy == "reject":
-            raise ApiError(
-                409,
-                f"thread {thread_id!r} has a run queued or running (multitask_strategy "
-                "'reject'): wait for it (runs.join), cancel it, or ask for 'interrupt'",
-            )
-        _interrupt_active(api, thread_id)
+    if (fork := checkpoint_of(api, thread_id, body)) is not None:
+        configurable["checkpoint_id"] = fork
     api.records.update(
         thread_id, {"graph_id": served.graph_id, "assistant_id": served.assistant_id}, owner
     )
@@ -194,30 +181,10 @@ def submit(
         run_config["tags"] = tags
     if (limit := config.integer("recursion_limit", None, low=1, high=100_000)) is not None:
         run_config["recursion_limit"] = limit
-    handle = submit_run(api.saver, served.graph_id, value, run_config)
-    api.wake()
-    return handle, metadata, strategy
-
-
-def _interrupt_active(api: Api, thread_id: str) -> None:
-    """``multitask_strategy="interrupt"``: cancel the thread's active run and
-    wait for it to stop (at its next task boundary; what it finished stays
-    saved), so the new run starts from where it stopped."""
-    handle = handle_of_thread(api.saver, thread_id)
-    if handle is None:
-        return
-    handle.cancel()
-    deadline = time.monotonic() + INTERRUPT_WAIT_SECONDS
-    pause = POLL_SECONDS[0]
-    while handle.status() in RUNNING:
-        if time.monotonic() > deadline:
-            raise ApiError(
-                409,
-                f"thread {thread_id!r}: its run {handle.run_id!r} was cancelled but has not "
-                f"stopped within {INTERRUPT_WAIT_SECONDS:.0f} s (a task still running): try again",
-            )
-        time.sleep(pause)
-        pause = min(pause * 2, POLL_SECONDS[1])
+    options: Options = (metadata, strategy)
+    _options.keep(run_config, options)
+    handle, record = queue(api, thread_id, served.graph_id, value, run_config, strategy)
+    return handle, options, record
 
 
 def _command(body: Body) -> Command:
@@ -246,8 +213,8 @@ async def create(request: Request) -> Response:
     modes = stream_modes(body) if body.flag("stream_resumable", False) else ()
 
     def create() -> dict[str, Any]:
-        handle, metadata, strategy = submit(api, tid, owner, body, modes)
-        return view(api, handle.record(), metadata, strategy)
+        _, options, record = submit(api, tid, owner, body, modes)
+        return view(api, record, options)
 
     run = await call(create)
     return Json(run, headers=run_headers(tid, run["run_id"]))
@@ -342,7 +309,12 @@ async def get(request: Request) -> Response:
     api = api_of(request)
     tid, rid = request.path_params["thread_id"], request.path_params["run_id"]
     owner = owner_of(request)
-    return Json(await call(lambda: view(api, handle_of(api, tid, rid, owner).record())))
+
+    def got() -> dict[str, Any]:
+        record = handle_of(api, tid, rid, owner).record()
+        return view(api, record, _options.read(api.saver, [rid]).get(rid))
+
+    return Json(await call(got))
 
 
 async def list_(request: Request) -> Response:
@@ -361,7 +333,8 @@ async def list_(request: Request) -> Response:
         # a thread has few runs: a status is picked out here, in LangGraph's names
         fetch = offset + limit if status is None else MAX_LISTED
         records = list_runs(api.saver, limit=fetch, thread_id=tid)
-        runs = [view(api, r) for r in records]
+        options = _options.read(api.saver, [r.run_id for r in records])
+        runs = [view(api, r, options.get(r.run_id)) for r in records]
         return [r for r in runs if status in (None, r["status"])][offset : offset + limit]
 
     return Json(await call(listed))
@@ -375,17 +348,21 @@ async def join(request: Request) -> Response:
 
 
 async def cancel(request: Request) -> Response:
-    """Cancel a run: a queued one never starts, a running one stops at its
-    next task boundary. ``?wait=1`` answers once it has ended."""
+    """Cancel a run: a queued or pending one never starts, a running one
+    stops at its next task boundary; ``action=rollback`` then deletes it and
+    what it saved (answered once that is done). ``?wait=1`` answers once it
+    has ended."""
     api = api_of(request)
     tid, rid = request.path_params["thread_id"], request.path_params["run_id"]
     action = request.query_params.get("action", "interrupt")
     if action not in ("interrupt", "rollback"):
         raise ApiError(422, "query parameter 'action' must be interrupt or rollback")
-    if action == "rollback":
-        raise ApiError(422, "action 'rollback' is not served yet: cancel with 'interrupt'")
     handle = await call(handle_of, api, tid, rid, owner_of(request))
-    await call(handle.cancel)
+    if action == "rollback":
+        await call(roll_back, api, handle)
+        return Response(status_code=204)
+    if not await call(api.saver.run_queue, partial(cancel_pending, run_ids=[rid]), "cancel"):
+        await call(handle.cancel)
     if request.query_params.get("wait") in ("1", "true"):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (await call(handle.status)) in RUNNING:
@@ -393,7 +370,7 @@ async def cancel(request: Request) -> Response:
     return Response(status_code=204)
 
 
-RUNNING = ("queued", "running", "sleeping", "waiting")
+RUNNING = ("pending", "queued", "running", "sleeping", "waiting")
 
 
 routes = [

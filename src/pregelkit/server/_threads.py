@@ -31,6 +31,7 @@ from pregelkit.server._snapshots import empty_state, thread_state
 
 STATUSES = ("idle", "busy", "interrupted", "error")
 _RUN_STATUS = {
+    "pending": "busy",
     "queued": "busy",
     "running": "busy",
     "sleeping": "busy",
