@@ -59,8 +59,8 @@ def _serve(args: list[str], cwd: Path, **env: str) -> subprocess.Popen[str]:
 class Server:
     """A ``pregelkit serve`` process, stopped (SIGTERM) when done."""
 
-    def __init__(self, args: list[str], cwd: Path, **env: str) -> None:
-        self.port = _free_port()
+    def __init__(self, args: list[str], cwd: Path, port: int | None = None, **env: str) -> None:
+        self.port = _free_port() if port is None else port
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = _serve([*args, "--port", str(self.port)], cwd, **env)
         deadline = time.monotonic() + 30

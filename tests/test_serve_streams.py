@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.errors import UnprocessableEntityError
 
-from test_serve import FLOWS, Server, _serve
+from test_serve import FLOWS, Server
 
 GRAPHS = ("echo", "ask", "boom", "talk")
 ALL_MODES = ["values", "updates", "custom", "tasks", "checkpoints", "debug"]
@@ -186,19 +185,22 @@ def test_a_stream_joined_on_a_second_server_sharing_postgres(
 
 
 def test_the_client_reconnects_by_itself_when_the_server_restarts(tmp_path: Path) -> None:
-    """SIGTERM ends the stream without ``end``; the client asks the run's
-    status, reconnects to the ``Location`` with its last event id once a
-    server is back on the address, and gets the rest. The run, handed back
-    by the stopping server, is finished by the new one from its last
-    checkpoint: what it does again it says again (new ids), so every part
-    comes at least once, in order after the restart."""
+    """SIGTERM cuts the stream (no ``end``, not a clean close); the client
+    reconnects to the ``Location`` with its last event id once a server is
+    back on the address, and gets the rest. The run, handed back by the
+    stopping server, is finished by the new one from its last checkpoint:
+    what it does again it says again (new ids), so every part comes at
+    least once, in order after the restart. Here the new server finishes
+    the run before the client reads on: a stream that had closed cleanly
+    would make the client ask the run's status, see it ended and stop
+    without the parts it missed."""
     config = ["--config", str(_config(tmp_path)), "--db", str(tmp_path / "s.sqlite")]
     first = Server(config, tmp_path)
     client = get_sync_client(url=first.url, api_key=None)
     tid = client.threads.create()["thread_id"]
     said: list[int] = []
     events: list[str] = []
-    second: subprocess.Popen[str] | None = None
+    second: Server | None = None
     try:
         for part in client.runs.stream(
             tid,
@@ -211,16 +213,19 @@ def test_the_client_reconnects_by_itself_when_the_server_restarts(tmp_path: Path
             if part.event == "custom":
                 said.append(part.data["i"])
                 if len(said) == 5 and second is None:
-                    first.stop()
-                    second = _serve([*config, "--port", str(first.port)], tmp_path)
+                    _, err = first.stop()
+                    assert "ERROR" not in err and "cut 1 open stream" in err
+                    second = Server(config, tmp_path, port=first.port)
+                    other = get_sync_client(url=second.url, api_key=None)
+                    run_id = client.runs.list(tid)[0]["run_id"]
+                    assert other.runs.join(tid, run_id)["said"] == 30
         assert events[-1] == "end"
         assert said[:5] == list(range(5)) and sorted(set(said)) == list(range(30))
         assert said[-1] == 29
         assert client.runs.list(tid)[0]["status"] == "success"
     finally:
         if second is not None:
-            second.terminate()
-            second.communicate(timeout=30)
+            second.stop()
 
 
 def test_a_stateless_stream_dropped_cancels_its_run(server: Server) -> None:

@@ -21,6 +21,7 @@ from pregelkit.server._auth import ApiKeys
 from pregelkit.server._errors import ApiError, Unexpected, on_api_error, on_http_error
 from pregelkit.server._hook import Hook, HookAuth
 from pregelkit.server._json import Json
+from pregelkit.server._origin import SameOrigin
 from pregelkit.server._static import ui_mount
 
 
@@ -76,6 +77,7 @@ def create_app(
             *([ui_mount(static)] if static is not None else []),
         ],
         middleware=[
+            Middleware(SameOrigin, open=not keys and hook is None),
             Middleware(HookAuth, hook=hook, open_ui=static is not None)
             if hook
             else Middleware(ApiKeys, keys=keys, open_ui=static is not None),

@@ -55,7 +55,7 @@ def keys_from(given: Sequence[str] | None, env: str | None) -> tuple[str, ...]:
 
 def check_bind(host: str, keys: Sequence[str], hook: bool = False) -> None:
     """Refuse to listen beyond loopback without a key (or an auth hook)."""
-    if keys or hook or _is_loopback(host):
+    if keys or hook or is_loopback(host):
         return
     raise CliError(
         f"refusing to listen on {host} without an API key: anyone who reaches the port could "
@@ -66,7 +66,7 @@ def check_bind(host: str, keys: Sequence[str], hook: bool = False) -> None:
     )
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:

@@ -39,6 +39,14 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
     return JSONResponse({"detail": str(getattr(exc, "detail", ""))}, status_code=status)
 
 
+class StreamCut(Exception):
+    """A stream this stopping server breaks off: its connection is closed
+    without the chunked body's end, so the client sees a dropped stream and
+    reconnects with its last event id. A clean close would not do: the
+    client then asks the run's status, and a run another server finished
+    meanwhile looks to it like a stream that got everything."""
+
+
 class Unexpected:
     """ASGI middleware: an exception no route turned into an ``ApiError`` (a
     bug, a database gone) is logged with its traceback and answered 500 in
@@ -62,6 +70,8 @@ class Unexpected:
 
         try:
             await self.app(scope, receive, watch)
+        except StreamCut:
+            return  # the response left incomplete: the server closes the connection
         except Exception as exc:
             log.error("%s %s failed", scope["method"], scope["path"], exc_info=exc)
             if started:  # too late for a status: the client sees the body cut

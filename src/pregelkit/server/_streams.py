@@ -34,7 +34,7 @@ from pregelkit.checkpoint.runs import RunHandle, handle_of_thread
 from pregelkit.server._api import Api, api_of, call
 from pregelkit.server._auth import owner_of
 from pregelkit.server._body import check_uuid
-from pregelkit.server._errors import ApiError
+from pregelkit.server._errors import ApiError, StreamCut
 from pregelkit.server._json import jsonable
 from pregelkit.server._runs import (
     STREAMED,
@@ -107,6 +107,8 @@ def _streaming(
             async for event in _tail(api, handle, after, modes):
                 yield event
             ended = not api.stopping.is_set()
+            if not ended:
+                raise StreamCut(handle.run_id)
         finally:
             # shielded: a client gone away cancels this generator
             with anyio.CancelScope(shield=True):
