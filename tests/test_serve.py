@@ -365,7 +365,7 @@ def test_a_run_of_an_unknown_thread_or_with_an_unserved_option_is_refused(server
     created = client.runs.wait(str(uuid.uuid4()), "echo", input={"n": 1}, if_not_exists="create")
     assert created == {"n": 1, "doubled": 2}
     tid = client.threads.create()["thread_id"]
-    for option in ({"interrupt_before": ["echo"]}, {"webhook": "https://example.com/hook"}):
+    for option in ({"context": {"user": "ann"}}, {"webhook": "https://example.com/hook"}):
         response = _post(
             server, f"/threads/{tid}/runs", json.dumps({"assistant_id": "echo", **option})
         )

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
-from langgraph_sdk.errors import ConflictError, NotFoundError
+from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
 from test_serve import Server
 
@@ -310,3 +310,41 @@ def test_enqueued_runs_outlive_a_sigterm_and_span_two_servers(
     finally:
         other.stop()
         two.stop()
+
+
+def test_interrupt_before_and_after_the_entrypoint(client: SyncLangGraphClient) -> None:
+    tid = client.threads.create()["thread_id"]
+    client.runs.wait(tid, "tally", input={"add": "a"})
+    # a functional-API workflow has one node, its entrypoint ("*": every node)
+    for stop in (["tally"], "*"):
+        before = _log(client, tid)
+        stopped = client.runs.wait(tid, "tally", input={"add": "b"}, interrupt_before=stop)
+        assert stopped is None  # the entrypoint has not run: no output yet
+        assert client.threads.get(tid)["status"] == "idle"
+        state = client.threads.get_state(tid)
+        assert state["next"] == ["tally"] and state["values"] == {"log": before}
+        assert client.runs.wait(tid, "tally", input=None) == {"log": [*before, "b"]}
+    # after it: the node ran, and nothing is left to run
+    done = client.runs.wait(tid, "tally", input={"add": "c"}, interrupt_after=["tally"])
+    assert done["log"][-1] == "c" and client.threads.get_state(tid)["next"] == []
+    with pytest.raises(UnprocessableEntityError, match="tasks are not nodes"):
+        client.runs.create(tid, "tally", input={"add": "x"}, interrupt_before=["nap"])
+
+
+def test_interrupt_before_through_the_async_client_and_a_stream(
+    served: tuple[Server, str, Path],
+) -> None:
+    async def main() -> None:
+        client = get_client(url=served[0].url, api_key=None)
+        tid = (await client.threads.create())["thread_id"]
+        parts = [
+            p
+            async for p in client.runs.stream(
+                tid, "tally", input={"add": "a"}, interrupt_before="*", stream_mode="updates"
+            )
+        ]
+        assert parts[-1].event == "end"
+        assert (await client.threads.get_state(tid))["next"] == ["tally"]
+        assert await client.runs.wait(tid, "tally", input=None) == {"log": ["a"]}
+
+    asyncio.run(main())

@@ -85,5 +85,9 @@ stops at the first call it would have to run (``pregelkit.testing.replay_check``
 CONFIG_KEY_STREAM_MODES: Final = "__pregelkit_stream_modes"
 """In a queued run's config: the stream modes whose parts its worker writes
 to the database (``pregelkit serve`` streams them); taken out by the worker."""
+CONFIG_KEY_BREAKPOINTS: Final = "__pregelkit_breakpoints"
+"""In a queued run's config: its ``interrupt_before`` / ``interrupt_after``
+(``{"before": ..., "after": ...}``), which its worker passes to ``invoke``
+(``pregelkit serve``'s run options); taken out by the worker."""
 METADATA_KEY_RUN: Final = "pregelkit_run"
 """Checkpoint metadata naming the queued run (``wf.submit``) that saved it."""

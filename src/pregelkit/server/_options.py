@@ -81,3 +81,31 @@ def checkpoint_of(api: Api, thread_id: str, body: Body) -> str | None:
             "threads.get_history (its 'checkpoint' field)",
         )
     return asked
+
+
+def breakpoints(api: Api, graph_id: str, body: Body) -> dict[str, Any] | None:
+    """The body's ``interrupt_before`` / ``interrupt_after`` (``"*"`` or
+    node names, each a node of the graph: 422 if not), as the run's worker
+    takes them; ``None`` when neither is given. A functional-API workflow
+    has one node, its entrypoint: its tasks are not nodes, so no breakpoint
+    stops before or after a task (``interrupt()`` inside one does)."""
+    asked: dict[str, Any] = {}
+    nodes = sorted(n for n in api.graphs[graph_id].nodes if not n.startswith("__"))
+    for when in ("before", "after"):
+        value = body.any(f"interrupt_{when}")
+        if value in (None, []):
+            continue
+        if value != "*" and not (
+            isinstance(value, list) and all(isinstance(v, str) for v in value)
+        ):
+            raise ApiError(422, f"field 'interrupt_{when}' must be \"*\" or a list of node names")
+        unknown = [] if value == "*" else [v for v in value if v not in nodes]
+        if unknown:
+            raise ApiError(
+                422,
+                f"interrupt_{when} names {', '.join(map(repr, unknown))}, not a node of "
+                f"graph {graph_id!r}; its nodes: {', '.join(nodes)} (a functional-API "
+                "workflow's tasks are not nodes: call interrupt() in the task instead)",
+            )
+        asked[when] = value
+    return asked or None

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pregelkit._internal._constants import CONFIG_KEY_STREAM_MODES
+from pregelkit._internal._constants import CONFIG_KEY_BREAKPOINTS, CONFIG_KEY_STREAM_MODES
 from pregelkit.checkpoint import _parts
 from pregelkit.checkpoint.runs import (
     POLL_SECONDS,
@@ -49,14 +49,12 @@ from pregelkit.server._multitask import (
     queue,
     roll_back,
 )
-from pregelkit.server._options import Options, checkpoint_of
+from pregelkit.server._options import Options, breakpoints, checkpoint_of
 from pregelkit.server._schemas import check_input
 from pregelkit.server._threads import thread_row
 from pregelkit.types import Command
 
 NOT_SERVED = (
-    "interrupt_before",
-    "interrupt_after",
     "context",
     "webhook",
     "after_seconds",
@@ -168,6 +166,8 @@ def submit(
         )
     if (fork := checkpoint_of(api, thread_id, body)) is not None:
         configurable["checkpoint_id"] = fork
+    if (stops := breakpoints(api, served.graph_id, body)) is not None:
+        configurable[CONFIG_KEY_BREAKPOINTS] = stops
     api.records.update(
         thread_id, {"graph_id": served.graph_id, "assistant_id": served.assistant_id}, owner
     )

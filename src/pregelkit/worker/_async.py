@@ -177,12 +177,13 @@ class AsyncWorker(WorkerFront):
     ) -> Any:
         """Run it; a run queued with stream modes writes its parts too."""
         modes = self._core.stream_modes(claimed.run_id)
+        breakpoints = self._core.breakpoints(claimed.run_id)
         if not modes:
-            return await graph.ainvoke(input, cfg, control=control)
+            return await graph.ainvoke(input, cfg, control=control, **breakpoints)
         parts = AsyncPartWriter(self._core.saver, (claimed.run_id, claimed.fence))
         try:
             result = await ainvoke_tee(
-                graph, input, cfg, control=control, modes=modes, sink=parts.add
+                graph, input, cfg, control=control, modes=modes, sink=parts.add, **breakpoints
             )
         finally:
             await parts.close()

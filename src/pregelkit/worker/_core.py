@@ -26,6 +26,7 @@ from typing import Any, get_args
 from pregelkit._internal._clock import clock
 from pregelkit._internal._constants import (
     CONF,
+    CONFIG_KEY_BREAKPOINTS,
     CONFIG_KEY_DURABILITY,
     CONFIG_KEY_LEASE,
     CONFIG_KEY_STREAM_MODES,
@@ -82,6 +83,8 @@ class Held:
     cancelled: bool = False
     modes: tuple[str, ...] = ()
     """The stream modes whose parts are written for the run (none: not streamed)."""
+    breakpoints: dict[str, Any] = field(default_factory=dict)
+    """``invoke``'s ``interrupt_before`` / ``interrupt_after`` for the run."""
 
     @property
     def lease(self) -> tuple[str, int]:
@@ -294,6 +297,7 @@ class WorkerCore:
         input = serde.loads_typed(claimed.input)
         asked = dict(config.get(CONF) or {})
         modes = _stream_modes(asked.pop(CONFIG_KEY_STREAM_MODES, None))
+        breakpoints = _breakpoints(asked.pop(CONFIG_KEY_BREAKPOINTS, None))
         conf = {
             # a task's result is saved before the run goes on (as Temporal and
             # DBOS record a step): a worker's death re-runs at most the
@@ -305,10 +309,16 @@ class WorkerCore:
         }
         metadata = {**(config.get("metadata") or {}), METADATA_KEY_RUN: claimed.run_id}
         config = {**config, CONF: conf, "metadata": metadata}
-        held = self.held[claimed.run_id] = Held(claimed, modes=modes)
+        held = self.held[claimed.run_id] = Held(claimed, modes=modes, breakpoints=breakpoints)
         if self.stopping:  # a stop that came as it was claimed
             held.control.request_drain(self.stop_reason or "worker stopping")
         return self.graphs[claimed.workflow], input, config, held.control
+
+    def breakpoints(self, run_id: str) -> dict[str, Any]:
+        """``invoke``'s ``interrupt_before`` / ``interrupt_after`` for a run
+        held here (none: the graph's own)."""
+        held = self.held.get(run_id)
+        return {} if held is None else held.breakpoints
 
     def stream_modes(self, run_id: str) -> tuple[str, ...]:
         """The modes whose parts are written for a run held here."""
@@ -498,6 +508,18 @@ def _stream_modes(asked: Any) -> tuple[str, ...]:
 
 
 STREAM_MODES = frozenset(get_args(StreamMode))
+
+
+def _breakpoints(asked: Any) -> dict[str, Any]:
+    """The ``interrupt_before`` / ``interrupt_after`` a run was queued with,
+    as ``invoke``'s keywords (``invoke`` checks the node names)."""
+    if not isinstance(asked, dict):
+        return {}
+    return {
+        f"interrupt_{when}": nodes
+        for when in ("before", "after")
+        if isinstance(nodes := asked.get(when), str | list)
+    }
 
 
 def _served(queues: Sequence[Queue | str]) -> tuple[list[Limits], list[str]]:

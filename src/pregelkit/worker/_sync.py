@@ -197,11 +197,14 @@ class Worker(WorkerFront):
         """Run it; a run queued with stream modes writes its parts too."""
         with self._lock:
             modes = self._core.stream_modes(claimed.run_id)
+            breakpoints = self._core.breakpoints(claimed.run_id)
         if not modes:
-            return graph.invoke(input, cfg, control=control)
+            return graph.invoke(input, cfg, control=control, **breakpoints)
         parts = PartWriter(self._core.saver, (claimed.run_id, claimed.fence))
         try:
-            result = invoke_tee(graph, input, cfg, control=control, modes=modes, sink=parts.add)
+            result = invoke_tee(
+                graph, input, cfg, control=control, modes=modes, sink=parts.add, **breakpoints
+            )
         finally:
             parts.close()
         return result

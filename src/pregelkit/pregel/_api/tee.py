@@ -10,7 +10,7 @@ exactly as ``invoke`` would have made it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pregelkit.pregel._api.run_args import RunArgs
@@ -55,6 +55,8 @@ def _start(
     control: RunControl | None,
     modes: Collection[str],
     sink: Sink,
+    interrupt_before: Sequence[str] | str | None = None,
+    interrupt_after: Sequence[str] | str | None = None,
 ) -> tuple[Any, _Tee]:
     # started as ``stream`` is, so that parts come as they are emitted (an
     # invoke gets a step's parts at its end), with invoke's output channels
@@ -65,6 +67,8 @@ def _start(
         {},
         stream_mode="values",
         output_keys=graph.output_channels,
+        interrupt_before=interrupt_before,
+        interrupt_after=interrupt_after,
         control=control,
     )
     driver, shape = graph._start(args, frozenset(modes))
@@ -79,10 +83,15 @@ def invoke_tee(
     control: RunControl | None,
     modes: Collection[str],
     sink: Sink,
+    interrupt_before: Sequence[str] | str | None = None,
+    interrupt_after: Sequence[str] | str | None = None,
 ) -> Any:
-    """``graph.invoke(input, config, control=control)``, the parts of
-    ``modes`` handed to ``sink`` as they are emitted."""
-    driver, tee = _start(graph, "stream", input, config, control, modes, sink)
+    """``graph.invoke(input, config, control=control, interrupt_before=...,
+    interrupt_after=...)``, the parts of ``modes`` handed to ``sink`` as
+    they are emitted."""
+    driver, tee = _start(
+        graph, "stream", input, config, control, modes, sink, interrupt_before, interrupt_after
+    )
     events = driver.events()
     try:
         for ns, mode, payload in events:
@@ -100,9 +109,13 @@ async def ainvoke_tee(
     control: RunControl | None,
     modes: Collection[str],
     sink: Sink,
+    interrupt_before: Sequence[str] | str | None = None,
+    interrupt_after: Sequence[str] | str | None = None,
 ) -> Any:
     """The async twin of ``invoke_tee``."""
-    driver, tee = _start(graph, "astream", input, config, control, modes, sink)
+    driver, tee = _start(
+        graph, "astream", input, config, control, modes, sink, interrupt_before, interrupt_after
+    )
     events = driver.aevents()
     try:
         async for ns, mode, payload in events:
