@@ -296,8 +296,15 @@ def test_enqueued_runs_outlive_a_sigterm_and_span_two_servers(
     tid = client.threads.create()["thread_id"]
     runs = [client.runs.create(tid, "tally", input={"add": "a", **SLOW})]
     runs += [client.runs.create(tid, "tally", input={"add": x}) for x in "bc"]
+    # and a fork, handed back mid-way too: it goes on from its own checkpoints
+    ft = client.threads.create()["thread_id"]
+    for x in "xy":
+        client.runs.wait(ft, "tally", input={"add": x})
+    at_x = client.threads.get_history(ft)[-2]["checkpoint"]["checkpoint_id"]
+    fork = client.runs.create(ft, "tally", input={"add": "fork", **SLOW}, checkpoint_id=at_x)
     _running(client, tid, runs[0]["run_id"])
-    one.stop()  # SIGTERM: the running run goes back to the queue, the others stay pending
+    _running(client, ft, fork["run_id"])
+    one.stop()  # SIGTERM: the running runs go back to the queue, the others stay pending
     two = Server(args, tmp)
     other = Server([*args, "--no-workers"], tmp)
     try:
@@ -307,6 +314,7 @@ def test_enqueued_runs_outlive_a_sigterm_and_span_two_servers(
         runs += [client.runs.create(tid, "tally", input={"add": "e"})]
         assert elsewhere.runs.join(tid, runs[-1]["run_id"]) == {"log": ["a", "b", "c", "d", "e"]}
         assert {client.runs.get(tid, r["run_id"])["status"] for r in runs} == {"success"}
+        assert client.runs.join(ft, fork["run_id"]) == {"log": ["x", "fork"]}
     finally:
         other.stop()
         two.stop()

@@ -21,6 +21,7 @@ from pregelkit.worker._core import (
     Outcome,
     WorkerFront,
     log,
+    resumed,
 )
 from pregelkit.worker._parts import AsyncPartWriter
 from pregelkit.worker._schedules import acheck
@@ -150,7 +151,7 @@ class AsyncWorker(WorkerFront):
                         {CONF: {CONFIG_KEY_THREAD_ID: claimed.thread_id}}
                     )
                     if core.resumes(claimed, latest):
-                        input = None
+                        input, cfg = None, resumed(cfg)
                 result = await self._invoke(claimed, graph, input, cfg, control)
             except Exception as exc:
                 error = exc

@@ -27,6 +27,7 @@ from pregelkit._internal._clock import clock
 from pregelkit._internal._constants import (
     CONF,
     CONFIG_KEY_BREAKPOINTS,
+    CONFIG_KEY_CHECKPOINT_ID,
     CONFIG_KEY_DURABILITY,
     CONFIG_KEY_LEASE,
     CONFIG_KEY_STREAM_MODES,
@@ -508,6 +509,14 @@ def _stream_modes(asked: Any) -> tuple[str, ...]:
 
 
 STREAM_MODES = frozenset(get_args(StreamMode))
+
+
+def resumed(config: dict[str, Any]) -> dict[str, Any]:
+    """The config of a run that resumes from its own latest checkpoint: a
+    run queued to start from an older one (``checkpoint_id``, a fork) goes
+    on from where it got to, not from its start again."""
+    conf = {k: v for k, v in config[CONF].items() if k != CONFIG_KEY_CHECKPOINT_ID}
+    return {**config, CONF: conf}
 
 
 def _breakpoints(asked: Any) -> dict[str, Any]:

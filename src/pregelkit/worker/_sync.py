@@ -22,6 +22,7 @@ from pregelkit.worker._core import (
     Outcome,
     WorkerFront,
     log,
+    resumed,
 )
 from pregelkit.worker._parts import PartWriter
 from pregelkit.worker._schedules import check
@@ -166,7 +167,7 @@ class Worker(WorkerFront):
                 if claimed.attempts > 1:
                     latest = core.saver.get_tuple({CONF: {CONFIG_KEY_THREAD_ID: claimed.thread_id}})
                     if core.resumes(claimed, latest):
-                        input = None
+                        input, cfg = None, resumed(cfg)
                 result = self._invoke(claimed, graph, input, cfg, control)
             except BaseException as exc:
                 error = exc
