@@ -6,11 +6,18 @@ The limit holds whether or not the request says its ``Content-Length``
 A malformed body or a known field of the wrong type is a 422 naming the
 field; fields this server does not know are ignored, as LangGraph's server
 does, so newer SDK releases that send more keep working.
+
+JSON that Python reads but no answer could carry back is a 422 too: a
+``NaN``, an ``Infinity`` or a number past the float range (``1e400``), a
+lone UTF-16 surrogate (``"\\ud800"``), nesting past ``MAX_DEPTH``. Stored,
+such a value made every later answer holding it a 500 (a thread's metadata:
+each ``threads.search`` of its owner).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +27,9 @@ from starlette.requests import Request
 from pregelkit.server._errors import ApiError
 
 _MISSING: Any = object()
+MAX_DEPTH = 256
+"""Levels of nesting a body may have: far past any real input, well short
+of what breaks Python's recursion (the serializer, the checkpoints)."""
 
 
 async def read_json(request: Request, limit: int) -> Body:
@@ -41,12 +51,51 @@ async def read_json(request: Request, limit: int) -> Body:
     if not raw.strip():
         return Body({})
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError) as exc:
         raise ApiError(422, f"the body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ApiError(422, f"the body must be a JSON object, got {type(data).__name__}")
+    _check_values(data)
     return Body(data)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (JSON has no NaN or Infinity)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:40]} is past the range of a float")
+    return value
+
+
+def _check_values(data: Any) -> None:
+    """A 422 for a body nested past ``MAX_DEPTH`` or holding a lone
+    surrogate in a string or a key (no UTF-8 answer can carry one)."""
+    pending: list[tuple[Any, int]] = [(data, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, str):
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise _lone_surrogate(value) from None
+        elif isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise ApiError(422, f"the body is nested more than {MAX_DEPTH} levels deep")
+            items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+            pending.extend((item, depth + 1) for item in items)
+
+
+def _lone_surrogate(text: str) -> ApiError:
+    return ApiError(
+        422,
+        f"the body has a lone surrogate in the string {text[:40]!r}: send text as UTF-8 "
+        "(a \\ud800-\\udfff escape must be one of a pair)",
+    )
 
 
 def _too_large(limit: int) -> ApiError:
@@ -122,7 +171,7 @@ def query_int(request: Request, name: str, default: int, high: int = 10_000) -> 
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    if not raw.isdigit() or int(raw) > high:
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > high:
         raise ApiError(422, f"query parameter {name!r} must be an integer from 0 to {high}")
     return int(raw)
 

@@ -83,8 +83,13 @@ def _key(body: Body) -> str:
     return str(key)
 
 
+STORE_REFUSALS = (ValueError, TypeError, OverflowError, NotImplementedError)
+"""What the store raises for arguments it refuses (a bad filter, a ttl past
+any date, a NUL character in a key or a label): the client's to fix."""
+
+
 def _store_error(exc: Exception) -> ApiError:
-    """The store's own argument checks (a bad filter, a bad ttl) as a 422."""
+    """The store's own argument checks as a 422."""
     return ApiError(422, str(exc))
 
 
@@ -104,7 +109,7 @@ async def put_item(request: Request) -> Response:
         raise ApiError(422, "field 'ttl' must be a number of minutes")
     try:
         await call(api.store.put, namespace, key, value, index=index, ttl=ttl)
-    except (ValueError, TypeError, NotImplementedError) as exc:
+    except STORE_REFUSALS as exc:
         raise _store_error(exc) from None
     return Response(status_code=204)
 
@@ -118,9 +123,11 @@ async def get_item(request: Request) -> Response:
     if not key:
         raise ApiError(422, "query parameter 'key' is required")
     refresh = request.query_params.get("refresh_ttl")
-    item = await call(
-        api.store.get, namespace, key, refresh_ttl=None if refresh is None else refresh == "true"
-    )
+    refresh_ttl = None if refresh is None else refresh == "true"
+    try:
+        item = await call(api.store.get, namespace, key, refresh_ttl=refresh_ttl)
+    except STORE_REFUSALS as exc:
+        raise _store_error(exc) from None
     return Json(None if item is None else _item(item, len(scope)))
 
 
@@ -128,7 +135,10 @@ async def delete_item(request: Request) -> Response:
     api = api_of(request)
     body = await api.body(request)
     namespace = _writable(request, _namespace(body.labels("namespace"), "namespace"))
-    await call(api.store.delete, namespace, _key(body))
+    try:
+        await call(api.store.delete, namespace, _key(body))
+    except STORE_REFUSALS as exc:
+        raise _store_error(exc) from None
     return Response(status_code=204)
 
 
@@ -147,7 +157,7 @@ async def search_items(request: Request) -> Response:
             query=body.text("query"),
             refresh_ttl=body.flag("refresh_ttl"),
         )
-    except (ValueError, TypeError, NotImplementedError) as exc:
+    except STORE_REFUSALS as exc:
         raise _store_error(exc) from None
     return Json({"items": [_item(i, len(scope)) for i in items]})
 
@@ -159,14 +169,17 @@ async def list_namespaces(request: Request) -> Response:
     prefix = scope + _namespace(body.labels("prefix"), "prefix", empty=True)
     suffix = body.labels("suffix")
     depth = body.integer("max_depth", None, low=1, high=1000)
-    found = await call(
-        api.store.list_namespaces,
-        prefix=prefix or None,
-        suffix=_namespace(suffix, "suffix") if suffix else None,
-        max_depth=None if depth is None else depth + len(scope),
-        limit=body.integer("limit", 100, high=1000),
-        offset=body.integer("offset", 0, high=1_000_000),
-    )
+    try:
+        found = await call(
+            api.store.list_namespaces,
+            prefix=prefix or None,
+            suffix=_namespace(suffix, "suffix") if suffix else None,
+            max_depth=None if depth is None else depth + len(scope),
+            limit=body.integer("limit", 100, high=1000),
+            offset=body.integer("offset", 0, high=1_000_000),
+        )
+    except STORE_REFUSALS as exc:
+        raise _store_error(exc) from None
     return Json({"namespaces": [list(ns)[len(scope) :] for ns in found]})
 
 

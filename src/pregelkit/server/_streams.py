@@ -51,6 +51,8 @@ from pregelkit.server._threads import thread_row
 TAIL_SECONDS = (0.02, 0.25)
 """A stream's pauses between reads of its run's parts: the first after a
 part came, doubling while none comes, up to the second."""
+LAST_ID = 2**63 - 1
+"""The largest event id: the parts' ids are the database's 64-bit integers."""
 ENDED = ("done", "failed", "cancelled", "interrupted")
 
 
@@ -131,12 +133,14 @@ def _last_event_id(request: Request) -> int | None:
     value = request.headers.get("last-event-id")
     if value is None or value == "":
         return None
+    after: int | None
     try:
-        return max(int(value), 0)
+        after = max(int(value), 0)
     except ValueError:
-        raise ApiError(
-            422, f"Last-Event-ID must be an event id of this stream, got {value!r}"
-        ) from None
+        after = None
+    if after is None or after > LAST_ID:  # past the database's integers (SQLite overflowed)
+        raise ApiError(422, f"Last-Event-ID must be an event id of this stream, got {value!r}")
+    return after
 
 
 def _join_modes(request: Request) -> tuple[str, ...] | None:

@@ -222,7 +222,7 @@ async def get_state(request: Request) -> Response:
     api = api_of(request)
     tid = request.path_params["thread_id"]
     checkpoint_id = request.path_params.get("checkpoint_id")
-    checkpoint = {"checkpoint_id": checkpoint_id} if checkpoint_id else None
+    checkpoint = {"checkpoint_id": _no_nul(checkpoint_id)} if checkpoint_id else None
     subgraphs = query_flag(request, "subgraphs")
     owner = owner_of(request)
     return Json(
@@ -249,10 +249,19 @@ def _checkpoint(body: Body) -> dict[str, Any] | None:
     checkpoint_id = given.text("checkpoint_id") or body.text("checkpoint_id")
     if checkpoint_id is None:
         return None
-    out = {"checkpoint_id": checkpoint_id}
+    out = {"checkpoint_id": _no_nul(checkpoint_id)}
     if ns := given.text("checkpoint_ns"):
-        out["checkpoint_ns"] = ns
+        out["checkpoint_ns"] = _no_nul(ns)
     return out
+
+
+def _no_nul(ident: str) -> str:
+    """A checkpoint id or namespace as the saver can look it up: PostgreSQL
+    refuses a NUL character in a query (a 500 there, an empty answer on
+    SQLite), so both answer it as no such checkpoint."""
+    if "\x00" in ident:
+        raise not_found("checkpoint", ident)
+    return ident
 
 
 def _graph_of(api: Api, row: ThreadRow) -> Any:
@@ -298,6 +307,7 @@ async def history(request: Request) -> Response:
     limit = body.integer("limit", 10, high=1000)
     metadata = body.obj("metadata")
     before = Body(body.obj("before", {})).text("checkpoint_id")
+    before = None if before is None else _no_nul(before)
     checkpoint = _checkpoint(body)
     owner = owner_of(request)
 
@@ -309,7 +319,10 @@ async def history(request: Request) -> Response:
         config = {"configurable": {"thread_id": tid, **(checkpoint or {})}}
         ahead = {"configurable": {"thread_id": tid, "checkpoint_id": before}} if before else None
         snapshots = graph.get_state_history(config, filter=metadata, before=ahead, limit=limit)
-        return [thread_state(s) for s in snapshots]
+        try:
+            return [thread_state(s) for s in snapshots]
+        except ValueError as exc:  # the saver refuses the metadata filter
+            raise ApiError(422, f"cannot filter the history: {exc}") from None
 
     return Json(await call(history))
 

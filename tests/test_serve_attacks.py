@@ -1,0 +1,137 @@
+"""``pregelkit serve`` under attack, by a hostile client and a careless one:
+JSON that Python reads but no answer can carry (NaN, ``1e400``, a lone
+surrogate, nesting past the stack), NUL characters where PostgreSQL's text
+refuses them, numbers spelled in other scripts, an event id past 64 bits.
+Each was a 500, some of them stored first, so that every later answer
+holding the value was a 500 too; each must be a JSON 4xx that changes
+nothing. A keyed server on SQLite and PostgreSQL; raw httpx for what the SDK
+never sends, the SDK for what it does."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+
+from test_serve import FLOWS, Server
+
+KEY = "attack-key"
+HEADERS = {"x-api-key": KEY, "content-type": "application/json"}
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("serve-attacks")
+    config = tmp / "pregelkit.json"
+    config.write_text(json.dumps({"graphs": {"echo": f"{FLOWS}:echo"}}))
+    if request.param == "sqlite":
+        db = str(tmp / "attacks.sqlite")
+    else:
+        db = request.getfixturevalue("postgres_database")("pregelkit_serve_attacks")
+    srv = Server(["--config", str(config), "--db", db, "--auth-key", KEY], Path(tmp))
+    yield srv
+    srv.stop()
+
+
+def _send(server: Server, method: str, path: str, body: bytes | None = None) -> httpx.Response:
+    return httpx.request(method, server.url + path, content=body, headers=HEADERS, timeout=10)
+
+
+def _refused(response: httpx.Response, status: int, says: str) -> None:
+    assert response.status_code == status, response.text
+    assert says in response.json()["detail"], response.text
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (b"NaN", "NaN is not a JSON number"),
+        (b"-Infinity", "-Infinity is not a JSON number"),
+        (b"1e400", "past the range of a float"),
+        (b'"\\ud800"', "lone surrogate"),
+        (b'{"\\udfff": 1}', "lone surrogate"),
+        (_nested(300), "nested more than 256 levels"),
+    ],
+    ids=["nan", "infinity", "1e400", "surrogate", "surrogate-key", "deep"],
+)
+def test_values_no_answer_could_carry_are_refused_and_never_stored(
+    server: Server, value: bytes, says: str
+) -> None:
+    tag = json.dumps(value.decode()[:20])
+    # stored, such metadata made every threads.search of the key a 500
+    body = b'{"metadata": {"tag": ' + tag.encode() + b', "v": ' + value + b"}}"
+    _refused(_send(server, "POST", "/threads", body), 422, says)
+    search = _send(server, "POST", "/threads/search", b'{"limit": 1000}')
+    assert search.status_code == 200, search.text
+    assert all(t["metadata"].get("tag") != json.loads(tag) for t in search.json())
+    tid = get_sync_client(url=server.url, api_key=KEY).threads.create()["thread_id"]
+    run = b'{"assistant_id": "echo", "input": {"v": ' + value + b"}}"
+    _refused(_send(server, "POST", f"/threads/{tid}/runs/wait", run), 422, says)
+    put = b'{"namespace": ["attack"], "key": "k", "value": {"v": ' + value + b"}}"
+    _refused(_send(server, "PUT", "/store/items", put), 422, says)
+
+
+def test_deep_but_sane_values_still_pass(server: Server) -> None:
+    tid = get_sync_client(url=server.url, api_key=KEY).threads.create()["thread_id"]
+    run = b'{"assistant_id": "echo", "input": ' + _nested(200) + b"}"
+    answer = _send(server, "POST", f"/threads/{tid}/runs/wait", run)
+    assert answer.status_code == 200 and answer.text == _nested(200).decode()
+
+
+def test_nul_characters_the_store_refuses_are_a_422_on_every_route(server: Server) -> None:
+    routes: list[tuple[str, str, dict[str, Any] | None]] = [
+        ("POST", "/store/namespaces", {"prefix": ["a\x00"]}),
+        ("POST", "/store/namespaces", {"suffix": ["a\x00"]}),
+        ("GET", "/store/items?namespace=a&key=k%00", None),
+        ("GET", "/store/items?namespace=a%00&key=k", None),
+        ("DELETE", "/store/items", {"namespace": ["a"], "key": "k\x00"}),
+        ("PUT", "/store/items", {"namespace": ["a"], "key": "k", "value": {}, "ttl": 1e300}),
+    ]
+    for method, path, body in routes:
+        response = _send(server, method, path, None if body is None else json.dumps(body).encode())
+        assert response.status_code == 422, (method, path, response.text)
+
+
+def test_checkpoint_ids_and_history_filters_with_a_nul_are_4xx(server: Server) -> None:
+    client = get_sync_client(url=server.url, api_key=KEY)
+    tid = client.threads.create()["thread_id"]
+    assert client.runs.wait(tid, "echo", input={"n": 1}) == {"n": 1, "doubled": 2}
+    bad = "1f000000-0000-6000-8000-00000000000\x00"
+    # PostgreSQL refused these as text (a 500); SQLite answered nothing
+    for method, path, body in [
+        ("GET", f"/threads/{tid}/state/%00", None),
+        ("POST", f"/threads/{tid}/state/checkpoint", {"checkpoint": {"checkpoint_id": bad}}),
+        ("POST", f"/threads/{tid}/history", {"before": {"checkpoint_id": bad}}),
+        ("POST", f"/threads/{tid}/state", {"values": {"n": 2}, "checkpoint_id": bad}),
+    ]:
+        response = _send(server, method, path, None if body is None else json.dumps(body).encode())
+        _refused(response, 404, "checkpoint")
+    filtered = json.dumps({"metadata": {"step\x00": 1}}).encode()
+    _refused(_send(server, "POST", f"/threads/{tid}/history", filtered), 422, "filter")
+    assert len(client.threads.get_history(tid)) >= 2  # the thread is unharmed
+
+
+def test_digits_of_other_scripts_and_event_ids_past_64_bits_are_a_422(server: Server) -> None:
+    client = get_sync_client(url=server.url, api_key=KEY)
+    tid = client.threads.create()["thread_id"]
+    client.runs.wait(tid, "echo", input={"n": 1})
+    [run] = client.runs.list(tid)
+    for query in ("limit=\u00b2", "offset=\u0663"):  # '²' passed isdigit(), then int() raised
+        _refused(_send(server, "GET", f"/threads/{tid}/runs?{query}"), 422, "query parameter")
+    for path in (f"/threads/{tid}/runs/{run['run_id']}/stream", f"/threads/{tid}/stream"):
+        for last in ("9223372036854775808", "9" * 30):  # SQLite cut the stream mid-body
+            response = httpx.get(
+                server.url + path, headers={"x-api-key": KEY, "last-event-id": last}, timeout=10
+            )
+            _refused(response, 422, "Last-Event-ID")
