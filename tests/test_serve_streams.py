@@ -236,6 +236,7 @@ def test_a_stateless_stream_dropped_cancels_its_run(server: Server) -> None:
         "talk",
         input={"n": 100, "pause": 0.05},
         stream_mode="custom",
+        on_completion="keep",  # its run stays to be read (else its thread goes once it stops)
         on_run_created=created.append,
     )
     for part in stream:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pregelkit._internal._clock import clock
 from pregelkit._internal._constants import CONF, CONFIG_KEY_THREAD_ID
-from pregelkit.checkpoint import _runqueue
+from pregelkit.checkpoint import _parts, _runqueue
 from pregelkit.checkpoint._runqueue import (
     CANCELLED,
     DONE,
@@ -53,6 +53,7 @@ __all__ = [
     "RunRecord",
     "Routing",
     "asubmit_run",
+    "delete_run",
     "describe_wait",
     "list_runs",
     "submit_run",
@@ -363,6 +364,27 @@ async def acancel_thread_runs(saver: BaseCheckpointSaver[Any], thread_id: str) -
         return False
     await handle.acancel()
     return True
+
+
+def delete_run(saver: BaseCheckpointSaver[Any], run_id: str) -> str | None:
+    """Delete an ended run's record: its queue row and its stream parts (the
+    checkpoints it saved stay: they are the thread's). Returns the run's
+    status, ``None`` if there is no such run; a run that has not finished
+    (done, failed, cancelled or interrupted) is not deleted: cancel it
+    first."""
+    status: str | None = saver.run_queue(partial(_delete_ended, run_id=run_id), "delete run")
+    return status
+
+
+def _delete_ended(d: _runqueue.Dialect, run_id: str) -> _runqueue.RunPlan[str | None]:
+    row = yield d.q("SELECT status FROM pregelkit_runs WHERE run_id = ?", (run_id,), "one")
+    if row is None or row[0] not in _runqueue.FINISHED:
+        return None if row is None else str(row[0])
+    # the guard again: the row read above is not locked
+    finished = ", ".join(f"'{s}'" for s in _runqueue.FINISHED)
+    yield d.q(f"DELETE FROM pregelkit_runs WHERE run_id = ? AND status IN ({finished})", (run_id,))
+    yield from _parts.delete(d, [run_id])
+    return str(row[0])
 
 
 LIVE_SECONDS = 60.0

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -15,7 +16,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pregelkit.server import _assistants, _crons, _multitask, _runs, _store, _streams, _threads
+from pregelkit.server import (
+    _assistants,
+    _crons,
+    _multitask,
+    _runs,
+    _stateless,
+    _store,
+    _streams,
+    _threads,
+)
 from pregelkit.server._api import Api
 from pregelkit.server._auth import ApiKeys
 from pregelkit.server._errors import ApiError, Unexpected, on_api_error, on_http_error
@@ -57,10 +67,14 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         stop = start_workers() if start_workers is not None else None
         promoting = _multitask.start_promoter(api)
+        sweeping = asyncio.create_task(_stateless.sweep_forever(api))
         try:
             yield
         finally:
             await promoting()
+            sweeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeping
             if stop is not None:
                 stop()
 
@@ -73,6 +87,7 @@ def create_app(
             *_store.routes,
             *_streams.routes,
             *_crons.routes,
+            *_stateless.routes,
             *_runs.routes,
             *([ui_mount(static)] if static is not None else []),
         ],

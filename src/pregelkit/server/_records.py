@@ -21,12 +21,17 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from pregelkit.checkpoint._runqueue import IS_ACTIVE
+
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS pregelkit_server_threads ("
     "thread_id TEXT PRIMARY KEY, created_at DOUBLE PRECISION NOT NULL, "
     "updated_at DOUBLE PRECISION NOT NULL, metadata TEXT NOT NULL, owner TEXT)",
     "CREATE INDEX IF NOT EXISTS pregelkit_server_threads_updated "
     "ON pregelkit_server_threads (updated_at, thread_id)",
+    # a stateless run's thread, deleted once its run ends (``_stateless``)
+    "CREATE TABLE IF NOT EXISTS pregelkit_server_temporary ("
+    "thread_id TEXT PRIMARY KEY, created_at DOUBLE PRECISION NOT NULL)",
 )
 COLUMNS = "thread_id, created_at, updated_at, metadata, owner"
 SCHEMA_LOCK = 0x70726567_73727672
@@ -114,16 +119,44 @@ class ThreadRecords:
             return run(sql, params)
 
     def create(
-        self, thread_id: str, metadata: Mapping[str, Any], owner: str | None
+        self,
+        thread_id: str,
+        metadata: Mapping[str, Any],
+        owner: str | None,
+        temporary: bool = False,
     ) -> ThreadRow | None:
-        """The new row, or ``None`` if the thread exists already (whoever owns it)."""
+        """The new row, or ``None`` if the thread exists already (whoever
+        owns it). ``temporary``: marked, in the same transaction, for
+        deletion once its run ends (``temporary_threads``)."""
         now = time.time()
-        rows = self._run(
-            f"INSERT INTO pregelkit_server_threads ({COLUMNS}) VALUES (?, ?, ?, ?, ?) "
-            f"ON CONFLICT (thread_id) DO NOTHING RETURNING {COLUMNS}",
-            (thread_id, now, now, json.dumps(dict(metadata)), owner),
-        )
+        with self._transaction() as run:
+            rows = run(
+                f"INSERT INTO pregelkit_server_threads ({COLUMNS}) VALUES (?, ?, ?, ?, ?) "
+                f"ON CONFLICT (thread_id) DO NOTHING RETURNING {COLUMNS}",
+                (thread_id, now, now, json.dumps(dict(metadata)), owner),
+            )
+            if rows and temporary:
+                run(
+                    "INSERT INTO pregelkit_server_temporary (thread_id, created_at) VALUES (?, ?)",
+                    (thread_id, now),
+                )
         return ThreadRow.of(rows[0]) if rows else None
+
+    def ended_temporary(self, orphaned_before: float, limit: int) -> list[str]:
+        """Up to ``limit`` temporary threads, oldest first, with no run
+        pending, queued, running, sleeping or waiting: those with a run that ended,
+        and those created before ``orphaned_before`` that never had one (the
+        request that created them failed before its run was queued)."""
+        # 'pending': a run enqueued behind the thread's active one (``_multitask``)
+        rows = self._run(
+            "SELECT t.thread_id FROM pregelkit_server_temporary AS t WHERE NOT EXISTS ("
+            "SELECT 1 FROM pregelkit_runs AS r WHERE r.thread_id = t.thread_id "
+            f"AND (r.{IS_ACTIVE} OR r.status = 'pending')) AND (t.created_at < ? OR EXISTS ("
+            "SELECT 1 FROM pregelkit_runs AS r WHERE r.thread_id = t.thread_id)) "
+            "ORDER BY t.created_at LIMIT ?",
+            (orphaned_before, limit),
+        )
+        return [str(r[0]) for r in rows]
 
     def get(self, thread_id: str, owner: str | None) -> ThreadRow | None:
         """``owner``'s thread ``thread_id``: another owner's is not found."""
@@ -159,10 +192,12 @@ class ThreadRecords:
         return ThreadRow.of(rows[0])
 
     def delete(self, thread_id: str) -> bool:
-        rows = self._run(
-            "DELETE FROM pregelkit_server_threads WHERE thread_id = ? RETURNING thread_id",
-            (thread_id,),
-        )
+        with self._transaction() as run:
+            run("DELETE FROM pregelkit_server_temporary WHERE thread_id = ?", (thread_id,))
+            rows = run(
+                "DELETE FROM pregelkit_server_threads WHERE thread_id = ? RETURNING thread_id",
+                (thread_id,),
+            )
         return bool(rows)
 
     def search(

@@ -1,6 +1,7 @@
 """``/threads/{id}/runs``: runs on the queue (``wf.submit``), run by the
 workers (in process, or ``pregelkit worker`` processes with
-``--no-workers``): create (a background run), wait, get, list, join, cancel.
+``--no-workers``): create (a background run), wait, get, list, join, cancel,
+delete (a run's record; an active run must be cancelled first).
 
 A run created on a busy thread follows its ``multitask_strategy``
 (``_multitask``: enqueue by default, reject, interrupt, rollback); one
@@ -19,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-import uuid
 from functools import partial
 from typing import Any
 
@@ -28,11 +28,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from pregelkit._internal._constants import CONFIG_KEY_BREAKPOINTS, CONFIG_KEY_STREAM_MODES
-from pregelkit.checkpoint import _parts
 from pregelkit.checkpoint.runs import (
     POLL_SECONDS,
     RunHandle,
     RunRecord,
+    delete_run,
     list_runs,
 )
 from pregelkit.errors import RunCancelledError, RunFailedError
@@ -119,11 +119,17 @@ def stream_modes(body: Body) -> tuple[str, ...]:
 
 
 def submit(
-    api: Api, thread_id: str, owner: str | None, body: Body, modes: tuple[str, ...] = ()
+    api: Api,
+    thread_id: str,
+    owner: str | None,
+    body: Body,
+    modes: tuple[str, ...] = (),
+    temporary: bool = False,
 ) -> tuple[RunHandle, Options, RunRecord]:
     """Queue the run the body asks for on ``owner``'s thread ``thread_id``:
     checks first, in the order a client can fix them. ``modes``: the stream
-    modes whose parts its worker writes to the database."""
+    modes whose parts its worker writes to the database; ``temporary``: a
+    thread created here is deleted once its run ends (``_stateless``)."""
     for name in NOT_SERVED:
         if body.any(name) not in (None, [], {}):
             raise ApiError(422, f"{name!r} is not served yet by pregelkit serve: leave it out")
@@ -155,7 +161,7 @@ def submit(
     if row is None:
         if if_not_exists == "reject":
             raise not_found("thread", thread_id)
-        api.records.create(thread_id, {}, owner)
+        api.records.create(thread_id, {}, owner, temporary)
         row = thread_row(api, thread_id, owner)
     known = row.metadata.get("graph_id")
     if known is not None and known != served.graph_id:
@@ -232,39 +238,9 @@ async def wait(request: Request) -> Response:
     api = api_of(request)
     tid = check_uuid(request.path_params["thread_id"], "thread_id")
     body = await api.body(request)
+    cancel = body.choice("on_disconnect", ("cancel", "continue"), "continue") == "cancel"
     handle, _, _ = await call(submit, api, tid, owner_of(request), body)
-    return Json(await outcome(handle), headers=run_headers(tid, handle.run_id))
-
-
-async def wait_stateless(request: Request) -> Response:
-    """``runs.wait(None, ...)``: a run on a thread of its own, deleted (its
-    checkpoints too) once the run ends, as LangGraph's server does by
-    default (``on_completion="delete"``)."""
-    api = api_of(request)
-    tid, body = stateless(await api.body(request))
-    handle, _, _ = await call(submit, api, tid, owner_of(request), body)
-    try:
-        result = await outcome(handle)
-    except BaseException:  # the client went away (LangGraph's on_disconnect 'cancel')
-        await call(handle.cancel)
-        raise
-    await call(forget, api, handle)
-    return Json(result)
-
-
-def stateless(body: Body) -> tuple[str, Body]:
-    """A stateless run's new thread, and the body that creates it."""
-    if body.choice("on_completion", ("delete", "keep"), "delete") != "delete":
-        raise ApiError(422, "on_completion 'keep' is not served yet: run on a thread instead")
-    data = {k: v for k, v in body.data.items() if k not in ("on_completion", "if_not_exists")}
-    return str(uuid.uuid4()), Body({**data, "if_not_exists": "create"})
-
-
-def forget(api: Api, handle: RunHandle) -> None:
-    """Delete a stateless run's thread: its checkpoints, record and parts."""
-    api.saver.delete_thread(handle.thread_id)
-    api.records.delete(handle.thread_id)
-    api.saver.run_queue(partial(_parts.delete, run_ids=[handle.run_id]), "delete stream parts")
+    return Json(await waited(request, handle, cancel), headers=run_headers(tid, handle.run_id))
 
 
 async def outcome(handle: RunHandle) -> Any:
@@ -280,6 +256,28 @@ async def outcome(handle: RunHandle) -> Any:
             return {"__error__": _error(exc.error)}
         except RunCancelledError:
             return {"__error__": {"error": "RunCancelled", "message": "the run was cancelled"}}
+
+
+async def waited(request: Request, handle: RunHandle, cancel_on_disconnect: bool) -> Any:
+    """``outcome``, for a request whose client may go away meanwhile: with
+    ``cancel_on_disconnect`` that cancels the run (LangGraph's
+    ``on_disconnect="cancel"``), else the run goes on. Either way this
+    waits on for the run's end, so what the caller does after it (a
+    stateless run's thread deleted) still happens."""
+    if not cancel_on_disconnect:
+        return await outcome(handle)
+    watch = asyncio.create_task(_cancel_when_gone(request, handle))
+    try:
+        return await outcome(handle)
+    finally:
+        watch.cancel()
+
+
+async def _cancel_when_gone(request: Request, handle: RunHandle) -> None:
+    # the body is read: what the server receives next is the client going away
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    await call(handle.cancel)
 
 
 def _error(recorded: str) -> dict[str, str]:
@@ -347,6 +345,30 @@ async def join(request: Request) -> Response:
     return Json(await outcome(handle))
 
 
+async def delete(request: Request) -> Response:
+    """Delete a run's record (``runs.delete``); what it saved stays on its
+    thread. A run still pending, queued or running is refused (409): cancel
+    it first."""
+    api = api_of(request)
+    tid, rid = request.path_params["thread_id"], request.path_params["run_id"]
+    owner = owner_of(request)
+
+    def delete() -> None:
+        handle_of(api, tid, rid, owner)
+        status = delete_run(api.saver, rid)
+        if status is None:
+            raise not_found("run", rid)
+        if status in RUNNING:
+            raise ApiError(
+                409,
+                f"run {rid!r} is {RUN_STATUS[status]}: cancel it first "
+                "(runs.cancel(thread_id, run_id, wait=True)), then delete it",
+            )
+
+    await call(delete)
+    return Response(status_code=204)
+
+
 async def cancel(request: Request) -> Response:
     """Cancel a run: a queued or pending one never starts, a running one
     stops at its next task boundary; ``action=rollback`` then deletes it and
@@ -374,11 +396,11 @@ RUNNING = ("pending", "queued", "running", "sleeping", "waiting")
 
 
 routes = [
-    Route("/runs/wait", wait_stateless, methods=["POST"]),
     Route("/threads/{thread_id}/runs", create, methods=["POST"]),
     Route("/threads/{thread_id}/runs", list_, methods=["GET"]),
     Route("/threads/{thread_id}/runs/wait", wait, methods=["POST"]),
     Route("/threads/{thread_id}/runs/{run_id}", get, methods=["GET"]),
+    Route("/threads/{thread_id}/runs/{run_id}", delete, methods=["DELETE"]),
     Route("/threads/{thread_id}/runs/{run_id}/join", join, methods=["GET"]),
     Route("/threads/{thread_id}/runs/{run_id}/cancel", cancel, methods=["POST"]),
 ]

@@ -38,14 +38,13 @@ from pregelkit.server._errors import ApiError, StreamCut
 from pregelkit.server._json import jsonable
 from pregelkit.server._runs import (
     STREAMED,
-    forget,
     handle_of,
     outcome,
     run_headers,
-    stateless,
     stream_modes,
     submit,
 )
+from pregelkit.server._stateless import forget, stateless
 from pregelkit.server._threads import thread_row
 
 TAIL_SECONDS = (0.02, 0.25)
@@ -98,10 +97,11 @@ def _streaming(
     after: int,
     modes: tuple[str, ...] | None,
     cancel_on_disconnect: bool,
-    stateless: bool = False,
+    temporary: bool = False,
 ) -> StreamingResponse:
     """The run's stream as a response; a client that goes away cancels the
-    run if it asked to; a stateless run's thread is deleted once it ends."""
+    run if it asked to; a ``temporary`` thread is deleted once its run ends
+    (here when the stream saw it end, else by ``_stateless``'s sweep)."""
 
     async def events() -> AsyncIterator[bytes]:
         ended = False
@@ -116,8 +116,8 @@ def _streaming(
             with anyio.CancelScope(shield=True):
                 if not ended and cancel_on_disconnect and not api.stopping.is_set():
                     await call(handle.cancel)
-                if ended and stateless:
-                    await call(forget, api, handle)
+                if ended and temporary:
+                    await call(forget, api, handle.thread_id)
 
     headers = {
         **run_headers(handle.thread_id, handle.run_id),
@@ -180,13 +180,14 @@ async def stream(request: Request) -> Response:
 
 async def stream_stateless(request: Request) -> Response:
     """``runs.stream(None, ...)``: on a thread of its own, deleted once the
-    run ends; cancelled if the client goes away first (as ``runs.wait``)."""
+    run ends unless ``on_completion="keep"``; cancelled if the client goes
+    away first, unless ``on_disconnect="continue"`` (as ``runs.wait``)."""
     api = api_of(request)
-    tid, body = stateless(await api.body(request))
+    tid, body, temporary = stateless(await api.body(request))
     modes = stream_modes(body)
     cancel = body.choice("on_disconnect", ("cancel", "continue"), "cancel") == "cancel"
-    handle, _, _ = await call(submit, api, tid, owner_of(request), body, modes)
-    return _streaming(api, handle, 0, None, cancel, stateless=True)
+    handle, _, _ = await call(submit, api, tid, owner_of(request), body, modes, temporary)
+    return _streaming(api, handle, 0, None, cancel, temporary)
 
 
 async def join_stream(request: Request) -> Response:
