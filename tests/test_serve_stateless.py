@@ -59,7 +59,7 @@ def server(
     srv.stop()
 
 
-def _client(server: Server, key: str = "k1", **kwargs: Any) -> Any:
+def _client(server: Server, key: str | None = "k1", **kwargs: Any) -> Any:
     return get_sync_client(url=server.url, api_key=key, **kwargs)
 
 
@@ -192,8 +192,12 @@ def test_runs_delete(server: Server) -> None:
     assert client.runs.wait(tid, "slow", input={"seconds": 0.1}) == {"slept": 0.1}
     [first] = client.runs.list(tid)
     running = client.runs.create(tid, "slow", input={"seconds": 60})
-    with pytest.raises(ConflictError, match="cancel it first"):
-        client.runs.delete(tid, running["run_id"])
+    enqueued = client.runs.create(tid, "slow", input={"seconds": 0})
+    for active in (running, enqueued):
+        with pytest.raises(ConflictError, match="cancel it first"):
+            client.runs.delete(tid, active["run_id"])
+    client.runs.cancel(tid, enqueued["run_id"])
+    client.runs.delete(tid, enqueued["run_id"])
     client.runs.cancel(tid, running["run_id"], wait=True)
     client.runs.delete(tid, running["run_id"])
     with pytest.raises(NotFoundError):
@@ -218,6 +222,24 @@ def test_runs_delete(server: Server) -> None:
     with pytest.raises(NotFoundError):  # nor by another key
         _client(server, "k2").runs.delete(other, run["run_id"])
     assert client.runs.get(other, run["run_id"])["status"] == "success"
+
+
+def test_a_temporary_thread_outlives_no_server_restart(tmp_path: Path) -> None:
+    """A server stopped while a background stateless run runs hands the run
+    back; the next server finishes it, and its sweep deletes the thread."""
+    args = ["--config", str(_config(tmp_path)), "--db", str(tmp_path / "restart.sqlite")]
+    first = Server(args, tmp_path)
+    run = _client(first, None).runs.create(None, "slow", input={"seconds": 2.0})
+    _until(lambda: _client(first, None).runs.get(run["thread_id"], run["run_id"])["status"]
+           == "running", "the run started")  # fmt: skip
+    first.stop()
+    second = Server(args, tmp_path)
+    try:
+        client = _client(second, None)
+        _until(lambda: _gone(client, run["thread_id"]), "the thread deleted by the next server")
+        assert client.threads.search(metadata={"graph_id": "slow"}) == []
+    finally:
+        second.stop()
 
 
 def test_another_key_never_sees_a_stateless_run(server: Server) -> None:
