@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from pregelkit.func import entrypoint, task
+from pregelkit.types import interrupt
 
 
 @task
@@ -24,3 +25,12 @@ def tally(inputs: dict[str, Any], previous: Any = None) -> dict[str, Any]:
         nap(float(inputs.get("pause", 0.1))).result()
     seen = list((previous or {}).get("log", []))
     return {"log": [*seen, inputs["add"]]}
+
+
+@entrypoint()
+def confirm(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Asks for an answer, then naps ``naps`` times before returning it."""
+    answer = interrupt({"question": "go?"})
+    for _ in range(int(inputs.get("naps", 0))):
+        nap(0.1).result()
+    return {"answer": answer}

@@ -30,7 +30,7 @@ SLOW = {"naps": 30, "pause": 0.1}
 
 def _config(tmp: Path) -> Path:
     path = tmp / "pregelkit.json"
-    path.write_text(json.dumps({"graphs": {"tally": f"{FLOWS}:tally"}}))
+    path.write_text(json.dumps({"graphs": {g: f"{FLOWS}:{g}" for g in ("tally", "confirm")}}))
     return path
 
 
@@ -197,6 +197,19 @@ def test_a_rollback_while_the_run_is_in_a_task(client: SyncLangGraphClient) -> N
         client.runs.get(tid, again["run_id"])
     assert _log(client, tid) == ["a", "c"]
     assert client.threads.get(tid)["status"] == "idle"
+
+
+def test_a_rollback_of_an_answer_leaves_the_question_open(client: SyncLangGraphClient) -> None:
+    tid = client.threads.create()["thread_id"]
+    asked = client.runs.wait(tid, "confirm", input={"naps": 30})
+    question = asked["__interrupt__"]
+    answering = client.runs.create(tid, "confirm", command={"resume": "yes"})
+    _running(client, tid, answering["run_id"])
+    client.runs.cancel(tid, answering["run_id"], action="rollback")
+    state = client.threads.get_state(tid)
+    assert state["next"] == ["confirm"] and state["tasks"][0]["interrupts"] == question
+    assert client.threads.get(tid)["status"] == "interrupted"
+    assert client.runs.wait(tid, "confirm", command={"resume": "no"}) == {"answer": "no"}
 
 
 def test_five_enqueued_and_the_middle_one_cancelled(client: SyncLangGraphClient) -> None:
