@@ -135,3 +135,32 @@ def test_digits_of_other_scripts_and_event_ids_past_64_bits_are_a_422(server: Se
                 server.url + path, headers={"x-api-key": KEY, "last-event-id": last}, timeout=10
             )
             _refused(response, 422, "Last-Event-ID")
+
+
+def test_sizes_one_database_refuses_are_a_422_on_both(server: Server) -> None:
+    # PostgreSQL indexes a namespace with its key (about 2,700 bytes at most,
+    # a 500 past it); SQLite's expression tree has a depth of 1,000 (a 500
+    # for a filter of 1,000 fields); PostgreSQL takes 65,535 query parameters
+    noise = "".join(f"{i:04x}" for i in range(256))  # 1,024 bytes no index compresses
+    largest = {"namespace": [noise[:1000], "ü" * 11 + "x"], "key": noise, "value": {"v": 1}}
+    assert _send(server, "PUT", "/store/items", json.dumps(largest).encode()).status_code == 204
+    for body, says in [
+        ({**largest, "key": noise + "x"}, "key is longer than 1024 bytes"),
+        ({**largest, "namespace": [noise, "x"]}, "namespace is longer than 1024 bytes"),
+    ]:
+        _refused(_send(server, "PUT", "/store/items", json.dumps(body).encode()), 422, says)
+    fields = {f"f{i}": {"$gt": 1, "$ne": 3} for i in range(100)}
+    search = {"namespace_prefix": largest["namespace"], "filter": fields}
+    found = _send(server, "POST", "/store/items/search", json.dumps(search).encode())
+    assert found.status_code == 200 and found.json() == {"items": []}
+    search["filter"] = {f"f{i}": i for i in range(1000)}
+    _refused(
+        _send(server, "POST", "/store/items/search", json.dumps(search).encode()),
+        422,
+        "at most 100",
+    )
+    ids = [f"00000000-0000-4000-8000-{i:012x}" for i in range(70_000)]
+    threads = json.dumps({"ids": ids}).encode()
+    _refused(_send(server, "POST", "/threads/search", threads), 422, "at most 10000")
+    threads = json.dumps({"ids": ids[:10_000]}).encode()
+    assert _send(server, "POST", "/threads/search", threads).json() == []

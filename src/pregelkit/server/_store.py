@@ -29,6 +29,14 @@ from pregelkit.server._body import Body
 from pregelkit.server._errors import ApiError
 from pregelkit.server._json import Json
 
+MAX_BYTES = 1024
+"""The most UTF-8 bytes of a namespace (its labels joined by dots) and of a
+key: PostgreSQL indexes the two together, and refuses a write (a 500 here)
+whose pair passes about 2,700 bytes, where SQLite takes any length."""
+MAX_FILTER_FIELDS = 100
+"""The most fields a search filter compares: SQLite refuses a query whose
+conditions pass its expression tree's depth (1,000)."""
+
 
 def _namespace(labels: list[str] | None, what: str, *, empty: bool = False) -> tuple[str, ...]:
     labels = labels or []
@@ -37,7 +45,14 @@ def _namespace(labels: list[str] | None, what: str, *, empty: bool = False) -> t
     for label in labels:
         if not label or "." in label:
             raise ApiError(422, f"{what} label {label!r} must be non-empty and have no '.'")
+    _short(".".join(labels), what)
     return tuple(labels)
+
+
+def _short(text: str, what: str) -> str:
+    if len(text.encode()) > MAX_BYTES:
+        raise ApiError(422, f"{what} is longer than {MAX_BYTES} bytes (UTF-8): shorten it")
+    return text
 
 
 OWNED = "pregelkit-owner:"
@@ -80,7 +95,14 @@ def _key(body: Body) -> str:
     key = body.text("key")
     if not key:
         raise ApiError(422, "field 'key' is required")
-    return str(key)
+    return _short(str(key), "key")
+
+
+def _filter(body: Body) -> dict[str, Any] | None:
+    found: dict[str, Any] | None = body.obj("filter")
+    if found is not None and len(found) > MAX_FILTER_FIELDS:
+        raise ApiError(422, f"filter compares {len(found)} fields: at most {MAX_FILTER_FIELDS}")
+    return found
 
 
 STORE_REFUSALS = (ValueError, TypeError, OverflowError, NotImplementedError)
@@ -151,7 +173,7 @@ async def search_items(request: Request) -> Response:
         items = await call(
             api.store.search,
             prefix,
-            filter=body.obj("filter"),
+            filter=_filter(body),
             limit=body.integer("limit", 10, high=1000),
             offset=body.integer("offset", 0, high=1_000_000),
             query=body.text("query"),

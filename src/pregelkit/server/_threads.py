@@ -30,6 +30,9 @@ from pregelkit.server._records import ThreadRow
 from pregelkit.server._snapshots import empty_state, thread_state
 
 STATUSES = ("idle", "busy", "interrupted", "error")
+MAX_IDS = 10_000
+"""The most thread ids one search names: each is a query parameter, and
+PostgreSQL takes at most 65,535 in a query (past them, a 500)."""
 _RUN_STATUS = {
     "pending": "busy",
     "queued": "busy",
@@ -159,6 +162,8 @@ async def search(request: Request) -> Response:
     offset = body.integer("offset", 0, high=1_000_000)
     _check_sort(body)
     if ids is not None:
+        if len(ids) > MAX_IDS:
+            raise ApiError(422, f"'ids' names {len(ids)} threads: search at most {MAX_IDS} at once")
         ids = [check_uuid(i, "ids[]") for i in ids]
     owner = owner_of(request)
 
