@@ -40,6 +40,8 @@ from pregelkit.checkpoint._runqueue import (
     CLAIM_SET,
     FINISH,
     IS_ACTIVE,
+    PICK,
+    PICKED,
     Claimed,
     Dialect,
     RunPlan,
@@ -457,9 +459,10 @@ class _Take:
             lim = self.limits.get(queue)
             part = walk.named(queue, lim, self.worker_id)
             union.add(" UNION ALL ").extend(_guarded(queue, lim, part) if guard else part)
-        stmt = _Sql().add(CLAIM_SET, self.worker_id, self.lease_seconds)
-        stmt.add(" WHERE run_id IN (SELECT run_id FROM (").extend(union)
-        stmt.add(f") AS c) AS taken ORDER BY {_ORDER} LIMIT ?)", self.limit).add(CLAIM_RETURNING)
+        # picked once, then updated: never more than ``limit`` (_runqueue.PICK)
+        stmt = _Sql().add(PICK % self.d.materialized + "SELECT run_id FROM (").extend(union)
+        stmt.add(f") AS c) AS taken ORDER BY {_ORDER} LIMIT ?)", self.limit)
+        stmt.add(CLAIM_SET, self.worker_id, self.lease_seconds).add(PICKED + CLAIM_RETURNING)
         if self.recorded:
             # the starts written by the claim itself: one statement less while
             # the queue's row is locked

@@ -99,6 +99,10 @@ class Dialect(_plan.Dialect):
     """How a read locks the rows it reads until the transaction ends
     (PostgreSQL's ``FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` already
     serializes writers)."""
+    materialized: str = ""
+    """How a claim's ``WITH picked AS`` asks for its rows to be picked once
+    (PostgreSQL's ``MATERIALIZED``; SQLite runs an ``IN`` list once by
+    itself). See ``PICK``."""
     fence: str = field(init=False)
     """The fence check's SQL, spelled once: it runs in every write
     transaction of a leased run, so no per-call rewriting."""
@@ -138,6 +142,7 @@ POSTGRES = Dialect(
     placeholder="%s",
     writable_ctes=True,
     lock_rows=" FOR UPDATE",
+    materialized=" MATERIALIZED",
     mark_cancelled="""
         INSERT INTO pregelkit_thread_control (thread_id, mark) VALUES (?, 'cancelled')
         ON CONFLICT (thread_id) DO UPDATE SET mark = excluded.mark, updated_at = now()
@@ -408,6 +413,17 @@ class Claimed:
 # before anything queued), then ``pregelkit_runs_claim`` (migration 5); each
 # index's condition is spelled out for SQLite's planner to see it holds. A
 # due run an ``invoke`` process still holds (its lease) is left to it.
+PICK = "WITH picked AS%s ("
+"""A claim picks its runs in a CTE of their own, run once (PostgreSQL:
+``MATERIALIZED``), and updates those (``PICKED``). Within the UPDATE's
+``WHERE run_id IN (...)`` a planner may run the picking query again for
+each row it compares (a nested-loop semi join, which PostgreSQL chose with
+statistics taken while the table was empty: autovacuum after a mass
+delete); each run skips the rows the statement already updated (locked by
+itself) and picks the next ones, so a claim of one run took every queued
+run (docs/scale-out.md, "One claim, at most its limit";
+tests/test_claim_bound.py)."""
+PICKED = " WHERE run_id IN (SELECT run_id FROM picked)"
 CLAIM_SET = """
     UPDATE pregelkit_runs SET status = 'running', fence = fence + 1, worker = ?,
         lease_until = {now} + ?, attempts = attempts + 1, updated_at = {now},
@@ -418,10 +434,9 @@ CLAIM_RETURNING = """
 """
 # the default queue's claim (a worker serving named queues claims with
 # ``_queues.claim``): its runs only, through the index of its own
-_CLAIM_SET = (
-    CLAIM_SET
-    + """
-    WHERE run_id IN (
+_CLAIM = (
+    """
+    %(pick)s
         SELECT run_id FROM (
             SELECT run_id FROM pregelkit_runs%(due_index)s
             WHERE workflow IN (%(names)s)%(skip)s AND status IN ('sleeping', 'waiting')
@@ -438,6 +453,8 @@ _CLAIM_SET = (
             ORDER BY priority DESC, created_at, run_id
             LIMIT ?{skip_locked}) AS queued
         LIMIT ?)"""
+    + CLAIM_SET
+    + PICKED
     + CLAIM_RETURNING
 )
 FINISH = """
@@ -456,12 +473,13 @@ def _claim_params(
     skip: Sequence[Any] = (),
 ) -> tuple[Any, ...]:
     due = (*workflows, *skip, due_now(now), limit)
-    return (worker_id, lease_seconds, *due, *workflows, *skip, limit, limit)
+    return (*due, *workflows, *skip, limit, limit, worker_id, lease_seconds)
 
 
 def _claim_sql(d: Dialect, workflows: Sequence[str], skip: str = "") -> str:
     hint = d.index_hint
-    return _CLAIM_SET % {
+    return _CLAIM % {
+        "pick": PICK % d.materialized,
         "names": ", ".join("?" for _ in workflows),
         "skip": skip,
         "due_index": hint % "pregelkit_runs_due" if hint else "",
