@@ -197,6 +197,11 @@ def test_a_rollback_while_the_run_is_in_a_task(client: SyncLangGraphClient) -> N
         client.runs.get(tid, again["run_id"])
     assert _log(client, tid) == ["a", "c"]
     assert client.threads.get(tid)["status"] == "idle"
+    # an ended run is not rolled back: the runs after it built on it
+    ended = client.runs.list(tid, limit=1)[0]
+    with pytest.raises(ConflictError, match="has ended"):
+        client.runs.cancel(tid, ended["run_id"], action="rollback")
+    assert _log(client, tid) == ["a", "c"]
 
 
 def test_a_rollback_of_an_answer_leaves_the_question_open(client: SyncLangGraphClient) -> None:

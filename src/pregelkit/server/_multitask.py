@@ -153,49 +153,40 @@ def promote(d: Dialect) -> RunPlan[tuple[list[str], bool]]:
     return queued, left is not None
 
 
-def forget_run(d: Dialect, thread_id: str, run_id: str) -> RunPlan[int]:
+def forget_run(d: Dialect, thread_id: str, run_id: str) -> RunPlan[None]:
     """``rollback``: delete an ended run, its stream parts and what it saved:
-    the thread's checkpoints from its first one on (a thread has one active
-    run, so all of them are its), their writes, and the blobs no checkpoint
-    left references. Returns how many checkpoints went."""
+    its checkpoints (their metadata names it), their writes, and the blobs
+    no checkpoint left references. Only its own: a run that started on the
+    thread meanwhile keeps what it saved."""
     run_of = (
         "json_extract(metadata_json, '$.pregelkit_run')"
         if d.name == "sqlite"
         else "metadata_json ->> 'pregelkit_run'"
     )
-    row = yield d.q(
-        f"SELECT MIN(checkpoint_id) FROM pregelkit_checkpoints WHERE thread_id = ? "
-        f"AND {run_of} = ?",
-        (thread_id, run_id),
-        "one",
+    pairs = (
+        "json_each(c.channel_versions)"
+        if d.name == "sqlite"
+        else "jsonb_each_text(c.channel_versions)"
     )
-    gone = 0
-    if row is not None and row[0] is not None:
-        since = (thread_id, str(row[0]))
-        yield d.q("DELETE FROM pregelkit_writes WHERE thread_id = ? AND checkpoint_id >= ?", since)
-        rows = yield d.q(
-            "DELETE FROM pregelkit_checkpoints WHERE thread_id = ? AND checkpoint_id >= ? "
-            "RETURNING checkpoint_id",
-            since,
-            "all",
-        )
-        gone = len(rows)
-        pairs = (
-            "json_each(c.channel_versions)"
-            if d.name == "sqlite"
-            else ("jsonb_each_text(c.channel_versions)")
-        )
-        yield d.q(
-            "DELETE FROM pregelkit_blobs WHERE thread_id = ? AND NOT EXISTS ("
-            f"SELECT 1 FROM pregelkit_checkpoints AS c, {pairs} AS v "
-            "WHERE c.thread_id = pregelkit_blobs.thread_id "
-            "AND c.checkpoint_ns = pregelkit_blobs.checkpoint_ns "
-            "AND v.key = pregelkit_blobs.channel AND v.value = pregelkit_blobs.version)",
-            (thread_id,),
-        )
+    its = f"SELECT checkpoint_id FROM pregelkit_checkpoints WHERE thread_id = ? AND {run_of} = ?"
+    yield d.q(
+        f"DELETE FROM pregelkit_writes WHERE thread_id = ? AND checkpoint_id IN ({its})",
+        (thread_id, thread_id, run_id),
+    )
+    yield d.q(
+        f"DELETE FROM pregelkit_checkpoints WHERE thread_id = ? AND {run_of} = ?",
+        (thread_id, run_id),
+    )
+    yield d.q(
+        "DELETE FROM pregelkit_blobs WHERE thread_id = ? AND NOT EXISTS ("
+        f"SELECT 1 FROM pregelkit_checkpoints AS c, {pairs} AS v "
+        "WHERE c.thread_id = pregelkit_blobs.thread_id "
+        "AND c.checkpoint_ns = pregelkit_blobs.checkpoint_ns "
+        "AND v.key = pregelkit_blobs.channel AND v.value = pregelkit_blobs.version)",
+        (thread_id,),
+    )
     yield from _parts.delete(d, [run_id])
     yield d.q("DELETE FROM pregelkit_runs WHERE run_id = ?", (run_id,))
-    return gone
 
 
 def stop_runs(api: Api, thread_id: str, rollback: bool) -> None:
@@ -216,9 +207,17 @@ def stop_runs(api: Api, thread_id: str, rollback: bool) -> None:
 
 def roll_back(api: Api, handle: RunHandle) -> None:
     """``runs.cancel(action="rollback")``: cancel the run, wait for it to
-    stop, then delete it and what it saved."""
+    stop, then delete it and what it saved. A run that has ended is not
+    rolled back (409): the runs after it built on what it saved."""
     pending = api.saver.run_queue(partial(cancel_pending, run_ids=[handle.run_id]), "cancel")
     if not pending:
+        status = handle.status()
+        if status in _runqueue.FINISHED:
+            raise ApiError(
+                409,
+                f"run {handle.run_id!r} has ended ({status}): only a run in flight is rolled "
+                "back; delete its record with runs.delete",
+            )
         wait_stopped(handle)
     plan = partial(forget_run, thread_id=handle.thread_id, run_id=handle.run_id)
     api.saver.run_queue(plan, "rollback")
