@@ -107,6 +107,11 @@ def test_enqueue_is_the_default_and_runs_in_order(client: SyncLangGraphClient) -
     assert busy["run_id"] not in listed
     assert listed[2:] == [r["run_id"] for r in (*rest[::-1], first)]
     assert {r["status"] for r in client.runs.list(tid)} == {"success"}
+    # a stream enqueued behind a busy run waits for it, then streams its own run
+    client.runs.create(tid, "tally", input={"add": "g", "naps": 5, "pause": 0.1})
+    parts = list(client.runs.stream(tid, "tally", input={"add": "s"}, stream_mode="updates"))
+    assert [p.event for p in parts][-2:] == ["updates", "end"]
+    assert parts[-2].data == {"tally": {"log": ["a", "fork", "g", "s"]}}
 
 
 def test_racing_creates_under_each_strategy(client: SyncLangGraphClient) -> None:
