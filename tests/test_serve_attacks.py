@@ -1,7 +1,8 @@
 """``pregelkit serve`` under attack, by a hostile client and a careless one:
 JSON that Python reads but no answer can carry (NaN, ``1e400``, a lone
-surrogate, nesting past the stack), NUL characters where PostgreSQL's text
-refuses them, numbers spelled in other scripts, an event id past 64 bits.
+surrogate, nesting past the stack), sent or made by a workflow; NUL
+characters where PostgreSQL's text refuses them; sizes one database
+refuses; numbers spelled in other scripts; an event id past 64 bits.
 Each was a 500, some of them stored first, so that every later answer
 holding the value was a 500 too; each must be a JSON 4xx that changes
 nothing. A keyed server on SQLite and PostgreSQL; raw httpx for what the SDK
@@ -20,6 +21,8 @@ from langgraph_sdk import get_sync_client
 
 from test_serve import FLOWS, Server
 
+ATTACK_FLOWS = Path(__file__).with_name("serve_attack_flows.py")
+
 KEY = "attack-key"
 HEADERS = {"x-api-key": KEY, "content-type": "application/json"}
 
@@ -30,7 +33,8 @@ def server(
 ) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("serve-attacks")
     config = tmp / "pregelkit.json"
-    config.write_text(json.dumps({"graphs": {"echo": f"{FLOWS}:echo"}}))
+    graphs = {"echo": f"{FLOWS}:echo", "odd": f"{ATTACK_FLOWS}:odd"}
+    config.write_text(json.dumps({"graphs": graphs}))
     if request.param == "sqlite":
         db = str(tmp / "attacks.sqlite")
     else:
@@ -164,3 +168,24 @@ def test_sizes_one_database_refuses_are_a_422_on_both(server: Server) -> None:
     _refused(_send(server, "POST", "/threads/search", threads), 422, "at most 10000")
     threads = json.dumps({"ids": ids[:10_000]}).encode()
     assert _send(server, "POST", "/threads/search", threads).json() == []
+
+
+def test_a_workflow_making_nan_or_a_lone_surrogate_leaves_every_answer_readable(
+    server: Server,
+) -> None:
+    # its values were a 500 in each answer holding them (the thread, its key's
+    # every threads.search) and cut its stream, which the SDK then reconnected
+    client = get_sync_client(url=server.url, api_key=KEY)
+    tid = client.threads.create()["thread_id"]
+    done = {"nan": None, "inf": None, "text": "\u00e9\ufffd"}
+    assert client.runs.wait(tid, "odd", input={}) == done
+    assert client.threads.get(tid)["values"] == done
+    assert client.threads.get_state(tid)["values"] == done
+    assert any(t["thread_id"] == tid for t in client.threads.search(limit=1000))
+    assert client.threads.get_history(tid)[0]["values"] == done
+    parts = list(client.runs.stream(tid, "odd", input={}, stream_mode=["custom", "values"]))
+    assert [(p.event, p.data) for p in parts[1:]] == [
+        ("custom", {"nan": None, "\ufffd": "\ufffd"}),
+        ("values", done),
+        ("end", None),
+    ]

@@ -1,7 +1,8 @@
 """Values as JSON: what a workflow returns or holds in its state, whatever
 Python types it used, made into something a client can read.
 
-Interrupts become ``{"value", "id"}`` as on LangGraph's server; dataclasses,
+Interrupts become ``{"value", "id"}`` as on LangGraph's server; NaN and
+infinities ``null`` (as there); a lone surrogate in a string U+FFFD; dataclasses,
 pydantic models and named tuples their fields; times ISO 8601; anything
 else its ``str`` rather than a failed response.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import math
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -21,10 +23,15 @@ from pregelkit.types import Interrupt
 
 
 def jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, (str, bool, int, float)):
+    if value is None or isinstance(value, (bool, int)):
         return value
+    if isinstance(value, float):
+        # JSON has no NaN or Infinity: null, as LangGraph's server writes them
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return value if value.isascii() else _utf8(value)
     if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {jsonable(str(k)): jsonable(v) for k, v in value.items()}
     if isinstance(value, Interrupt):
         return {"value": jsonable(value.value), "id": value.id}
     if isinstance(value, tuple) and hasattr(value, "_asdict"):
@@ -41,6 +48,16 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, uuid.UUID):
         return str(value)
     return str(value)
+
+
+def _utf8(text: str) -> str:
+    """``text`` with each lone surrogate (``surrogateescape``'d bytes, say) as
+    U+FFFD: UTF-8 has no spelling for one, and an answer holding it failed."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 class Json(JSONResponse):

@@ -1,0 +1,19 @@
+"""Workflows tests/test_serve_attacks.py serves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pregelkit.config import get_stream_writer
+from pregelkit.func import entrypoint
+
+LONE = b"\xff".decode("utf-8", "surrogateescape")
+"""A byte no UTF-8 decoding took, kept as a lone surrogate."""
+
+
+@entrypoint()
+def odd(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Values Python makes and JSON has no spelling for: NaN, an infinity, a
+    lone surrogate (a mean of nothing, bytes decoded with surrogateescape)."""
+    get_stream_writer()({"nan": float("nan"), LONE: LONE})
+    return {"nan": float("nan"), "inf": float("-inf"), "text": "é" + LONE}
