@@ -295,8 +295,38 @@ def test_a_stateless_run_that_stops_at_an_interrupt(server: Server) -> None:
     assert resumed == {"what": "memo", "answer": "yes"}
 
 
-def test_after_seconds_is_refused_until_the_default_queue_honours_a_start_time(
-    server: Server,
-) -> None:
-    with pytest.raises(UnprocessableEntityError, match="after_seconds"):
-        _client(server).runs.create(None, "echo", input={}, after_seconds=5)
+def test_after_seconds_holds_a_run_back(server: Server) -> None:
+    client = _client(server)
+    started = time.monotonic()
+    run = client.runs.create(None, "echo", input={"n": 1}, after_seconds=1.5)
+    tid, rid = run["thread_id"], run["run_id"]
+    assert client.runs.get(tid, rid)["status"] == "pending"
+    assert client.threads.get(tid)["status"] == "busy"
+    assert client.runs.join(tid, rid) == {"n": 1, "doubled": 2}
+    assert time.monotonic() - started >= 1.5
+
+    # cancelled before its time, it never runs
+    tid = client.threads.create()["thread_id"]
+    later = client.runs.create(tid, "slow", input={"seconds": 0}, after_seconds=600)
+    client.runs.cancel(tid, later["run_id"], wait=True)
+    assert client.runs.get(tid, later["run_id"])["status"] == "interrupted"
+    assert client.threads.get_state(tid)["values"] == {}
+
+    # enqueued behind a run, it waits for that run and for its time
+    first = client.runs.create(tid, "slow", input={"seconds": 0.3})
+    created = time.monotonic()
+    held = client.runs.create(tid, "slow", input={"seconds": 0.1}, after_seconds=1.0)
+    assert client.runs.get(tid, held["run_id"])["status"] == "pending"
+    assert client.runs.join(tid, held["run_id"]) == {"slept": 0.1}
+    assert time.monotonic() - created >= 1.0
+    assert client.runs.get(tid, first["run_id"])["status"] == "success"
+
+    async def main() -> None:
+        aclient = get_client(url=server.url, api_key="k1")
+        waited = await aclient.runs.wait(None, "echo", input={"n": 2}, after_seconds=0.2)
+        assert waited == {"n": 2, "doubled": 4}
+        for bad in (-1, 10**9, "soon"):
+            with pytest.raises(UnprocessableEntityError, match="after_seconds"):
+                await aclient.runs.create(None, "echo", input={}, after_seconds=bad)  # type: ignore[arg-type]
+
+    asyncio.run(main())

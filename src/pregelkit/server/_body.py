@@ -135,6 +135,13 @@ class Body:
             raise ApiError(422, f"field {name!r} must be between {low} and {high}, got {value}")
         return value
 
+    def seconds(self, name: str, high: float) -> Any:
+        """A duration: a number of seconds from 0 to ``high``."""
+        value = self._get(name, (int, float), "a number of seconds", None)
+        if value is not None and not 0 <= value <= high:
+            raise ApiError(422, f"field {name!r} must be between 0 and {high:.0f} seconds")
+        return value
+
     def choice(self, name: str, choices: tuple[str, ...], default: Any = None) -> Any:
         value = self.text(name, default)
         if value is not None and value not in choices:

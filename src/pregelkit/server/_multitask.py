@@ -60,12 +60,14 @@ def queue_plan(
     input: tuple[str, bytes],
     config: tuple[str, bytes],
     enqueue: bool,
+    start_at: float | None = None,
 ) -> RunPlan[tuple[Any, ...] | None]:
     """Queue a run of ``thread_id``: its row, or ``None`` when the thread has
     a run in flight and ``enqueue`` is false. Enqueued behind a run in
     flight, it is ``pending``; it is queued at once only when no run of the
     thread is pending (a run created later never starts before one created
-    earlier)."""
+    earlier). ``start_at`` (``after_seconds``): not before then, the queue's
+    time (``_runqueue.due_now``): see ``_hold``."""
     held = None
     if enqueue:
         held = yield d.q(
@@ -76,17 +78,31 @@ def queue_plan(
     if held is None:
         run_id, created = yield from _runqueue.submit(d, thread_id, workflow, 0, input, config)
         if created:
+            if start_at is not None:
+                yield from _hold(d, run_id, start_at)
             return (yield from _runqueue.get(d, run_id))
         if not enqueue:
             return None
     run_id = uuid6()
     yield d.q(
         "INSERT INTO pregelkit_runs (run_id, thread_id, workflow, status, priority, input_type, "
-        "input, config_type, config, created_at, updated_at) "
-        "VALUES (?, ?, ?, 'pending', 0, ?, ?, ?, ?, {now}, {now})",
-        (run_id, thread_id, workflow, *input, *config),
+        "input, config_type, config, due_at, created_at, updated_at) "
+        "VALUES (?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?, {now}, {now})",
+        (run_id, thread_id, workflow, *input, *config, start_at),
     )
     return (yield from _runqueue.get(d, run_id))
+
+
+def _hold(d: Dialect, run_id: str, start_at: float) -> RunPlan[None]:
+    """A run just queued starts at ``start_at``: it is held as a durable
+    sleep that has not started (``sleeping``, due then, no attempt yet),
+    which the workers' claim takes once due and starts from its input. In
+    the transaction that queued it, so no worker takes it before."""
+    yield d.q(
+        "UPDATE pregelkit_runs SET status = 'sleeping', due_at = ?, wait_kind = 'sleep' "
+        "WHERE run_id = ? AND status = 'queued'",
+        (start_at, run_id),
+    )
 
 
 def in_flight(d: Dialect, thread_id: str) -> RunPlan[list[tuple[str, str]]]:
@@ -134,7 +150,10 @@ def promote(d: Dialect) -> RunPlan[tuple[list[str], bool]]:
     queued = []
     for (thread_id,) in threads:
         row = yield d.q(
-            "UPDATE pregelkit_runs SET status = 'queued', updated_at = {now} WHERE run_id = ("
+            # an enqueued run given a start time (``queue_plan``'s due_at) is held till then
+            "UPDATE pregelkit_runs SET status = CASE WHEN due_at IS NULL THEN 'queued' "
+            "ELSE 'sleeping' END, wait_kind = CASE WHEN due_at IS NULL THEN NULL "
+            "ELSE 'sleep' END, updated_at = {now} WHERE run_id = ("
             "SELECT run_id FROM pregelkit_runs WHERE thread_id = ? AND status = 'pending' "
             "ORDER BY created_at, run_id LIMIT 1) AND status = 'pending' AND NOT EXISTS ("
             f"SELECT 1 FROM pregelkit_runs AS a WHERE a.thread_id = ? AND a.{IS_ACTIVE}) "
@@ -252,10 +271,11 @@ def queue(
     input: Any,
     config: dict[str, Any],
     strategy: str,
+    after_seconds: float | None = None,
 ) -> tuple[RunHandle, RunRecord]:
     """Queue the run under ``strategy`` (the thread's owner checked): its
     handle, and its record as queued (a racing ``rollback`` may delete it
-    at once)."""
+    at once). ``after_seconds``: it starts no sooner."""
     serde = api.saver.serde
     plan = partial(
         queue_plan,
@@ -264,6 +284,7 @@ def queue(
         input=serde.dumps_typed(input),
         config=serde.dumps_typed(config),
         enqueue=strategy == "enqueue",
+        start_at=None if after_seconds is None else _runqueue.due_now(None) + after_seconds,
     )
     for _ in range(ATTEMPTS):
         if strategy in ("interrupt", "rollback"):

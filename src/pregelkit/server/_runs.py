@@ -57,7 +57,6 @@ from pregelkit.types import Command
 NOT_SERVED = (
     "context",
     "webhook",
-    "after_seconds",
     "feedback_keys",
 )
 RUN_STATUS = {
@@ -74,6 +73,8 @@ RUN_STATUS = {
 """pregelkit's run statuses as LangGraph's server names them."""
 MAX_LISTED = 10_000
 """The most runs of one thread a status filter reads."""
+MAX_AFTER_SECONDS = 366 * 86400.0
+"""The latest a run created with ``after_seconds`` may start: a year on."""
 RESERVED_CONFIGURABLE = ("thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map")
 
 
@@ -90,7 +91,10 @@ def view(api: Api, record: RunRecord, options: Options | None = None) -> dict[st
         "assistant_id": None if served is None else served.assistant_id,
         "created_at": iso(record.created_at),
         "updated_at": iso(record.finished_at or record.created_at),
-        "status": RUN_STATUS.get(record.status, record.status),
+        # a run held by after_seconds sleeps before its first attempt: pending
+        "status": "pending"
+        if record.status == "sleeping" and record.attempts == 0
+        else RUN_STATUS.get(record.status, record.status),
         "metadata": dict(metadata or {}),
         "multitask_strategy": strategy,
         "kwargs": {},
@@ -154,6 +158,7 @@ def submit(
     elif value is not None:
         check_input(api.graphs[served.graph_id].get_input_jsonschema(), value)
     if_not_exists = body.choice("if_not_exists", ("reject", "create"), "reject")
+    after = body.seconds("after_seconds", MAX_AFTER_SECONDS) or None
     if body.choice("on_completion", ("delete", "keep")) == "delete":
         raise ApiError(422, "on_completion 'delete' is served for stateless runs only")
 
@@ -189,7 +194,7 @@ def submit(
         run_config["recursion_limit"] = limit
     options: Options = (metadata, strategy)
     _options.keep(run_config, options)
-    handle, record = queue(api, thread_id, served.graph_id, value, run_config, strategy)
+    handle, record = queue(api, thread_id, served.graph_id, value, run_config, strategy, after)
     return handle, options, record
 
 
