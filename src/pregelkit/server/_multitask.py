@@ -68,21 +68,20 @@ def queue_plan(
     thread is pending (a run created later never starts before one created
     earlier). ``start_at`` (``after_seconds``): not before then, the queue's
     time (``_runqueue.due_now``): see ``_hold``."""
-    held = None
-    if enqueue:
-        held = yield d.q(
-            "SELECT 1 FROM pregelkit_runs WHERE thread_id = ? AND status = 'pending' LIMIT 1",
-            (thread_id,),
-            "one",
-        )
+    # a run pending (not yet promoted) is in flight too: none jumps ahead of it
+    held = yield d.q(
+        "SELECT 1 FROM pregelkit_runs WHERE thread_id = ? AND status = 'pending' LIMIT 1",
+        (thread_id,),
+        "one",
+    )
     if held is None:
         run_id, created = yield from _runqueue.submit(d, thread_id, workflow, 0, input, config)
         if created:
             if start_at is not None:
                 yield from _hold(d, run_id, start_at)
             return (yield from _runqueue.get(d, run_id))
-        if not enqueue:
-            return None
+    if not enqueue:
+        return None
     run_id = uuid6()
     yield d.q(
         "INSERT INTO pregelkit_runs (run_id, thread_id, workflow, status, priority, input_type, "
