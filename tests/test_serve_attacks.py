@@ -189,3 +189,23 @@ def test_a_workflow_making_nan_or_a_lone_surrogate_leaves_every_answer_readable(
         ("values", done),
         ("end", None),
     ]
+
+
+def test_a_metadata_filter_tells_true_from_1_as_json_does(server: Server) -> None:
+    # Python's True == 1 made {"flag": true} find the threads (and crons) of {"flag": 1}
+    client = get_sync_client(url=server.url, api_key=KEY)
+    mark = {"attack": "json-equality"}
+    one = client.threads.create(metadata={**mark, "flag": 1, "tags": [1, 0]})["thread_id"]
+    true = client.threads.create(metadata={**mark, "flag": True, "tags": [True, False]})
+    for wanted in ({"flag": True}, {"tags": [True, False]}):
+        found = client.threads.search(metadata={**mark, **wanted})
+        assert [t["thread_id"] for t in found] == [true["thread_id"]]
+    assert [t["thread_id"] for t in client.threads.search(metadata={**mark, "flag": 1.0})] == [one]
+    assert client.threads.count(metadata={**mark, "flag": 1}) == 1
+    assert client.threads.search(metadata={**mark, "missing": None}) == []
+    cron = client.crons.create("echo", schedule="0 0 * * *", metadata={**mark, "on": 1})
+    assert client.crons.search(metadata={**mark, "on": True}) == []
+    assert [c["cron_id"] for c in client.crons.search(metadata={**mark, "on": 1})] == [
+        cron["cron_id"]
+    ]
+    client.crons.delete(cron["cron_id"])

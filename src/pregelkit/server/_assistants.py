@@ -17,7 +17,7 @@ from starlette.routing import Route
 from pregelkit.server._api import Api, api_of
 from pregelkit.server._body import Body
 from pregelkit.server._config import Served
-from pregelkit.server._json import Json, iso
+from pregelkit.server._json import Json, has_metadata, iso
 
 
 def describe(api: Api, s: Served) -> dict[str, Any]:
@@ -47,7 +47,7 @@ def _matching(api: Api, body: Body) -> list[dict[str, Any]]:
         if (
             graph_id in (None, s.graph_id)
             and name in (None, s.graph_id)
-            and all(described["metadata"].get(k) == v for k, v in metadata.items())
+            and has_metadata(described["metadata"], metadata)
         ):
             found.append(described)
     return found

@@ -38,7 +38,7 @@ from pregelkit.server._auth import owner_of
 from pregelkit.server._body import Body, check_uuid
 from pregelkit.server._cronrows import CronRow, forget
 from pregelkit.server._errors import ApiError, not_found
-from pregelkit.server._json import Json, iso
+from pregelkit.server._json import Json, has_metadata, iso
 from pregelkit.server._schemas import check_input
 from pregelkit.server._threads import thread_row
 
@@ -215,7 +215,7 @@ def _selected(api: Api, body: Body, owner: str | None) -> list[dict[str, Any]]:
         for c in crons
         if assistant in (None, c["assistant_id"])
         and enabled in (None, c["enabled"])
-        and all(c["metadata"].get(k) == v for k, v in metadata.items())
+        and has_metadata(c["metadata"], metadata)
     ]
 
 

@@ -50,6 +50,22 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+def has_metadata(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether ``metadata`` holds each of ``wanted``'s keys with its value, as
+    JSON compares them: ``true`` is not ``1`` (Python's ``==`` says it is)."""
+    return all(k in metadata and same_json(metadata[k], v) for k, v in wanted.items())
+
+
+def same_json(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
 def _utf8(text: str) -> str:
     """``text`` with each lone surrogate (``surrogateescape``'d bytes, say) as
     U+FFFD: UTF-8 has no spelling for one, and an answer holding it failed."""

@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any
 
 from pregelkit.checkpoint._runqueue import IS_ACTIVE
+from pregelkit.server._json import has_metadata
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS pregelkit_server_threads ("
@@ -229,7 +230,7 @@ class ThreadRecords:
             sql += f" ORDER BY updated_at DESC, thread_id DESC LIMIT {SCAN_BATCH}"
             rows = [ThreadRow.of(r) for r in self._run(sql, params)]
             for row in rows:
-                if all(row.metadata.get(k) == v for k, v in metadata.items()) and keep(row):
+                if has_metadata(row.metadata, metadata) and keep(row):
                     found.append(row)
             if len(rows) < SCAN_BATCH:
                 break
