@@ -209,3 +209,26 @@ def test_a_metadata_filter_tells_true_from_1_as_json_does(server: Server) -> Non
         cron["cron_id"]
     ]
     client.crons.delete(cron["cron_id"])
+
+
+def test_a_cron_whose_graph_left_the_config_is_a_409_that_says_so(tmp_path: Path) -> None:
+    # it was a 404 "assistant not found" for a cron the same client still lists
+    db, config = str(tmp_path / "crons.sqlite"), tmp_path / "pregelkit.json"
+    both = {"echo": f"{FLOWS}:echo", "odd": f"{ATTACK_FLOWS}:odd"}
+    config.write_text(json.dumps({"graphs": both}))
+    first = Server(["--config", str(config), "--db", db, "--auth-key", KEY], tmp_path)
+    client = get_sync_client(url=first.url, api_key=KEY)
+    cron = client.crons.create("odd", schedule="0 0 * * *")
+    first.stop()
+    config.write_text(json.dumps({"graphs": {"echo": both["echo"]}}))
+    second = Server(["--config", str(config), "--db", db, "--auth-key", KEY], tmp_path)
+    try:
+        client = get_sync_client(url=second.url, api_key=KEY)
+        assert [c["cron_id"] for c in client.crons.search()] == [cron["cron_id"]]
+        with pytest.raises(httpx.HTTPStatusError, match="no longer serves") as refused:
+            client.crons.update(cron["cron_id"], schedule="0 1 * * *")
+        assert refused.value.response.status_code == 409
+        client.crons.delete(cron["cron_id"])
+        assert client.crons.search() == []
+    finally:
+        second.stop()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -41,6 +41,9 @@ from pregelkit.server._errors import ApiError, not_found
 from pregelkit.server._json import Json, has_metadata, iso
 from pregelkit.server._schemas import check_input
 from pregelkit.server._threads import thread_row
+
+if TYPE_CHECKING:
+    from pregelkit.server._config import Served
 
 NOT_SERVED = ("interrupt_before", "interrupt_after", "webhook", "context", "checkpoint")
 """Options that would change what a firing does and are not served yet:
@@ -256,6 +259,20 @@ def _owned(api: Api, cron_id: str, owner: str | None) -> CronRow:
     return row
 
 
+def _served(api: Api, row: CronRow) -> Served:
+    """The cron's workflow; a 409 if this server no longer serves it (its
+    graph left the config): the cron is there, it just cannot fire here."""
+    try:
+        return api.assistant(row.assistant_id)
+    except ApiError:
+        raise ApiError(
+            409,
+            f"cron {row.cron_id!r} runs assistant {row.assistant_id!r}, which this server no "
+            "longer serves (its graph left the config): it does not fire until a server "
+            "serving that graph is back; delete the cron, or serve the graph again",
+        ) from None
+
+
 async def update(request: Request) -> Response:
     """``crons.update``: what the body gives replaces the cron's (``metadata``
     too); ``end_time: null`` clears it; ``enabled`` pauses or resumes its
@@ -273,7 +290,7 @@ async def update(request: Request) -> Response:
         payload = {**row.payload, **given}
         if "end_time" in body.data and body.data["end_time"] is None:
             payload.pop("end_time", None)
-        served = api.assistant(row.assistant_id)
+        served = _served(api, row)
         _check_input(api, served.graph_id, payload)
         schedule = _declare(api, row.cron_id, served.graph_id, row.thread_id, payload)
         enabled = body.flag("enabled")
