@@ -48,6 +48,10 @@ class Api:
     stopping: threading.Event = field(default_factory=threading.Event)
     """Set when the server stops: open streams end (without ``end``, so
     clients reconnect and resume)."""
+    reading: dict[str, float] = field(default_factory=dict)
+    """Temporary threads whose run a request of this process still answers
+    (a stateless ``runs.stream`` or ``runs.wait``), with when it began
+    (``time.monotonic``): the sweep leaves them to it (``_stateless``)."""
     graphs: dict[str, Pregel] = field(init=False)
     """By graph id: the configured graph bound to the saver and store."""
     crons: CronRecords = field(init=False)

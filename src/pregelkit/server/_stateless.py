@@ -13,7 +13,11 @@ created. The request that waits for its run (``runs.wait``, a stream read
 to its end) deletes it as it answers; every other end (a background run,
 a client gone away, a server stopped meanwhile) is caught by the sweep
 that each server process runs every ``SWEEP_SECONDS``: it deletes the
-marked threads whose runs have ended, whichever process created them.
+marked threads whose runs have ended, whichever process created them,
+but those a request of its own process still answers (``Api.reading``):
+a stream read slowly still sends parts after its run ended. A server
+cannot see another process's requests: two servers on one database can
+still delete a thread whose stream the other one sends.
 """
 
 from __future__ import annotations
@@ -45,6 +49,11 @@ SWEEP_BATCH = 100
 ORPHAN_SECONDS = 60.0
 """A temporary thread no run was queued for after this long (its request
 failed in between) is deleted too."""
+READ_SECONDS = 3600.0
+"""How long the sweep leaves a temporary thread to the request of this
+process that answers its run (``Api.reading``): a stream read slowly
+still has parts in the database after its run ended. Past this, a mark
+that a request left behind (its response never started) lapses."""
 MAX_RUNS = 1000
 """The most runs of one temporary thread whose stream parts are deleted with it."""
 
@@ -69,11 +78,26 @@ def forget(api: Api, thread_id: str) -> None:
 
 
 def sweep(api: Api) -> int:
-    """Delete the temporary threads whose runs have ended; how many."""
+    """Delete the temporary threads whose runs have ended, but those a
+    request of this process still answers; how many it deleted."""
     ended = api.records.ended_temporary(time.time() - ORPHAN_SECONDS, SWEEP_BATCH)
-    for thread_id in ended:
+    lapsed = time.monotonic() - READ_SECONDS
+    left = [t for t in ended if api.reading.get(t, lapsed) <= lapsed]
+    for thread_id in left:
         forget(api, thread_id)
-    return len(ended)
+    return len(left)
+
+
+def reading(api: Api, thread_id: str, temporary: bool) -> None:
+    """Mark a temporary thread as answered by this request, before its run
+    is queued: the sweep leaves it to the request, which ``done_reading``."""
+    if temporary:
+        api.reading[thread_id] = time.monotonic()
+
+
+def done_reading(api: Api, thread_id: str) -> None:
+    """The request has answered (or given up): the sweep may take the thread."""
+    api.reading.pop(thread_id, None)
 
 
 async def sweep_forever(api: Api) -> None:
@@ -113,10 +137,14 @@ async def wait(request: Request) -> Response:
     api = api_of(request)
     tid, body, temporary = stateless(await api.body(request))
     cancel = body.choice("on_disconnect", ("cancel", "continue"), "cancel") == "cancel"
-    handle, _, _ = await call(submit, api, tid, owner_of(request), body, (), temporary)
-    result = await waited(request, handle, cancel)
-    if temporary:
-        await call(forget, api, tid)
+    reading(api, tid, temporary)
+    try:
+        handle, _, _ = await call(submit, api, tid, owner_of(request), body, (), temporary)
+        result = await waited(request, handle, cancel)
+        if temporary:
+            await call(forget, api, tid)
+    finally:
+        done_reading(api, tid)
     return Json(result, headers=run_headers(tid, handle.run_id))
 
 

@@ -44,7 +44,7 @@ from pregelkit.server._runs import (
     stream_modes,
     submit,
 )
-from pregelkit.server._stateless import forget, stateless
+from pregelkit.server._stateless import done_reading, forget, reading, stateless
 from pregelkit.server._threads import thread_row
 
 TAIL_SECONDS = (0.02, 0.25)
@@ -114,10 +114,14 @@ def _streaming(
         finally:
             # shielded: a client gone away cancels this generator
             with anyio.CancelScope(shield=True):
-                if not ended and cancel_on_disconnect and not api.stopping.is_set():
-                    await call(handle.cancel)
-                if ended and temporary:
-                    await call(forget, api, handle.thread_id)
+                try:
+                    if not ended and cancel_on_disconnect and not api.stopping.is_set():
+                        await call(handle.cancel)
+                    if ended and temporary:
+                        await call(forget, api, handle.thread_id)
+                finally:
+                    if temporary:
+                        done_reading(api, handle.thread_id)
 
     headers = {
         **run_headers(handle.thread_id, handle.run_id),
@@ -186,7 +190,12 @@ async def stream_stateless(request: Request) -> Response:
     tid, body, temporary = stateless(await api.body(request))
     modes = stream_modes(body)
     cancel = body.choice("on_disconnect", ("cancel", "continue"), "cancel") == "cancel"
-    handle, _, _ = await call(submit, api, tid, owner_of(request), body, modes, temporary)
+    reading(api, tid, temporary)
+    try:
+        handle, _, _ = await call(submit, api, tid, owner_of(request), body, modes, temporary)
+    except BaseException:
+        done_reading(api, tid)
+        raise
     return _streaming(api, handle, 0, None, cancel, temporary)
 
 
