@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from pregelkit.config import get_stream_writer
@@ -17,3 +18,12 @@ def odd(inputs: dict[str, Any]) -> dict[str, Any]:
     lone surrogate (a mean of nothing, bytes decoded with surrogateescape)."""
     get_stream_writer()({"nan": float("nan"), LONE: LONE})
     return {"nan": float("nan"), "inf": float("-inf"), "text": "é" + LONE}
+
+
+def hangs(headers: dict[bytes, bytes]) -> str | None:
+    """A sync auth hook that hangs on the token "hang" (an identity provider
+    that never answers), far past its timeout."""
+    token = headers.get(b"x-api-key", b"").decode()
+    if token == "hang":
+        threading.Event().wait()
+    return token or None

@@ -47,7 +47,7 @@ def authenticate_sync(headers: dict[bytes, bytes]) -> str | None:
     """The x-api-key header as the identity's token, in a sync hook."""
     token = headers.get(b"x-api-key", b"").decode()
     if token == "slow":
-        time.sleep(3)  # past the 1 s timeout; short, as the server's exit waits for it
+        time.sleep(3)  # past the 1 s timeout
     if token == "forbidden":
         raise AuthError(403, "this token may not call the API")
     return USERS.get(token)

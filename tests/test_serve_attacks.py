@@ -232,3 +232,18 @@ def test_a_cron_whose_graph_left_the_config_is_a_409_that_says_so(tmp_path: Path
         assert client.crons.search() == []
     finally:
         second.stop()
+
+
+def test_a_sync_auth_hook_hanging_past_its_timeout_does_not_hang_sigterm(tmp_path: Path) -> None:
+    # its call held a thread of the loop's executor, which the stopping
+    # server waited for: SIGTERM never ended the process
+    config = tmp_path / "pregelkit.json"
+    auth = {"path": f"{ATTACK_FLOWS}:hangs", "timeout_seconds": 0.5}
+    config.write_text(json.dumps({"graphs": {"echo": f"{FLOWS}:echo"}, "auth": auth}))
+    srv = Server(["--config", str(config), "--db", str(tmp_path / "hook.sqlite")], tmp_path)
+    try:
+        hung = httpx.get(srv.url + "/info", headers={"x-api-key": "hang"}, timeout=10)
+        assert hung.status_code == 503 and "did not answer" in hung.json()["detail"]
+        assert get_sync_client(url=srv.url, api_key="ann").threads.create()["thread_id"]
+    finally:
+        srv.stop()  # SIGTERM, and the process must exit 0 within 30 s

@@ -24,11 +24,13 @@ A hook that fails, answers no identity, or takes longer than
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import inspect
 import logging
 import os
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -73,9 +75,8 @@ class Hook:
         pending: Awaitable[Any]
         if _is_async(self.fn):
             pending = self.fn(**given)
-        else:  # on an executor thread, which a timeout abandons (anyio's would wait)
-            call = functools.partial(self.fn, **given)
-            pending = asyncio.get_running_loop().run_in_executor(None, call)
+        else:  # on a thread of its own, which a timeout abandons
+            pending = _in_thread(functools.partial(self.fn, **given))
         try:
             answer = await asyncio.wait_for(pending, self.timeout)
         except TimeoutError:
@@ -91,6 +92,46 @@ class Hook:
                 500, f"the auth hook failed: {type(exc).__name__} (the server's log has it)"
             ) from None
         return _identity_of(answer, self.spec)
+
+
+SYNC_CALLS = threading.BoundedSemaphore(32)
+"""Sync hook calls at once: past them (calls that outlast their timeout
+and hang on) a request is a 503 at once rather than one more thread."""
+
+
+def _in_thread(call: Callable[[], Any]) -> asyncio.Future[Any]:
+    """``call()`` on a daemon thread, its answer in a future of the running
+    loop. Not the loop's executor, which a stopping server waits for: a
+    call hanging on past its timeout made SIGTERM hang forever."""
+    if not SYNC_CALLS.acquire(blocking=False):
+        raise AuthError(503, "the auth hook is busy: too many of its calls did not answer yet")
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():  # timed out meanwhile
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def run() -> None:
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = call()
+        except Exception as exc:  # the hook's, handed to the request that called it
+            error = exc
+        except BaseException as exc:  # SystemExit and the like must not stop the server
+            error = RuntimeError(f"the hook raised {type(exc).__name__}")
+        finally:
+            SYNC_CALLS.release()
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name="pregelkit-auth-hook", daemon=True).start()
+    return future
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
