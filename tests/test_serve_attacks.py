@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -247,3 +248,19 @@ def test_a_sync_auth_hook_hanging_past_its_timeout_does_not_hang_sigterm(tmp_pat
         assert get_sync_client(url=srv.url, api_key="ann").threads.create()["thread_id"]
     finally:
         srv.stop()  # SIGTERM, and the process must exit 0 within 30 s
+
+
+def test_a_cron_ending_past_the_year_9999_in_utc_is_a_422_and_harms_no_other_key(
+    server: Server,
+) -> None:
+    # its schedule was stored, and then every reading of the schedules (each
+    # key's crons.search and count, `pregelkit schedules list`) was a 500
+    client = get_sync_client(url=server.url, api_key=KEY)
+    for end in ("9999-12-31T23:59:59-12:00", "0001-01-01T00:00:00+14:00"):
+        body = json.dumps({"assistant_id": "echo", "schedule": "0 0 * * *", "end_time": end})
+        _refused(_send(server, "POST", "/runs/crons", body.encode()), 422, "years 1 to 9999")
+    last = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+    far = client.crons.create("echo", schedule="0 0 * * *", end_time=last)
+    assert [c["cron_id"] for c in client.crons.search(limit=1000)].count(far["cron_id"]) == 1
+    client.crons.delete(far["cron_id"])
+    assert client.crons.count() == len(client.crons.search(limit=1000))

@@ -205,7 +205,14 @@ def _instant(value: Any, name: str, tz: str) -> float | None:
     if not isinstance(value, datetime):
         raise InvalidScheduleError(f"{name} takes a datetime, got {type(value).__name__}")
     when: datetime = value if value.tzinfo else value.replace(tzinfo=_slots.zone(tz))
-    return when.timestamp()
+    seconds = when.timestamp()
+    try:  # the instant must have a UTC date too: every reading of the row makes one
+        _when(seconds)
+    except (ValueError, OverflowError):
+        raise InvalidScheduleError(
+            f"{name} {value.isoformat()} is outside the years 1 to 9999 in UTC"
+        ) from None
+    return seconds
 
 
 def _every(every: Any) -> float:
