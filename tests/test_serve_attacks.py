@@ -34,7 +34,7 @@ def server(
 ) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("serve-attacks")
     config = tmp / "pregelkit.json"
-    graphs = {"echo": f"{FLOWS}:echo", "odd": f"{ATTACK_FLOWS}:odd"}
+    graphs = {"echo": f"{FLOWS}:echo", "ask": f"{FLOWS}:ask", "odd": f"{ATTACK_FLOWS}:odd"}
     config.write_text(json.dumps({"graphs": graphs}))
     if request.param == "sqlite":
         db = str(tmp / "attacks.sqlite")
@@ -264,3 +264,20 @@ def test_a_cron_ending_past_the_year_9999_in_utc_is_a_422_and_harms_no_other_key
     assert [c["cron_id"] for c in client.crons.search(limit=1000)].count(far["cron_id"]) == 1
     client.crons.delete(far["cron_id"])
     assert client.crons.count() == len(client.crons.search(limit=1000))
+
+
+def test_a_copy_of_a_thread_waiting_at_an_interrupt_is_interrupted(server: Server) -> None:
+    # no run of its own: its status read idle, and status="interrupted" missed it
+    client = get_sync_client(url=server.url, api_key=KEY)
+    mark = {"attack": "copy-status"}
+    tid = client.threads.create(metadata=mark)["thread_id"]
+    client.runs.wait(tid, "ask", input={"what": "it"})
+    copy = client.threads.copy(tid)
+    assert copy["status"] == "interrupted" and copy["interrupts"]
+    waiting = client.threads.search(metadata=mark, status="interrupted")
+    assert sorted(t["thread_id"] for t in waiting) == sorted([tid, copy["thread_id"]])
+    assert client.threads.count(metadata=mark, status="idle") == 0
+    answer = client.runs.wait(copy["thread_id"], "ask", command={"resume": "yes"})
+    assert answer == {"what": "it", "answer": "yes"}
+    assert client.threads.get(copy["thread_id"])["status"] == "idle"
+    assert client.threads.get(tid)["status"] == "interrupted"

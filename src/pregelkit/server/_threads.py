@@ -51,6 +51,17 @@ def status_of(api: Api, thread_id: str) -> str:
     return _RUN_STATUS.get(handle.status(), "idle")
 
 
+def thread_status(api: Api, row: ThreadRow, state: dict[str, Any] | None = None) -> str:
+    """The status its latest run gives it; without one (a copy, or a thread
+    whose runs retention pruned) ``interrupted`` if its state waits at an
+    interrupt, else ``idle``. ``state``: its state, if read already."""
+    handle = handle_of_thread(api.saver, row.thread_id) if api.saver.has_run_queue else None
+    if handle is not None:
+        return _RUN_STATUS.get(handle.status(), "idle")
+    state = state_of(api, row) if state is None else state
+    return "interrupted" if any(task["interrupts"] for task in state["tasks"]) else "idle"
+
+
 def state_of(
     api: Api, row: ThreadRow, checkpoint: dict[str, Any] | None = None, subgraphs: bool = False
 ) -> dict[str, Any]:
@@ -78,7 +89,7 @@ def view(api: Api, row: ThreadRow, status: str | None = None) -> dict[str, Any]:
         "created_at": iso(row.created_at),
         "updated_at": iso(row.updated_at),
         "metadata": row.metadata,
-        "status": status or status_of(api, row.thread_id),
+        "status": status or thread_status(api, row, state),
         "values": state["values"],
         "interrupts": interrupts,
     }
@@ -171,7 +182,7 @@ async def search(request: Request) -> Response:
         statuses: dict[str, str] = {}
 
         def keep(row: ThreadRow) -> bool:
-            statuses[row.thread_id] = status_of(api, row.thread_id)
+            statuses[row.thread_id] = thread_status(api, row)
             return status is None or statuses[row.thread_id] == status
 
         rows = api.records.search(owner, metadata, ids, keep, limit, offset)
@@ -188,7 +199,7 @@ async def count(request: Request) -> Response:
     owner = owner_of(request)
 
     def keep(row: ThreadRow) -> bool:
-        return status is None or status_of(api, row.thread_id) == status
+        return status is None or thread_status(api, row) == status
 
     rows = await call(api.records.search, owner, metadata, None, keep, 10**12, 0)
     return Json(len(rows))
