@@ -52,6 +52,10 @@ class Api:
     """Temporary threads whose run a request of this process still answers
     (a stateless ``runs.stream`` or ``runs.wait``), with when it began
     (``time.monotonic``): the sweep leaves them to it (``_stateless``)."""
+    made: set[str] = field(default_factory=set)
+    """Temporary threads this process created, not yet deleted: the sweep
+    deletes them as soon as their runs end (another process's, only once
+    they settled, ``_stateless``)."""
     graphs: dict[str, Pregel] = field(init=False)
     """By graph id: the configured graph bound to the saver and store."""
     crons: CronRecords = field(init=False)

@@ -143,21 +143,33 @@ class ThreadRecords:
                 )
         return ThreadRow.of(rows[0]) if rows else None
 
-    def ended_temporary(self, orphaned_before: float, limit: int) -> list[str]:
+    def ended_temporary(
+        self, orphaned_before: float, settled_before: float, limit: int
+    ) -> list[tuple[str, bool]]:
         """Up to ``limit`` temporary threads, oldest first, with no run
-        pending, queued, running, sleeping or waiting: those with a run that ended,
-        and those created before ``orphaned_before`` that never had one (the
-        request that created them failed before its run was queued)."""
+        pending, queued, running, sleeping or waiting: those with a run that
+        ended, and those created before ``orphaned_before`` that never had
+        one (the request that created them failed before its run was
+        queued); but not those already deleted but for their marks
+        (``delete(..., keep_mark=True)``) whose runs ended after
+        ``settled_before``. Each with whether its runs all ended before then."""
         # 'pending': a run enqueued behind the thread's active one (``_multitask``)
+        settled = (
+            "NOT EXISTS (SELECT 1 FROM pregelkit_runs AS r "
+            "WHERE r.thread_id = t.thread_id AND r.finished_at >= ?)"
+        )
         rows = self._run(
-            "SELECT t.thread_id FROM pregelkit_server_temporary AS t WHERE NOT EXISTS ("
+            f"SELECT t.thread_id, CASE WHEN {settled} THEN 1 ELSE 0 END "
+            "FROM pregelkit_server_temporary AS t WHERE NOT EXISTS ("
             "SELECT 1 FROM pregelkit_runs AS r WHERE r.thread_id = t.thread_id "
             f"AND (r.{IS_ACTIVE} OR r.status = 'pending')) AND (t.created_at < ? OR EXISTS ("
             "SELECT 1 FROM pregelkit_runs AS r WHERE r.thread_id = t.thread_id)) "
+            "AND (EXISTS (SELECT 1 FROM pregelkit_server_threads AS s "
+            f"WHERE s.thread_id = t.thread_id) OR {settled}) "
             "ORDER BY t.created_at LIMIT ?",
-            (orphaned_before, limit),
+            (settled_before, orphaned_before, settled_before, limit),
         )
-        return [str(r[0]) for r in rows]
+        return [(str(r[0]), bool(r[1])) for r in rows]
 
     def get(self, thread_id: str, owner: str | None) -> ThreadRow | None:
         """``owner``'s thread ``thread_id``: another owner's is not found."""
@@ -192,9 +204,12 @@ class ThreadRecords:
             )
         return ThreadRow.of(rows[0])
 
-    def delete(self, thread_id: str) -> bool:
+    def delete(self, thread_id: str, keep_mark: bool = False) -> bool:
+        """Delete the thread's row; ``keep_mark``: not its temporary mark,
+        which says its runs' stream parts are still to delete."""
         with self._transaction() as run:
-            run("DELETE FROM pregelkit_server_temporary WHERE thread_id = ?", (thread_id,))
+            if not keep_mark:
+                run("DELETE FROM pregelkit_server_temporary WHERE thread_id = ?", (thread_id,))
             rows = run(
                 "DELETE FROM pregelkit_server_threads WHERE thread_id = ? RETURNING thread_id",
                 (thread_id,),

@@ -16,8 +16,11 @@ that each server process runs every ``SWEEP_SECONDS``: it deletes the
 marked threads whose runs have ended, whichever process created them,
 but those a request of its own process still answers (``Api.reading``):
 a stream read slowly still sends parts after its run ended. A server
-cannot see another process's requests: two servers on one database can
-still delete a thread whose stream the other one sends.
+cannot see another process's requests, so of a thread another process
+created (``Api.made``) it deletes at once the thread (its checkpoints and
+row) but not its runs' stream parts, which that process may still be
+sending to a slow client: those go, with the thread's mark, once its
+runs ended ``SETTLE_SECONDS`` ago.
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ SWEEP_BATCH = 100
 ORPHAN_SECONDS = 60.0
 """A temporary thread no run was queued for after this long (its request
 failed in between) is deleted too."""
+SETTLE_SECONDS = 300.0
+"""How long after its runs ended the stream parts of a temporary thread
+another server process created are left to that process's requests."""
 READ_SECONDS = 3600.0
 """How long the sweep leaves a temporary thread to the request of this
 process that answers its run (``Api.reading``): a stream read slowly
@@ -58,33 +64,43 @@ MAX_RUNS = 1000
 """The most runs of one temporary thread whose stream parts are deleted with it."""
 
 
-def stateless(body: Body) -> tuple[str, Body, bool]:
+def stateless(api: Api, body: Body) -> tuple[str, Body, bool]:
     """A stateless run's new thread, the body that creates it, and whether
-    the thread is temporary (``on_completion`` is ``"delete"``)."""
+    the thread is temporary (``on_completion`` is ``"delete"``: this process
+    made it, ``Api.made``)."""
     temporary = body.choice("on_completion", ("delete", "keep"), "delete") == "delete"
     data = {k: v for k, v in body.data.items() if k not in ("on_completion", "if_not_exists")}
-    return str(uuid.uuid4()), Body({**data, "if_not_exists": "create"}), temporary
+    thread_id = str(uuid.uuid4())
+    if temporary:
+        api.made.add(thread_id)
+    return thread_id, Body({**data, "if_not_exists": "create"}), temporary
 
 
-def forget(api: Api, thread_id: str) -> None:
-    """Delete a temporary thread: its checkpoints, its row and its runs'
-    stream parts (its runs' queue rows stay, as any ended run's, until the
-    queue's retention prunes them)."""
-    runs = [r.run_id for r in list_runs(api.saver, limit=MAX_RUNS, thread_id=thread_id)]
+def forget(api: Api, thread_id: str, parts: bool = True) -> None:
+    """Delete a temporary thread: its checkpoints, its row and (``parts``)
+    its runs' stream parts with its mark; its runs' queue rows stay, as
+    any ended run's, until the queue's retention prunes them."""
     api.saver.delete_thread(thread_id)
-    api.records.delete(thread_id)
+    api.records.delete(thread_id, keep_mark=not parts)
+    if not parts:
+        return
+    runs = [r.run_id for r in list_runs(api.saver, limit=MAX_RUNS, thread_id=thread_id)]
     if runs:
         api.saver.run_queue(partial(_parts.delete, run_ids=runs), "delete stream parts")
+    api.made.discard(thread_id)
 
 
 def sweep(api: Api) -> int:
     """Delete the temporary threads whose runs have ended, but those a
-    request of this process still answers; how many it deleted."""
-    ended = api.records.ended_temporary(time.time() - ORPHAN_SECONDS, SWEEP_BATCH)
+    request of this process still answers, and the stream parts of other
+    processes' until they settled; how many it deleted (wholly or but for
+    their parts)."""
+    now = time.time()
+    ended = api.records.ended_temporary(now - ORPHAN_SECONDS, now - SETTLE_SECONDS, SWEEP_BATCH)
     lapsed = time.monotonic() - READ_SECONDS
-    left = [t for t in ended if api.reading.get(t, lapsed) <= lapsed]
-    for thread_id in left:
-        forget(api, thread_id)
+    left = [(t, settled) for t, settled in ended if api.reading.get(t, lapsed) <= lapsed]
+    for thread_id, settled in left:
+        forget(api, thread_id, parts=settled or thread_id in api.made)
     return len(left)
 
 
@@ -116,7 +132,7 @@ async def sweep_forever(api: Api) -> None:
 async def create(request: Request) -> Response:
     """``runs.create(None, ...)``: a background run on a temporary thread."""
     api = api_of(request)
-    tid, body, temporary = stateless(await api.body(request))
+    tid, body, temporary = stateless(api, await api.body(request))
     owner = owner_of(request)
     modes = stream_modes(body) if body.flag("stream_resumable", False) else ()
 
@@ -135,7 +151,7 @@ async def wait(request: Request) -> Response:
     with ``"continue"`` the run goes on. Either way this request still
     deletes the temporary thread once the run ends."""
     api = api_of(request)
-    tid, body, temporary = stateless(await api.body(request))
+    tid, body, temporary = stateless(api, await api.body(request))
     cancel = body.choice("on_disconnect", ("cancel", "continue"), "cancel") == "cancel"
     reading(api, tid, temporary)
     try:

@@ -187,7 +187,7 @@ async def stream_stateless(request: Request) -> Response:
     run ends unless ``on_completion="keep"``; cancelled if the client goes
     away first, unless ``on_disconnect="continue"`` (as ``runs.wait``)."""
     api = api_of(request)
-    tid, body, temporary = stateless(await api.body(request))
+    tid, body, temporary = stateless(api, await api.body(request))
     modes = stream_modes(body)
     cancel = body.choice("on_disconnect", ("cancel", "continue"), "cancel") == "cancel"
     reading(api, tid, temporary)
