@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from pregelkit.config import get_stream_writer
 from pregelkit.func import entrypoint
@@ -27,3 +27,21 @@ def hangs(headers: dict[bytes, bytes]) -> str | None:
     if token == "hang":
         threading.Event().wait()
     return token or None
+
+
+class Left(TypedDict):
+    """A tree node; ``Right`` has the same shape: an input is either."""
+
+    kids: list[Left | Right]
+    side: Literal["left"]
+
+
+class Right(TypedDict):
+    kids: list[Left | Right]
+    side: Literal["right"]
+
+
+@entrypoint()
+def tree(inputs: Left) -> dict[str, Any]:
+    """A recursive union input: checking it took twice as long per level."""
+    return {"sides": len(inputs["kids"])}

@@ -34,7 +34,8 @@ def server(
 ) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("serve-attacks")
     config = tmp / "pregelkit.json"
-    graphs = {"echo": f"{FLOWS}:echo", "ask": f"{FLOWS}:ask", "odd": f"{ATTACK_FLOWS}:odd"}
+    graphs = {"echo": f"{FLOWS}:echo", "ask": f"{FLOWS}:ask"}
+    graphs.update({g: f"{ATTACK_FLOWS}:{g}" for g in ("odd", "tree")})
     config.write_text(json.dumps({"graphs": graphs}))
     if request.param == "sqlite":
         db = str(tmp / "attacks.sqlite")
@@ -281,3 +282,18 @@ def test_a_copy_of_a_thread_waiting_at_an_interrupt_is_interrupted(server: Serve
     assert answer == {"what": "it", "answer": "yes"}
     assert client.threads.get(copy["thread_id"])["status"] == "idle"
     assert client.threads.get(tid)["status"] == "interrupted"
+
+
+def test_a_recursive_union_input_is_checked_in_linear_time(server: Server) -> None:
+    # each level tried both sides of the union down to the leaf: 2**depth
+    # steps, a server thread held for hours by an input 40 levels deep
+    leaf: dict[str, Any] = {"side": "neither", "kids": []}
+    node = leaf
+    for _ in range(40):
+        node = {"kids": [node], "side": "left"}  # kids first: checked before the side
+    tid = get_sync_client(url=server.url, api_key=KEY).threads.create()["thread_id"]
+    run = json.dumps({"assistant_id": "tree", "input": node}).encode()
+    _refused(_send(server, "POST", f"/threads/{tid}/runs/wait", run), 422, "must match one of")
+    leaf["side"] = "right"
+    fine = get_sync_client(url=server.url, api_key=KEY).runs.wait(tid, "tree", input=node)
+    assert fine == {"sides": 1}

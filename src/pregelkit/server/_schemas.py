@@ -66,9 +66,19 @@ def _shown(value: Any) -> str:
 class _Checker:
     def __init__(self, defs: Mapping[str, Any]) -> None:
         self.defs = defs
+        self.known: dict[tuple[int, int, str], str | None] = {}
 
     def problem(self, schema: Any, value: Any, where: str) -> str | None:
-        """What is wrong with ``value`` at ``where``; ``None`` when nothing."""
+        """What is wrong with ``value`` at ``where``; ``None`` when nothing.
+        Each answer is kept: a recursive union (``list[A | B]`` in both ``A``
+        and ``B``) checks the same part of the input once per way to reach it,
+        twice per level, and an input 30 levels deep held a thread for hours."""
+        key = (id(schema), id(value), where)
+        if key not in self.known:
+            self.known[key] = self._problem(schema, value, where)
+        return self.known[key]
+
+    def _problem(self, schema: Any, value: Any, where: str) -> str | None:
         if not isinstance(schema, Mapping):
             return None  # ``true`` (or a shape this checker does not read): anything goes
         if value is None and "default" in schema and schema["default"] is None:
