@@ -297,3 +297,16 @@ def test_a_recursive_union_input_is_checked_in_linear_time(server: Server) -> No
     leaf["side"] = "right"
     fine = get_sync_client(url=server.url, api_key=KEY).runs.wait(tid, "tree", input=node)
     assert fine == {"sides": 1}
+
+
+def test_ids_in_other_scripts_digits_are_not_uuids(server: Server) -> None:
+    # Python's UUID read U+FF11 (a fullwidth 1) as 1: the thread was created, and
+    # each run on it queued, then answered 500 (its id is no header's text)
+    wide = "\uff11" * 32
+    _refused(_send(server, "POST", "/threads", json.dumps({"thread_id": wide}).encode()), 422,
+             "must be a UUID")  # fmt: skip
+    run = json.dumps({"assistant_id": "echo", "input": {}, "if_not_exists": "create"}).encode()
+    _refused(_send(server, "POST", f"/threads/{wide}/runs", run), 422, "must be a UUID")
+    braced = "{6b1f3a52-9c4e-4d7a-8f21-0e5d9c3b7a64}"  # other ASCII spellings still are
+    made = get_sync_client(url=server.url, api_key=KEY).threads.create(thread_id=braced)
+    assert made["thread_id"] == braced

@@ -166,11 +166,17 @@ class Body:
 
 
 def check_uuid(value: str, what: str) -> str:
-    """``value`` as LangGraph's server takes ids: a UUID, any spelling, kept as given."""
+    """``value`` as LangGraph's server takes ids: a UUID, any spelling, kept as
+    given; in ASCII (Python's UUID takes other scripts' digits, and an id
+    that is no HTTP header's text failed the run's answer after queueing it)."""
     try:
         uuid.UUID(value)
     except ValueError:
-        raise ApiError(422, f"{what} must be a UUID, got {value[:80]!r}") from None
+        valid = False
+    else:
+        valid = value.isascii()
+    if not valid:
+        raise ApiError(422, f"{what} must be a UUID, got {value[:80]!r}")
     return value
 
 
