@@ -20,7 +20,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 
-from test_serve import FLOWS, Server
+from test_serve import FLOWS, Server, _serve
 
 ATTACK_FLOWS = Path(__file__).with_name("serve_attack_flows.py")
 
@@ -310,3 +310,15 @@ def test_ids_in_other_scripts_digits_are_not_uuids(server: Server) -> None:
     braced = "{6b1f3a52-9c4e-4d7a-8f21-0e5d9c3b7a64}"  # other ASCII spellings still are
     made = get_sync_client(url=server.url, api_key=KEY).threads.create(thread_id=braced)
     assert made["thread_id"] == braced
+
+
+def test_a_graph_whose_import_calls_sys_exit_is_a_message_not_a_silent_exit(
+    tmp_path: Path,
+) -> None:
+    # pregelkit serve exited 3 and said nothing: the module's sys.exit(3) ended it
+    (tmp_path / "quits.py").write_text("import sys\n\nsys.exit(3)\n")
+    config = tmp_path / "pregelkit.json"
+    config.write_text(json.dumps({"graphs": {"g": "./quits.py:g"}}))
+    proc = _serve(["--config", str(config), "--db", str(tmp_path / "q.sqlite")], tmp_path)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "quits.py' failed: SystemExit: 3" in err, err

@@ -227,7 +227,7 @@ def _import_file(path: str) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a sys.exit() at import ended pregelkit unsaid
         del sys.modules[name]
         raise CliError(
             f"importing {path!r} failed: {type(exc).__name__}: {exc}", kind="target"
@@ -246,7 +246,7 @@ def _import_module(name: str) -> Any:
                 kind="target",
             ) from None
         raise CliError(f"importing {name!r} failed: {exc}", kind="target") from None
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a sys.exit() at import ended pregelkit unsaid
         raise CliError(
             f"importing {name!r} failed: {type(exc).__name__}: {exc}", kind="target"
         ) from None
