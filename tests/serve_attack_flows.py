@@ -15,9 +15,10 @@ LONE = b"\xff".decode("utf-8", "surrogateescape")
 @entrypoint()
 def odd(inputs: dict[str, Any]) -> dict[str, Any]:
     """Values Python makes and JSON has no spelling for: NaN, an infinity, a
-    lone surrogate (a mean of nothing, bytes decoded with surrogateescape)."""
+    lone surrogate (a mean of nothing, bytes decoded with surrogateescape),
+    an integer no JSON reader takes."""
     get_stream_writer()({"nan": float("nan"), LONE: LONE})
-    return {"nan": float("nan"), "inf": float("-inf"), "text": "é" + LONE}
+    return {"nan": float("nan"), "inf": float("-inf"), "text": "é" + LONE, "big": 10**400}
 
 
 def hangs(headers: dict[bytes, bytes]) -> str | None:

@@ -65,11 +65,12 @@ def _nested(depth: int) -> bytes:
         (b"NaN", "NaN is not a JSON number"),
         (b"-Infinity", "-Infinity is not a JSON number"),
         (b"1e400", "past the range of a float"),
+        (b"1" + b"0" * 400, "past the range of a float"),
         (b'"\\ud800"', "lone surrogate"),
         (b'{"\\udfff": 1}', "lone surrogate"),
         (_nested(300), "nested more than 256 levels"),
     ],
-    ids=["nan", "infinity", "1e400", "surrogate", "surrogate-key", "deep"],
+    ids=["nan", "infinity", "1e400", "int-of-401-digits", "surrogate", "surrogate-key", "deep"],
 )
 def test_values_no_answer_could_carry_are_refused_and_never_stored(
     server: Server, value: bytes, says: str
@@ -179,7 +180,7 @@ def test_a_workflow_making_nan_or_a_lone_surrogate_leaves_every_answer_readable(
     # every threads.search) and cut its stream, which the SDK then reconnected
     client = get_sync_client(url=server.url, api_key=KEY)
     tid = client.threads.create()["thread_id"]
-    done = {"nan": None, "inf": None, "text": "\u00e9\ufffd"}
+    done = {"nan": None, "inf": None, "text": "\u00e9\ufffd", "big": str(10**400)}
     assert client.runs.wait(tid, "odd", input={}) == done
     assert client.threads.get(tid)["values"] == done
     assert client.threads.get_state(tid)["values"] == done

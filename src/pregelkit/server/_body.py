@@ -8,7 +8,8 @@ field; fields this server does not know are ignored, as LangGraph's server
 does, so newer SDK releases that send more keep working.
 
 JSON that Python reads but no answer could carry back is a 422 too: a
-``NaN``, an ``Infinity`` or a number past the float range (``1e400``), a
+``NaN``, an ``Infinity`` or a number past the float range (``1e400``, or
+an integer of 400 digits), a
 lone UTF-16 surrogate (``"\\ud800"``), nesting past ``MAX_DEPTH``. Stored,
 such a value made every later answer holding it a 500 (a thread's metadata:
 each ``threads.search`` of its owner).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -51,7 +53,9 @@ async def read_json(request: Request, limit: int) -> Body:
     if not raw.strip():
         return Body({})
     try:
-        data = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+        data = json.loads(
+            raw, parse_constant=_no_constant, parse_float=_finite, parse_int=_within_floats
+        )
     except (ValueError, RecursionError) as exc:
         raise ApiError(422, f"the body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
@@ -68,6 +72,15 @@ def _finite(text: str) -> float:
     value = float(text)
     if math.isinf(value):
         raise ValueError(f"the number {text[:40]} is past the range of a float")
+    return value
+
+
+def _within_floats(text: str) -> int:
+    """An integer JSON readers (the SDK's orjson, LangGraph's server) can
+    read back: within the float range, as they read a large one as a float."""
+    value = int(text)
+    if abs(value) > sys.float_info.max:
+        raise ValueError(f"the number {text[:40]}... is past the range of a float")
     return value
 
 

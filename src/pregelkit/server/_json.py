@@ -2,7 +2,8 @@
 Python types it used, made into something a client can read.
 
 Interrupts become ``{"value", "id"}`` as on LangGraph's server; NaN and
-infinities ``null`` (as there); a lone surrogate in a string U+FFFD; dataclasses,
+infinities ``null`` (as there); an integer past the float range its digits
+as a string; a lone surrogate in a string U+FFFD; dataclasses,
 pydantic models and named tuples their fields; times ISO 8601; anything
 else its ``str`` rather than a failed response.
 """
@@ -13,6 +14,7 @@ import dataclasses
 import datetime
 import json
 import math
+import sys
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -23,8 +25,11 @@ from pregelkit.types import Interrupt
 
 
 def jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int)):
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, int):
+        # past the float range, JSON readers (the SDK's orjson) refuse the whole answer
+        return value if abs(value) <= sys.float_info.max else str(value)
     if isinstance(value, float):
         # JSON has no NaN or Infinity: null, as LangGraph's server writes them
         return value if math.isfinite(value) else None
