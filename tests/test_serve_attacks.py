@@ -323,3 +323,25 @@ def test_a_graph_whose_import_calls_sys_exit_is_a_message_not_a_silent_exit(
     proc = _serve(["--config", str(config), "--db", str(tmp_path / "q.sqlite")], tmp_path)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "quits.py' failed: SystemExit: 3" in err, err
+
+
+def test_threads_search_filters_by_values_and_selects_rather_than_ignore_them(
+    server: Server,
+) -> None:
+    # values, select and extract were ignored: a values filter answered every thread
+    client = get_sync_client(url=server.url, api_key=KEY)
+    mark = {"attack": "values-filter"}
+    made = []
+    for n in (7001, 7002):
+        made.append(client.threads.create(metadata=mark)["thread_id"])
+        client.runs.wait(made[-1], "echo", input={"n": n})
+    found = client.threads.search(metadata=mark, values={"n": 7001})
+    assert [t["thread_id"] for t in found] == [made[0]]
+    assert client.threads.count(metadata=mark, values={"doubled": 14004}) == 1
+    assert client.threads.search(metadata=mark, values={"n": True}) == []
+    picked = client.threads.search(metadata=mark, select=["thread_id", "status"])
+    assert sorted(picked, key=lambda t: t["thread_id"]) == [
+        {"thread_id": tid, "status": "idle"} for tid in sorted(made)
+    ]
+    with pytest.raises(httpx.HTTPStatusError, match="'extract' is not served yet"):
+        client.threads.search(metadata=mark, extract={"n": "values.n"})

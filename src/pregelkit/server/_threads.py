@@ -12,6 +12,7 @@ its last run stopped at an interrupt, ``error`` when it failed, else ``idle``.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -25,7 +26,7 @@ from pregelkit.server._auth import owner_of
 from pregelkit.server._body import Body, check_uuid, query_flag
 from pregelkit.server._cronrows import forget_thread
 from pregelkit.server._errors import ApiError, not_found
-from pregelkit.server._json import Json, iso, jsonable
+from pregelkit.server._json import Json, has_metadata, iso, jsonable
 from pregelkit.server._records import ThreadRow
 from pregelkit.server._snapshots import empty_state, thread_state
 
@@ -169,9 +170,11 @@ async def search(request: Request) -> Response:
     metadata = body.obj("metadata", {})
     ids = body.labels("ids")
     status = body.choice("status", STATUSES)
+    values = body.obj("values", {})
     limit = body.integer("limit", 10, high=1000)
     offset = body.integer("offset", 0, high=1_000_000)
     _check_sort(body)
+    select = _select(body)
     if ids is not None:
         if len(ids) > MAX_IDS:
             raise ApiError(422, f"'ids' names {len(ids)} threads: search at most {MAX_IDS} at once")
@@ -180,13 +183,10 @@ async def search(request: Request) -> Response:
 
     def search() -> list[dict[str, Any]]:
         statuses: dict[str, str] = {}
-
-        def keep(row: ThreadRow) -> bool:
-            statuses[row.thread_id] = thread_status(api, row)
-            return status is None or statuses[row.thread_id] == status
-
+        keep = _keeper(api, status, values, statuses)
         rows = api.records.search(owner, metadata, ids, keep, limit, offset)
-        return [view(api, row, statuses[row.thread_id]) for row in rows]
+        found = [view(api, row, statuses[row.thread_id]) for row in rows]
+        return [{k: t.get(k) for k in select} for t in found] if select else found
 
     return Json(await call(search))
 
@@ -196,13 +196,46 @@ async def count(request: Request) -> Response:
     body = await api.body(request)
     metadata = body.obj("metadata", {})
     status = body.choice("status", STATUSES)
-    owner = owner_of(request)
+    keep = _keeper(api, status, body.obj("values", {}), {})
+    rows = await call(api.records.search, owner_of(request), metadata, None, keep, 10**12, 0)
+    return Json(len(rows))
+
+
+def _keeper(
+    api: Api, status: str | None, values: dict[str, Any], statuses: dict[str, str]
+) -> Callable[[ThreadRow], bool]:
+    """What keeps a thread in a search or count: its ``status``, and its
+    state's ``values`` holding those of the filter (as its metadata must);
+    each status it reads kept in ``statuses``."""
 
     def keep(row: ThreadRow) -> bool:
-        return status is None or thread_status(api, row) == status
+        state = state_of(api, row) if values else None
+        statuses[row.thread_id] = thread_status(api, row, state)
+        if status is not None and statuses[row.thread_id] != status:
+            return False
+        held = state["values"] if state is not None else None
+        return not values or (isinstance(held, dict) and has_metadata(held, values))
 
-    rows = await call(api.records.search, owner, metadata, None, keep, 10**12, 0)
-    return Json(len(rows))
+    return keep
+
+
+SELECTABLE = ("thread_id", "created_at", "updated_at", "metadata", "config", "context",
+              "status", "values", "interrupts")  # fmt: skip
+"""A thread's fields a search may ``select`` (the SDK's ``ThreadSelectField``;
+``config`` and ``context`` are null here)."""
+
+
+def _select(body: Body) -> list[str] | None:
+    """The fields a search ``select``s; ``extract`` is refused, not ignored
+    (a client would look for an ``extracted`` field that never comes)."""
+    if body.any("extract") not in (None, {}):
+        raise ApiError(422, "'extract' is not served yet for threads.search: leave it out")
+    select: list[str] | None = body.labels("select")
+    if select and (unknown := sorted(set(select) - set(SELECTABLE))):
+        raise ApiError(
+            422, f"select names unknown fields {unknown}: pick from {', '.join(SELECTABLE)}"
+        )
+    return select
 
 
 async def copy(request: Request) -> Response:
