@@ -10,6 +10,7 @@ serves its workflow.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import time
@@ -22,6 +23,7 @@ from pregelkit.cli._errors import CliError
 from pregelkit.cli._lifecycle import ACTIVE, INTERRUPTED, ThreadState, refuse
 from pregelkit.cli._options import add_command, add_filters, duration
 from pregelkit.cli._render import _print_json, clean, shell_join
+from pregelkit.cli._secrets import Redactor
 from pregelkit.cli._target import load_target, recorded
 from pregelkit.errors import UnknownQueueError
 
@@ -50,11 +52,16 @@ def register(sub: Any, common: argparse.ArgumentParser, tables: argparse.Argumen
         [common],
         help="serve queued runs of workflows until SIGTERM or Ctrl-C",
         description="Claim and run the queued runs (`pregelkit submit`, wf.submit) of the "
-        "workflows MODULE:NAME, up to --concurrency at a time. On SIGTERM or Ctrl-C it "
-        "claims nothing more, lets its runs finish their started tasks and hands them back.",
+        "workflows MODULE:NAME, up to --concurrency at a time. The async def workflows run "
+        "on an AsyncWorker of their own (up to --concurrency at a time too) beside the "
+        "Worker of the sync ones. On SIGTERM or Ctrl-C it claims nothing more, lets its "
+        "runs finish their started tasks and hands them back.",
     )
     p.add_argument("entrypoints", nargs="+", metavar="MODULE:NAME", help="workflows to serve")
-    p.add_argument("--concurrency", type=int, default=8, help="runs at a time (default 8)")
+    p.add_argument(
+        "--concurrency", type=int, default=8, help="runs at a time (default 8), for the sync "
+        "and the async workflows each",
+    )  # fmt: skip
     p.add_argument(
         "--lease", type=float, default=30.0, help="lease seconds (default 30): how long "
         "a dead worker's runs wait before another worker takes them",
@@ -108,7 +115,7 @@ def register(sub: Any, common: argparse.ArgumentParser, tables: argparse.Argumen
 
 
 def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
-    from pregelkit.worker import Worker
+    from pregelkit.cli._workers import Workers
 
     if args.concurrency < 1:
         raise CliError(f"--concurrency must be at least 1, got {args.concurrency}")
@@ -124,28 +131,33 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
     if len(set(names)) != len(names):
         raise CliError(f"two of the workflows have the same name ({names}): names must differ")
     _log_to_stderr()
-    with open_database(args.db, create=True, pool_size=args.concurrency + 2) as db:
-        worker = Worker(
-            graphs,
-            db.saver,
-            concurrency=args.concurrency,
-            lease_seconds=args.lease,
-            queues=args.queue,
-        )
-        if args.json:
-            _print_json({"event": "worker", "worker_id": worker.worker_id, "serves": names}, out)
-        else:
-            serving = f"worker {worker.worker_id} serving {', '.join(names)} on {db.shown}"
-            out.write(clean(serving) + "\n")
-        out.flush()
+    with contextlib.ExitStack() as stack:
         try:
-            worker.run()
+            # the sync workflows on a Worker, the async ones on an AsyncWorker
+            workers = Workers(
+                graphs,
+                args.db,
+                stack,
+                concurrency=args.concurrency,
+                lease_seconds=args.lease,
+                queues=args.queue,
+            )
+            for worker_id, serves in workers.serving:
+                if args.json:
+                    _print_json({"event": "worker", "worker_id": worker_id, "serves": serves}, out)
+                else:
+                    shown = Redactor().mask(args.db)
+                    out.write(clean(f"worker {worker_id} serving {', '.join(serves)} on {shown}"))
+                    out.write("\n")
+            out.flush()
+            workers.run()
         except UnknownQueueError as exc:
             raise CliError(str(exc)) from None
-    if args.json:
-        _print_json({"event": "stopped", "worker_id": worker.worker_id}, out)
-    else:
-        out.write(f"worker {worker.worker_id} stopped\n")
+    for worker_id, _ in workers.serving:
+        if args.json:
+            _print_json({"event": "stopped", "worker_id": worker_id}, out)
+        else:
+            out.write(f"worker {worker_id} stopped\n")
     return 0
 
 

@@ -48,7 +48,12 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         help="also serve the files of DIR at /ui/ (a web page calling this API on its own "
         "origin; the files need no key, the API still does)",
     )
-    p.add_argument("--concurrency", type=int, default=8, help="in-process runs at a time (8)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        help="in-process runs at a time (8), for the sync and the async workflows each",
+    )
     p.add_argument(
         "--max-body", type=int, default=MAX_BODY, metavar="BYTES",
         help=f"largest request body accepted (default {MAX_BODY})",

@@ -109,8 +109,9 @@ def create_app(
 
 
 def in_thread(worker: Any) -> Callable[[], Callable[[], None]]:
-    """``start_workers`` for a ``pregelkit.Worker``: it serves in a thread;
-    stopping lets its runs finish their started tasks and hands them back."""
+    """``start_workers`` for the server's workers (``cli._workers.Workers``):
+    they serve in a thread; stopping lets their runs finish their started
+    tasks and hands them back."""
 
     def start() -> Callable[[], None]:
         thread = threading.Thread(target=worker.run, name="pregelkit-serve-worker", daemon=True)

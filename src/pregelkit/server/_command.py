@@ -19,9 +19,9 @@ from pregelkit.server._static import UI_PATH, check_static
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 if TYPE_CHECKING:
+    from pregelkit.cli._workers import Workers
     from pregelkit.server._api import Api
     from pregelkit.server._hook import Hook
-    from pregelkit.worker import Worker
 
 
 def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
@@ -58,18 +58,21 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
         db = backend.db
         api = Api(served, db.saver, backend.store, backend.records, args.max_body)
         start = None
+        running = "no workers"
         if not args.no_workers:
             worker = _worker(stack, args, api)
             api.wake = worker.wake
             start = in_thread(worker)
+            running = f"{args.concurrency} in-process runs" + (
+                " per worker, sync and async" if len(worker.serving) > 1 else ""
+            )
         _log_to_stderr()  # a failed run's traceback, as `pregelkit worker` logs it
         _log_to_stderr("pregelkit.server")  # a request that failed unexpectedly
         app = create_app(api, keys, start, static, hook)
-        workers = "no workers" if args.no_workers else f"{args.concurrency} in-process runs"
         graphs = ", ".join(s.graph_id for s in served)
         out.write(
             clean(f"serving {graphs} on {db.shown} at http://{args.host}:{args.port} "
-                  f"({workers}, {_admission(keys, hook)})") + "\n"
+                  f"({running}, {_admission(keys, hook)})") + "\n"
         )  # fmt: skip
         if static is not None:
             out.write(
@@ -103,12 +106,12 @@ def _stopped_by_signals() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _worker(stack: contextlib.ExitStack, args: argparse.Namespace, api: Api) -> Worker:
-    """A worker on a database connection of its own (a pool on PostgreSQL),
-    serving the configured graphs with the server's store."""
-    from pregelkit.cli._db import open_database
-    from pregelkit.worker import Worker
+def _worker(stack: contextlib.ExitStack, args: argparse.Namespace, api: Api) -> Workers:
+    """The workers on database connections of their own (pools on
+    PostgreSQL), serving the configured graphs with the server's store: a
+    ``Worker`` for the sync graphs, an ``AsyncWorker`` for the async ones
+    (``cli/_workers.py``), each up to ``--concurrency`` runs at a time."""
+    from pregelkit.cli._workers import Workers
 
-    db = stack.enter_context(open_database(args.db, create=True, pool_size=args.concurrency + 2))
     graphs = [s.graph.copy(store=api.store) for s in api.served]
-    return Worker(graphs, db.saver, concurrency=args.concurrency)
+    return Workers(graphs, args.db, stack, concurrency=args.concurrency)

@@ -58,6 +58,13 @@ class AsyncWorker(WorkerFront):
         await self._serve(until_idle=True)
         return self._core.finished - before
 
+    def wake(self) -> None:
+        """As ``Worker.wake``: claim now rather than after the idle pause;
+        safe from any thread (``pregelkit serve`` calls it from its own loop)."""
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(wake.set)
+
     def stop(self, reason: str = "worker stopping") -> None:
         """Ask ``run()`` to return; safe from any thread."""
         self._core.stop(reason)
