@@ -68,14 +68,24 @@ def _nested(depth: int) -> bytes:
         (b"1" + b"0" * 400, "past the range of a float"),
         (b'"\\ud800"', "lone surrogate"),
         (b'{"\\udfff": 1}', "lone surrogate"),
+        (b'"\xed\xa0\x80"', "not valid JSON"),  # a surrogate UTF-8-encoded: not UTF-8
         (_nested(300), "nested more than 256 levels"),
     ],
-    ids=["nan", "infinity", "1e400", "int-of-401-digits", "surrogate", "surrogate-key", "deep"],
+    ids=[
+        "nan",
+        "infinity",
+        "1e400",
+        "int-401-digits",
+        "surrogate",
+        "surrogate-key",
+        "encoded-surrogate",
+        "deep",
+    ],
 )
 def test_values_no_answer_could_carry_are_refused_and_never_stored(
     server: Server, value: bytes, says: str
 ) -> None:
-    tag = json.dumps(value.decode()[:20])
+    tag = json.dumps(value.decode("latin-1")[:20])
     # stored, such metadata made every threads.search of the key a 500
     body = b'{"metadata": {"tag": ' + tag.encode() + b', "v": ' + value + b"}}"
     _refused(_send(server, "POST", "/threads", body), 422, says)

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from pregelkit.server._errors import ApiError
@@ -52,16 +54,28 @@ async def read_json(request: Request, limit: int) -> Body:
     raw = b"".join(chunks)
     if not raw.strip():
         return Body({})
+    return Body(await run_in_threadpool(_parse, raw))
+
+
+def _parse(raw: bytes) -> dict[str, Any]:
+    """The body's JSON object, checked: on a worker thread, as reading and
+    checking 10 MB of small values takes seconds the event loop (every other
+    request, every stream) must not wait."""
     try:
+        # UTF-8 only, strictly: json.loads would take UTF-16 and, as bytes,
+        # let an encoded surrogate through (surrogatepass)
+        text = raw.decode("utf-8")
         data = json.loads(
-            raw, parse_constant=_no_constant, parse_float=_finite, parse_int=_within_floats
+            text, parse_constant=_no_constant, parse_float=_finite, parse_int=_within_floats
         )
     except (ValueError, RecursionError) as exc:
         raise ApiError(422, f"the body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ApiError(422, f"the body must be a JSON object, got {type(data).__name__}")
-    _check_values(data)
-    return Body(data)
+    strings = _SURROGATE_ESCAPE.search(text) is not None
+    if strings or text.count("[") + text.count("{") > MAX_DEPTH:
+        _check_values(data, strings)
+    return data
 
 
 def _no_constant(name: str) -> Any:
@@ -84,23 +98,38 @@ def _within_floats(text: str) -> int:
     return value
 
 
-def _check_values(data: Any) -> None:
-    """A 422 for a body nested past ``MAX_DEPTH`` or holding a lone
-    surrogate in a string or a key (no UTF-8 answer can carry one)."""
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""A ``\\ud800``-``\\udfff`` escape: only a body that has one can hold a
+lone surrogate (UTF-8 has none: such bytes fail to decode)."""
+
+
+def _check_values(data: Any, strings: bool) -> None:
+    """A 422 for a body nested past ``MAX_DEPTH`` or (``strings``: look at
+    them) holding a lone surrogate in a string or a key: no UTF-8 answer
+    can carry one."""
     pending: list[tuple[Any, int]] = [(data, 1)]
     while pending:
         value, depth = pending.pop()
-        if isinstance(value, str):
-            if not value.isascii():
-                try:
-                    value.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise _lone_surrogate(value) from None
-        elif isinstance(value, (dict, list)):
-            if depth > MAX_DEPTH:
-                raise ApiError(422, f"the body is nested more than {MAX_DEPTH} levels deep")
-            items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
-            pending.extend((item, depth + 1) for item in items)
+        if depth > MAX_DEPTH:
+            raise ApiError(422, f"the body is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(value, dict):
+            if strings:
+                for key in value:
+                    _check_text(key)
+            value = value.values()
+        for item in value:
+            if isinstance(item, (dict, list)):
+                pending.append((item, depth + 1))
+            elif strings and isinstance(item, str):
+                _check_text(item)
+
+
+def _check_text(text: str) -> None:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _lone_surrogate(text) from None
 
 
 def _lone_surrogate(text: str) -> ApiError:

@@ -370,7 +370,10 @@ async def history(request: Request) -> Response:
         snapshots = graph.get_state_history(config, filter=metadata, before=ahead, limit=limit)
         try:
             return [thread_state(s) for s in snapshots]
-        except ValueError as exc:  # the saver refuses the metadata filter
+        except ValueError as exc:
+            if not metadata:
+                raise
+            # the saver refuses the filter (a NUL in a key) as it reads the first
             raise ApiError(422, f"cannot filter the history: {exc}") from None
 
     return Json(await call(history))
