@@ -185,9 +185,14 @@ def test_children_on_workers_and_a_failed_one(db: tuple[str, Any]) -> None:
         serving.stop()
 
 
+@pytest.mark.parametrize("slow_saves", [False, True])
 def test_an_invoke_run_whose_process_died_while_it_slept_is_resumed_by_a_worker(
-    db: tuple[str, Any], tmp_path: Path
+    db: tuple[str, Any], tmp_path: Path, slow_saves: bool
 ) -> None:
+    """With ``slow_saves`` the task's writes reach the database half a
+    second late (``durability="async"`` saves them in the background): the
+    sleep's queue row must not be saved before them, or the worker resumes
+    from before the task and runs it again."""
     url, saver = db
     log = tmp_path / "log"
     script = tmp_path / "sleeper.py"
@@ -212,6 +217,16 @@ def test_an_invoke_run_whose_process_died_while_it_slept_is_resumed_by_a_worker(
             url = sys.argv[1]
             opened = (PostgresSaver if url.startswith("postgres") else SqliteSaver)
             with opened.from_conn_string(url) as saver:
+                if {slow_saves!r}:
+                    import time
+                    put_writes = saver.put_writes
+
+                    def slow(*args, **kwargs):
+                        time.sleep(0.5)
+                        return put_writes(*args, **kwargs)
+
+                    saver.put_writes = slow
+
                 @entrypoint(checkpointer=saver)
                 def sleeper(x):
                     note("before").result()

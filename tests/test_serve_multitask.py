@@ -379,3 +379,29 @@ def test_interrupt_before_through_the_async_client_and_a_stream(
         assert await client.runs.wait(tid, "tally", input=None) == {"log": ["a"]}
 
     asyncio.run(main())
+
+
+def test_a_cancel_through_the_library_stops_the_running_run_not_the_enqueued_one(
+    served: tuple[Server, str, Path], client: SyncLangGraphClient
+) -> None:
+    """``cancel_thread_runs`` (what ``wf.cancel(config)`` does besides
+    marking the thread) finds the thread's running run, not the newer
+    enqueued one, which no worker holds; and the thread is ``busy`` while
+    a run of it runs, whatever waits behind it."""
+    from pregelkit.checkpoint.runs import cancel_thread_runs
+    from pregelkit.cli._db import open_database
+
+    _, db, _ = served
+    tid = client.threads.create()["thread_id"]
+    busy = client.runs.create(tid, "tally", input={"add": "a", **SLOW})
+    behind = client.runs.create(tid, "tally", input={"add": "b"})
+    _running(client, tid, busy["run_id"])
+    assert client.runs.get(tid, behind["run_id"])["status"] == "pending"
+    assert client.threads.get(tid)["status"] == "busy"
+    with open_database(db, create=False) as opened:
+        assert cancel_thread_runs(opened.saver, tid) is True
+    _until(
+        lambda: client.runs.get(tid, busy["run_id"])["status"] == "interrupted",
+        "the running run is cancelled",
+    )
+    assert client.runs.join(tid, behind["run_id"]) == {"log": ["b"]}

@@ -260,12 +260,21 @@ def get(d: Dialect, run_id: str) -> RunPlan[tuple[Any, ...] | None]:
 
 
 def latest_of_thread(d: Dialect, thread_id: str) -> RunPlan[str | None]:
+    """The thread's active run (queued, running, sleeping or waiting: a
+    thread has one at most), else its newest: not a newer run that waits
+    its turn outside the queue (``pregelkit serve``'s enqueued runs)."""
     row = yield d.q(
-        "SELECT run_id FROM pregelkit_runs WHERE thread_id = ? "
-        "ORDER BY created_at DESC, run_id DESC LIMIT 1",
+        f"SELECT run_id FROM pregelkit_runs WHERE thread_id = ? AND {IS_ACTIVE}",
         (thread_id,),
         "one",
     )
+    if row is None:
+        row = yield d.q(
+            "SELECT run_id FROM pregelkit_runs WHERE thread_id = ? "
+            "ORDER BY created_at DESC, run_id DESC LIMIT 1",
+            (thread_id,),
+            "one",
+        )
     return None if row is None else str(row[0])
 
 

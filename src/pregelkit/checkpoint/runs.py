@@ -324,7 +324,8 @@ async def asubmit_run(
 
 
 def handle_of_thread(saver: BaseCheckpointSaver[Any], thread_id: str) -> RunHandle | None:
-    """The handle of the thread's latest queued run, if it has one."""
+    """The handle of the thread's active run, else of its newest, if it
+    has any (``_runqueue.latest_of_thread``)."""
     run_id = saver.run_queue(partial(_runqueue.latest_of_thread, thread_id=thread_id), "runs")
     return None if run_id is None else RunHandle(saver, run_id, thread_id)
 

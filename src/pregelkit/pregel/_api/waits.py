@@ -258,6 +258,9 @@ def parked(
     """Park the run for the wait (see ``_park_args``); yields the renewal
     ``block`` calls every third of ``PARK_LEASE``, or None if not parked."""
     args = _park_args(scope, status, kind, due, topic, lapse)
+    wait_saves = scope.run.wait_saves
+    if args is not None and wait_saves is not None:
+        wait_saves()  # the writes before the wait first: the row resumes from them
     row = None if args is None else queue_waits.park(**args)
     if scope.run.stale_park:  # taken over by the park, or dropped: past it now
         scope.run.stale_park = False
@@ -292,6 +295,9 @@ async def aparked(
 ) -> AsyncIterator[Callable[[], Awaitable[object]] | None]:
     """The async twin of :func:`parked`."""
     args = _park_args(scope, status, kind, due, topic, lapse)
+    wait_saves = scope.run.wait_saves
+    if args is not None and wait_saves is not None:
+        await wait_saves()
     row = None if args is None else await queue_waits.apark(**args)
     if scope.run.stale_park:
         scope.run.stale_park = False

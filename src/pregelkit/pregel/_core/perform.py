@@ -270,6 +270,7 @@ class SyncPregelLoop(_Performer):
         saver = core.checkpointer
         self._executor = BackgroundExecutor(core.config)
         self._lane = SerialLane(core.faults, nullcontext if saver is None else saver.grouped)
+        core.run.wait_saves = self._lane.wait
         self._unwatch: Callable[[], None] | None = None
 
     @property
@@ -428,6 +429,7 @@ class AsyncPregelLoop(_Performer):
         self._lane = AsyncSerialLane(
             core.faults, self._aloop, nullcontext if saver is None else saver.agrouped
         )
+        core.run.wait_saves = self._lane.wait
         self._aunwatch: Callable[[], Awaitable[None]] | None = None
         self._saved_all = False
         """The run's exit has waited for its lane: a start record the start

@@ -96,6 +96,7 @@ class RunContext:
         "store",
         "stream_modes",
         "stream_subgraphs",
+        "wait_saves",
         "workflow",
     )
 
@@ -144,6 +145,10 @@ class RunContext:
         its process: that run's queue row is this one's to take over or drop."""
         self.workflow: str | None = None
         """The name of the root graph (what a worker resumes the thread with)."""
+        self.wait_saves: Callable[[], Any] | None = None
+        """Waits until the saver calls the run made so far are made (async
+        run: returns an awaitable): a durable wait's queue row must not be
+        saved before the writes it resumes from (``waits.parked``)."""
 
 
 class TaskScope:
