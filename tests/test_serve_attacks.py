@@ -11,6 +11,7 @@ never sends, the SDK for what it does."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -355,3 +356,18 @@ def test_threads_search_filters_by_values_and_selects_rather_than_ignore_them(
     ]
     with pytest.raises(httpx.HTTPStatusError, match="'extract' is not served yet"):
         client.threads.search(metadata=mark, extract={"n": "values.n"})
+
+
+def test_a_client_sending_its_body_slowly_does_not_hold_sigterm_forever(tmp_path: Path) -> None:
+    # the stopping server waited for the request: a byte a second kept it up
+    config = tmp_path / "pregelkit.json"
+    config.write_text(json.dumps({"graphs": {"echo": f"{FLOWS}:echo"}}))
+    args = ["--config", str(config), "--db", str(tmp_path / "s.sqlite"), "--stop-timeout", "1"]
+    srv = Server([*args, "--auth-key", KEY], tmp_path)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as slow:
+        head = f"POST /threads HTTP/1.1\r\nHost: x\r\nx-api-key: {KEY}\r\n"
+        slow.sendall(head.encode() + b"Content-Length: 1000\r\n\r\n{")
+        assert httpx.get(srv.url + "/ok", timeout=10).status_code == 200  # the body is being read
+        _, err = srv.stop()  # SIGTERM: exit 0 within 30 s, the slow request cut
+    assert "cut 1 request(s) still open past --stop-timeout" in err, err
+    assert "Traceback" not in err, err

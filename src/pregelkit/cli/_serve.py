@@ -12,6 +12,10 @@ from pregelkit.cli._errors import CliError
 from pregelkit.cli._options import add_command
 
 MAX_BODY = 10 * 1024 * 1024
+STOP_TIMEOUT = 10.0
+"""Seconds a stopping server waits for open requests: without a bound, one
+client sending its body a byte at a time kept SIGTERM from ever ending it
+(and an orchestrator's SIGKILL then skipped the workers' hand-back)."""
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -57,6 +61,11 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-body", type=int, default=MAX_BODY, metavar="BYTES",
         help=f"largest request body accepted (default {MAX_BODY})",
+    )  # fmt: skip
+    p.add_argument(
+        "--stop-timeout", type=float, default=STOP_TIMEOUT, metavar="SECONDS",
+        help="how long a stopping server waits for the requests still open (a runs.wait, a "
+        f"slow upload) before it cuts them and stops its workers (default {STOP_TIMEOUT:g})",
     )  # fmt: skip
 
 

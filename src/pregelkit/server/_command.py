@@ -51,6 +51,10 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(f"--concurrency must be at least 1, got {args.concurrency}")
     if args.max_body < 1024:
         raise CliError(f"--max-body must be at least 1024 bytes, got {args.max_body}")
+    if not 0 < args.stop_timeout < float("inf"):
+        raise CliError(
+            f"--stop-timeout must be a positive number of seconds, got {args.stop_timeout}"
+        )
     served = load_served(args.target, args.config)
     static = check_static(args.static) if args.static is not None else None
     with contextlib.ExitStack() as stack:
@@ -80,7 +84,13 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
             )
         out.flush()
         with _stopped_by_signals():
-            config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+            config = uvicorn.Config(
+                app,
+                host=args.host,
+                port=args.port,
+                log_level="warning",
+                timeout_graceful_shutdown=args.stop_timeout,
+            )
             Server(api, config).run()
     out.write("stopped\n")
     return 0

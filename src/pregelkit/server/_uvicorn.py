@@ -15,18 +15,31 @@ _CUT = "ASGI callable returned without completing response."
 stopping server cuts its streams (``_errors.StreamCut``) on purpose."""
 
 
+_OVERDUE = "timeout graceful shutdown exceeded"
+"""What uvicorn logs, as errors, of the requests it cancels once
+``--stop-timeout`` has passed (its count, then each one's traceback)."""
+
+
 class _CutStreams(logging.Filter):
-    """uvicorn's error about an incomplete response, once the server stops:
-    the streams it cut, said once at INFO instead."""
+    """uvicorn's errors about the responses a stopping server cuts (the
+    streams it ends, the requests still open past ``--stop-timeout``), said
+    once at INFO instead."""
 
     def __init__(self, api: Api) -> None:
         super().__init__()
         self.api = api
         self.cut = 0
+        self.overdue = 0
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.api.stopping.is_set() and record.getMessage() == _CUT:
+        if not self.api.stopping.is_set():
+            return True
+        if record.getMessage() == _CUT:
             self.cut += 1
+            return False
+        error = record.exc_info[1] if record.exc_info else None
+        if _OVERDUE in record.getMessage() or _OVERDUE in str(error or ""):
+            self.overdue += record.getMessage().startswith("Exception")
             return False
         return True
 
@@ -49,11 +62,14 @@ class Server(uvicorn.Server):
             await super().serve(sockets)
         finally:
             uvicorn_log.removeFilter(self.cut)
+            log = logging.getLogger("pregelkit.server")
             if self.cut.cut:
-                logging.getLogger("pregelkit.server").info(
+                log.info(
                     "cut %d open stream(s): their clients reconnect with their last event id",
                     self.cut.cut,
                 )
+            if self.cut.overdue:
+                log.info("cut %d request(s) still open past --stop-timeout", self.cut.overdue)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self.api.stopping.set()
