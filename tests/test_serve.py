@@ -484,6 +484,12 @@ def test_no_key_no_network_and_config_mistakes(tmp_path: Path) -> None:
     (tmp_path / "empty.json").write_text("{}")
     assert "names no graphs" in _refused(["--config", str(tmp_path / "empty.json")], tmp_path)
     assert "no such file" in _refused([f"{tmp_path}/nope.py:wf"], tmp_path)
+    with socket.socket() as taken:  # a port another program listens on
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        err = _refused(["--config", config, "--port", port], tmp_path)
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "another --port" in err
 
 
 def test_langgraph_json_is_read_as_is_with_paths_relative_to_it(tmp_path: Path) -> None:

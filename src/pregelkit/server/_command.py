@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import signal
+import socket
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, TextIO
 
@@ -58,6 +60,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     served = load_served(args.target, args.config)
     static = check_static(args.static) if args.static is not None else None
     with contextlib.ExitStack() as stack:
+        listening = stack.enter_context(_listening(args.host, args.port))
         backend = stack.enter_context(open_backend(args.db, pool_size=8))
         db = backend.db
         api = Api(served, db.saver, backend.store, backend.records, args.max_body)
@@ -91,9 +94,29 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
                 log_level="warning",
                 timeout_graceful_shutdown=args.stop_timeout,
             )
-            Server(api, config).run()
+            Server(api, config).run(sockets=[listening])
     out.write("stopped\n")
     return 0
+
+
+def _listening(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before anything starts: a port in use is
+    said plainly, not after the start line and the workers."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        hint = (
+            "stop what listens there, or give another --port"
+            if exc.errno == errno.EADDRINUSE
+            else "check --host and --port"
+        )
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}; {hint}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def _admission(keys: tuple[str, ...], hook: Hook | None) -> str:
