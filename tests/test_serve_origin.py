@@ -67,6 +67,18 @@ def test_the_servers_own_origin_and_programs_without_one_are_served(open_server:
     read = httpx.get(open_server.url + "/info", headers={"origin": "http://evil.example"})
     assert read.status_code == 200
     assert not any(h.startswith("access-control-") for h in read.headers)
+    for typed in ("none", "same-origin"):  # an address typed in; the server's own page
+        assert httpx.get(open_server.url + "/info", headers={"sec-fetch-site": typed}).is_success
+
+
+@pytest.mark.parametrize("site", ["cross-site", "same-site"])
+def test_a_get_made_for_another_sites_page_is_refused(open_server: Server, site: str) -> None:
+    """A GET has effects too: ``join_stream`` with ``cancel_on_disconnect``
+    cancels a run when its reader goes (an <img> of another page would be
+    such a reader)."""
+    url = open_server.url + "/threads/" + "0" * 32 + "/runs/" + "1" * 32 + "/stream"
+    got = httpx.get(url, params={"cancel_on_disconnect": "true"}, headers={"sec-fetch-site": site})
+    assert got.status_code == 403 and "another site" in got.json()["detail"]
 
 
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:2024", "10.0.0.1"])

@@ -9,8 +9,10 @@ included. So:
 
 - a request that changes anything (any method but GET, HEAD and OPTIONS)
   and names an ``Origin`` other than the server's own (its scheme and
-  ``Host``) is refused, 403, as is one a browser marks
-  ``Sec-Fetch-Site: cross-site``; programs (the SDK, curl) send neither;
+  ``Host``) is refused, 403, as is any request a browser marks as made for
+  another site's or another origin's page (``Sec-Fetch-Site`` other than
+  ``same-origin`` or ``none``: a GET has effects too, a stream's
+  ``cancel_on_disconnect``); programs (the SDK, curl) send neither;
 - a server without keys or an auth hook, which only listens on the
   loopback interface, answers only requests addressed to a loopback name
   or address (``Host``: localhost, 127.0.0.1, [::1]): a rebound name is
@@ -28,6 +30,9 @@ from pregelkit.server._auth import is_loopback, refuse
 __all__ = ["SameOrigin"]
 
 _READS = frozenset({"GET", "HEAD", "OPTIONS"})
+_OWN_SITE = frozenset({b"same-origin", b"none"})
+"""``Sec-Fetch-Site`` of a request the browser makes for a page of this
+server's own, or for its user (an address typed in)."""
 
 
 class SameOrigin:
@@ -53,6 +58,11 @@ class SameOrigin:
                 "the server keys (--auth-key) to reach it by another",
             )
             return
+        fetched_from = headers.get(b"sec-fetch-site")
+        if fetched_from is not None and fetched_from not in _OWN_SITE:
+            # any method: a GET has effects too (a stream's cancel_on_disconnect)
+            await refuse(send, 403, "a request from another site's web page is refused")
+            return
         if scope["method"] not in _READS:
             origin = headers.get(b"origin")
             own = f"{scope.get('scheme', 'http')}://{host}"
@@ -64,9 +74,6 @@ class SameOrigin:
                     f"only pages this server serves (--static, at {own}/ui/) may call it "
                     "from a browser",
                 )
-                return
-            if headers.get(b"sec-fetch-site") == b"cross-site":
-                await refuse(send, 403, "a cross-site request from a web page is refused")
                 return
         await self.app(scope, receive, send)
 
