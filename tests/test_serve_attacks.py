@@ -371,3 +371,32 @@ def test_a_client_sending_its_body_slowly_does_not_hold_sigterm_forever(tmp_path
         _, err = srv.stop()  # SIGTERM: exit 0 within 30 s, the slow request cut
     assert "cut 1 request(s) still open past --stop-timeout" in err, err
     assert "Traceback" not in err, err
+
+
+def test_a_run_created_as_its_thread_is_deleted_does_not_outlive_it(server: Server) -> None:
+    """A create and a delete of one thread at once: whichever wins, no run
+    is left to start on the deleted thread (it was: both answered 200 and
+    204, and the run went on, on PostgreSQL 28 times in 30)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def both(tid: str) -> tuple[int, int]:
+        run = json.dumps({"assistant_id": "echo", "input": {"n": 1}}).encode()
+        with ThreadPoolExecutor(2) as pool:
+            created = pool.submit(_send, server, "POST", f"/threads/{tid}/runs", run)
+            deleted = pool.submit(_send, server, "DELETE", f"/threads/{tid}")
+            return created.result().status_code, deleted.result().status_code
+
+    outcomes = []
+    for _ in range(12):
+        tid = _send(server, "POST", "/threads", b"{}").json()["thread_id"]
+        made, gone = both(tid)
+        outcomes.append((made, gone))
+        if gone == 204:
+            # the thread is gone: nothing of it runs, or comes back with its id
+            assert _send(server, "GET", f"/threads/{tid}").status_code == 404
+            again = _send(server, "POST", "/threads", json.dumps({"thread_id": tid}).encode())
+            assert again.status_code == 200
+            runs = _send(server, "GET", f"/threads/{tid}/runs").json()
+            assert runs == [], (made, runs)
+            _send(server, "DELETE", f"/threads/{tid}")
+    assert all(made in (200, 404) and gone in (204, 409) for made, gone in outcomes), outcomes

@@ -388,6 +388,33 @@ def _delete_ended(d: _runqueue.Dialect, run_id: str) -> _runqueue.RunPlan[str | 
     return str(row[0])
 
 
+def delete_ended_runs(saver: BaseCheckpointSaver[Any], thread_id: str) -> int:
+    """Delete the records of the thread's ended runs (queue rows and stream
+    parts), as a deleted thread's: a thread made again with its id must not
+    list them. How many went."""
+    deleted: int = saver.run_queue(partial(_delete_ended_of, thread_id=thread_id), "delete runs")
+    return deleted
+
+
+def _delete_ended_of(d: _runqueue.Dialect, thread_id: str) -> _runqueue.RunPlan[int]:
+    finished = ", ".join(f"'{s}'" for s in _runqueue.FINISHED)
+    rows = yield d.q(
+        f"DELETE FROM pregelkit_runs WHERE thread_id = ? AND status IN ({finished}) "
+        "RETURNING run_id",
+        (thread_id,),
+        "all",
+    )
+    ids = [str(r[0]) for r in rows]
+    for at in range(0, len(ids), _PARTS_BATCH):
+        yield from _parts.delete(d, ids[at : at + _PARTS_BATCH])
+    return len(ids)
+
+
+_PARTS_BATCH = 500
+"""Runs whose stream parts one statement deletes (within every database's
+parameter limit)."""
+
+
 LIVE_SECONDS = 60.0
 """A worker not seen for this long no longer counts as serving its workflows."""
 

@@ -18,6 +18,7 @@ held only for each read), so many waiting clients cost no threads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from functools import partial
@@ -46,8 +47,10 @@ from pregelkit.server._multitask import (
     DEFAULT_STRATEGY,
     STRATEGIES,
     cancel_pending,
+    forget_run,
     queue,
     roll_back,
+    wait_stopped,
 )
 from pregelkit.server._options import Options, breakpoints, checkpoint_of
 from pregelkit.server._schemas import check_input
@@ -195,6 +198,15 @@ def submit(
     options: Options = (metadata, strategy)
     _options.keep(run_config, options)
     handle, record = queue(api, thread_id, served.graph_id, value, run_config, strategy, after)
+    if api.records.get(thread_id, owner) is None:
+        # the thread was deleted since it was read: its delete cancels the
+        # runs it finds, this one it may not have (``_threads.delete``)
+        with contextlib.suppress(ApiError):  # not stopped within its wait: it ends alone
+            wait_stopped(handle)
+            api.saver.run_queue(
+                partial(forget_run, thread_id=thread_id, run_id=handle.run_id), "forget"
+            )
+        raise not_found("thread", thread_id)
     return handle, options, record
 
 

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pregelkit.checkpoint.runs import handle_of_thread
+from pregelkit.checkpoint.runs import delete_ended_runs, handle_of_thread
 from pregelkit.errors import InvalidUpdateError
 from pregelkit.server._api import Api, api_of, call
 from pregelkit.server._auth import owner_of
@@ -27,6 +27,7 @@ from pregelkit.server._body import Body, check_uuid, query_flag
 from pregelkit.server._cronrows import forget_thread
 from pregelkit.server._errors import ApiError, not_found
 from pregelkit.server._json import Json, has_metadata, iso, jsonable
+from pregelkit.server._multitask import stop_runs
 from pregelkit.server._records import ThreadRow
 from pregelkit.server._snapshots import empty_state, thread_state
 
@@ -157,8 +158,16 @@ async def delete(request: Request) -> Response:
         if status_of(api, tid) == "busy":
             raise ApiError(409, f"thread {tid!r} has a run queued or running: cancel it first")
         forget_thread(api.saver, api.crons, tid)  # its crons would run on no thread
-        api.saver.delete_thread(tid)
         api.records.delete(tid)
+        # a run queued since the check above: cancelled (a run created after
+        # the row went cancels itself, ``_runs.submit``), then the state goes,
+        # and the records of its ended runs (a thread made again with this
+        # id, by any key, must not list them)
+        if api.saver.has_run_queue:
+            stop_runs(api, tid, rollback=True)
+        api.saver.delete_thread(tid)
+        if api.saver.has_run_queue:
+            delete_ended_runs(api.saver, tid)
 
     await call(delete)
     return Response(status_code=204)
