@@ -494,9 +494,10 @@ def queue_section(pg: str, tmp: str, quick: bool) -> str:
             f"second in one process, each a run's end with the claim of the next "
             f"(`finish_and_claim`) behind a backlog, {cycles} a figure. Medians of "
             f"{rounds} rounds alternating off and on. A claim of a limited queue locks the "
-            "queue's row, then counts what runs and starts: on PostgreSQL three round trips "
-            "(BEGIN with the run's end and the lock, the claim, COMMIT) where the default "
-            "queue's is one statement. Goal: limits cost at most 20%.",
+            "queue's row, then counts what runs and starts, in a transaction of five "
+            "statements the worker sends as one query on PostgreSQL (BEGIN, the run's end, "
+            "the lock, the claim built on the limits it last read, COMMIT: one round trip, "
+            "as the default queue's one statement). Goal: limits cost at most 20%.",
             "",
             "| database | runs/s, default queue | runs/s, limited queue | change "
             "| claims/s, default | claims/s, limited | change |",
