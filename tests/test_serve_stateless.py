@@ -271,6 +271,7 @@ def test_a_stateless_run_that_fails(server: Server) -> None:
     assert _gone(client, created.pop()["thread_id"])
 
     run = client.runs.create(None, "boom", input={"why": "later"})
+    time.sleep(1.5)  # it failed at once, and a sweep passed: its thread waits for the join
     answer = client.runs.join(run["thread_id"], run["run_id"])
     assert answer == {"__error__": {"error": "ValueError", "message": "boom: later"}}
     _until(lambda: _gone(client, run["thread_id"]), "the failed run's thread deleted")

@@ -144,32 +144,34 @@ class ThreadRecords:
         return ThreadRow.of(rows[0]) if rows else None
 
     def ended_temporary(
-        self, orphaned_before: float, settled_before: float, limit: int
-    ) -> list[tuple[str, bool]]:
+        self, orphaned_before: float, ended_before: float, settled_before: float, limit: int
+    ) -> list[tuple[str, bool, bool]]:
         """Up to ``limit`` temporary threads, oldest first, with no run
         pending, queued, running, sleeping or waiting: those with a run that
         ended, and those created before ``orphaned_before`` that never had
         one (the request that created them failed before its run was
         queued); but not those already deleted but for their marks
         (``delete(..., keep_mark=True)``) whose runs ended after
-        ``settled_before``. Each with whether its runs all ended before then."""
+        ``settled_before``. Each with whether its runs all ended before
+        ``ended_before``, and before ``settled_before``."""
         # 'pending': a run enqueued behind the thread's active one (``_multitask``)
-        settled = (
+        before = (
             "NOT EXISTS (SELECT 1 FROM pregelkit_runs AS r "
             "WHERE r.thread_id = t.thread_id AND r.finished_at >= ?)"
         )
         rows = self._run(
-            f"SELECT t.thread_id, CASE WHEN {settled} THEN 1 ELSE 0 END "
+            f"SELECT t.thread_id, CASE WHEN {before} THEN 1 ELSE 0 END, "
+            f"CASE WHEN {before} THEN 1 ELSE 0 END "
             "FROM pregelkit_server_temporary AS t WHERE NOT EXISTS ("
             "SELECT 1 FROM pregelkit_runs AS r WHERE r.thread_id = t.thread_id "
             f"AND (r.{IS_ACTIVE} OR r.status = 'pending')) AND (t.created_at < ? OR EXISTS ("
             "SELECT 1 FROM pregelkit_runs AS r WHERE r.thread_id = t.thread_id)) "
             "AND (EXISTS (SELECT 1 FROM pregelkit_server_threads AS s "
-            f"WHERE s.thread_id = t.thread_id) OR {settled}) "
+            f"WHERE s.thread_id = t.thread_id) OR {before}) "
             "ORDER BY t.created_at LIMIT ?",
-            (settled_before, orphaned_before, settled_before, limit),
+            (ended_before, settled_before, orphaned_before, settled_before, limit),
         )
-        return [(str(r[0]), bool(r[1])) for r in rows]
+        return [(str(r[0]), bool(r[1]), bool(r[2])) for r in rows]
 
     def get(self, thread_id: str, owner: str | None) -> ThreadRow | None:
         """``owner``'s thread ``thread_id``: another owner's is not found."""

@@ -52,6 +52,10 @@ SWEEP_BATCH = 100
 ORPHAN_SECONDS = 60.0
 """A temporary thread no run was queued for after this long (its request
 failed in between) is deleted too."""
+JOIN_SECONDS = 5.0
+"""How long after its run ended a temporary thread is left in place, so
+that a ``runs.join`` made right after ``runs.create`` finds a run that
+ended at once."""
 SETTLE_SECONDS = 300.0
 """How long after its runs ended the stream parts of a temporary thread
 another server process created are left to that process's requests."""
@@ -91,14 +95,20 @@ def forget(api: Api, thread_id: str, parts: bool = True) -> None:
 
 
 def sweep(api: Api) -> int:
-    """Delete the temporary threads whose runs have ended, but those a
-    request of this process still answers, and the stream parts of other
+    """Delete the temporary threads whose runs ended ``JOIN_SECONDS`` ago,
+    but those a request of this process still answers, and the stream parts of other
     processes' until they settled; how many it deleted (wholly or but for
     their parts)."""
     now = time.time()
-    ended = api.records.ended_temporary(now - ORPHAN_SECONDS, now - SETTLE_SECONDS, SWEEP_BATCH)
+    ended = api.records.ended_temporary(
+        now - ORPHAN_SECONDS, now - JOIN_SECONDS, now - SETTLE_SECONDS, SWEEP_BATCH
+    )
     lapsed = time.monotonic() - READ_SECONDS
-    left = [(t, settled) for t, settled in ended if api.reading.get(t, lapsed) <= lapsed]
+    left = [
+        (thread_id, settled)
+        for thread_id, joined, settled in ended
+        if joined and api.reading.get(thread_id, lapsed) <= lapsed
+    ]
     for thread_id, settled in left:
         forget(api, thread_id, parts=settled or thread_id in api.made)
     return len(left)
