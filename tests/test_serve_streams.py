@@ -163,12 +163,11 @@ def test_a_mode_not_served_is_a_422(server: Server) -> None:
         list(client.runs.stream(None, "echo", input={}, stream_mode="messages-tuple"))
 
 
+@pytest.mark.parametrize("served", ["postgres"], indirect=True)  # servers share PostgreSQL
 def test_a_stream_joined_on_a_second_server_sharing_postgres(
     served: tuple[Server, str, Path],
 ) -> None:
     first, db, tmp = served
-    if not db.startswith("postgresql://"):
-        pytest.skip("two server processes share PostgreSQL")
     second = Server(["--config", str(_config(tmp)), "--db", db, "--no-workers"], tmp)
     try:
         client = get_sync_client(url=first.url, api_key=None)
