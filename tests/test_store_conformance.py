@@ -162,13 +162,14 @@ def test_bad_namespaces_fail_alike_sync_and_async(
         assert str(sync_error.value) == str(async_error.value)
 
 
+# a sync store has no event loop to block
+@pytest.mark.parametrize("make_store", ["async_sqlite", "async_postgres"], indirect=True)
 def test_async_stores_refuse_sync_calls_on_their_loop_thread(make_store: Any, arun: Any) -> None:
     """A sync call on the thread running the loop would block it (SQLite) or
     deadlock (PostgreSQL): refused with an error that is both LangGraph's
     asyncio.InvalidStateError and a RuntimeError; other threads may call."""
     s: StoreUnderTest = make_store()
-    if not s.is_async:
-        pytest.skip("a sync store has no event loop to block")
+    assert s.is_async
     store = s.store
 
     async def on_the_loop() -> list[BaseException]:
@@ -520,6 +521,10 @@ def test_durable_across_connections(make_store: Any, tmp_path: Any) -> None:
     assert second.get(("mem",), "k").value == {"v": "kept"}
 
 
+# the in-memory store has no tables
+@pytest.mark.parametrize(
+    "make_store", ["sqlite", "async_sqlite", "postgres", "async_postgres"], indirect=True
+)
 def test_sql_stores_list_their_migrations_and_batch_concurrent_async_calls(
     make_store: Any, arun: Any
 ) -> None:
@@ -527,8 +532,6 @@ def test_sql_stores_list_their_migrations_and_batch_concurrent_async_calls(
     have it); concurrent async calls to the PostgreSQL store share one
     transaction per loop iteration instead of one each."""
     s: StoreUnderTest = make_store()
-    if s.kind == "memory":
-        pytest.skip("the in-memory store has no tables")
     migrations = type(s.store).MIGRATIONS
     assert migrations and all(m.split()[0] in ("CREATE", "ALTER", "DROP", "DO") for m in migrations)
     if s.kind != "async_postgres":

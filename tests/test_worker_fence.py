@@ -108,6 +108,8 @@ def test_an_upsert_that_keeps_its_row_is_no_lost_lease(queue_db: tuple[str, Any]
     assert [a.outcome for a in saver.list_attempts("k")] == ["ok"]
 
 
+# SQLite serializes writers: no claim runs during a write
+@pytest.mark.parametrize("queue_db", ["postgres"], indirect=True)
 def test_a_block_of_saves_taken_over_before_it_ends_saves_nothing(
     queue_db: tuple[str, Any],
 ) -> None:
@@ -115,9 +117,7 @@ def test_a_block_of_saves_taken_over_before_it_ends_saves_nothing(
     them as one statement at its end, the fence a clause of it. A worker
     that took the run over meanwhile wins: the block fails with
     ``LeaseLostError`` and nothing of it is written."""
-    url, saver = queue_db
-    if not url.startswith("postgresql://"):
-        pytest.skip("SQLite serializes writers: no claim runs during a write")
+    _, saver = queue_db
     first = _claimed(saver, "c", lease_seconds=0.1)
     lease = (first.run_id, first.fence)
     saved = saver.put(_leased("c", lease), empty_checkpoint(), {}, {})
@@ -143,14 +143,13 @@ def test_a_block_of_saves_taken_over_before_it_ends_saves_nothing(
     assert saver.list_attempts("c") == []
 
 
+@pytest.mark.parametrize("queue_db", ["postgres"], indirect=True)  # its combined statements
 def test_every_statement_of_a_split_batch_is_fenced(
     queue_db: tuple[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """PostgreSQL: a save with more parameters than one statement takes is
     several statements, each carrying the fence: a stale lease writes none."""
-    url, saver = queue_db
-    if not url.startswith("postgresql://"):
-        pytest.skip("PostgreSQL's combined statements")
+    _, saver = queue_db
     from pregelkit.checkpoint.postgres import _batch
 
     monkeypatch.setattr(_batch, "MOST_PARAMETERS", 20)  # two write rows a statement
